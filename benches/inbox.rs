@@ -1,0 +1,554 @@
+//! The three inbox strategies head to head: sending, reading a page, and concurrent senders.
+//!
+//! ```text
+//! cargo bench --bench inbox                                   # local FerretDB, small sizes
+//! MONGODB_URI=mongodb://127.0.0.1:27017/ MONGO_SOCIAL_BENCH_SCALE=full cargo bench --bench inbox
+//! ```
+//!
+//! Groups (one database each, `mongo_social_bench_<group>`, dropped at the start):
+//!
+//! - `send`: one message to N recipients (`fan-out-on-read/N`, ...). Throughput counts
+//!   deliveries (N per send). Every sample starts from empty collections, so the sizes the
+//!   strategies work on do not drift with the number of iterations criterion picks.
+//! - `inbox_page`: the newest 50 messages of an owner whose inbox holds M messages. Each
+//!   (strategy, M) gets its own collections, filled once through the store's `send` before the
+//!   group runs. Throughput counts the 50 messages a page returns.
+//! - `concurrent_send`: 8 tasks each send k messages to 3 recipients that overlap with their
+//!   neighbours' (pool of 8 users). Throughput counts messages (8k per iteration); every sample
+//!   starts from empty collections.
+//!
+//! Before each group, one line per (strategy, size) gives the commands one operation sent, as a
+//! [`CommandCounter`] on the bench client saw them; after each `send` and `concurrent_send`
+//! benchmark, the average over every send it timed (including bucket rollovers).
+//!
+//! Sizes (defaults suit the local FerretDB, which scans whole collections for any filter but
+//! `{_id: x}`; `full` is meant for a real MongoDB via `MONGODB_URI`):
+//!
+//! | variable | default | `MONGO_SOCIAL_BENCH_SCALE=full` |
+//! |---|---|---|
+//! | `MONGO_SOCIAL_BENCH_SEND` (recipients N) | `1,10,100` | `1,10,100,1000,10000` |
+//! | `MONGO_SOCIAL_BENCH_PAGE` (inbox size M) | `100,1000` | `1000,10000,100000` |
+//! | `MONGO_SOCIAL_BENCH_CONCURRENT` (k per sender) | `5` | `10,100` |
+//! | `MONGO_SOCIAL_BENCH_FILL_TASKS` (concurrent sends while filling) | `4` | `16` |
+//! | `MONGO_SOCIAL_BENCH_BUCKET_SIZE` | `50` | `50` |
+//! | `MONGO_SOCIAL_BENCH_GROUPS` (which groups run) | all | all |
+//!
+//! Criterion defaults here are 10 samples, 1 s warm-up, 3 s measurement; the usual flags
+//! (`--sample-size`, `--measurement-time`, `--warm-up-time`, a name filter) override them.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bson::Document;
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
+use futures::{StreamExt, TryStreamExt};
+use mongo_social::testing::{self, CommandCounter};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest, ServerInfo,
+};
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Database};
+use tokio::runtime::Runtime;
+
+/// Messages per inbox page read in the `inbox_page` group.
+const PAGE: usize = 50;
+/// Concurrent senders in the `concurrent_send` group.
+const SENDERS: usize = 8;
+/// Recipients of each message in the `concurrent_send` group.
+const RECIPIENTS_PER_MESSAGE: usize = 3;
+/// The owner whose inbox the `inbox_page` group reads.
+const OWNER: &str = "owner";
+
+/// Sizes and switches, from the environment.
+#[derive(Debug)]
+struct Config {
+    full: bool,
+    send_n: Vec<u64>,
+    page_m: Vec<u64>,
+    concurrent_k: Vec<u64>,
+    fill_tasks: usize,
+    bucket_size: u32,
+    groups: Option<Vec<String>>,
+}
+
+impl Config {
+    fn from_env() -> Self {
+        let full = match std::env::var("MONGO_SOCIAL_BENCH_SCALE").as_deref() {
+            Ok("full") => true,
+            Ok("" | "default") | Err(_) => false,
+            Ok(other) => {
+                panic!("MONGO_SOCIAL_BENCH_SCALE must be `full` or `default`, not {other:?}")
+            }
+        };
+        let pick = |full_value: &[u64], default: &[u64]| {
+            if full {
+                full_value.to_vec()
+            } else {
+                default.to_vec()
+            }
+        };
+        Self {
+            full,
+            send_n: list(
+                "MONGO_SOCIAL_BENCH_SEND",
+                pick(&[1, 10, 100, 1000, 10_000], &[1, 10, 100]),
+            ),
+            page_m: list(
+                "MONGO_SOCIAL_BENCH_PAGE",
+                pick(&[1000, 10_000, 100_000], &[100, 1000]),
+            ),
+            concurrent_k: list("MONGO_SOCIAL_BENCH_CONCURRENT", pick(&[10, 100], &[5])),
+            fill_tasks: number("MONGO_SOCIAL_BENCH_FILL_TASKS", if full { 16 } else { 4 }),
+            bucket_size: number(
+                "MONGO_SOCIAL_BENCH_BUCKET_SIZE",
+                BucketedFanOut::DEFAULT_BUCKET_SIZE as usize,
+            ) as u32,
+            groups: std::env::var("MONGO_SOCIAL_BENCH_GROUPS")
+                .ok()
+                .filter(|groups| !groups.trim().is_empty())
+                .map(|groups| groups.split(',').map(|g| g.trim().to_owned()).collect()),
+        }
+    }
+
+    fn runs(&self, group: &str) -> bool {
+        self.groups
+            .as_ref()
+            .is_none_or(|groups| groups.iter().any(|g| g == group))
+    }
+}
+
+/// A comma-separated list of positive numbers from `var`, or `default`.
+fn list(var: &str, default: Vec<u64>) -> Vec<u64> {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => value
+            .split(',')
+            .map(|n| match n.trim().parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => panic!(
+                    "{var} must be a comma-separated list of positive numbers, not {value:?}"
+                ),
+            })
+            .collect(),
+        _ => default,
+    }
+}
+
+/// A positive number from `var`, or `default`.
+fn number(var: &str, default: usize) -> usize {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{var} must be a positive number, not {value:?}"),
+        },
+        _ => default,
+    }
+}
+
+/// What every group shares: the runtime, one client with a command counter, the sizes.
+struct Env {
+    rt: Runtime,
+    client: Client,
+    commands: CommandCounter,
+    config: Config,
+}
+
+impl Env {
+    fn new() -> Self {
+        let config = Config::from_env();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let commands = CommandCounter::new();
+        let (client, info) = rt.block_on(async {
+            let mut options = ClientOptions::parse(testing::server_uri())
+                .await
+                .expect("parse the server URI");
+            commands.attach(&mut options);
+            let client = Client::with_options(options).expect("client");
+            let info = ServerInfo::detect(&client)
+                .await
+                .expect("detect the server");
+            (client, info)
+        });
+        eprintln!(
+            "server: {}; scale: {}; {config:?}",
+            info.describe(),
+            if config.full { "full" } else { "default" }
+        );
+        Self {
+            rt,
+            client,
+            commands,
+            config,
+        }
+    }
+
+    /// The group's database, dropped.
+    fn database(&self, group: &str) -> Database {
+        let db = self.client.database(&format!("mongo_social_bench_{group}"));
+        self.rt
+            .block_on(async { db.drop().await })
+            .expect("drop the bench database");
+        db
+    }
+}
+
+/// One strategy under test, with the collections it writes (to empty them between samples).
+struct Contender {
+    store: Arc<DynInboxStore<String>>,
+    collections: Vec<String>,
+}
+
+impl Contender {
+    fn name(&self) -> &'static str {
+        self.store.strategy().name()
+    }
+
+    /// Drops the store's collections and creates its indexes again.
+    async fn reset(&self) {
+        let db = self.store.database();
+        for name in &self.collections {
+            db.collection::<Document>(name)
+                .drop()
+                .await
+                .expect("drop a bench collection");
+        }
+        self.store.create_indexes().await.expect("create indexes");
+    }
+}
+
+/// The three strategies in `db`, their collection names ending in `suffix`.
+fn contenders(db: &Database, suffix: &str, bucket_size: u32) -> Vec<Contender> {
+    let name = |base: &str| format!("{base}{suffix}");
+    let read = name(FanOutOnRead::DEFAULT_COLLECTION);
+    let write = name(FanOutOnWrite::DEFAULT_COLLECTION);
+    let buckets = name(BucketedFanOut::DEFAULT_COLLECTION);
+    let heads = name(BucketedFanOut::DEFAULT_HEADS_COLLECTION);
+    let locks = name(BucketedFanOut::DEFAULT_LOCKS_COLLECTION);
+    vec![
+        Contender {
+            store: Arc::new(
+                FanOutOnRead::builder(db)
+                    .collection(&read)
+                    .build()
+                    .expect("store"),
+            ),
+            collections: vec![read],
+        },
+        Contender {
+            store: Arc::new(
+                FanOutOnWrite::builder(db)
+                    .collection(&write)
+                    .build()
+                    .expect("store"),
+            ),
+            collections: vec![write],
+        },
+        Contender {
+            store: Arc::new(
+                BucketedFanOut::builder(db)
+                    .bucket_size(bucket_size)
+                    .collection(&buckets)
+                    .heads_collection(&heads)
+                    .locks_collection(&locks)
+                    .build()
+                    .expect("store"),
+            ),
+            collections: vec![buckets, heads, locks],
+        },
+    ]
+}
+
+/// `user0`, `user1`, ...
+fn users(n: u64) -> Vec<String> {
+    (0..n).map(|i| format!("user{i}")).collect()
+}
+
+/// A 64-character message text.
+fn text(from: &str, i: u64) -> String {
+    format!("{:.<64}", format!("message {i} from {from} "))
+}
+
+/// `4 commands [insert, find, update x2]`: the count and the names, repeats folded.
+fn describe(names: &[String]) -> String {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for name in names {
+        match runs.last_mut() {
+            Some((last, count)) if last == name => *count += 1,
+            _ => runs.push((name.clone(), 1)),
+        }
+    }
+    let folded: Vec<String> = runs
+        .into_iter()
+        .map(|(name, count)| {
+            if count == 1 {
+                name
+            } else {
+                format!("{name} x{count}")
+            }
+        })
+        .collect();
+    let plural = if names.len() == 1 { "" } else { "s" };
+    format!("{} command{plural} [{}]", names.len(), folded.join(", "))
+}
+
+/// Operations and commands seen by the timed runs of one benchmark.
+#[derive(Default)]
+struct Tally {
+    operations: Cell<u64>,
+    commands: Cell<u64>,
+}
+
+impl Tally {
+    fn add(&self, operations: u64, commands: usize) {
+        self.operations.set(self.operations.get() + operations);
+        self.commands.set(self.commands.get() + commands as u64);
+    }
+
+    fn report(&self, what: &str) {
+        let operations = self.operations.get();
+        if operations > 0 {
+            eprintln!(
+                "{what}: {:.2} commands per send on average over the {operations} sends timed",
+                self.commands.get() as f64 / operations as f64
+            );
+        }
+    }
+}
+
+fn bench_send(c: &mut Criterion, env: &Env) {
+    let db = env.database("send");
+    let contenders = contenders(&db, "", env.config.bucket_size);
+    for &n in &env.config.send_n {
+        let to = users(n);
+        for k in &contenders {
+            let names = env.rt.block_on(async {
+                k.reset().await;
+                // The first send detects the server; the second is a steady one.
+                for i in 0..2 {
+                    env.commands.reset();
+                    let message = NewMessage::new("sender", to.clone(), text("sender", i));
+                    k.store.send(message).await.expect("send");
+                }
+                env.commands.names()
+            });
+            eprintln!("send N={n}: {} {}", k.name(), describe(&names));
+        }
+    }
+
+    let mut group = c.benchmark_group("send");
+    group.sampling_mode(SamplingMode::Flat);
+    for &n in &env.config.send_n {
+        group.throughput(Throughput::Elements(n));
+        let to = users(n);
+        for k in &contenders {
+            let tally = Tally::default();
+            group.bench_with_input(BenchmarkId::new(k.name(), n), &n, |b, _| {
+                b.to_async(&env.rt).iter_custom(|iters| {
+                    let (to, tally) = (&to, &tally);
+                    async move {
+                        k.reset().await;
+                        let messages: Vec<NewMessage<String>> = (0..iters)
+                            .map(|i| NewMessage::new("sender", to.clone(), text("sender", i)))
+                            .collect();
+                        env.commands.reset();
+                        let start = Instant::now();
+                        for message in messages {
+                            k.store.send(message).await.expect("send");
+                        }
+                        let elapsed = start.elapsed();
+                        tally.add(iters, env.commands.total());
+                        elapsed
+                    }
+                });
+            });
+            tally.report(&format!("send N={n}: {}", k.name()));
+        }
+    }
+    group.finish();
+}
+
+/// Sends `m` messages to [`OWNER`] from 8 senders, `tasks` at a time, through the store.
+async fn fill(k: &Contender, m: u64, tasks: usize) {
+    futures::stream::iter(0..m)
+        .map(|i| {
+            let from = format!("sender{}", i % SENDERS as u64);
+            let message = NewMessage::new(from.as_str(), [OWNER], text(&from, i));
+            k.store.send(message)
+        })
+        .buffer_unordered(tasks)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("fill the inbox");
+    assert_eq!(
+        k.store.count(OWNER).await.expect("count"),
+        m,
+        "{}",
+        k.name()
+    );
+}
+
+fn bench_inbox_page(c: &mut Criterion, env: &Env) {
+    let db = env.database("inbox_page");
+    let mut filled = Vec::new();
+    for &m in &env.config.page_m {
+        for k in contenders(&db, &format!("_m{m}"), env.config.bucket_size) {
+            let started = Instant::now();
+            let (documents, names) = env.rt.block_on(async {
+                k.reset().await;
+                fill(&k, m, env.config.fill_tasks).await;
+                let documents = db
+                    .collection::<Document>(&k.collections[0])
+                    .estimated_document_count()
+                    .await
+                    .expect("count documents");
+                let page = k
+                    .store
+                    .inbox_page(OWNER, PageRequest::first(PAGE))
+                    .await
+                    .expect("page");
+                assert_eq!(page.items.len(), PAGE.min(m as usize));
+                let (page, names) = env
+                    .commands
+                    .measure(k.store.inbox_page(OWNER, PageRequest::first(PAGE)))
+                    .await;
+                page.expect("page");
+                (documents, names)
+            });
+            eprintln!(
+                "inbox_page M={m}: {} {} (filled in {:.1} s; {documents} documents in {})",
+                k.name(),
+                describe(&names),
+                started.elapsed().as_secs_f64(),
+                k.collections[0],
+            );
+            filled.push((m, k));
+        }
+    }
+
+    let mut group = c.benchmark_group("inbox_page");
+    group.throughput(Throughput::Elements(PAGE as u64));
+    for (m, k) in &filled {
+        group.bench_with_input(BenchmarkId::new(k.name(), m), m, |b, _| {
+            b.to_async(&env.rt).iter(|| async {
+                let page = k
+                    .store
+                    .inbox_page(OWNER, PageRequest::first(PAGE))
+                    .await
+                    .expect("page");
+                assert_eq!(page.items.len(), PAGE.min(*m as usize));
+                page
+            });
+        });
+    }
+    group.finish();
+}
+
+/// The recipients of sender `s`: three neighbours in a ring of [`SENDERS`] users.
+fn ring_recipients(s: usize) -> Vec<String> {
+    (0..RECIPIENTS_PER_MESSAGE)
+        .map(|r| format!("user{}", (s + r) % SENDERS))
+        .collect()
+}
+
+/// [`SENDERS`] tasks each sending `k` messages to their [`ring_recipients`].
+async fn concurrent_round(store: &Arc<DynInboxStore<String>>, k: u64) {
+    let tasks: Vec<_> = (0..SENDERS)
+        .map(|s| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move {
+                let from = format!("sender{s}");
+                let to = ring_recipients(s);
+                for i in 0..k {
+                    let message = NewMessage::new(from.as_str(), to.clone(), text(&from, i));
+                    store.send(message).await.expect("send");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("sender task");
+    }
+}
+
+fn bench_concurrent_send(c: &mut Criterion, env: &Env) {
+    let db = env.database("concurrent_send");
+    let contenders = contenders(&db, "", env.config.bucket_size);
+    for &k_per_sender in &env.config.concurrent_k {
+        let total = SENDERS as u64 * k_per_sender;
+        for k in &contenders {
+            let (names, snapshot) = env.rt.block_on(async {
+                k.reset().await;
+                // Detect the server first.
+                concurrent_round(&k.store, 1).await;
+                env.commands.reset();
+                concurrent_round(&k.store, k_per_sender).await;
+                (env.commands.names(), env.commands.snapshot())
+            });
+            eprintln!(
+                "concurrent_send {SENDERS}x{k_per_sender}: {} {} commands for {total} messages \
+                 ({:.2} per message) {snapshot:?}",
+                k.name(),
+                names.len(),
+                names.len() as f64 / total as f64,
+            );
+        }
+    }
+
+    let mut group = c.benchmark_group("concurrent_send");
+    group.sampling_mode(SamplingMode::Flat);
+    for &k_per_sender in &env.config.concurrent_k {
+        let total = SENDERS as u64 * k_per_sender;
+        group.throughput(Throughput::Elements(total));
+        for k in &contenders {
+            let tally = Tally::default();
+            group.bench_with_input(BenchmarkId::new(k.name(), total), &total, |b, _| {
+                b.to_async(&env.rt).iter_custom(|iters| {
+                    let tally = &tally;
+                    async move {
+                        k.reset().await;
+                        env.commands.reset();
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            concurrent_round(&k.store, k_per_sender).await;
+                        }
+                        let elapsed = start.elapsed();
+                        tally.add(iters * total, env.commands.total());
+                        elapsed
+                    }
+                });
+            });
+            tally.report(&format!(
+                "concurrent_send {SENDERS}x{k_per_sender}: {}",
+                k.name()
+            ));
+        }
+    }
+    group.finish();
+}
+
+fn main() {
+    let started = Instant::now();
+    let env = Env::new();
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+    if env.config.runs("send") {
+        bench_send(&mut c, &env);
+    }
+    if env.config.runs("inbox_page") {
+        bench_inbox_page(&mut c, &env);
+    }
+    if env.config.runs("concurrent_send") {
+        bench_concurrent_send(&mut c, &env);
+    }
+    c.final_summary();
+    eprintln!(
+        "inbox benches done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

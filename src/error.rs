@@ -1,0 +1,112 @@
+//! The crate's error type.
+
+/// A `Result` whose error is this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in this crate, each variant naming what happened.
+///
+/// Input errors ([`Error::NoRecipients`], [`Error::InvalidCursor`], ...) are detected before
+/// anything is written, so an operation that fails with one of them has changed nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A message was sent to nobody.
+    #[error("a message needs at least one recipient")]
+    NoRecipients,
+
+    /// The same recipient was named twice in one message.
+    #[error("recipient `{recipient}` is named more than once")]
+    DuplicateRecipient {
+        /// The repeated recipient.
+        recipient: String,
+    },
+
+    /// A user id was empty.
+    #[error("{what} must not be an empty user id")]
+    EmptyUserId {
+        /// Which field held the empty id (`"sender"`, `"recipient"`, `"owner"`).
+        what: &'static str,
+    },
+
+    /// A page cursor was not produced by this store, or was altered.
+    #[error("invalid page cursor: {reason}")]
+    InvalidCursor {
+        /// Why the cursor was rejected.
+        reason: String,
+    },
+
+    /// A page request asked for zero items or more than the store allows.
+    #[error("page limit {limit} is out of range 1..={max}")]
+    InvalidPageLimit {
+        /// The requested limit.
+        limit: usize,
+        /// The largest allowed limit.
+        max: usize,
+    },
+
+    /// A store was configured with a value it cannot work with.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong with the configuration.
+        reason: String,
+    },
+
+    /// A message (or the document that would hold it) is larger than the server accepts.
+    #[error("message is {size} bytes, larger than the {limit} bytes this strategy can store")]
+    MessageTooLarge {
+        /// Encoded size of the message in bytes.
+        size: usize,
+        /// Largest encoded size the strategy accepts.
+        limit: usize,
+    },
+
+    /// The server lacks something an operation needs.
+    #[error("{feature} is not supported here: {reason}")]
+    NotSupported {
+        /// The missing feature.
+        feature: &'static str,
+        /// Why it is unavailable.
+        reason: String,
+    },
+
+    /// No server could be reached within the client's server selection timeout.
+    #[error("MongoDB server unreachable: {0}")]
+    Unreachable(#[source] mongodb::error::Error),
+
+    /// Concurrent writers kept invalidating each other's work past the retry budget.
+    #[error("gave up after {attempts} attempts under write contention")]
+    Contention {
+        /// How many rounds were tried.
+        attempts: usize,
+    },
+
+    /// The server refused a write with an error this crate does not handle itself.
+    #[error("write failed with code {code}: {message}")]
+    Write {
+        /// The server's error code.
+        code: i32,
+        /// The server's error message.
+        message: String,
+    },
+
+    /// A value could not be encoded to BSON.
+    #[error("could not encode to BSON: {0}")]
+    Encode(#[from] bson::ser::Error),
+
+    /// A stored document could not be decoded (for example, a payload of another type).
+    #[error("could not decode a stored document: {0}")]
+    Decode(#[from] bson::de::Error),
+
+    /// Any other error reported by the driver or the server.
+    #[error("MongoDB error: {0}")]
+    Database(#[source] mongodb::error::Error),
+}
+
+impl From<mongodb::error::Error> for Error {
+    fn from(error: mongodb::error::Error) -> Self {
+        match *error.kind {
+            mongodb::error::ErrorKind::ServerSelection { .. } => Error::Unreachable(error),
+            _ => Error::Database(error),
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! Fan out on write with buckets: each recipient's messages grouped into time-ordered documents.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+
+use super::{
+    validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
+    Strategy, MAX_DOCUMENT_BYTES,
+};
+use crate::lease_lock::LeaseLocks;
+use crate::server::{Capabilities, ServerInfo};
+use crate::sharding::ShardKey;
+use crate::update_batch::UpdateBatch;
+use crate::{Error, Result};
+
+/// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
+/// repeats for recipients whose bucket filled or appeared while the round ran.
+const MAX_ROUNDS: usize = 32;
+/// Bytes of a bucket not available to messages: owner, sequence, count, field names.
+const BUCKET_OVERHEAD: usize = 4096;
+/// Times a sender finds every remaining recipient locked before giving up (servers without
+/// atomic updates only); with the back-off below, about a minute.
+const MAX_LOCK_WAITS: usize = 3000;
+/// How long a recipient lock lasts if its holder dies.
+const LOCK_LEASE: Duration = Duration::from_secs(30);
+
+/// 1 to 24 ms, growing with the number of waits, jittered by the clock so waiters spread out.
+fn lock_backoff(waits: usize) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos() % 8) as u64;
+    Duration::from_millis(1 + jitter + (waits.min(16) as u64))
+}
+
+/// Fan out on write with buckets: each recipient's inbox is a run of documents holding up to
+/// `bucket_size` messages (default 50), oldest bucket first.
+///
+/// Collections (names configurable):
+/// - `inbox_buckets`: `{owner, sequence, count, messages: [..]}`, unique index
+///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
+/// - `inbox_heads`: `{_id: owner, head}`, the seed's `users` collection, holding the sequence of
+///   each owner's newest bucket (a hint: a stale head costs a retry, never a wrong result).
+///
+/// # How it improves on the seed
+/// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
+///   same atomic update, so no bucket ever holds more than `bucket_size` messages. A new bucket is
+///   opened only after the previous one was seen full, so every bucket but the newest is full
+///   and a message's position in its inbox is `sequence * bucket_size + index`: counting is one
+///   read and pages are exact keyset pages.
+/// - **Commands that do not grow with N.** The seed costs a `findAndModify` and an update per
+///   recipient. Here a send reads all recipients' heads in one `find` and pushes to every
+///   recipient in one unordered `update` command (split only above 10,000 recipients or 8 MiB):
+///   2 commands. When some recipients' buckets are full, one `find` checks them, one `update`
+///   moves their heads, and one more `update` delivers: 5 commands, whatever N is.
+/// - **No off-by-one.** The seed's first bucket holds 49 messages (`floor(count / 50)` with counts
+///   starting at 1); here every bucket holds exactly `bucket_size`.
+///
+/// Reading the newest 50 messages is one `find` of at most 2 buckets; the newest 100, at most 3.
+///
+/// A message must fit a bucket: its encoded size is limited to about `16 MiB / bucket_size`
+/// (about 335 KB for 50), checked before anything is written ([`Error::MessageTooLarge`]).
+/// The bucket size is part of the stored layout: reopen a collection with the size it was written
+/// with.
+#[derive(Clone, Debug)]
+pub struct BucketedFanOut {
+    database: Database,
+    buckets: Collection<Document>,
+    heads: Collection<Document>,
+    locks: LeaseLocks,
+    bucket_size: u32,
+    capabilities: Arc<OnceLock<Capabilities>>,
+}
+
+/// Configures a [`BucketedFanOut`] store.
+#[derive(Clone, Debug)]
+pub struct BucketedFanOutBuilder {
+    database: Database,
+    buckets: String,
+    heads: String,
+    locks: String,
+    bucket_size: u32,
+}
+
+impl BucketedFanOutBuilder {
+    /// Messages per bucket (default 50).
+    pub fn bucket_size(mut self, size: u32) -> Self {
+        self.bucket_size = size;
+        self
+    }
+
+    /// The buckets collection (default `inbox_buckets`).
+    pub fn collection(mut self, name: impl Into<String>) -> Self {
+        self.buckets = name.into();
+        self
+    }
+
+    /// The collection of per-owner heads (default `inbox_heads`).
+    pub fn heads_collection(mut self, name: impl Into<String>) -> Self {
+        self.heads = name.into();
+        self
+    }
+
+    /// The collection of recipient locks, used only on servers without atomic updates
+    /// (default `inbox_locks`).
+    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
+        self.locks = name.into();
+        self
+    }
+
+    /// Builds the store.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a bucket size of 0 or above
+    /// [`BucketedFanOut::MAX_BUCKET_SIZE`], an unusable collection name, or two collections
+    /// given the same name.
+    pub fn build(self) -> Result<BucketedFanOut> {
+        if self.bucket_size == 0 || self.bucket_size > BucketedFanOut::MAX_BUCKET_SIZE {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "bucket size must be 1..={}, not {}",
+                    BucketedFanOut::MAX_BUCKET_SIZE,
+                    self.bucket_size
+                ),
+            });
+        }
+        for name in [&self.buckets, &self.heads, &self.locks] {
+            super::check_collection_name(name)?;
+        }
+        if self.buckets == self.heads || self.buckets == self.locks || self.heads == self.locks {
+            return Err(Error::InvalidConfig {
+                reason: "buckets, heads and locks need three different collections".to_owned(),
+            });
+        }
+        Ok(BucketedFanOut {
+            buckets: self.database.collection(&self.buckets),
+            heads: self.database.collection(&self.heads),
+            locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
+            database: self.database,
+            bucket_size: self.bucket_size,
+            capabilities: Arc::default(),
+        })
+    }
+}
+
+impl BucketedFanOut {
+    /// How many messages `owner` has received (one command).
+    pub async fn count(&self, owner: &str) -> Result<u64> {
+        validate::check_user_id("owner", owner)?;
+        let newest = self
+            .buckets
+            .find_one(doc! { "owner": owner })
+            .sort(doc! { "sequence": -1 })
+            .projection(doc! { "_id": 0, "sequence": 1, "count": 1 })
+            .await?;
+        Ok(newest.map_or(0, |bucket| {
+            let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
+            let count = integer(&bucket, "count").unwrap_or(0) as u64;
+            sequence * self.bucket_size as u64 + count
+        }))
+    }
+
+    /// Creates the indexes the strategy needs (idempotent).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let index = IndexModel::builder()
+            .keys(doc! { "owner": 1, "sequence": 1 })
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        self.buckets.create_index(index).await?;
+        Ok(())
+    }
+
+    /// The shard key each of the strategy's collections should have.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.buckets.name(),
+                doc! { "owner": 1, "sequence": 1 },
+                "routes an inbox read to one shard; a long inbox may span two",
+            ),
+            ShardKey::new(
+                self.heads.name(),
+                doc! { "_id": 1 },
+                "one small document per owner, read by id",
+            ),
+        ]
+    }
+
+    /// The default number of messages per bucket, as in the seed.
+    pub const DEFAULT_BUCKET_SIZE: u32 = 50;
+    /// The largest bucket size accepted.
+    pub const MAX_BUCKET_SIZE: u32 = 10_000;
+    /// The default buckets collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "inbox_buckets";
+    /// The default heads collection name.
+    pub const DEFAULT_HEADS_COLLECTION: &'static str = "inbox_heads";
+    /// The default locks collection name.
+    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "inbox_locks";
+
+    /// A store with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self {
+            database: database.clone(),
+            buckets: database.collection(Self::DEFAULT_COLLECTION),
+            heads: database.collection(Self::DEFAULT_HEADS_COLLECTION),
+            locks: LeaseLocks::new(
+                database.collection(Self::DEFAULT_LOCKS_COLLECTION),
+                LOCK_LEASE,
+            ),
+            bucket_size: Self::DEFAULT_BUCKET_SIZE,
+            capabilities: Arc::default(),
+        }
+    }
+
+    /// Starts configuring a store in `database`.
+    ///
+    /// ```no_run
+    /// # fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+    /// use mongo_social::BucketedFanOut;
+    /// let store = BucketedFanOut::builder(&db).bucket_size(100).build()?;
+    /// assert_eq!(store.bucket_size(), 100);
+    /// assert!(BucketedFanOut::builder(&db).bucket_size(0).build().is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(database: &Database) -> BucketedFanOutBuilder {
+        BucketedFanOutBuilder {
+            database: database.clone(),
+            buckets: Self::DEFAULT_COLLECTION.to_owned(),
+            heads: Self::DEFAULT_HEADS_COLLECTION.to_owned(),
+            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            bucket_size: Self::DEFAULT_BUCKET_SIZE,
+        }
+    }
+
+    /// Messages per bucket.
+    pub fn bucket_size(&self) -> u32 {
+        self.bucket_size
+    }
+
+    /// The largest encoded message this store accepts.
+    pub fn max_message_bytes(&self) -> usize {
+        (MAX_DOCUMENT_BYTES - BUCKET_OVERHEAD) / self.bucket_size as usize - 16
+    }
+
+    /// How many buckets hold the newest `limit` messages at most: the newest bucket may hold a
+    /// single message, every older one is full.
+    pub fn buckets_for(&self, limit: usize) -> usize {
+        1 + (limit.saturating_sub(1)).div_ceil(self.bucket_size as usize)
+    }
+
+    async fn capabilities(&self) -> Result<Capabilities> {
+        if let Some(capabilities) = self.capabilities.get() {
+            return Ok(*capabilities);
+        }
+        let capabilities = ServerInfo::detect_for(&self.database).await?.capabilities();
+        Ok(*self.capabilities.get_or_init(|| capabilities))
+    }
+
+    /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
+    /// recipients whose bucket was full or contended, a check and another round.
+    async fn deliver(
+        &self,
+        recipients: Vec<String>,
+        entry: &Document,
+        id: MessageId,
+        capabilities: &Capabilities,
+    ) -> Result<()> {
+        let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        let mut targets = self.read_heads(&names).await?;
+        let mut pending = recipients;
+        for _ in 0..MAX_ROUNDS {
+            let suspects = self.push(&pending, &targets, entry, capabilities).await?;
+            if suspects.is_empty() {
+                return Ok(());
+            }
+            let (waiting, moved) = self.inspect(suspects, &mut targets, id).await?;
+            if !moved.is_empty() {
+                self.advance_heads(&moved, capabilities).await?;
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            pending = waiting;
+        }
+        Err(Error::Contention {
+            attempts: MAX_ROUNDS,
+        })
+    }
+
+    /// [`Self::deliver`] for servers whose updates are not atomic: each round locks the
+    /// recipients it can (one `insert`), delivers to them, and unlocks them (one `delete`), so no
+    /// two senders ever update one owner's buckets at once.
+    async fn deliver_under_locks(
+        &self,
+        recipients: Vec<String>,
+        entry: &Document,
+        id: MessageId,
+        capabilities: &Capabilities,
+    ) -> Result<()> {
+        let token = ObjectId::new();
+        let mut pending = recipients;
+        let mut idle_rounds = 0;
+        while !pending.is_empty() {
+            let taken = self.locks.try_acquire(&pending, token).await?;
+            if taken.is_empty() {
+                idle_rounds += 1;
+                if idle_rounds > MAX_LOCK_WAITS {
+                    return Err(Error::Contention {
+                        attempts: idle_rounds,
+                    });
+                }
+                self.locks.break_expired(&pending).await?;
+                tokio::time::sleep(lock_backoff(idle_rounds)).await;
+                continue;
+            }
+            let delivered = self.deliver(taken.clone(), entry, id, capabilities).await;
+            self.locks.release(&taken, token).await?;
+            delivered?;
+            pending.retain(|owner| !taken.contains(owner));
+        }
+        Ok(())
+    }
+
+    /// Each recipient's newest bucket sequence, from the heads collection (0 when unknown).
+    async fn read_heads(&self, recipients: &[&str]) -> Result<HashMap<String, i64>> {
+        let mut heads: HashMap<String, i64> =
+            recipients.iter().map(|r| (r.to_string(), 0)).collect();
+        let found: Vec<Document> = self
+            .heads
+            .find(doc! { "_id": { "$in": recipients } })
+            .batch_size(recipients.len() as u32 + 1)
+            .await?
+            .try_collect()
+            .await?;
+        for head in found {
+            if let (Ok(owner), Some(sequence)) = (head.get_str("_id"), integer(&head, "head")) {
+                heads.insert(owner.to_owned(), sequence);
+            }
+        }
+        Ok(heads)
+    }
+
+    /// Pushes `entry` into bucket `targets[r]` of each pending recipient `r`, opening the bucket
+    /// if it does not exist and never past `bucket_size`. Returns the recipients whose push must be
+    /// checked (their bucket was full, or was opened by someone else meanwhile).
+    async fn push(
+        &self,
+        pending: &[String],
+        targets: &HashMap<String, i64>,
+        entry: &Document,
+        capabilities: &Capabilities,
+    ) -> Result<Vec<String>> {
+        let mut batch = UpdateBatch::new(&self.database, self.buckets.name());
+        for owner in pending {
+            batch.push(
+                doc! {
+                    "owner": owner,
+                    "sequence": targets[owner],
+                    "count": { "$lt": self.bucket_size as i64 },
+                },
+                doc! { "$push": { "messages": entry }, "$inc": { "count": 1_i64 } },
+                true,
+            )?;
+        }
+        let outcome = batch.run(capabilities).await?;
+        Ok(outcome.suspects().map(|i| pending[i].clone()).collect())
+    }
+
+    /// Looks at the target bucket of each suspect. Returns the recipients still waiting for the
+    /// message, with the bucket to try next, and the heads that moved.
+    async fn inspect(
+        &self,
+        suspects: Vec<String>,
+        targets: &mut HashMap<String, i64>,
+        id: MessageId,
+    ) -> Result<(Vec<String>, Vec<(String, i64)>)> {
+        let clauses: Vec<Bson> = suspects
+            .iter()
+            .map(|owner| Bson::Document(doc! { "owner": owner, "sequence": targets[owner] }))
+            .collect();
+        let buckets: Vec<Document> = self
+            .buckets
+            .find(doc! { "$or": clauses })
+            .projection(doc! { "owner": 1, "sequence": 1, "count": 1, "messages.id": 1 })
+            .batch_size(suspects.len() as u32 + 1)
+            .await?
+            .try_collect()
+            .await?;
+        let mut seen: HashMap<String, (i64, bool)> = HashMap::with_capacity(buckets.len());
+        for bucket in &buckets {
+            let Ok(owner) = bucket.get_str("owner") else {
+                continue;
+            };
+            let holds = bucket.get_array("messages").is_ok_and(|messages| {
+                messages
+                    .iter()
+                    .any(|m| matches!(m, Bson::Document(m) if m.get_object_id("id") == Ok(id.0)))
+            });
+            seen.insert(
+                owner.to_owned(),
+                (integer(bucket, "count").unwrap_or(0), holds),
+            );
+        }
+        let mut waiting = Vec::new();
+        let mut moved = Vec::new();
+        for owner in suspects {
+            match seen.get(&owner) {
+                Some((_, true)) => {}
+                Some((count, false)) if *count >= self.bucket_size as i64 => {
+                    let next = targets[&owner] + 1;
+                    targets.insert(owner.clone(), next);
+                    moved.push((owner.clone(), next));
+                    waiting.push(owner);
+                }
+                // Missing, or with room: opened by another sender, or not reached by this one.
+                _ => waiting.push(owner),
+            }
+        }
+        Ok((waiting, moved))
+    }
+
+    /// Records moved heads. Heads only move forward (`$max`), so concurrent senders agree.
+    async fn advance_heads(
+        &self,
+        moved: &[(String, i64)],
+        capabilities: &Capabilities,
+    ) -> Result<()> {
+        let mut batch = UpdateBatch::new(&self.database, self.heads.name());
+        for (owner, head) in moved {
+            batch.push(
+                doc! { "_id": owner },
+                doc! { "$max": { "head": head } },
+                true,
+            )?;
+        }
+        // A duplicate key here is a concurrent first upsert of the same head: it is only a hint.
+        batch.run(capabilities).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<P: Payload> InboxStore<P> for BucketedFanOut {
+    fn strategy(&self) -> Strategy {
+        Strategy::BucketedFanOut
+    }
+
+    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+        validate::check_new_message(&message)?;
+        let message = Message::stamp(message);
+        let entry = message.to_document()?;
+        validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        let capabilities = self.capabilities().await?;
+        let recipients = message.to.clone();
+        if capabilities.atomic_updates {
+            self.deliver(recipients, &entry, message.id, &capabilities)
+                .await?;
+        } else {
+            self.deliver_under_locks(recipients, &entry, message.id, &capabilities)
+                .await?;
+        }
+        Ok(message)
+    }
+
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        validate::check_page(owner, &page)?;
+        let size = self.bucket_size as u64;
+        let mut filter = doc! { "owner": owner };
+        let before = match &page.after {
+            Some(cursor) => {
+                let position = cursor.position()?;
+                filter.insert("sequence", doc! { "$lte": ((position - 1) / size) as i64 });
+                Some(position)
+            }
+            None => None,
+        };
+        let wanted = self.buckets_for(page.limit);
+        let buckets: Vec<Document> = self
+            .buckets
+            .find(filter)
+            .sort(doc! { "sequence": -1 })
+            .projection(doc! { "_id": 0, "sequence": 1, "messages": 1 })
+            .limit(wanted as i64)
+            .batch_size(wanted as u32)
+            .await?
+            .try_collect()
+            .await?;
+
+        let mut items = Vec::with_capacity(page.limit);
+        let mut last_position = None;
+        'buckets: for bucket in buckets {
+            let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
+            let Ok(messages) = bucket.get_array("messages") else {
+                continue;
+            };
+            for (index, entry) in messages.iter().enumerate().rev() {
+                let position = sequence * size + index as u64;
+                if before.is_some_and(|before| position >= before) {
+                    continue;
+                }
+                let Bson::Document(entry) = entry else {
+                    continue;
+                };
+                items.push(bson::from_document(entry.clone())?);
+                last_position = Some(position);
+                if items.len() == page.limit {
+                    break 'buckets;
+                }
+            }
+        }
+        let next = match last_position {
+            Some(position) if position > 0 => Some(PageCursor::after_position(position)),
+            _ => None,
+        };
+        Ok(Page { items, next })
+    }
+
+    async fn count(&self, owner: &str) -> Result<u64> {
+        BucketedFanOut::count(self, owner).await
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        BucketedFanOut::create_indexes(self).await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        BucketedFanOut::shard_keys(self)
+    }
+
+    fn database(&self) -> &Database {
+        &self.database
+    }
+}
+
+fn integer(document: &Document, key: &str) -> Option<i64> {
+    match document.get(key)? {
+        Bson::Int32(v) => Some(i64::from(*v)),
+        Bson::Int64(v) => Some(*v),
+        Bson::Double(v) => Some(*v as i64),
+        _ => None,
+    }
+}

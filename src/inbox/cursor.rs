@@ -1,0 +1,133 @@
+//! Opaque keyset cursors.
+//!
+//! A cursor names the last message of a page, so the next page starts strictly after it and
+//! messages that arrive meanwhile (always newer) can neither shift nor repeat what follows. Two
+//! shapes exist: `t.<sent millis>.<message id>` for the strategies ordered by send time and
+//! `b.<position>` for buckets (a message's position in its owner's inbox, counting from 0).
+//! Applications treat the text as opaque; the format may change between major versions.
+
+use std::fmt;
+use std::str::FromStr;
+
+use bson::oid::ObjectId;
+
+use super::MessageId;
+use crate::{Error, Result};
+
+/// Where the next page starts. Obtained from [`super::Page::next`], passed back in
+/// [`super::PageRequest::after`]; it can be stored as text and parsed back with `FromStr`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PageCursor(String);
+
+impl PageCursor {
+    /// The cursor as text, for a URL or an API response.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(super) fn after_time(sent: bson::DateTime, id: MessageId) -> Self {
+        Self(format!("t.{}.{}", sent.timestamp_millis(), id.0.to_hex()))
+    }
+
+    pub(super) fn after_position(position: u64) -> Self {
+        Self(format!("b.{position}"))
+    }
+
+    /// The `(sent, id)` of the last message of the previous page.
+    pub(super) fn time_key(&self) -> Result<(bson::DateTime, MessageId)> {
+        let rest = self
+            .0
+            .strip_prefix("t.")
+            .ok_or_else(|| invalid("not a cursor of a time-ordered inbox"))?;
+        let (millis, id) = rest
+            .split_once('.')
+            .ok_or_else(|| invalid("missing message id"))?;
+        let millis: i64 = millis.parse().map_err(|_| invalid("bad timestamp"))?;
+        let id = ObjectId::parse_str(id).map_err(|_| invalid("bad message id"))?;
+        Ok((bson::DateTime::from_millis(millis), MessageId(id)))
+    }
+
+    /// The position of the last message of the previous page.
+    pub(super) fn position(&self) -> Result<u64> {
+        let rest = self
+            .0
+            .strip_prefix("b.")
+            .ok_or_else(|| invalid("not a cursor of a bucketed inbox"))?;
+        let position: u64 = rest.parse().map_err(|_| invalid("bad position"))?;
+        if position == 0 {
+            return Err(invalid("position 0 has nothing after it"));
+        }
+        Ok(position)
+    }
+}
+
+fn invalid(reason: &str) -> Error {
+    Error::InvalidCursor {
+        reason: reason.to_owned(),
+    }
+}
+
+impl fmt::Display for PageCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parsing accepts any text; whether it is a valid cursor is checked when it is used, against
+/// the strategy reading the page.
+impl FromStr for PageCursor {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl From<String> for PageCursor {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_cursor_round_trips() {
+        let id = MessageId::new();
+        let sent = bson::DateTime::from_millis(1_700_000_000_123);
+        let cursor = PageCursor::after_time(sent, id);
+        assert_eq!(cursor.time_key().unwrap(), (sent, id));
+        assert!(cursor.position().is_err());
+    }
+
+    #[test]
+    fn position_cursor_round_trips() {
+        let cursor = PageCursor::after_position(4242);
+        assert_eq!(cursor.position().unwrap(), 4242);
+        assert!(cursor.time_key().is_err());
+    }
+
+    #[test]
+    fn malformed_cursors_are_rejected() {
+        for text in [
+            "",
+            "x",
+            "t.",
+            "t.12",
+            "t.abc.def",
+            "t.1.zz",
+            "b.",
+            "b.-1",
+            "b.0",
+            "b.1.2",
+        ] {
+            let cursor: PageCursor = text.parse().unwrap();
+            assert!(
+                cursor.time_key().is_err() && cursor.position().is_err(),
+                "{text:?} was accepted"
+            );
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Fan out on read: one document per message; an inbox is every message naming its owner.
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use mongodb::{Collection, Database, IndexModel};
+
+use super::time_ordered::{self, Layout};
+use super::{
+    validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
+    MAX_DOCUMENT_BYTES,
+};
+use crate::sharding::ShardKey;
+use crate::Result;
+
+const LAYOUT: Layout = Layout {
+    owner_field: "to",
+    id_field: "_id",
+};
+
+/// Fan out on read: sending is one insert; reading gathers every message addressed to the owner.
+///
+/// Documents look like `{_id, from, to: [..], sent, message}`, indexed by
+/// `{to: 1, sent: 1, _id: 1}`; the seed's `{to: 1, sent: 1}` plus the id, so keyset pages
+/// break ties between messages of the same millisecond.
+///
+/// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:
+/// choose it when messages are sent far more often than inboxes are read.
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use mongo_social::{FanOutOnRead, InboxStore, NewMessage, PageRequest};
+/// let store = FanOutOnRead::builder(&db).collection("messages").build()?;
+/// store.create_indexes().await?;
+/// store.send(NewMessage::new("joe", ["bob"], "Hi!".to_string())).await?;
+/// let page = store.inbox_page("bob", PageRequest::first(50)).await?;
+/// let first: &String = &page.items[0].payload;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FanOutOnRead {
+    database: Database,
+    messages: Collection<Document>,
+}
+
+/// Configures a [`FanOutOnRead`] store.
+#[derive(Clone, Debug)]
+pub struct FanOutOnReadBuilder {
+    database: Database,
+    collection: String,
+}
+
+impl FanOutOnReadBuilder {
+    /// The messages collection (default `inbox`).
+    pub fn collection(mut self, name: impl Into<String>) -> Self {
+        self.collection = name.into();
+        self
+    }
+
+    /// Builds the store.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidConfig`] for an empty collection name.
+    pub fn build(self) -> Result<FanOutOnRead> {
+        super::check_collection_name(&self.collection)?;
+        Ok(FanOutOnRead {
+            messages: self.database.collection(&self.collection),
+            database: self.database,
+        })
+    }
+}
+
+impl FanOutOnRead {
+    /// How many messages `owner` has received (one command).
+    pub async fn count(&self, owner: &str) -> Result<u64> {
+        time_ordered::count(&self.messages, LAYOUT, owner).await
+    }
+
+    /// Creates the indexes the strategy needs (idempotent).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let index = IndexModel::builder().keys(LAYOUT.index_keys()).build();
+        self.messages.create_index(index).await?;
+        Ok(())
+    }
+
+    /// The shard key each of the strategy's collections should have.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![ShardKey::new(
+            self.messages.name(),
+            doc! { "from": 1 },
+            "spreads writes by sender; every inbox read is scattered to all shards",
+        )]
+    }
+
+    /// The default collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "inbox";
+
+    /// A store with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self {
+            database: database.clone(),
+            messages: database.collection(Self::DEFAULT_COLLECTION),
+        }
+    }
+
+    /// Starts configuring a store in `database`.
+    pub fn builder(database: &Database) -> FanOutOnReadBuilder {
+        FanOutOnReadBuilder {
+            database: database.clone(),
+            collection: Self::DEFAULT_COLLECTION.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl<P: Payload> InboxStore<P> for FanOutOnRead {
+    fn strategy(&self) -> Strategy {
+        Strategy::FanOutOnRead
+    }
+
+    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+        validate::check_new_message(&message)?;
+        let message = Message::stamp(message);
+        let mut document = message.to_document()?;
+        if let Some(id) = document.remove("id") {
+            document.insert("_id", id);
+        }
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
+        self.messages.insert_one(document).await?;
+        Ok(message)
+    }
+
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        time_ordered::read_page(&self.messages, LAYOUT, owner, page).await
+    }
+
+    async fn count(&self, owner: &str) -> Result<u64> {
+        FanOutOnRead::count(self, owner).await
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        FanOutOnRead::create_indexes(self).await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        FanOutOnRead::shard_keys(self)
+    }
+
+    fn database(&self) -> &Database {
+        &self.database
+    }
+}

@@ -1,0 +1,152 @@
+//! Fan out on write: one copy of each message per recipient.
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+
+use super::time_ordered::{self, Layout};
+use super::{
+    validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
+    MAX_DOCUMENT_BYTES,
+};
+use crate::sharding::ShardKey;
+use crate::Result;
+
+const LAYOUT: Layout = Layout {
+    owner_field: "recipient",
+    id_field: "id",
+};
+
+/// Fan out on write: every recipient gets a copy, so an inbox read touches one index range on
+/// one shard.
+///
+/// Documents look like `{recipient, id, from, to: [..], sent, message}`. The unique index
+/// `{recipient: 1, sent: 1, id: 1}` serves every page read and guarantees a message is in an
+/// inbox at most once. All copies go to the server in one unordered `insert` (the driver splits
+/// batches above 100,000 documents or 48 MB), not one round trip per recipient as in the seed.
+///
+/// Sharded on `{recipient: 1, sent: 1}`: an inbox lives on one shard (or a few, for very long
+/// histories). Choose it when inboxes are read far more often than messages are sent, and
+/// messages have few recipients; see [`super::BucketedFanOut`] for fewer index entries.
+#[derive(Clone, Debug)]
+pub struct FanOutOnWrite {
+    database: Database,
+    copies: Collection<Document>,
+}
+
+/// Configures a [`FanOutOnWrite`] store.
+#[derive(Clone, Debug)]
+pub struct FanOutOnWriteBuilder {
+    database: Database,
+    collection: String,
+}
+
+impl FanOutOnWriteBuilder {
+    /// The collection of per-recipient copies (default `inbox_copies`).
+    pub fn collection(mut self, name: impl Into<String>) -> Self {
+        self.collection = name.into();
+        self
+    }
+
+    /// Builds the store.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidConfig`] for an empty collection name.
+    pub fn build(self) -> Result<FanOutOnWrite> {
+        super::check_collection_name(&self.collection)?;
+        Ok(FanOutOnWrite {
+            copies: self.database.collection(&self.collection),
+            database: self.database,
+        })
+    }
+}
+
+impl FanOutOnWrite {
+    /// How many messages `owner` has received (one command).
+    pub async fn count(&self, owner: &str) -> Result<u64> {
+        time_ordered::count(&self.copies, LAYOUT, owner).await
+    }
+
+    /// Creates the indexes the strategy needs (idempotent).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let index = IndexModel::builder()
+            .keys(LAYOUT.index_keys())
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        self.copies.create_index(index).await?;
+        Ok(())
+    }
+
+    /// The shard key each of the strategy's collections should have.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![ShardKey::new(
+            self.copies.name(),
+            doc! { "recipient": 1, "sent": 1 },
+            "routes each inbox read to one shard; writes spread by recipient",
+        )]
+    }
+
+    /// The default collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "inbox_copies";
+
+    /// A store with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self {
+            database: database.clone(),
+            copies: database.collection(Self::DEFAULT_COLLECTION),
+        }
+    }
+
+    /// Starts configuring a store in `database`.
+    pub fn builder(database: &Database) -> FanOutOnWriteBuilder {
+        FanOutOnWriteBuilder {
+            database: database.clone(),
+            collection: Self::DEFAULT_COLLECTION.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl<P: Payload> InboxStore<P> for FanOutOnWrite {
+    fn strategy(&self) -> Strategy {
+        Strategy::FanOutOnWrite
+    }
+
+    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+        validate::check_new_message(&message)?;
+        let message = Message::stamp(message);
+        let document = message.to_document()?;
+        let longest = message.to.iter().map(String::len).max().unwrap_or(0);
+        // Every copy is this document plus one `recipient` field.
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
+        let copies = message.to.iter().map(|recipient| {
+            let mut copy = document.clone();
+            copy.insert("recipient", recipient.as_str());
+            copy
+        });
+        self.copies.insert_many(copies).ordered(false).await?;
+        Ok(message)
+    }
+
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        time_ordered::read_page(&self.copies, LAYOUT, owner, page).await
+    }
+
+    async fn count(&self, owner: &str) -> Result<u64> {
+        FanOutOnWrite::count(self, owner).await
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        FanOutOnWrite::create_indexes(self).await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        FanOutOnWrite::shard_keys(self)
+    }
+
+    fn database(&self) -> &Database {
+        &self.database
+    }
+}

@@ -1,0 +1,290 @@
+//! Social inboxes: one [`InboxStore`] trait, three fan-out strategies.
+//!
+//! | strategy | send to N recipients | read a page | shard key |
+//! |---|---|---|---|
+//! | [`FanOutOnRead`] | one insert | one `find`, scattered to every shard | `{from: 1}` |
+//! | [`FanOutOnWrite`] | one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
+//! | [`BucketedFanOut`] | 2 commands, 5 when a bucket rolls over, whatever N | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
+//!
+//! All three share the message model ([`NewMessage`] in, [`Message`] out), keyset pagination
+//! with an opaque [`PageCursor`], and the input checks in this module, so they can be swapped at
+//! runtime behind an `Arc<DynInboxStore<P>>`.
+
+mod bucketed;
+mod cursor;
+mod fan_out_on_read;
+mod fan_out_on_write;
+mod time_ordered;
+mod validate;
+
+use std::fmt;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder};
+pub use cursor::PageCursor;
+pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
+pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
+
+use crate::sharding::ShardKey;
+use crate::Result;
+
+/// What an application stores in a message: any serde type that can cross threads.
+///
+/// Implemented for every suitable type; you never implement it yourself.
+pub trait Payload: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {}
+
+impl<T> Payload for T where T: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {}
+
+/// A message's stable id, assigned once when it is sent and shared by every copy of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MessageId(pub ObjectId);
+
+impl MessageId {
+    /// A fresh id. Ids made by one process increase, so they break ties between messages sent
+    /// in the same millisecond in sending order.
+    pub fn new() -> Self {
+        Self(ObjectId::new())
+    }
+}
+
+impl Default for MessageId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for MessageId {
+    type Err = bson::oid::Error;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        ObjectId::parse_str(s).map(Self)
+    }
+}
+
+/// A message to send: who from, to whom, and the application's payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage<P> {
+    /// The sender's user id.
+    pub from: String,
+    /// The recipients' user ids: one for a direct message, several for a group message.
+    pub to: Vec<String>,
+    /// The application's content.
+    pub payload: P,
+}
+
+impl<P> NewMessage<P> {
+    /// A message from `from` to each of `to`.
+    ///
+    /// ```
+    /// use mongo_social::NewMessage;
+    /// let hi = NewMessage::new("joe", ["bob", "jane"], "Hi!".to_string());
+    /// assert_eq!(hi.to, ["bob", "jane"]);
+    /// ```
+    pub fn new<I, S>(from: impl Into<String>, to: I, payload: P) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            from: from.into(),
+            to: to.into_iter().map(Into::into).collect(),
+            payload,
+        }
+    }
+}
+
+/// A message as it reads back from an inbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message<P> {
+    /// The message's id, the same in every recipient's inbox.
+    pub id: MessageId,
+    /// The sender's user id.
+    pub from: String,
+    /// Every recipient of the message.
+    pub to: Vec<String>,
+    /// When the store accepted the message (millisecond precision).
+    pub sent: bson::DateTime,
+    /// The application's content.
+    #[serde(rename = "message")]
+    pub payload: P,
+}
+
+impl<P: Payload> Message<P> {
+    /// Gives a new message its id and sent time.
+    fn stamp(message: NewMessage<P>) -> Self {
+        Self {
+            id: MessageId::new(),
+            from: message.from,
+            to: message.to,
+            sent: bson::DateTime::now(),
+            payload: message.payload,
+        }
+    }
+
+    /// The message as a BSON document, fields named as stored.
+    fn to_document(&self) -> Result<bson::Document> {
+        Ok(bson::to_document(self)?)
+    }
+}
+
+/// Which page of an inbox to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageRequest {
+    /// At most this many messages (1 to [`PageRequest::MAX_LIMIT`]).
+    pub limit: usize,
+    /// Continue after the page that returned this cursor; `None` starts at the newest message.
+    pub after: Option<PageCursor>,
+}
+
+impl PageRequest {
+    /// The largest page a store returns in one call.
+    pub const MAX_LIMIT: usize = 10_000;
+
+    /// The newest `limit` messages.
+    pub fn first(limit: usize) -> Self {
+        Self { limit, after: None }
+    }
+
+    /// The `limit` messages that follow the page which returned `cursor`.
+    pub fn after(limit: usize, cursor: PageCursor) -> Self {
+        Self {
+            limit,
+            after: Some(cursor),
+        }
+    }
+}
+
+/// One page of results, newest first, and the cursor to the next page if there is one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Page<T> {
+    /// The items on this page.
+    pub items: Vec<T>,
+    /// Pass to [`PageRequest::after`] for the next page; `None` on the last page.
+    pub next: Option<PageCursor>,
+}
+
+/// The three strategies, for display and for code that must know which one it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// One document per message, found by recipient at read time.
+    FanOutOnRead,
+    /// One document per message per recipient.
+    FanOutOnWrite,
+    /// Each recipient's messages grouped into time-ordered buckets.
+    BucketedFanOut,
+}
+
+impl Strategy {
+    /// The strategy's name, such as `"fan-out-on-read"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::FanOutOnRead => "fan-out-on-read",
+            Strategy::FanOutOnWrite => "fan-out-on-write",
+            Strategy::BucketedFanOut => "bucketed-fan-out",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A social inbox: send messages to recipients, read each owner's inbox newest first.
+///
+/// Every strategy keeps these promises:
+/// - a sent message appears exactly once in each recipient's inbox, even with many concurrent
+///   senders;
+/// - an inbox reads newest first, and the messages of one sender appear in the order that sender
+///   sent them;
+/// - pages are keyset pages: a page read while new messages arrive has no gaps and no repeats;
+/// - bad input fails with a typed [`crate::Error`] before anything is written.
+///
+/// Hold it as `Arc<DynInboxStore<P>>` to choose the strategy at runtime:
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::Arc;
+/// use mongo_social::{BucketedFanOut, DynInboxStore, FanOutOnWrite, NewMessage, PageRequest};
+///
+/// let store: Arc<DynInboxStore<String>> = if std::env::var("BUCKETS").is_ok() {
+///     Arc::new(BucketedFanOut::new(&db))
+/// } else {
+///     Arc::new(FanOutOnWrite::new(&db))
+/// };
+/// store.create_indexes().await?;
+/// store.send(NewMessage::new("joe", ["bob", "jane"], "Hi!".to_string())).await?;
+/// let page = store.inbox_page("bob", PageRequest::first(20)).await?;
+/// assert_eq!(page.items[0].payload, "Hi!");
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
+    /// Which strategy this store implements.
+    fn strategy(&self) -> Strategy;
+
+    /// Delivers a message to every recipient and returns it as stored.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
+    /// [`crate::Error::EmptyUserId`] or [`crate::Error::MessageTooLarge`] before anything is
+    /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
+    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>>;
+
+    /// One page of `owner`'s inbox, newest first.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidCursor`] for a cursor this strategy did not make,
+    /// [`crate::Error::InvalidPageLimit`] for a limit outside `1..=PageRequest::MAX_LIMIT`.
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>>;
+
+    /// How many messages `owner` has received.
+    async fn count(&self, owner: &str) -> Result<u64>;
+
+    /// Creates the indexes the strategy needs (idempotent; run at startup or deploy time).
+    async fn create_indexes(&self) -> Result<()>;
+
+    /// The shard key each of the strategy's collections should have.
+    fn shard_keys(&self) -> Vec<ShardKey>;
+
+    /// The database the store lives in.
+    fn database(&self) -> &mongodb::Database;
+
+    /// Shards the strategy's collections on [`InboxStore::shard_keys`], when connected to a
+    /// `mongos`; see [`crate::sharding::shard_collections`] for what happens elsewhere.
+    async fn shard_collections(&self) -> Result<()> {
+        crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+    }
+}
+
+/// An inbox store of any strategy, for `Arc<DynInboxStore<P>>`.
+pub type DynInboxStore<P> = dyn InboxStore<P>;
+
+/// The largest document MongoDB stores.
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Fails with [`crate::Error::InvalidConfig`] for a name MongoDB would refuse.
+pub(crate) fn check_collection_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with("system.") {
+        return Err(crate::Error::InvalidConfig {
+            reason: format!("`{name}` is not a usable collection name"),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Input checks shared by every strategy, run before anything is written.
+
+use std::collections::HashSet;
+
+use bson::Document;
+
+use super::{NewMessage, PageRequest};
+use crate::{Error, Result};
+
+/// Checks sender and recipients: a sender, at least one recipient, none empty, none repeated.
+pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
+    check_user_id("sender", &message.from)?;
+    if message.to.is_empty() {
+        return Err(Error::NoRecipients);
+    }
+    let mut seen = HashSet::with_capacity(message.to.len());
+    for recipient in &message.to {
+        check_user_id("recipient", recipient)?;
+        if !seen.insert(recipient.as_str()) {
+            return Err(Error::DuplicateRecipient {
+                recipient: recipient.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::EmptyUserId { what });
+    }
+    Ok(())
+}
+
+pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
+    check_user_id("owner", owner)?;
+    if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
+        return Err(Error::InvalidPageLimit {
+            limit: page.limit,
+            max: PageRequest::MAX_LIMIT,
+        });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::MessageTooLarge`] when `document` encodes to more than `limit` bytes.
+pub(super) fn check_encoded_size(document: &Document, limit: usize) -> Result<usize> {
+    let size = bson::to_vec(document)?.len();
+    if size > limit {
+        return Err(Error::MessageTooLarge { size, limit });
+    }
+    Ok(size)
+}

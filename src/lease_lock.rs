@@ -1,0 +1,86 @@
+//! Leased per-key locks made of documents, for servers whose updates are not atomic.
+//!
+//! Taking a lock is inserting `{_id: key, token, expires}`: the unique `_id` makes the insert
+//! atomic on every server, including FerretDB 1.x, whose updates are not. Many keys are locked in
+//! one unordered `insert`; a key already held fails with a duplicate key error and is retried
+//! later by the caller. A holder that dies leaves its lock until `expires`; the next contender
+//! then removes it. Removal of an expired lock races with a third contender only if the holder
+//! died, and at worst lets two writers in once.
+
+use std::time::Duration;
+
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use mongodb::error::ErrorKind;
+use mongodb::Collection;
+
+use crate::update_batch::DUPLICATE_KEY;
+use crate::Result;
+
+#[derive(Clone, Debug)]
+pub(crate) struct LeaseLocks {
+    locks: Collection<Document>,
+    lease: Duration,
+}
+
+impl LeaseLocks {
+    pub(crate) fn new(locks: Collection<Document>, lease: Duration) -> Self {
+        Self { locks, lease }
+    }
+
+    /// Locks as many of `keys` as are free, returning those taken under `token`.
+    pub(crate) async fn try_acquire(
+        &self,
+        keys: &[String],
+        token: ObjectId,
+    ) -> Result<Vec<String>> {
+        let expires = bson::DateTime::from_millis(
+            bson::DateTime::now().timestamp_millis() + self.lease.as_millis() as i64,
+        );
+        let locks = keys
+            .iter()
+            .map(|key| doc! { "_id": key, "token": token, "expires": expires });
+        match self.locks.insert_many(locks).ordered(false).await {
+            Ok(_) => Ok(keys.to_vec()),
+            Err(error) => {
+                let ErrorKind::InsertMany(failure) = &*error.kind else {
+                    return Err(error.into());
+                };
+                if failure.write_concern_error.is_some() {
+                    return Err(error.into());
+                }
+                let mut taken = vec![true; keys.len()];
+                for write_error in failure.write_errors.iter().flatten() {
+                    if write_error.code != DUPLICATE_KEY {
+                        return Err(error.into());
+                    }
+                    taken[write_error.index] = false;
+                }
+                Ok(keys
+                    .iter()
+                    .zip(taken)
+                    .filter(|(_, taken)| *taken)
+                    .map(|(key, _)| key.clone())
+                    .collect())
+            }
+        }
+    }
+
+    /// Releases the locks on `keys` held under `token`.
+    pub(crate) async fn release(&self, keys: &[String], token: ObjectId) -> Result<()> {
+        self.locks
+            .delete_many(doc! { "_id": { "$in": keys }, "token": token })
+            .await?;
+        Ok(())
+    }
+
+    /// Removes locks on `keys` whose holder let the lease run out.
+    pub(crate) async fn break_expired(&self, keys: &[String]) -> Result<()> {
+        self.locks
+            .delete_many(
+                doc! { "_id": { "$in": keys }, "expires": { "$lt": bson::DateTime::now() } },
+            )
+            .await?;
+        Ok(())
+    }
+}

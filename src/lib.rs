@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod inbox;
+mod lease_lock;
+pub mod server;
+pub mod sharding;
+mod update_batch;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use error::{Error, Result};
+pub use inbox::{
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
+    NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
+};
+pub use server::{Capabilities, ServerInfo};
+pub use sharding::ShardKey;

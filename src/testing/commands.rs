@@ -1,0 +1,184 @@
+//! Counting the commands a client sends, to check round trips ("one inbox page is one `find`").
+
+use std::collections::BTreeMap;
+use std::future::IntoFuture;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use mongodb::event::command::CommandEvent;
+use mongodb::event::EventHandler;
+use mongodb::options::ClientOptions;
+
+/// Commands a [`CommandCounter`] does not record: connection handshakes, authentication,
+/// liveness checks and session cleanup, none of which the code under measurement chooses to send.
+///
+/// Names are compared ignoring ASCII case. `killCursors` and `getMore` are real round trips and
+/// are counted.
+pub const IGNORED_COMMANDS: &[&str] = &[
+    "hello",
+    "isMaster",
+    "saslStart",
+    "saslContinue",
+    "endSessions",
+    "ping",
+    "buildInfo",
+];
+
+/// Records the name of every command a client starts, in order, so tests, benches and examples can
+/// count round trips.
+///
+/// Clones share one record. Attach it to a client before the client is built:
+///
+/// ```no_run
+/// # async fn example() -> mongodb::error::Result<()> {
+/// use mongo_social::testing::CommandCounter;
+/// use mongodb::{bson::doc, options::ClientOptions, Client};
+///
+/// let counter = CommandCounter::new();
+/// let mut options = ClientOptions::parse("mongodb://127.0.0.1:27017/").await?;
+/// counter.attach(&mut options);
+/// let client = Client::with_options(options)?;
+/// let items = client.database("app").collection::<bson::Document>("items");
+///
+/// let (_, commands) = counter.measure(items.find_one(doc! {})).await;
+/// assert_eq!(commands, ["find"]);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out. The record
+/// holds everything the client sends, so operations running concurrently on the same client (or a
+/// `killCursors` the driver sends in the background after a cursor is dropped) show up too.
+#[derive(Clone, Debug, Default)]
+pub struct CommandCounter {
+    names: Arc<Mutex<Vec<String>>>,
+}
+
+impl CommandCounter {
+    /// An empty counter, attached to nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a command with this name is recorded (it is not one of [`IGNORED_COMMANDS`]).
+    pub fn is_counted(command_name: &str) -> bool {
+        !IGNORED_COMMANDS
+            .iter()
+            .any(|ignored| ignored.eq_ignore_ascii_case(command_name))
+    }
+
+    /// An event handler that records into this counter, for
+    /// [`ClientOptions::command_event_handler`].
+    pub fn handler(&self) -> EventHandler<CommandEvent> {
+        let counter = self.clone();
+        EventHandler::callback(move |event| {
+            if let CommandEvent::Started(started) = event {
+                counter.record(&started.command_name);
+            }
+        })
+    }
+
+    /// Sets `options.command_event_handler` to this counter's [`handler`](Self::handler),
+    /// replacing any handler that was there.
+    pub fn attach(&self, options: &mut ClientOptions) {
+        options.command_event_handler = Some(self.handler());
+    }
+
+    /// Records one command by name, unless it is one of [`IGNORED_COMMANDS`].
+    pub fn record(&self, command_name: &str) {
+        if Self::is_counted(command_name) {
+            self.lock().push(command_name.to_owned());
+        }
+    }
+
+    /// Forgets everything recorded so far.
+    pub fn reset(&self) {
+        self.lock().clear();
+    }
+
+    /// How many commands were recorded since the last [`reset`](Self::reset).
+    pub fn total(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// How many commands named `command_name` (exactly, such as `"find"`) were recorded.
+    pub fn count(&self, command_name: &str) -> usize {
+        self.lock()
+            .iter()
+            .filter(|name| name.as_str() == command_name)
+            .count()
+    }
+
+    /// The recorded command names, in the order the commands were started.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().clone()
+    }
+
+    /// How many times each command was recorded, by name.
+    pub fn snapshot(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for name in self.lock().iter() {
+            *counts.entry(name.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Resets the counter, runs `operation` to completion and returns its output with the names
+    /// of the commands started meanwhile, in order.
+    ///
+    /// Accepts futures and the driver's actions alike (`counter.measure(coll.find(filter))`).
+    pub async fn measure<F, T>(&self, operation: F) -> (T, Vec<String>)
+    where
+        F: IntoFuture<Output = T>,
+    {
+        self.reset();
+        let output = operation.await;
+        (output, self.names())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<String>> {
+        // The lock is only held for plain `Vec` operations, so a poisoned lock still holds a
+        // consistent record.
+        self.names.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignores_handshake_and_monitoring_commands() {
+        let counter = CommandCounter::new();
+        for name in [
+            "hello",
+            "isMaster",
+            "ismaster",
+            "buildInfo",
+            "buildinfo",
+            "saslStart",
+            "saslContinue",
+            "endSessions",
+            "ping",
+            "find",
+            "getMore",
+            "killCursors",
+            "find",
+        ] {
+            counter.record(name);
+        }
+        assert_eq!(counter.names(), ["find", "getMore", "killCursors", "find"]);
+        assert_eq!(counter.total(), 4);
+        assert_eq!(counter.count("find"), 2);
+        assert_eq!(counter.count("insert"), 0);
+        assert_eq!(counter.snapshot().get("find"), Some(&2));
+        counter.reset();
+        assert_eq!(counter.total(), 0);
+    }
+
+    #[test]
+    fn clones_share_one_record() {
+        let counter = CommandCounter::new();
+        counter.clone().record("insert");
+        assert_eq!(counter.names(), ["insert"]);
+    }
+}

@@ -1,0 +1,479 @@
+//! The behaviour every [`crate::InboxStore`] strategy must show, as plain async checks.
+//!
+//! Each check takes a store (any strategy, behind `&DynInboxStore<Note>`) in a fresh database and
+//! panics with a description when the store misbehaves. `tests/inbox.rs` runs every check against
+//! every strategy; a new strategy gets the whole suite by adding one line there.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use serde::{Deserialize, Serialize};
+
+use crate::inbox::{
+    DynInboxStore, Message, MessageId, NewMessage, PageCursor, PageRequest, Strategy,
+};
+use crate::testing::CommandCounter;
+use crate::Error;
+
+/// The payload the suite sends: who sent it and the sender's running number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// The sender, repeated in the payload to check it survives the round trip.
+    pub sender: String,
+    /// The sender's running number: a sender's messages must read back in this order.
+    pub seq: u32,
+    /// Free text.
+    pub text: String,
+}
+
+impl Note {
+    /// A note from `sender` with running number `seq`.
+    pub fn new(sender: &str, seq: u32) -> Self {
+        Self {
+            sender: sender.to_owned(),
+            seq,
+            text: format!("{sender} #{seq}"),
+        }
+    }
+}
+
+type Store = DynInboxStore<Note>;
+
+/// How many senders and messages the volume checks use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Volume {
+    /// Concurrent senders.
+    pub senders: u32,
+    /// Messages each sender sends in [`concurrent_senders`].
+    pub per_sender: u32,
+    /// Messages each sender sends in [`large_inbox`].
+    pub large_per_sender: u32,
+}
+
+impl Volume {
+    /// The full volume: 8 senders, 480 messages to overlapping recipients, an inbox of 3,200.
+    pub const FULL: Volume = Volume {
+        senders: 8,
+        per_sender: 60,
+        large_per_sender: 400,
+    };
+
+    /// The volume for `strategy` on this server. Servers whose updates are not atomic (FerretDB
+    /// 1.x) make [`crate::BucketedFanOut`] lock each recipient and scan every bucket on every
+    /// update, so there the checks keep 8 senders but send fewer messages (still hundreds to
+    /// overlapping recipients, and an inbox of a thousand), and say so on stderr.
+    pub fn for_server(info: &crate::ServerInfo, strategy: Strategy) -> Volume {
+        if strategy == Strategy::BucketedFanOut && !info.capabilities().atomic_updates {
+            let reduced = Volume {
+                senders: 8,
+                per_sender: 25,
+                large_per_sender: 125,
+            };
+            crate::testing::note(&format!(
+                "{strategy} on {}: volume reduced to {reduced:?} (updates are not atomic there, \
+                 so delivery serializes per recipient)",
+                info.describe()
+            ));
+            return reduced;
+        }
+        Volume::FULL
+    }
+}
+
+/// Sends `count` notes from `from` to `to`, one after another, returning them in send order.
+pub async fn send_sequence(
+    store: &Store,
+    from: &str,
+    to: &[&str],
+    count: u32,
+) -> Vec<Message<Note>> {
+    let mut sent = Vec::with_capacity(count as usize);
+    for seq in 0..count {
+        let message = NewMessage::new(from, to.iter().copied(), Note::new(from, seq));
+        sent.push(store.send(message).await.expect("send"));
+    }
+    sent
+}
+
+/// Reads `owner`'s whole inbox page by page, checking that every page but the last is full.
+pub async fn read_all(store: &Store, owner: &str, page_size: usize) -> Vec<Message<Note>> {
+    let mut all = Vec::new();
+    let mut request = PageRequest::first(page_size);
+    loop {
+        let page = store.inbox_page(owner, request).await.expect("inbox page");
+        all.extend(page.items.iter().cloned());
+        match page.next {
+            Some(cursor) => {
+                assert_eq!(
+                    page.items.len(),
+                    page_size,
+                    "a page before the last is short"
+                );
+                request = PageRequest::after(page_size, cursor);
+            }
+            None => return all,
+        }
+    }
+}
+
+fn ids(messages: &[Message<Note>]) -> Vec<MessageId> {
+    messages.iter().map(|m| m.id).collect()
+}
+
+/// Messages read back newest first, with every field as sent.
+pub async fn newest_first(store: &Store) {
+    let mut sent = send_sequence(store, "joe", &["bob"], 3).await;
+    sent.extend(send_sequence(store, "ann", &["bob", "jane"], 2).await);
+    let page = store
+        .inbox_page("bob", PageRequest::first(10))
+        .await
+        .expect("page");
+    sent.reverse();
+    assert_eq!(
+        page.items, sent,
+        "bob's inbox is not the sent messages, newest first"
+    );
+    assert_eq!(page.next, None);
+    let first = &page.items[0];
+    assert_eq!(first.from, "ann");
+    assert_eq!(first.to, ["bob", "jane"]);
+    assert_eq!(first.payload, Note::new("ann", 1));
+}
+
+/// An owner with no messages has an empty inbox and a count of 0.
+pub async fn empty_inbox(store: &Store) {
+    let page = store
+        .inbox_page("nobody", PageRequest::first(50))
+        .await
+        .expect("page");
+    assert!(page.items.is_empty());
+    assert_eq!(page.next, None);
+    assert_eq!(store.count("nobody").await.expect("count"), 0);
+}
+
+/// One message to several recipients: each inbox holds it once, under the same id; the sender's
+/// own inbox does not.
+pub async fn group_message(store: &Store) {
+    let group = ["ann", "bob", "cid", "dee"];
+    let sent = store
+        .send(NewMessage::new("eve", group, Note::new("eve", 0)))
+        .await
+        .expect("send");
+    for owner in group {
+        let page = store
+            .inbox_page(owner, PageRequest::first(10))
+            .await
+            .expect("page");
+        assert_eq!(ids(&page.items), [sent.id], "{owner}'s inbox");
+        assert_eq!(page.items[0].to, group);
+        assert_eq!(store.count(owner).await.expect("count"), 1);
+    }
+    assert_eq!(store.count("eve").await.expect("count"), 0);
+}
+
+/// Counts follow every send, per owner.
+pub async fn counts(store: &Store) {
+    send_sequence(store, "joe", &["bob", "jane"], 7).await;
+    send_sequence(store, "joe", &["bob"], 5).await;
+    assert_eq!(store.count("bob").await.expect("count"), 12);
+    assert_eq!(store.count("jane").await.expect("count"), 7);
+    assert_eq!(store.count("joe").await.expect("count"), 0);
+}
+
+/// Every page size walks the whole inbox with no gap and no repeat, across bucket boundaries.
+pub async fn complete_pagination(store: &Store) {
+    let total = 237;
+    let mut sent = send_sequence(store, "joe", &["bob"], total).await;
+    sent.reverse();
+    let expected = ids(&sent);
+    for page_size in [1, 7, 49, 50, 51, 100, 237, 1000] {
+        let read = read_all(store, "bob", page_size).await;
+        assert_eq!(ids(&read), expected, "page size {page_size}");
+    }
+}
+
+/// New messages arriving between pages neither shift nor repeat the older ones.
+pub async fn pagination_while_messages_arrive(store: &Store) {
+    let mut older = send_sequence(store, "joe", &["bob"], 120).await;
+    older.reverse();
+    let first = store
+        .inbox_page("bob", PageRequest::first(30))
+        .await
+        .expect("page");
+    assert_eq!(ids(&first.items), ids(&older[..30]));
+    let newer = send_sequence(store, "ann", &["bob"], 75).await;
+    let mut rest = first.items;
+    let mut cursor = first.next;
+    while let Some(after) = cursor {
+        let page = store
+            .inbox_page("bob", PageRequest::after(30, after))
+            .await
+            .expect("page");
+        rest.extend(page.items);
+        cursor = page.next;
+    }
+    assert_eq!(
+        ids(&rest),
+        ids(&older),
+        "pages after the first changed under new arrivals"
+    );
+    let mut everything = newer;
+    everything.reverse();
+    everything.extend(older);
+    assert_eq!(ids(&read_all(store, "bob", 64).await), ids(&everything));
+}
+
+/// An inbox of thousands of messages, written by concurrent senders, reads back whole.
+pub async fn large_inbox(store: Arc<Store>, volume: Volume) {
+    let senders = volume.senders;
+    let per_sender = volume.large_per_sender;
+    let tasks = (0..senders).map(|s| {
+        let store = Arc::clone(&store);
+        async move {
+            let from = format!("sender{s}");
+            let mut sent = Vec::new();
+            for seq in 0..per_sender {
+                let message = NewMessage::new(from.as_str(), ["big"], Note::new(&from, seq));
+                sent.push(store.send(message).await?);
+            }
+            Ok::<_, Error>(sent)
+        }
+    });
+    let sent: Vec<Message<Note>> = try_join_all(tasks).await.expect("send").concat();
+    let total = (senders * per_sender) as usize;
+    assert_eq!(store.count("big").await.expect("count") as usize, total);
+    let read = read_all(&*store, "big", 500).await;
+    assert_eq!(read.len(), total);
+    assert_same_set(&read, &sent, "big");
+    assert_sender_order(&read, "big");
+    assert_time_order_if_promised(store.strategy(), &read);
+}
+
+/// Eight concurrent senders, hundreds of messages to overlapping recipients: every message lands
+/// exactly once in each of its recipients' inboxes, each sender's messages in order.
+pub async fn concurrent_senders(store: Arc<Store>, volume: Volume) {
+    let people: Vec<String> = (0..10).map(|i| format!("user{i}")).collect();
+    let senders = volume.senders;
+    let per_sender = volume.per_sender;
+    let tasks = (0..senders).map(|s| {
+        let store = Arc::clone(&store);
+        let people = people.clone();
+        async move {
+            let from = format!("sender{s}");
+            let mut sent = Vec::new();
+            for seq in 0..per_sender {
+                // Everyone writes to user0; the rest overlap in a pattern that varies by sender.
+                let mut to = vec![people[0].clone()];
+                for (i, person) in people.iter().enumerate().skip(1) {
+                    if (i as u32 + seq + s).is_multiple_of(3) {
+                        to.push(person.clone());
+                    }
+                }
+                sent.push(
+                    store
+                        .send(NewMessage::new(from.as_str(), to, Note::new(&from, seq)))
+                        .await?,
+                );
+            }
+            Ok::<_, Error>(sent)
+        }
+    });
+    let sent: Vec<Message<Note>> = try_join_all(tasks).await.expect("send").concat();
+    for owner in &people {
+        let expected: Vec<Message<Note>> = sent
+            .iter()
+            .filter(|m| m.to.contains(owner))
+            .cloned()
+            .collect();
+        let read = read_all(&*store, owner, 37).await;
+        assert_same_set(&read, &expected, owner);
+        assert_sender_order(&read, owner);
+        assert_time_order_if_promised(store.strategy(), &read);
+        assert_eq!(
+            store.count(owner).await.expect("count") as usize,
+            expected.len(),
+            "{owner}"
+        );
+    }
+}
+
+/// Round trips: an inbox page is one `find` (bucketed: the newest 50 in at most 2 `find`/`getMore`,
+/// the newest 100 in at most 3); a send to 100 recipients costs a number of commands that does
+/// not depend on the number of recipients.
+pub async fn command_counts(store: &Store, commands: &CommandCounter) {
+    let recipients: Vec<String> = (0..100).map(|i| format!("r{i}")).collect();
+    let recipient_refs: Vec<&str> = recipients.iter().map(String::as_str).collect();
+    send_sequence(store, "joe", &["bob"], 120).await;
+    // Detection commands and first-use costs are not part of what is measured.
+    store.count("bob").await.expect("count");
+
+    for (limit, max_reads) in [(50, 2), (100, 3), (20, 1)] {
+        let (page, names) = commands
+            .measure(store.inbox_page("bob", PageRequest::first(limit)))
+            .await;
+        let page = page.expect("page");
+        assert_eq!(page.items.len(), limit);
+        let reads = names
+            .iter()
+            .filter(|n| *n == "find" || *n == "getMore")
+            .count();
+        assert_eq!(reads, names.len(), "only reads for a page: {names:?}");
+        match store.strategy() {
+            Strategy::BucketedFanOut => assert!(reads <= max_reads, "newest {limit}: {names:?}"),
+            _ => assert_eq!(names, ["find"], "newest {limit}"),
+        }
+        // The next page costs the same.
+        let next = page.next.expect("more pages");
+        let (_, names) = commands
+            .measure(store.inbox_page("bob", PageRequest::after(limit, next)))
+            .await;
+        assert_eq!(names, ["find"], "page after the newest {limit}");
+    }
+
+    let mut costs = Vec::new();
+    for round in 0..2 {
+        let message = NewMessage::new(
+            "joe",
+            recipient_refs.iter().copied(),
+            Note::new("joe", round),
+        );
+        let (sent, names) = commands.measure(store.send(message)).await;
+        sent.expect("send");
+        costs.push(names);
+    }
+    for names in &costs {
+        let limit = match store.strategy() {
+            Strategy::BucketedFanOut => 5,
+            _ => 1,
+        };
+        assert!(
+            names.len() <= limit,
+            "send to 100 recipients cost {names:?}"
+        );
+    }
+    let (_, names) = commands.measure(store.count("r1")).await;
+    assert_eq!(names.len(), 1, "count: {names:?}");
+}
+
+/// Bad input fails with a typed error, before anything is written.
+pub async fn bad_input(store: &Store) {
+    let send = |from: &str, to: Vec<&str>| store.send(NewMessage::new(from, to, Note::new("x", 0)));
+    assert!(matches!(
+        send("joe", vec![]).await,
+        Err(Error::NoRecipients)
+    ));
+    assert!(matches!(
+        send("joe", vec!["bob", "ann", "bob"]).await,
+        Err(Error::DuplicateRecipient { recipient }) if recipient == "bob"
+    ));
+    assert!(matches!(
+        send("", vec!["bob"]).await,
+        Err(Error::EmptyUserId { what: "sender" })
+    ));
+    assert!(matches!(
+        send("joe", vec!["bob", ""]).await,
+        Err(Error::EmptyUserId { what: "recipient" })
+    ));
+    let huge = Note {
+        sender: "joe".into(),
+        seq: 0,
+        text: "x".repeat(17 * 1024 * 1024),
+    };
+    assert!(matches!(
+        store
+            .send(NewMessage::new("joe", ["bob", "ann"], huge))
+            .await,
+        Err(Error::MessageTooLarge { .. })
+    ));
+    for owner in ["bob", "ann"] {
+        assert_eq!(
+            store.count(owner).await.expect("count"),
+            0,
+            "{owner} got a partial write"
+        );
+    }
+
+    send_sequence(store, "joe", &["bob"], 3).await;
+    for text in [
+        "", "garbage", "t.1", "t.x.y", "b.", "b.0", "b.-4", "t.1.zzzz",
+    ] {
+        let cursor: PageCursor = text.parse().expect("any text parses");
+        let result = store
+            .inbox_page("bob", PageRequest::after(10, cursor))
+            .await;
+        assert!(
+            matches!(result, Err(Error::InvalidCursor { .. })),
+            "cursor {text:?}: {result:?}"
+        );
+    }
+    let foreign: PageCursor = match store.strategy() {
+        Strategy::BucketedFanOut => "t.1700000000000.65a0b0c0d0e0f00112233445",
+        _ => "b.17",
+    }
+    .parse()
+    .expect("parses");
+    assert!(matches!(
+        store
+            .inbox_page("bob", PageRequest::after(10, foreign))
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
+    for limit in [0, PageRequest::MAX_LIMIT + 1] {
+        assert!(matches!(
+            store.inbox_page("bob", PageRequest::first(limit)).await,
+            Err(Error::InvalidPageLimit { .. })
+        ));
+    }
+    assert!(matches!(
+        store.inbox_page("", PageRequest::first(5)).await,
+        Err(Error::EmptyUserId { what: "owner" })
+    ));
+    assert_eq!(store.count("bob").await.expect("count"), 3);
+}
+
+fn assert_same_set(read: &[Message<Note>], expected: &[Message<Note>], owner: &str) {
+    let read_ids: Vec<MessageId> = ids(read);
+    let unique: HashSet<MessageId> = read_ids.iter().copied().collect();
+    assert_eq!(
+        unique.len(),
+        read_ids.len(),
+        "{owner}'s inbox repeats a message"
+    );
+    let expected_ids: HashSet<MessageId> = expected.iter().map(|m| m.id).collect();
+    assert_eq!(
+        unique, expected_ids,
+        "{owner}'s inbox is not the messages sent to them"
+    );
+}
+
+/// Within one inbox, each sender's messages appear newest first.
+fn assert_sender_order(read: &[Message<Note>], owner: &str) {
+    let mut last_seq: HashMap<&str, u32> = HashMap::new();
+    for message in read {
+        if let Some(previous) = last_seq.insert(&message.payload.sender, message.payload.seq) {
+            assert!(
+                message.payload.seq < previous,
+                "{owner}: {}'s #{} after #{previous}",
+                message.payload.sender,
+                message.payload.seq
+            );
+        }
+    }
+}
+
+/// Strategies ordered by send time read back in strictly decreasing `(sent, id)`; buckets keep
+/// delivery order, which matches send time only per sender.
+fn assert_time_order_if_promised(strategy: Strategy, read: &[Message<Note>]) {
+    if strategy == Strategy::BucketedFanOut {
+        return;
+    }
+    for pair in read.windows(2) {
+        assert!(
+            (pair[0].sent, pair[0].id) > (pair[1].sent, pair[1].id),
+            "out of time order: {:?} before {:?}",
+            (pair[0].sent, pair[0].id),
+            (pair[1].sent, pair[1].id)
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! A real server for tests, benches and examples (feature `testing`).
+//!
+//! # Which server
+//!
+//! - If `MONGODB_URI` is set (and not empty), that server is used as is: MongoDB or FerretDB,
+//!   standalone, replica set or sharded.
+//! - Otherwise each process starts its own FerretDB 1.24 (SQLite backend) on a free loopback port,
+//!   with a fresh data directory under the system temp directory. The binary is
+//!   `$MONGO_SOCIAL_FERRETDB` if set, else `ferretdb` on `PATH`, else `$GOBIN/ferretdb` or
+//!   `$(go env GOPATH)/bin/ferretdb`. When that binary is missing or does not run, it is built from
+//!   the FerretDB v1.24.2 Go module (Go 1.22 or newer needed; the first build takes a few minutes,
+//!   later runs reuse the binary).
+//!
+//! One server per process is deliberate: test binaries (and `cargo nextest`'s per-test processes)
+//! never share data or wait on each other, and there is no daemon to leave behind. The instance
+//! runs under a small `sh` watchdog that stops it and removes its data directory within about a
+//! second of the test process exiting, however it exits (Rust never drops statics). Starting one
+//! costs well under a second. Processes that find no binary each build their own copy at the same
+//! time (safe, just slower); build once first (`cargo test --test fixture`) to avoid that.
+//!
+//! The local FerretDB needs a Unix (`sh`, `kill`); elsewhere, set `MONGODB_URI`.
+//!
+//! One line on stderr says which server is used. Progress and skip notices are written to the
+//! process's real stderr, which the test harness does not capture.
+//!
+//! # Writing a test
+//!
+//! ```no_run
+//! use mongo_social::testing;
+//!
+//! #[tokio::test]
+//! async fn one_page_is_one_find() {
+//!     let t = testing::test_db("one_page_is_one_find").await; // fresh, empty database
+//!     if testing::skip_unless(t.info.capabilities().slice_projection, "one_page_is_one_find",
+//!         "needs $slice projections") {
+//!         return;
+//!     }
+//!     // ... set up data, then:
+//!     t.commands.reset();
+//!     // ... run the operation ...
+//!     assert_eq!(t.commands.names(), ["find"]);
+//! }
+//! ```
+//!
+//! Every `#[tokio::test]` has its own runtime, and a [`mongodb::Client`] must not outlive the
+//! runtime it was made in, so [`client`] and [`test_db`] make a new client on every call.
+
+mod commands;
+#[cfg(unix)]
+mod ferretdb;
+pub mod inbox_suite;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bson::doc;
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Collection, Database};
+
+use crate::server::ServerInfo;
+
+pub use commands::{CommandCounter, IGNORED_COMMANDS};
+
+/// How long clients made here wait to find a server before an operation fails.
+pub const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long the first [`client`] call of a process waits for the server to answer `ping`.
+const FIRST_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Longest database name [`database_name`] returns, in bytes (MongoDB allows 63, FerretDB too).
+const MAX_DATABASE_NAME: usize = 60;
+
+static URI: OnceLock<Result<String, String>> = OnceLock::new();
+static SERVER_ANSWERED: AtomicBool = AtomicBool::new(false);
+static SERVER_INFO: tokio::sync::OnceCell<ServerInfo> = tokio::sync::OnceCell::const_new();
+static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// Writes one line to the process's real stderr (the test harness captures `eprintln!`, not
+/// this).
+fn say(line: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(format!("{line}\n").as_bytes());
+    let _ = stderr.flush();
+}
+
+/// The connection string of the server the tests use: `MONGODB_URI`, or a FerretDB this process
+/// starts (once; later calls return the same string). Blocks while it starts (and, the first time
+/// on a machine, while FerretDB is built).
+///
+/// # Panics
+///
+/// If no server can be had (for example, no FerretDB binary and no Go to build one), with a
+/// message saying what to install or set. The failure is remembered: later calls panic at once
+/// with the same message.
+pub fn server_uri() -> &'static str {
+    match URI.get_or_init(resolve_uri) {
+        Ok(uri) => uri,
+        Err(message) => panic!("{message}"),
+    }
+}
+
+fn resolve_uri() -> Result<String, String> {
+    if let Some(uri) = std::env::var_os("MONGODB_URI").filter(|uri| !uri.is_empty()) {
+        let uri = uri
+            .into_string()
+            .map_err(|_| "MONGODB_URI is not valid UTF-8".to_owned())?;
+        say(&format!(
+            "mongo-social tests: using MONGODB_URI ({})",
+            redact(&uri)
+        ));
+        return Ok(uri);
+    }
+    let started = ferretdb::start().map_err(|why| {
+        format!(
+            "mongo-social tests need a MongoDB-compatible server and could not start a local \
+             FerretDB: {why}\nTo use a running server instead, set MONGODB_URI (such as \
+             MONGODB_URI=mongodb://127.0.0.1:27017/)."
+        )
+    })?;
+    say(&format!(
+        "mongo-social tests: FerretDB {} at {} (started from {}, data in {}; stopped when this \
+         process exits)",
+        started.version,
+        started.uri,
+        started.binary.display(),
+        started.data_dir.display()
+    ));
+    Ok(started.uri)
+}
+
+#[cfg(not(unix))]
+mod ferretdb {
+    //! The local FerretDB needs a Unix shell; elsewhere only `MONGODB_URI` works.
+    #![allow(dead_code)]
+
+    pub(super) struct Started {
+        pub(super) uri: String,
+        pub(super) version: String,
+        pub(super) binary: std::path::PathBuf,
+        pub(super) data_dir: std::path::PathBuf,
+    }
+
+    pub(super) fn start() -> Result<Started, String> {
+        Err("starting a local FerretDB is only supported on Unix".to_owned())
+    }
+}
+
+/// A connection string safe to print: no credentials, no options.
+fn redact(uri: &str) -> String {
+    let without_options = uri.split('?').next().unwrap_or(uri);
+    let Some(scheme_end) = without_options.find("://") else {
+        return "(unparsable URI)".to_owned();
+    };
+    let (scheme, rest) = without_options.split_at(scheme_end + 3);
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let hosts = match authority.rfind('@') {
+        Some(at) => format!("***@{}", &authority[at + 1..]),
+        None => authority.to_owned(),
+    };
+    let options = if uri.contains('?') { "?..." } else { "" };
+    format!("{scheme}{hosts}{path}{options}")
+}
+
+/// [`server_uri`], without blocking the async runtime while the server starts.
+async fn server_uri_async() -> &'static str {
+    if let Some(Ok(uri)) = URI.get() {
+        return uri;
+    }
+    match tokio::task::spawn_blocking(server_uri).await {
+        Ok(uri) => uri,
+        Err(error) => match error.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(error) => panic!("starting the test server was cancelled: {error}"),
+        },
+    }
+}
+
+/// A new client for the test server, with a [`SERVER_SELECTION_TIMEOUT`] server selection
+/// timeout.
+///
+/// # Panics
+///
+/// Like [`server_uri`]; also if the first client of the process cannot `ping` the server within
+/// 20 seconds.
+pub async fn client() -> Client {
+    client_with(|_| {}).await
+}
+
+/// Like [`client`], with `options_fn` adjusting the options (parsed from [`server_uri`], with the
+/// server selection timeout already set) before the client is built.
+///
+/// ```no_run
+/// # async fn example() {
+/// let counter = mongo_social::testing::CommandCounter::new();
+/// let client = mongo_social::testing::client_with(|options| counter.attach(options)).await;
+/// # }
+/// ```
+pub async fn client_with(options_fn: impl FnOnce(&mut ClientOptions)) -> Client {
+    let uri = server_uri_async().await;
+    if !SERVER_ANSWERED.load(Ordering::Acquire) {
+        wait_for_ping(uri).await;
+        SERVER_ANSWERED.store(true, Ordering::Release);
+    }
+    let mut options = parse_options(uri).await;
+    options_fn(&mut options);
+    Client::with_options(options)
+        .unwrap_or_else(|error| panic!("cannot create a client for {}: {error}", redact(uri)))
+}
+
+async fn parse_options(uri: &str) -> ClientOptions {
+    let mut options = ClientOptions::parse(uri)
+        .await
+        .unwrap_or_else(|error| panic!("cannot parse the server URI {}: {error}", redact(uri)));
+    options.server_selection_timeout = Some(SERVER_SELECTION_TIMEOUT);
+    options
+}
+
+/// Retries `ping` until the server answers, so a server that accepts connections but is still
+/// starting does not fail the first test.
+async fn wait_for_ping(uri: &str) {
+    let mut options = parse_options(uri).await;
+    options.server_selection_timeout = Some(Duration::from_secs(5));
+    let client = Client::with_options(options)
+        .unwrap_or_else(|error| panic!("cannot create a client for {}: {error}", redact(uri)));
+    let admin = client.database("admin");
+    let started = Instant::now();
+    loop {
+        match admin.run_command(doc! { "ping": 1 }).await {
+            Ok(_) => return,
+            Err(error) if started.elapsed() >= FIRST_PING_TIMEOUT => panic!(
+                "the test server at {} did not answer `ping` within {} s: {error}",
+                redact(uri),
+                FIRST_PING_TIMEOUT.as_secs()
+            ),
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// What the test server is and can do, detected once per process.
+///
+/// # Panics
+///
+/// Like [`client`]; also if detection fails.
+pub async fn server_info() -> &'static ServerInfo {
+    SERVER_INFO
+        .get_or_init(|| async {
+            let client = client().await;
+            ServerInfo::detect(&client).await.unwrap_or_else(|error| {
+                panic!(
+                    "cannot detect the test server at {}: {error}",
+                    redact(server_uri())
+                )
+            })
+        })
+        .await
+}
+
+/// A fresh, empty database for one test, on a client whose commands are counted.
+#[derive(Clone, Debug)]
+pub struct TestDb {
+    /// A client made for this test, with [`TestDb::commands`] attached.
+    pub client: Client,
+    /// The database, dropped just before it was handed out. Its name comes from
+    /// [`database_name`].
+    pub db: Database,
+    /// What the server is and can do.
+    pub info: ServerInfo,
+    /// Every command [`TestDb::client`] has sent since the database was dropped (or since the
+    /// last reset).
+    pub commands: CommandCounter,
+}
+
+impl TestDb {
+    /// A collection of [`TestDb::db`].
+    pub fn collection<T: Send + Sync>(&self, name: &str) -> Collection<T> {
+        self.db.collection(name)
+    }
+}
+
+/// A new client and the database [`database_name(name)`](database_name), dropped first so it
+/// starts empty. Use a name unique to the test (its function name, say): tests run concurrently.
+///
+/// # Panics
+///
+/// Like [`client`]; also if the database cannot be dropped.
+pub async fn test_db(name: &str) -> TestDb {
+    let commands = CommandCounter::new();
+    let client = client_with(|options| commands.attach(options)).await;
+    let info = server_info().await.clone();
+    let db = client.database(&database_name(name));
+    db.drop()
+        .await
+        .unwrap_or_else(|error| panic!("cannot drop test database {}: {error}", db.name()));
+    commands.reset();
+    TestDb {
+        client,
+        db,
+        info,
+        commands,
+    }
+}
+
+/// The database name [`test_db`] uses for a test name: `ms_` and the name, lowercased, with
+/// anything but ASCII letters, digits and `_` replaced by `_`.
+///
+/// If that changed the name, or made it longer than 60 bytes, it is cut short and ends in a hash
+/// of the original name instead, so distinct names give distinct databases (and names differing
+/// only in case, which MongoDB refuses side by side, do not clash). The same name always gives
+/// the same database.
+pub fn database_name(name: &str) -> String {
+    let body: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let plain = format!("ms_{body}");
+    if body == name && plain.len() <= MAX_DATABASE_NAME {
+        return plain;
+    }
+    let hash = format!("{:012x}", fnv1a64(name.as_bytes()) & 0xffff_ffff_ffff);
+    let mut prefix = plain;
+    // ASCII only, so any byte length is a char boundary.
+    prefix.truncate(MAX_DATABASE_NAME - 1 - hash.len());
+    format!("{prefix}_{hash}")
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions and runs, unlike `DefaultHasher`.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Whether a test should skip because the server lacks what it needs: `true` (skip) when `cond`
+/// is false, after writing `SKIPPED <test>: <reason>` to stderr and counting the skip.
+///
+/// ```no_run
+/// # async fn example() {
+/// use mongo_social::testing;
+///
+/// let info = testing::server_info().await;
+/// if testing::skip_unless(info.capabilities().transactions, "moves_atomically",
+///     "needs transactions (a replica set)") {
+///     return;
+/// }
+/// # }
+/// ```
+pub fn skip_unless(cond: bool, test: &str, reason: &str) -> bool {
+    if cond {
+        return false;
+    }
+    SKIPPED.fetch_add(1, Ordering::Relaxed);
+    say(&format!("SKIPPED {test}: {reason}"));
+    true
+}
+
+/// Prints a note on the real stderr (not captured by the test harness), for what a reader of
+/// the test log must know, such as a check run at reduced volume on this server.
+pub fn note(text: &str) {
+    say(&format!("NOTE {text}"));
+}
+
+/// How many times [`skip_unless`] said to skip in this process.
+pub fn skipped_count() -> usize {
+    SKIPPED.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_names() {
+        assert_eq!(database_name("inbox_page"), "ms_inbox_page");
+        let dashed = database_name("inbox-page");
+        let underscored = database_name("inbox_page");
+        assert_ne!(dashed, underscored);
+        assert!(dashed.starts_with("ms_inbox_page_"));
+        assert_ne!(database_name("Page"), database_name("page"));
+        assert_eq!(database_name("a::b"), database_name("a::b"));
+        let long = "x".repeat(200);
+        assert!(database_name(&long).len() <= MAX_DATABASE_NAME);
+        assert_ne!(database_name(&long), database_name(&format!("{long}y")));
+        assert!(database_name("héllo wörld")
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+    }
+
+    #[test]
+    fn redacts_credentials_and_options() {
+        assert_eq!(
+            redact("mongodb://user:secret@h1:27017,h2/db?authSource=admin"),
+            "mongodb://***@h1:27017,h2/db?..."
+        );
+        assert_eq!(
+            redact("mongodb://127.0.0.1:1234/"),
+            "mongodb://127.0.0.1:1234/"
+        );
+        assert_eq!(
+            redact("mongodb+srv://u:p@cluster.example.net"),
+            "mongodb+srv://***@cluster.example.net"
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! The inbox conformance suite, run against every strategy on the real server, plus each
+//! strategy's own checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use mongo_social::testing::inbox_suite::{self, Note};
+use mongo_social::testing::{self, TestDb};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage,
+    PageRequest,
+};
+use mongodb::options::ClientOptions;
+use mongodb::{Client, Database};
+
+fn fan_out_on_read(db: &Database) -> Arc<DynInboxStore<Note>> {
+    Arc::new(FanOutOnRead::new(db))
+}
+
+fn fan_out_on_write(db: &Database) -> Arc<DynInboxStore<Note>> {
+    Arc::new(FanOutOnWrite::new(db))
+}
+
+fn bucketed(db: &Database) -> Arc<DynInboxStore<Note>> {
+    Arc::new(BucketedFanOut::new(db))
+}
+
+/// A client for a port where nothing listens, giving up after one second.
+async fn unreachable_database() -> Database {
+    let mut options = ClientOptions::parse("mongodb://127.0.0.1:1/")
+        .await
+        .unwrap();
+    options.server_selection_timeout = Some(Duration::from_secs(1));
+    Client::with_options(options)
+        .unwrap()
+        .database("unreachable")
+}
+
+/// Runs each suite check against one strategy, each in a fresh database.
+macro_rules! conformance {
+    ($strategy:ident) => {
+        mod $strategy {
+            use super::*;
+
+            async fn store(test: &str) -> (TestDb, Arc<DynInboxStore<Note>>) {
+                let db = testing::test_db(&format!("{}_{test}", stringify!($strategy))).await;
+                let store = super::$strategy(&db.db);
+                store.create_indexes().await.expect("create indexes");
+                (db, store)
+            }
+
+            #[tokio::test]
+            async fn newest_first() {
+                let (_db, store) = store("newest_first").await;
+                inbox_suite::newest_first(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn empty_inbox() {
+                let (_db, store) = store("empty_inbox").await;
+                inbox_suite::empty_inbox(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn group_message() {
+                let (_db, store) = store("group_message").await;
+                inbox_suite::group_message(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn counts() {
+                let (_db, store) = store("counts").await;
+                inbox_suite::counts(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn complete_pagination() {
+                let (_db, store) = store("complete_pagination").await;
+                inbox_suite::complete_pagination(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn pagination_while_messages_arrive() {
+                let (_db, store) = store("pagination_arrivals").await;
+                inbox_suite::pagination_while_messages_arrive(&*store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn large_inbox() {
+                let (db, store) = store("large_inbox").await;
+                let volume = inbox_suite::Volume::for_server(&db.info, store.strategy());
+                inbox_suite::large_inbox(store, volume).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn concurrent_senders() {
+                let (db, store) = store("concurrent_senders").await;
+                let volume = inbox_suite::Volume::for_server(&db.info, store.strategy());
+                inbox_suite::concurrent_senders(store, volume).await;
+            }
+
+            #[tokio::test]
+            async fn command_counts() {
+                let (db, store) = store("command_counts").await;
+                inbox_suite::command_counts(&*store, &db.commands).await;
+            }
+
+            #[tokio::test]
+            async fn bad_input() {
+                let (_db, store) = store("bad_input").await;
+                inbox_suite::bad_input(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn unreachable_server() {
+                let store = super::$strategy(&unreachable_database().await);
+                let sent = store
+                    .send(NewMessage::new("joe", ["bob"], Note::new("joe", 0)))
+                    .await;
+                assert!(matches!(sent, Err(Error::Unreachable(_))), "{sent:?}");
+                let page = store.inbox_page("bob", PageRequest::first(5)).await;
+                assert!(matches!(page, Err(Error::Unreachable(_))), "{page:?}");
+            }
+        }
+    };
+}
+
+conformance!(fan_out_on_read);
+conformance!(fan_out_on_write);
+conformance!(bucketed);
+
+/// The store is usable as `Arc<dyn InboxStore>` chosen at runtime, and reports its strategy.
+#[tokio::test]
+async fn strategies_switch_at_runtime() {
+    let db = testing::test_db("strategies_switch_at_runtime").await;
+    let stores: Vec<Arc<DynInboxStore<String>>> = vec![
+        Arc::new(FanOutOnRead::new(&db.db)),
+        Arc::new(FanOutOnWrite::new(&db.db)),
+        Arc::new(BucketedFanOut::new(&db.db)),
+    ];
+    for store in &stores {
+        store.create_indexes().await.expect("indexes");
+        store
+            .send(NewMessage::new(
+                "joe",
+                ["bob"],
+                format!("via {}", store.strategy()),
+            ))
+            .await
+            .expect("send");
+        let page = store
+            .inbox_page("bob", PageRequest::first(5))
+            .await
+            .expect("page");
+        assert_eq!(page.items.len(), 1, "{}", store.strategy());
+        assert_eq!(page.items[0].payload, format!("via {}", store.strategy()));
+    }
+}
+
+#[tokio::test]
+async fn bucket_size_is_validated() {
+    let db = testing::test_db("bucket_size_is_validated").await;
+    for size in [0, BucketedFanOut::MAX_BUCKET_SIZE + 1] {
+        let built = BucketedFanOut::builder(&db.db).bucket_size(size).build();
+        assert!(
+            matches!(built, Err(Error::InvalidConfig { .. })),
+            "size {size}"
+        );
+    }
+    let same = BucketedFanOut::builder(&db.db)
+        .heads_collection("inbox_buckets")
+        .build();
+    assert!(matches!(same, Err(Error::InvalidConfig { .. })));
+    assert!(matches!(
+        FanOutOnWrite::builder(&db.db).collection("").build(),
+        Err(Error::InvalidConfig { .. })
+    ));
+    assert!(BucketedFanOut::builder(&db.db)
+        .bucket_size(1)
+        .build()
+        .is_ok());
+}
+
+async fn bucket_sizes(db: &TestDb, owner: &str) -> Vec<(i64, usize, i64)> {
+    let buckets: Vec<Document> = db
+        .collection::<Document>(BucketedFanOut::DEFAULT_COLLECTION)
+        .find(doc! { "owner": owner })
+        .sort(doc! { "sequence": 1 })
+        .await
+        .expect("find")
+        .try_collect()
+        .await
+        .expect("buckets");
+    buckets
+        .iter()
+        .map(|b| {
+            (
+                b.get_i64("sequence")
+                    .or_else(|_| b.get_i32("sequence").map(i64::from))
+                    .unwrap(),
+                b.get_array("messages").unwrap().len(),
+                b.get_i64("count").unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Under concurrent senders no bucket passes its size, every bucket but the newest is full,
+/// and sequences have no holes: what makes positions, counts and pages exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn buckets_never_overfill_under_concurrency() {
+    let db = testing::test_db("buckets_never_overfill").await;
+    let size = 7;
+    let store = Arc::new(
+        BucketedFanOut::builder(&db.db)
+            .bucket_size(size)
+            .build()
+            .unwrap(),
+    );
+    store.create_indexes().await.unwrap();
+    let tasks = (0..8).map(|s| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let from = format!("s{s}");
+            for seq in 0..40 {
+                let to = ["hub", if seq % 2 == 0 { "even" } else { "odd" }];
+                store
+                    .send(NewMessage::new(from.as_str(), to, Note::new(&from, seq)))
+                    .await
+                    .unwrap();
+            }
+        })
+    });
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for (owner, expected) in [("hub", 320), ("even", 160), ("odd", 160)] {
+        let buckets = bucket_sizes(&db, owner).await;
+        let total: usize = buckets.iter().map(|b| b.1).sum();
+        assert_eq!(total, expected, "{owner}");
+        for (i, (sequence, len, count)) in buckets.iter().enumerate() {
+            assert_eq!(*sequence, i as i64, "{owner}: sequence hole");
+            assert_eq!(
+                *len as i64, *count,
+                "{owner}: count disagrees with contents"
+            );
+            assert!(
+                *len <= size as usize,
+                "{owner}: bucket {sequence} holds {len}"
+            );
+            if i + 1 < buckets.len() {
+                assert_eq!(
+                    *len, size as usize,
+                    "{owner}: older bucket {sequence} not full"
+                );
+            }
+        }
+        assert_eq!(store.count(owner).await.unwrap(), expected as u64);
+    }
+}
+
+/// The seed's off-by-one is gone: the first bucket holds exactly `bucket_size` messages.
+#[tokio::test]
+async fn first_bucket_holds_exactly_bucket_size() {
+    let db = testing::test_db("first_bucket_exact").await;
+    let store = BucketedFanOut::new(&db.db);
+    store.create_indexes().await.unwrap();
+    inbox_suite::send_sequence(&store, "joe", &["bob"], 101).await;
+    assert_eq!(
+        bucket_sizes(&db, "bob")
+            .await
+            .iter()
+            .map(|b| b.1)
+            .collect::<Vec<_>>(),
+        [50, 50, 1]
+    );
+}
+
+/// The largest message each strategy accepts is stored; one byte more is refused.
+#[tokio::test]
+async fn bucketed_message_limit_is_exact_and_typed() {
+    let db = testing::test_db("bucketed_message_limit").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .bucket_size(50)
+        .build()
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    let limit = store.max_message_bytes();
+    let too_big = "x".repeat(limit);
+    let refused = store.send(NewMessage::new("joe", ["bob"], too_big)).await;
+    assert!(matches!(refused, Err(Error::MessageTooLarge { limit: l, .. }) if l == limit));
+    let fits = "x".repeat(limit - 200);
+    for _ in 0..3 {
+        store
+            .send(NewMessage::new("joe", ["bob"], fits.clone()))
+            .await
+            .expect("fits");
+    }
+    assert_eq!(store.count("bob").await.unwrap(), 3);
+}
+
+/// Outside a sharded cluster, sharding is refused with a typed error rather than faked.
+#[tokio::test]
+async fn sharding_needs_mongos() {
+    let db = testing::test_db("sharding_needs_mongos").await;
+    let store = BucketedFanOut::new(&db.db);
+    let keys = store.shard_keys();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0].key, doc! { "owner": 1, "sequence": 1 });
+    assert_eq!(
+        FanOutOnRead::new(&db.db).shard_keys()[0].key,
+        doc! { "from": 1 }
+    );
+    assert_eq!(
+        FanOutOnWrite::new(&db.db).shard_keys()[0].key,
+        doc! { "recipient": 1, "sent": 1 }
+    );
+    let result = InboxStore::<Note>::shard_collections(&store).await;
+    if db.info.capabilities().sharding {
+        result.expect("sharding through mongos");
+    } else {
+        assert!(
+            matches!(
+                result,
+                Err(Error::NotSupported {
+                    feature: "sharding",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+}
