@@ -333,3 +333,65 @@ async fn sharding_needs_mongos() {
         );
     }
 }
+
+/// A heads document that lags far behind (lost, or never written) costs a resync, not an error.
+#[tokio::test]
+async fn lagging_head_is_resynchronised() {
+    let db = testing::test_db("lagging_head_is_resynchronised").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob"], 80).await;
+    db.collection::<Document>(BucketedFanOut::DEFAULT_HEADS_COLLECTION)
+        .delete_many(doc! {})
+        .await
+        .unwrap();
+    sent.extend(inbox_suite::send_sequence(&store, "ann", &["bob"], 1).await);
+    assert_eq!(store.count("bob").await.unwrap(), 81);
+    sent.reverse();
+    let read = inbox_suite::read_all(&store, "bob", 25).await;
+    assert_eq!(read, sent);
+    let buckets = bucket_sizes(&db, "bob").await;
+    assert_eq!(buckets.len(), 41);
+    assert_eq!(buckets[40], (40, 1, 1));
+}
+
+/// Where updates are not atomic, recipients are locked around delivery; a lock left by a sender
+/// that died is taken over once its lease has run out, and nothing is lost.
+#[tokio::test]
+async fn expired_recipient_lock_is_taken_over() {
+    let db = testing::test_db("expired_recipient_lock").await;
+    if testing::skip_unless(
+        !db.info.capabilities().atomic_updates,
+        "expired_recipient_lock_is_taken_over",
+        "recipient locks are used only on servers whose updates are not atomic",
+    ) {
+        return;
+    }
+    let store = BucketedFanOut::new(&db.db);
+    store.create_indexes().await.unwrap();
+    let long_ago = bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 60_000);
+    db.collection::<Document>(BucketedFanOut::DEFAULT_LOCKS_COLLECTION)
+        .insert_one(doc! { "_id": "bob", "token": bson::oid::ObjectId::new(), "expires": long_ago })
+        .await
+        .unwrap();
+    let sent = store
+        .send(NewMessage::new("joe", ["bob", "ann"], Note::new("joe", 0)))
+        .await
+        .expect("send past an expired lock");
+    for owner in ["bob", "ann"] {
+        let page = store
+            .inbox_page(owner, PageRequest::first(5))
+            .await
+            .unwrap();
+        assert_eq!(page.items, [sent.clone()], "{owner}");
+    }
+    let locks = db
+        .collection::<Document>(BucketedFanOut::DEFAULT_LOCKS_COLLECTION)
+        .count_documents(doc! {})
+        .await
+        .unwrap();
+    assert_eq!(locks, 0, "locks left behind");
+}

@@ -65,6 +65,14 @@ fn lock_backoff(waits: usize) -> Duration {
 ///
 /// Reading the newest 50 messages is one `find` of at most 2 buckets; the newest 100, at most 3.
 ///
+/// # Servers without atomic updates
+///
+/// On FerretDB 1.x a single-document update is not atomic, so the hard cap alone cannot keep
+/// concurrent senders from overwriting each other. There ([`Capabilities::atomic_updates`] is
+/// false) each delivery first locks its recipients in `inbox_locks` (one `insert` of
+/// `{_id: owner, token, expires}`; the unique `_id` is atomic everywhere) and unlocks them after
+/// (one `delete`). A lock whose holder died is taken over after a 30-second lease.
+///
 /// A message must fit a bucket: its encoded size is limited to about `16 MiB / bucket_size`
 /// (about 335 KB for 50), checked before anything is written ([`Error::MessageTooLarge`]).
 /// The bucket size is part of the stored layout: reopen a collection with the size it was written
@@ -152,19 +160,31 @@ impl BucketedFanOutBuilder {
 }
 
 impl BucketedFanOut {
-    /// How many messages `owner` has received (one command).
+    /// How many messages `owner` has received: every bucket but the newest is full, so one read
+    /// of the newest bucket is enough.
     pub async fn count(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
+        Ok(self
+            .newest_bucket(owner)
+            .await?
+            .map_or(0, |(sequence, count)| {
+                sequence as u64 * self.bucket_size as u64 + count as u64
+            }))
+    }
+
+    /// The sequence and count of `owner`'s newest bucket: one `find` of one document.
+    async fn newest_bucket(&self, owner: &str) -> Result<Option<(i64, i64)>> {
         let newest = self
             .buckets
             .find_one(doc! { "owner": owner })
             .sort(doc! { "sequence": -1 })
             .projection(doc! { "_id": 0, "sequence": 1, "count": 1 })
             .await?;
-        Ok(newest.map_or(0, |bucket| {
-            let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
-            let count = integer(&bucket, "count").unwrap_or(0) as u64;
-            sequence * self.bucket_size as u64 + count
+        Ok(newest.map(|bucket| {
+            (
+                integer(&bucket, "sequence").unwrap_or(0),
+                integer(&bucket, "count").unwrap_or(0),
+            )
         }))
     }
 
@@ -276,12 +296,25 @@ impl BucketedFanOut {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
         let mut targets = self.read_heads(&names).await?;
         let mut pending = recipients;
+        let mut moves: HashMap<String, u32> = HashMap::new();
         for _ in 0..MAX_ROUNDS {
             let suspects = self.push(&pending, &targets, entry, capabilities).await?;
             if suspects.is_empty() {
                 return Ok(());
             }
-            let (waiting, moved) = self.inspect(suspects, &mut targets, id).await?;
+            let (waiting, mut moved) = self.inspect(suspects, &mut targets, id).await?;
+            for (owner, target) in &mut moved {
+                let count = moves.entry(owner.clone()).or_default();
+                *count += 1;
+                // A head that lags by more than one bucket (its update was lost to a race) is
+                // resynchronised from the newest bucket instead of walked one bucket per round.
+                if *count >= 2 {
+                    if let Some((sequence, _)) = self.newest_bucket(owner).await? {
+                        *target = sequence.max(*target);
+                        targets.insert(owner.clone(), *target);
+                    }
+                }
+            }
             if !moved.is_empty() {
                 self.advance_heads(&moved, capabilities).await?;
             }
