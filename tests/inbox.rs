@@ -386,7 +386,7 @@ async fn expired_recipient_lock_is_taken_over() {
             .inbox_page(owner, PageRequest::first(5))
             .await
             .unwrap();
-        assert_eq!(page.items, [sent.clone()], "{owner}");
+        assert_eq!(page.items, std::slice::from_ref(&sent), "{owner}");
     }
     let locks = db
         .collection::<Document>(BucketedFanOut::DEFAULT_LOCKS_COLLECTION)
