@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use mongo_social::testing::{self, CommandCounter};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
 };
 use mongodb::options::ClientOptions;
 use mongodb::Client;
@@ -60,31 +60,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         commands.reset();
         let page = store.inbox_page("bob", PageRequest::first(4)).await?;
-        println!("  bob's inbox, newest first ({:?}):", commands.names());
-        for message in &page.items {
-            println!(
-                "    {} {:>5}: {}",
-                message.sent.try_to_rfc3339_string()?,
-                message.from,
-                message.payload
-            );
-        }
+        print_messages("bob's inbox, newest first", &commands, &page.items)?;
         if let Some(cursor) = page.next {
             commands.reset();
             let older = store
                 .inbox_page("bob", PageRequest::after(4, cursor))
                 .await?;
-            println!("  older ({:?}):", commands.names());
-            for message in &older.items {
-                println!(
-                    "    {} {:>5}: {}",
-                    message.sent.try_to_rfc3339_string()?,
-                    message.from,
-                    message.payload
-                );
-            }
+            print_messages("older", &commands, &older.items)?;
         }
         println!("  bob has {} messages\n", store.count("bob").await?);
+    }
+    Ok(())
+}
+
+fn print_messages(
+    title: &str,
+    commands: &CommandCounter,
+    messages: &[Message<String>],
+) -> Result<(), Box<dyn std::error::Error>> {
+    println!("  {title} ({:?}):", commands.names());
+    for message in messages {
+        let sent = message.sent.try_to_rfc3339_string()?;
+        println!("    {sent} {:>5}: {}", message.from, message.payload);
     }
     Ok(())
 }
