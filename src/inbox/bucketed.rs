@@ -529,12 +529,12 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
 
         let mut items = Vec::with_capacity(page.limit);
         let mut last_position = None;
-        'buckets: for bucket in buckets {
+        'buckets: for mut bucket in buckets {
             let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
-            let Ok(messages) = bucket.get_array("messages") else {
+            let Some(Bson::Array(messages)) = bucket.remove("messages") else {
                 continue;
             };
-            for (index, entry) in messages.iter().enumerate().rev() {
+            for (index, entry) in messages.into_iter().enumerate().rev() {
                 let position = sequence * size + index as u64;
                 if before.is_some_and(|before| position >= before) {
                     continue;
@@ -542,7 +542,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
                 let Bson::Document(entry) = entry else {
                     continue;
                 };
-                items.push(bson::from_document(entry.clone())?);
+                items.push(bson::from_document(entry)?);
                 last_position = Some(position);
                 if items.len() == page.limit {
                     break 'buckets;
