@@ -20,25 +20,20 @@
 //! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB (installing it with Go the
 //! first time).
 
+mod common;
+
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongo_social::testing::{self, CommandCounter};
-use mongo_social::{BucketedFanOut, DynInboxStore, Message, NewMessage, PageRequest, ServerInfo};
-use mongodb::options::ClientOptions;
-use mongodb::{Client, Collection};
+use mongo_social::{BucketedFanOut, DynInboxStore, NewMessage};
+use mongodb::Collection;
 
 const BUCKET_SIZE: u32 = 5;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let commands = CommandCounter::new();
-    let mut options = ClientOptions::parse(testing::server_uri()).await?;
-    commands.attach(&mut options);
-    let client = Client::with_options(options)?;
-    let db = client.database("mongo_social_example_bucketed_fan_out");
-    db.drop().await?;
-    let info = ServerInfo::detect(&client).await?;
-    println!("server: {}", info.describe());
+async fn main() -> common::ExampleResult {
+    let common::Connection {
+        db, commands, info, ..
+    } = common::connect("mongo_social_example_bucketed_fan_out").await?;
     if !info.capabilities().atomic_updates {
         println!(
             "(this server's updates are not atomic, so each send also takes and releases a lock \
@@ -94,21 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     print_buckets(&raw).await?;
 
     println!("\n== bob's inbox, 6 per page, following the cursor ==");
-    let mut request = PageRequest::first(6);
-    let mut page_number = 1;
-    loop {
-        let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
-        let page = page?;
-        println!("  page {page_number} {names:?}");
-        for message in &page.items {
-            print_message(message);
-        }
-        match page.next {
-            Some(cursor) => request = PageRequest::after(6, cursor),
-            None => break,
-        }
-        page_number += 1;
-    }
+    common::print_inbox(store, "bob", 6, &commands, common::print_message).await?;
 
     for owner in ["ana", "bob", "chen"] {
         let (count, names) = commands.measure(store.count(owner)).await;
@@ -160,13 +141,4 @@ async fn print_buckets(raw: &Collection<Document>) -> Result<(), Box<dyn std::er
     }
     println!("  {} bucket documents", all.len());
     Ok(())
-}
-
-fn print_message(message: &Message<String>) {
-    println!(
-        "    {} {:>5}: {}",
-        message.sent.to_chrono().format("%H:%M:%S%.3f"),
-        message.from,
-        message.payload
-    );
 }

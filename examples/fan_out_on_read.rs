@@ -16,24 +16,15 @@
 //! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB (installing it with Go the
 //! first time).
 
+mod common;
+
 use bson::Document;
-use mongo_social::testing::{self, CommandCounter};
-use mongo_social::{DynInboxStore, FanOutOnRead, Message, NewMessage, PageRequest, ServerInfo};
-use mongodb::options::ClientOptions;
-use mongodb::Client;
+use mongo_social::{DynInboxStore, FanOutOnRead, NewMessage};
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let commands = CommandCounter::new();
-    let mut options = ClientOptions::parse(testing::server_uri()).await?;
-    commands.attach(&mut options);
-    let client = Client::with_options(options)?;
-    let db = client.database("mongo_social_example_fan_out_on_read");
-    db.drop().await?;
-    println!(
-        "server: {}\n",
-        ServerInfo::detect(&client).await?.describe()
-    );
+async fn main() -> common::ExampleResult {
+    let common::Connection { db, commands, .. } =
+        common::connect("mongo_social_example_fan_out_on_read").await?;
 
     let messages = FanOutOnRead::new(&db);
     let store: &DynInboxStore<String> = &messages;
@@ -86,21 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     println!("\n== bob's inbox, 3 per page, following the cursor ==");
-    let mut request = PageRequest::first(3);
-    let mut page_number = 1;
-    loop {
-        let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
-        let page = page?;
-        println!("  page {page_number} {names:?}");
-        for message in &page.items {
-            print_message(message);
-        }
-        match page.next {
-            Some(cursor) => request = PageRequest::after(3, cursor),
-            None => break,
-        }
-        page_number += 1;
-    }
+    common::print_inbox(store, "bob", 3, &commands, common::print_message).await?;
 
     let (count, names) = commands.measure(store.count("bob")).await;
     println!("\nbob has {} messages {names:?}", count?);
@@ -113,13 +90,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
-}
-
-fn print_message(message: &Message<String>) {
-    println!(
-        "    {} {:>5}: {}",
-        message.sent.to_chrono().format("%H:%M:%S%.3f"),
-        message.from,
-        message.payload
-    );
 }

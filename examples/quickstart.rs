@@ -10,23 +10,14 @@
 
 use std::sync::Arc;
 
-use mongo_social::testing::{self, CommandCounter};
-use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
-};
-use mongodb::options::ClientOptions;
-use mongodb::Client;
+use mongo_social::{BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage};
+
+mod common;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let commands = CommandCounter::new();
-    let mut options = ClientOptions::parse(testing::server_uri()).await?;
-    commands.attach(&mut options);
-    let client = Client::with_options(options)?;
-    let db = client.database("mongo_social_quickstart");
-    db.drop().await?;
-    let info = mongo_social::ServerInfo::detect(&client).await?;
-    println!("server: {}\n", info.describe());
+async fn main() -> common::ExampleResult {
+    let common::Connection { db, commands, .. } =
+        common::connect("mongo_social_quickstart").await?;
 
     let stores: Vec<Arc<DynInboxStore<String>>> = vec![
         Arc::new(FanOutOnRead::new(&db)),
@@ -47,41 +38,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ("jane", "Slides are up"),
         ] {
             let to: Vec<&str> = team.iter().copied().filter(|p| *p != from).collect();
-            commands.reset();
-            store
-                .send(NewMessage::new(from, to.clone(), text.to_string()))
-                .await?;
-            println!(
-                "  send {from:>4} -> {:<16} {:?}",
-                to.join(","),
-                commands.names()
-            );
+            let (sent, names) = commands
+                .measure(store.send(NewMessage::new(from, to.clone(), text.to_string())))
+                .await;
+            sent?;
+            println!("  send {from:>4} -> {:<16} {names:?}", to.join(","));
         }
 
-        commands.reset();
-        let page = store.inbox_page("bob", PageRequest::first(4)).await?;
-        print_messages("bob's inbox, newest first", &commands, &page.items)?;
-        if let Some(cursor) = page.next {
-            commands.reset();
-            let older = store
-                .inbox_page("bob", PageRequest::after(4, cursor))
-                .await?;
-            print_messages("older", &commands, &older.items)?;
-        }
+        println!("  bob's inbox, newest first, 4 per page:");
+        common::print_inbox(&*store, "bob", 4, &commands, common::print_message).await?;
         println!("  bob has {} messages\n", store.count("bob").await?);
-    }
-    Ok(())
-}
-
-fn print_messages(
-    title: &str,
-    commands: &CommandCounter,
-    messages: &[Message<String>],
-) -> Result<(), Box<dyn std::error::Error>> {
-    println!("  {title} ({:?}):", commands.names());
-    for message in messages {
-        let sent = message.sent.try_to_rfc3339_string()?;
-        println!("    {sent} {:>5}: {}", message.from, message.payload);
     }
     Ok(())
 }
