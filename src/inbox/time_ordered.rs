@@ -41,11 +41,14 @@ pub(super) async fn read_page<P: Payload>(
     let mut filter = doc! { layout.owner_field: owner };
     if let Some(cursor) = &page.after {
         let (sent, id) = cursor.time_key()?;
+        // `sent <= cursor` bounds the index scan; the `$or` drops the cursor's own millisecond
+        // up to and including the cursor's message.
+        filter.insert("sent", doc! { "$lte": sent });
         filter.insert(
             "$or",
             vec![
                 Bson::Document(doc! { "sent": { "$lt": sent } }),
-                Bson::Document(doc! { "sent": sent, layout.id_field: { "$lt": id.0 } }),
+                Bson::Document(doc! { layout.id_field: { "$lt": id.0 } }),
             ],
         );
     }
