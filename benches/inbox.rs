@@ -1,25 +1,37 @@
-//! The three inbox strategies head to head: sending, reading a page, and concurrent senders.
+//! The three inbox strategies head to head: sending, reading a page, and concurrent senders,
+//! with the seed blog post's three designs (`benches/support/seed_baselines.rs`, implemented
+//! literally with plain driver calls) as baselines in `send` and `inbox_page`.
 //!
 //! ```text
 //! cargo bench --bench inbox                                   # local FerretDB, small sizes
 //! MONGODB_URI=mongodb://127.0.0.1:27017/ MONGO_SOCIAL_BENCH_SCALE=full cargo bench --bench inbox
 //! ```
 //!
-//! Groups (one database each, `mongo_social_bench_<group>`, dropped at the start):
+//! Groups (one database each, `mongo_social_bench_<group>`, dropped at the start; the seed
+//! designs use fixed collection names, so each seed baseline gets its own database,
+//! `mongo_social_bench_<group>_seed_<design>[_m<M>]`, dropped before it is used):
 //!
 //! - `send`: one message to N recipients (`fan-out-on-read/N`, ...). Throughput counts
 //!   deliveries (N per send). Every sample starts from empty collections and one untimed send to
 //!   the same recipients, so the timed sends are steady-state ones (buckets exist) and the sizes
-//!   the strategies work on do not drift with the number of iterations criterion picks.
+//!   the strategies work on do not drift with the number of iterations criterion picks. The seed
+//!   baselines (`seed fan-out-on-read/N`, `seed fan-out-on-write/N`, `seed bucketed/N`) are
+//!   measured the same way through their own `send`. The seed's fan-out-on-write and bucketed
+//!   sends cost N and 2N commands (a seed bucketed send to 100 recipients takes ~8 s on FerretDB),
+//!   so by default the seeds run only for N <= 10 (`MONGO_SOCIAL_BENCH_SEED_SEND_MAX`); at
+//!   `full` they run for every N.
 //! - `inbox_page`: the newest 50 messages of an owner whose inbox holds M messages. Each
 //!   (strategy, M) gets its own collections, filled once through the store's `send` before the
-//!   group runs. Throughput counts the 50 messages a page returns.
+//!   group runs. Throughput counts the 50 messages a page returns. Each (seed baseline, M) is
+//!   filled once the same way through the baseline's `send` (the seed's bucketed design one send
+//!   at a time: its upserts have no unique index, so concurrent sends to one owner could
+//!   duplicate its `users` count) and read with the baseline's `read(owner, 50)`.
 //! - `concurrent_send`: 8 tasks each send k messages to 3 recipients that overlap with their
 //!   neighbours' (pool of 8 users). Throughput counts messages (8k per iteration); every sample
 //!   starts from empty collections and one untimed message per sender.
 //!
 //! Before each group, one line per (strategy, size) gives the commands one operation sent, as a
-//! [`CommandCounter`] on the bench client saw them; after each `send` and `concurrent_send`
+//! [`CommandCounter`] on the bench client saw them (seed baselines included); after each `send` and `concurrent_send`
 //! benchmark, the average over every send it timed (including bucket rollovers).
 //!
 //! Sizes (defaults suit the local FerretDB, which scans whole collections for any filter but
@@ -28,6 +40,7 @@
 //! | variable | default | `MONGO_SOCIAL_BENCH_SCALE=full` |
 //! |---|---|---|
 //! | `MONGO_SOCIAL_BENCH_SEND` (recipients N) | `1,10,100` | `1,10,100,1000,10000` |
+//! | `MONGO_SOCIAL_BENCH_SEED_SEND_MAX` (largest N for the seed baselines in `send`) | `10` | no limit |
 //! | `MONGO_SOCIAL_BENCH_PAGE` (inbox size M) | `100,1000` | `1000,10000,100000` |
 //! | `MONGO_SOCIAL_BENCH_CONCURRENT` (k per sender) | `5` | `10,100` |
 //! | `MONGO_SOCIAL_BENCH_FILL_TASKS` (concurrent sends while filling) | `4` | `16` |
@@ -53,6 +66,11 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
+#[path = "support/seed_baselines.rs"]
+mod seed_baselines;
+
+use seed_baselines::SeedBaseline;
+
 /// Messages per inbox page read in the `inbox_page` group.
 const PAGE: usize = 50;
 /// Concurrent senders in the `concurrent_send` group.
@@ -67,6 +85,8 @@ const OWNER: &str = "owner";
 struct Config {
     full: bool,
     send_n: Vec<u64>,
+    /// The largest N the seed baselines run for in `send`; `None`: every N.
+    seed_send_max: Option<u64>,
     page_m: Vec<u64>,
     concurrent_k: Vec<u64>,
     fill_tasks: usize,
@@ -96,6 +116,12 @@ impl Config {
                 "MONGO_SOCIAL_BENCH_SEND",
                 pick(&[1, 10, 100, 1000, 10_000], &[1, 10, 100]),
             ),
+            seed_send_max: match std::env::var("MONGO_SOCIAL_BENCH_SEED_SEND_MAX") {
+                Ok(value) if !value.trim().is_empty() => {
+                    Some(number("MONGO_SOCIAL_BENCH_SEED_SEND_MAX", 10) as u64)
+                }
+                _ => (!full).then_some(10),
+            },
             page_m: list(
                 "MONGO_SOCIAL_BENCH_PAGE",
                 pick(&[1000, 10_000, 100_000], &[100, 1000]),
@@ -111,6 +137,11 @@ impl Config {
                 .filter(|groups| !groups.trim().is_empty())
                 .map(|groups| groups.split(',').map(|g| g.trim().to_owned()).collect()),
         }
+    }
+
+    /// Whether the seed baselines run for N recipients in `send`.
+    fn seeds_send(&self, n: u64) -> bool {
+        self.seed_send_max.is_none_or(|max| n <= max)
     }
 
     fn runs(&self, group: &str) -> bool {
@@ -266,6 +297,125 @@ fn contenders(db: &Database, suffix: &str, bucket_size: u32) -> Vec<Contender> {
     ]
 }
 
+/// One seed baseline in its own database (the seed's collection names are fixed).
+struct Seed {
+    seed: SeedBaseline,
+    db: Database,
+}
+
+impl Seed {
+    fn name(&self) -> &'static str {
+        self.seed.name()
+    }
+
+    /// Drops the design's collections and creates its indexes again.
+    async fn reset(&self) {
+        for name in self.seed.collections() {
+            self.db
+                .collection::<Document>(name)
+                .drop()
+                .await
+                .expect("drop a bench collection");
+        }
+        self.seed
+            .create_indexes(&self.db)
+            .await
+            .expect("create indexes");
+    }
+}
+
+/// The three seed baselines, each in the (dropped) database
+/// `mongo_social_bench_<group>_seed_<design><suffix>`.
+fn seeds(env: &Env, group: &str, suffix: &str) -> Vec<Seed> {
+    SeedBaseline::ALL
+        .into_iter()
+        .map(|seed| {
+            let design = seed.name().replace([' ', '-'], "_");
+            Seed {
+                seed,
+                db: env.database(&format!("{group}_{design}{suffix}")),
+            }
+        })
+        .collect()
+}
+
+/// Whatever a benchmark measures: a library strategy or a seed baseline.
+enum Subject {
+    Library(Contender),
+    Seed(Seed),
+}
+
+/// The messages of one timed run, built before the clock starts.
+enum Batch {
+    Library(Vec<NewMessage<String>>),
+    Seed(Vec<String>),
+}
+
+impl Subject {
+    fn name(&self) -> &'static str {
+        match self {
+            Subject::Library(k) => k.name(),
+            Subject::Seed(s) => s.name(),
+        }
+    }
+
+    async fn reset(&self) {
+        match self {
+            Subject::Library(k) => k.reset().await,
+            Subject::Seed(s) => s.reset().await,
+        }
+    }
+
+    /// Message `i` from `sender` to `to`.
+    async fn send(&self, to: &[String], i: u64) {
+        match self {
+            Subject::Library(k) => {
+                let message = NewMessage::new("sender", to.to_vec(), text("sender", i));
+                k.store.send(message).await.expect("send");
+            }
+            Subject::Seed(s) => {
+                let message = text("sender", i);
+                s.seed
+                    .send(&s.db, "sender", to, &message)
+                    .await
+                    .expect("send");
+            }
+        }
+    }
+
+    /// Messages `0..iters` from `sender` to `to`, ready for [`Subject::send_batch`].
+    fn batch(&self, to: &[String], iters: u64) -> Batch {
+        match self {
+            Subject::Library(_) => Batch::Library(
+                (0..iters)
+                    .map(|i| NewMessage::new("sender", to.to_vec(), text("sender", i)))
+                    .collect(),
+            ),
+            Subject::Seed(_) => Batch::Seed((0..iters).map(|i| text("sender", i)).collect()),
+        }
+    }
+
+    /// Sends the batch, one message after another.
+    async fn send_batch(&self, to: &[String], batch: Batch) {
+        match (self, batch) {
+            (Subject::Library(k), Batch::Library(messages)) => {
+                for message in messages {
+                    k.store.send(message).await.expect("send");
+                }
+            }
+            (Subject::Seed(s), Batch::Seed(messages)) => {
+                for message in messages {
+                    s.seed
+                        .send(&s.db, "sender", to, &message)
+                        .await
+                        .expect("send");
+                }
+            }
+            _ => unreachable!("a batch is built by the subject that sends it"),
+        }
+    }
+}
+
 /// `user0`, `user1`, ...
 fn users(n: u64) -> Vec<String> {
     (0..n).map(|i| format!("user{i}")).collect()
@@ -325,17 +475,21 @@ impl Tally {
 
 fn bench_send(c: &mut Criterion, env: &Env) {
     let db = env.database("send");
-    let contenders = contenders(&db, "", env.config.bucket_size);
+    let subjects: Vec<Subject> = contenders(&db, "", env.config.bucket_size)
+        .into_iter()
+        .map(Subject::Library)
+        .chain(seeds(env, "send", "").into_iter().map(Subject::Seed))
+        .collect();
+    let runs = |k: &Subject, n: u64| matches!(k, Subject::Library(_)) || env.config.seeds_send(n);
     for &n in &env.config.send_n {
         let to = users(n);
-        for k in &contenders {
+        for k in subjects.iter().filter(|k| runs(k, n)) {
             let names = env.rt.block_on(async {
                 k.reset().await;
                 // The first send detects the server; the second is a steady one.
                 for i in 0..2 {
                     env.commands.reset();
-                    let message = NewMessage::new("sender", to.clone(), text("sender", i));
-                    k.store.send(message).await.expect("send");
+                    k.send(&to, i).await;
                 }
                 env.commands.names()
             });
@@ -348,7 +502,7 @@ fn bench_send(c: &mut Criterion, env: &Env) {
     for &n in &env.config.send_n {
         group.throughput(Throughput::Elements(n));
         let to = users(n);
-        for k in &contenders {
+        for k in subjects.iter().filter(|k| runs(k, n)) {
             let tally = Tally::default();
             group.bench_with_input(BenchmarkId::new(k.name(), n), &n, |b, _| {
                 b.to_async(&env.rt).iter_custom(|iters| {
@@ -357,16 +511,11 @@ fn bench_send(c: &mut Criterion, env: &Env) {
                         k.reset().await;
                         // Untimed: buckets exist and the server is detected, so every timed
                         // send is a steady-state one.
-                        let first = NewMessage::new("sender", to.clone(), text("sender", iters));
-                        k.store.send(first).await.expect("send");
-                        let messages: Vec<NewMessage<String>> = (0..iters)
-                            .map(|i| NewMessage::new("sender", to.clone(), text("sender", i)))
-                            .collect();
+                        k.send(to, iters).await;
+                        let batch = k.batch(to, iters);
                         env.commands.reset();
                         let start = Instant::now();
-                        for message in messages {
-                            k.store.send(message).await.expect("send");
-                        }
+                        k.send_batch(to, batch).await;
                         let elapsed = start.elapsed();
                         tally.add(iters, env.commands.total());
                         elapsed
@@ -397,6 +546,29 @@ async fn fill(k: &Contender, m: u64, tasks: usize) {
         "{}",
         k.name()
     );
+}
+
+/// Sends `m` messages to [`OWNER`] from 8 senders, `tasks` at a time, through the seed
+/// baseline's `send`.
+async fn fill_seed(s: &Seed, m: u64, tasks: usize) {
+    let to = [OWNER.to_owned()];
+    futures::stream::iter(0..m)
+        .map(|i| {
+            let from = format!("sender{}", i % SENDERS as u64);
+            let message = text(&from, i);
+            let to = &to;
+            async move { s.seed.send(&s.db, &from, to, &message).await }
+        })
+        .buffer_unordered(tasks)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("fill the inbox");
+    let read = s
+        .seed
+        .read(&s.db, OWNER, m as usize)
+        .await
+        .expect("read the inbox");
+    assert_eq!(read.len() as u64, m, "{}", s.name());
 }
 
 fn bench_inbox_page(c: &mut Criterion, env: &Env) {
@@ -440,24 +612,70 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
                 started.elapsed().as_secs_f64(),
                 k.collections[0],
             );
-            filled.push((m, k));
+            filled.push((m, Subject::Library(k)));
+        }
+        for s in seeds(env, "inbox_page", &format!("_m{m}")) {
+            // The seed's bucketed upserts have no unique index behind them: concurrent sends to
+            // one owner could create two `users` documents for it, or lose a `$push` on a server
+            // without atomic updates.
+            let tasks = if s.seed == SeedBaseline::Bucketed {
+                1
+            } else {
+                env.config.fill_tasks
+            };
+            let started = Instant::now();
+            let (documents, names) = env.rt.block_on(async {
+                s.reset().await;
+                fill_seed(&s, m, tasks).await;
+                let documents =
+                    s.db.collection::<Document>("inbox")
+                        .estimated_document_count()
+                        .await
+                        .expect("count documents");
+                let page = s.seed.read(&s.db, OWNER, PAGE).await.expect("page");
+                assert_eq!(page.len(), PAGE.min(m as usize));
+                let (page, names) = env.commands.measure(s.seed.read(&s.db, OWNER, PAGE)).await;
+                page.expect("page");
+                (documents, names)
+            });
+            eprintln!(
+                "inbox_page M={m}: {} {} (filled in {:.1} s; {documents} documents in {}.inbox)",
+                s.name(),
+                describe(&names),
+                started.elapsed().as_secs_f64(),
+                s.db.name(),
+            );
+            filled.push((m, Subject::Seed(s)));
         }
     }
 
     let mut group = c.benchmark_group("inbox_page");
     group.throughput(Throughput::Elements(PAGE as u64));
     for (m, k) in &filled {
-        group.bench_with_input(BenchmarkId::new(k.name(), m), m, |b, _| {
-            b.to_async(&env.rt).iter(|| async {
-                let page = k
-                    .store
-                    .inbox_page(OWNER, PageRequest::first(PAGE))
-                    .await
-                    .expect("page");
-                assert_eq!(page.items.len(), PAGE.min(*m as usize));
-                page
-            });
-        });
+        match k {
+            Subject::Library(k) => {
+                group.bench_with_input(BenchmarkId::new(k.name(), m), m, |b, _| {
+                    b.to_async(&env.rt).iter(|| async {
+                        let page = k
+                            .store
+                            .inbox_page(OWNER, PageRequest::first(PAGE))
+                            .await
+                            .expect("page");
+                        assert_eq!(page.items.len(), PAGE.min(*m as usize));
+                        page
+                    });
+                });
+            }
+            Subject::Seed(s) => {
+                group.bench_with_input(BenchmarkId::new(s.name(), m), m, |b, _| {
+                    b.to_async(&env.rt).iter(|| async {
+                        let page = s.seed.read(&s.db, OWNER, PAGE).await.expect("page");
+                        assert_eq!(page.len(), PAGE.min(*m as usize));
+                        page
+                    });
+                });
+            }
+        }
     }
     group.finish();
 }
