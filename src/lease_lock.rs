@@ -40,30 +40,16 @@ impl LeaseLocks {
         let locks = keys
             .iter()
             .map(|key| doc! { "_id": key, "token": token, "expires": expires });
-        match self.locks.insert_many(locks).ordered(false).await {
-            Ok(_) => Ok(keys.to_vec()),
-            Err(error) => {
-                let ErrorKind::InsertMany(failure) = &*error.kind else {
-                    return Err(error.into());
-                };
-                if failure.write_concern_error.is_some() {
-                    return Err(error.into());
-                }
-                let mut taken = vec![true; keys.len()];
-                for write_error in failure.write_errors.iter().flatten() {
-                    if write_error.code != DUPLICATE_KEY {
-                        return Err(error.into());
-                    }
-                    taken[write_error.index] = false;
-                }
-                Ok(keys
-                    .iter()
-                    .zip(taken)
-                    .filter(|(_, taken)| *taken)
-                    .map(|(key, _)| key.clone())
-                    .collect())
-            }
+        let error = match self.locks.insert_many(locks).ordered(false).await {
+            Ok(_) => return Ok(keys.to_vec()),
+            Err(error) => error,
+        };
+        if let Some(taken) = taken_despite_duplicates(&error, keys) {
+            return Ok(taken);
         }
+        // Some locks may have been taken before the failure: give them back before reporting it.
+        self.release(keys, token).await?;
+        Err(error.into())
     }
 
     /// Releases the locks on `keys` held under `token`.
@@ -83,4 +69,29 @@ impl LeaseLocks {
             .await?;
         Ok(())
     }
+}
+
+/// The keys locked by an `insert_many` whose only failures were keys already locked, or `None`
+/// if anything else went wrong.
+fn taken_despite_duplicates(error: &mongodb::error::Error, keys: &[String]) -> Option<Vec<String>> {
+    let ErrorKind::InsertMany(failure) = &*error.kind else {
+        return None;
+    };
+    if failure.write_concern_error.is_some() {
+        return None;
+    }
+    let mut taken = vec![true; keys.len()];
+    for write_error in failure.write_errors.iter().flatten() {
+        if write_error.code != DUPLICATE_KEY || write_error.index >= keys.len() {
+            return None;
+        }
+        taken[write_error.index] = false;
+    }
+    Some(
+        keys.iter()
+            .zip(taken)
+            .filter(|(_, taken)| *taken)
+            .map(|(key, _)| key.clone())
+            .collect(),
+    )
 }

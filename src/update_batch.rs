@@ -88,12 +88,13 @@ impl<'a> UpdateBatch<'a> {
                 .iter()
                 .map(|(statement, _)| Bson::Document(statement.clone()))
                 .collect();
-            let reply = self
-                .database
-                .run_command(
-                    doc! { "update": self.collection, "updates": updates, "ordered": false },
-                )
-                .await?;
+            let mut command =
+                doc! { "update": self.collection, "updates": updates, "ordered": false };
+            // `run_command` does not apply the database's write concern by itself.
+            if let Some(concern) = self.database.write_concern() {
+                command.insert("writeConcern", bson::to_document(concern)?);
+            }
+            let reply = self.database.run_command(command).await?;
             record_reply(&reply, start, end, precise_errors, &mut outcome)?;
             start = end;
         }

@@ -71,7 +71,16 @@ fn lock_backoff(waits: usize) -> Duration {
 /// concurrent senders from overwriting each other. There ([`Capabilities::atomic_updates`] is
 /// false) each delivery first locks its recipients in `inbox_locks` (one `insert` of
 /// `{_id: owner, token, expires}`; the unique `_id` is atomic everywhere) and unlocks them after
-/// (one `delete`). A lock whose holder died is taken over after a 30-second lease.
+/// (one `delete`). A lock whose holder died is taken over after a 30-second lease; each locked
+/// delivery covers at most one `update` command's worth of recipients, so it ends well inside the
+/// lease. Lease times come from the senders' clocks, which are assumed to agree within seconds.
+///
+/// # Setup and failures
+///
+/// Run [`BucketedFanOut::create_indexes`] before the first send: the unique `{owner, sequence}`
+/// index is what turns a push into a full bucket into a detectable conflict. A send that fails
+/// part-way (server unreachable, [`Error::Contention`]) may have reached some recipients; the
+/// error is returned and the deliveries already made stay.
 ///
 /// A message must fit a bucket: its encoded size is limited to about `16 MiB / bucket_size`
 /// (about 335 KB for 50), checked before anything is written ([`Error::MessageTooLarge`]).
@@ -342,7 +351,10 @@ impl BucketedFanOut {
         let mut pending = recipients;
         let mut idle_rounds = 0;
         while !pending.is_empty() {
-            let taken = self.locks.try_acquire(&pending, token).await?;
+            // A bounded batch keeps each locked delivery to about one `update` command, well
+            // inside the lease even on a slow server.
+            let batch = &pending[..pending.len().min(capabilities.max_update_statements.max(1))];
+            let taken = self.locks.try_acquire(batch, token).await?;
             if taken.is_empty() {
                 idle_rounds += 1;
                 if idle_rounds > MAX_LOCK_WAITS {
@@ -350,7 +362,7 @@ impl BucketedFanOut {
                         attempts: idle_rounds,
                     });
                 }
-                self.locks.break_expired(&pending).await?;
+                self.locks.break_expired(batch).await?;
                 tokio::time::sleep(lock_backoff(idle_rounds)).await;
                 continue;
             }

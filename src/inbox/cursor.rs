@@ -1,7 +1,10 @@
 //! Opaque keyset cursors.
 //!
 //! A cursor names the last message of a page, so the next page starts strictly after it and
-//! messages that arrive meanwhile (always newer) can neither shift nor repeat what follows. Two
+//! messages that arrive meanwhile can neither shift nor repeat what follows. (In the
+//! time-ordered strategies `sent` is stamped by the sending client, so a message stamped just
+//! before a page was read but stored just after can land in a range already read; bucket
+//! positions are assigned by the store and have no such window.) Two
 //! shapes exist: `t.<sent millis>.<message id>` for the strategies ordered by send time and
 //! `b.<position>` for buckets (a message's position in its owner's inbox, counting from 0).
 //! Applications treat the text as opaque; the format may change between major versions.
