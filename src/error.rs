@@ -60,6 +60,71 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A discussion, comment or other named thing does not exist.
+    #[error("{what} `{id}` does not exist")]
+    NotFound {
+        /// What was looked for (`"discussion"`, `"comment"`, `"parent comment"`).
+        what: &'static str,
+        /// The id, slug or link that named it.
+        id: String,
+    },
+
+    /// A required text field was empty.
+    #[error("{field} must not be empty")]
+    EmptyField {
+        /// Which field (`"text"`, `"discussion id"`, `"author id"`).
+        field: &'static str,
+    },
+
+    /// A comment link (slug path or position path) is not one this design makes.
+    #[error("invalid comment link `{link}`: {reason}")]
+    InvalidLink {
+        /// The link as given.
+        link: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// A comment is larger than the design accepts.
+    #[error("comment is {size} bytes, larger than the {limit} bytes allowed")]
+    CommentTooLarge {
+        /// Encoded size of the comment in bytes.
+        size: usize,
+        /// Largest encoded size allowed.
+        limit: usize,
+    },
+
+    /// A reply would nest deeper than the design can index or store.
+    #[error("a reply at depth {depth} would exceed this design's limit: {limit}")]
+    ThreadTooDeep {
+        /// Depth the reply would have (top-level comments have depth 0).
+        depth: usize,
+        /// The limit that would be passed, in words.
+        limit: String,
+    },
+
+    /// A discussion whose comments are embedded in one document has no room for this change.
+    #[error(
+        "discussion `{discussion}` would grow to about {size} bytes, past its {limit}-byte \
+         document limit; a discussion this long belongs in the hybrid design \
+         (`HybridPages`), which spreads comments over pages"
+    )]
+    DiscussionFull {
+        /// The discussion.
+        discussion: String,
+        /// Estimated size of the document after the change.
+        size: usize,
+        /// Largest size the design lets the document reach.
+        limit: usize,
+    },
+
+    /// An edit or delete named a comment that was already deleted.
+    #[error("comment `{link}` was deleted")]
+    CommentDeleted {
+        /// The comment's link.
+        link: String,
+    },
+
     /// The server lacks something an operation needs.
     #[error("{feature} is not supported here: {reason}")]
     NotSupported {

@@ -15,7 +15,19 @@ use mongodb::error::ErrorKind;
 use mongodb::Collection;
 
 use crate::update_batch::DUPLICATE_KEY;
-use crate::Result;
+use crate::{Error, Result};
+
+/// Times a writer finds its locks all taken before giving up; with [`backoff`], about a minute.
+pub(crate) const MAX_LOCK_WAITS: usize = 3000;
+
+/// How long to sleep after the `waits`-th failed attempt: 1 to 24 ms, growing with the number of
+/// waits, jittered by the clock so waiters spread out.
+pub(crate) fn backoff(waits: usize) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos() % 8) as u64;
+    Duration::from_millis(1 + jitter + (waits.min(16) as u64))
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct LeaseLocks {
@@ -58,6 +70,45 @@ impl LeaseLocks {
             .delete_many(doc! { "_id": { "$in": keys }, "token": token })
             .await?;
         Ok(())
+    }
+
+    /// Takes the lock on one `key` under `token`, waiting (with [`backoff`]) while another holder
+    /// has it, and taking it over once that holder's lease has run out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contention`] after [`MAX_LOCK_WAITS`] waits; server errors as they come.
+    pub(crate) async fn acquire(&self, key: &str, token: ObjectId) -> Result<()> {
+        let keys = [key.to_owned()];
+        for waits in 1..=MAX_LOCK_WAITS {
+            if !self.try_acquire(&keys, token).await?.is_empty() {
+                return Ok(());
+            }
+            // Locks outlive a dead holder by their lease: looking for expired ones on the first
+            // wait and every 16th after is enough, and spares a `delete` per wait.
+            if waits % 16 == 1 {
+                self.break_expired(&keys).await?;
+            }
+            tokio::time::sleep(backoff(waits)).await;
+        }
+        Err(Error::Contention {
+            attempts: MAX_LOCK_WAITS,
+        })
+    }
+
+    /// Runs `work` while holding the lock on `key`, and releases the lock whatever `work`
+    /// returns.
+    pub(crate) async fn with_lock<T, F>(&self, key: &str, work: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let token = ObjectId::new();
+        self.acquire(key, token).await?;
+        let outcome = work.await;
+        let released = self.release(&[key.to_owned()], token).await;
+        let value = outcome?;
+        released?;
+        Ok(value)
     }
 
     /// Removes locks on `keys` whose holder let the lease run out.

@@ -2,6 +2,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+pub mod comments;
 pub mod error;
 pub mod inbox;
 mod lease_lock;

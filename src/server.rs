@@ -96,6 +96,7 @@ impl ServerInfo {
             max_update_statements: if mongo { 10_000 } else { 50 },
             unordered_update_batches: mongo,
             slice_projection: mongo,
+            find_and_modify_projection: mongo,
             group_first_accumulator: mongo,
             transactions: mongo && self.topology != Topology::Standalone,
             text_search: mongo,
@@ -138,6 +139,8 @@ pub struct Capabilities {
     pub unordered_update_batches: bool,
     /// `$slice` in a `find` projection.
     pub slice_projection: bool,
+    /// A projection (`fields`) in `findAndModify`; FerretDB 1.x returns whole documents only.
+    pub find_and_modify_projection: bool,
     /// The `$first` accumulator in `$group`.
     pub group_first_accumulator: bool,
     /// Multi-document transactions (replica sets and sharded clusters).
@@ -154,5 +157,21 @@ fn bson_to_usize(value: &bson::Bson) -> Option<usize> {
         bson::Bson::Int64(v) => usize::try_from(*v).ok(),
         bson::Bson::Double(v) if *v >= 0.0 => Some(*v as usize),
         _ => None,
+    }
+}
+
+/// The capabilities of a store's server, detected on first use and then remembered. Clones
+/// share what was detected.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DetectedCapabilities(std::sync::Arc<std::sync::OnceLock<Capabilities>>);
+
+impl DetectedCapabilities {
+    /// The capabilities of the server behind `database`, asking it only the first time.
+    pub(crate) async fn get(&self, database: &Database) -> Result<Capabilities> {
+        if let Some(capabilities) = self.0.get() {
+            return Ok(*capabilities);
+        }
+        let capabilities = ServerInfo::detect_for(database).await?.capabilities();
+        Ok(*self.0.get_or_init(|| capabilities))
     }
 }

@@ -1,7 +1,6 @@
 //! Fan out on write with buckets: each recipient's messages grouped into time-ordered documents.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,8 +14,8 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
-use crate::lease_lock::LeaseLocks;
-use crate::server::{Capabilities, ServerInfo};
+use crate::lease_lock::{self, LeaseLocks, MAX_LOCK_WAITS};
+use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
 use crate::{Error, Result};
@@ -26,19 +25,8 @@ use crate::{Error, Result};
 const MAX_ROUNDS: usize = 32;
 /// Bytes of a bucket not available to messages: owner, sequence, count, field names.
 const BUCKET_OVERHEAD: usize = 4096;
-/// Times a sender finds every remaining recipient locked before giving up (servers without
-/// atomic updates only); with the back-off below, about a minute.
-const MAX_LOCK_WAITS: usize = 3000;
 /// How long a recipient lock lasts if its holder dies.
 const LOCK_LEASE: Duration = Duration::from_secs(30);
-
-/// 1 to 24 ms, growing with the number of waits, jittered by the clock so waiters spread out.
-fn lock_backoff(waits: usize) -> Duration {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos() % 8) as u64;
-    Duration::from_millis(1 + jitter + (waits.min(16) as u64))
-}
 
 /// Fan out on write with buckets: each recipient's inbox is a run of documents holding up to
 /// `bucket_size` messages (default 50), oldest bucket first.
@@ -93,7 +81,7 @@ pub struct BucketedFanOut {
     heads: Collection<Document>,
     locks: LeaseLocks,
     bucket_size: u32,
-    capabilities: Arc<OnceLock<Capabilities>>,
+    capabilities: DetectedCapabilities,
 }
 
 /// Configures a [`BucketedFanOut`] store.
@@ -163,7 +151,7 @@ impl BucketedFanOutBuilder {
             locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
             database: self.database,
             bucket_size: self.bucket_size,
-            capabilities: Arc::default(),
+            capabilities: DetectedCapabilities::default(),
         })
     }
 }
@@ -245,7 +233,7 @@ impl BucketedFanOut {
                 LOCK_LEASE,
             ),
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
-            capabilities: Arc::default(),
+            capabilities: DetectedCapabilities::default(),
         }
     }
 
@@ -286,11 +274,7 @@ impl BucketedFanOut {
     }
 
     async fn capabilities(&self) -> Result<Capabilities> {
-        if let Some(capabilities) = self.capabilities.get() {
-            return Ok(*capabilities);
-        }
-        let capabilities = ServerInfo::detect_for(&self.database).await?.capabilities();
-        Ok(*self.capabilities.get_or_init(|| capabilities))
+        self.capabilities.get(&self.database).await
     }
 
     /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
@@ -367,7 +351,7 @@ impl BucketedFanOut {
                 if idle_rounds % 16 == 1 {
                     self.locks.break_expired(batch).await?;
                 }
-                tokio::time::sleep(lock_backoff(idle_rounds)).await;
+                tokio::time::sleep(lease_lock::backoff(idle_rounds)).await;
                 continue;
             }
             let delivered = self.deliver(taken.clone(), entry, id, capabilities).await;

@@ -46,6 +46,7 @@
 //! runtime it was made in, so [`client`] and [`test_db`] make a new client on every call.
 
 mod commands;
+pub mod comments_suite;
 #[cfg(unix)]
 mod ferretdb;
 pub mod inbox_suite;

@@ -1,0 +1,757 @@
+//! Every comment embedded in the discussion's own document, threads nested by position.
+
+use async_trait::async_trait;
+use bson::{doc, Bson, Document};
+use mongodb::options::ReturnDocument;
+use mongodb::{Collection, Database};
+
+use super::cursor::{self, View};
+use super::guard::WriteGuard;
+use super::registry::is_duplicate_key;
+use super::tree::{self, Entry, Node, Window};
+use super::{
+    validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
+    Features, NewComment, Order, ThreadedComments,
+};
+use crate::inbox::{check_collection_name, MAX_DOCUMENT_BYTES};
+use crate::sharding::ShardKey;
+use crate::{Error, Result};
+
+/// Letter of this design's cursors.
+const CURSOR: char = 'e';
+/// Bytes a comment costs its document beyond its own encoding: the array index key, and the
+/// `replies` array of a parent that had none.
+const ELEMENT_OVERHEAD: usize = 32;
+/// Attempts at a reply, edit or delete while other writers keep changing the same comment.
+const ATTEMPTS: usize = 32;
+/// Deepest reply accepted: BSON nests at most 100 levels, and each reply level takes two (an
+/// array and a document).
+const MAX_DEPTH_LIMIT: usize = 45;
+
+/// Every comment of a discussion inside the discussion's document, as in the manual's second
+/// design, threads nested by position.
+///
+/// The document (in a collection of the application's choosing, default `discussions`) is
+/// `{_id: discussion, count, slots, bytes, comments: [{posted, author, text, edited, deleted,
+/// replies: [...]}]}`, plus any fields of the application's own: point the store at the
+/// collection of the content being discussed and the comments live in that content's document.
+/// `count` counts comments not deleted, `slots` top-level comments, and `bytes` estimates the
+/// document's size.
+///
+/// A comment's link is its position path: `2` for the third top-level comment, `2.0` for the
+/// first reply to it. Positions never change, so a deleted comment stays as a tombstone.
+///
+/// # How it improves on the seed
+/// - **A typed error, not a failed update, at the size limit.** Each write adds its size to
+///   `bytes` in the same atomic update whose filter requires room for it, so a comment that would
+///   take the document past [`EmbeddedBuilder::max_document_bytes`] (default 16 MiB less 64 KiB
+///   for the application's own fields) fails with [`Error::DiscussionFull`], which suggests
+///   [`super::HybridPages`].
+/// - **Links that return the new comment's position.** A post reads back `slots` from the same
+///   `findAndModify` that pushed it; a reply is pushed only if its expected position is still
+///   free, so concurrent replies never get each other's link.
+/// - **Pages from `$slice`.** A threaded page reads only the top-level comments it needs, with
+///   their replies, through a `$slice` projection; servers without `$slice` projections read the
+///   whole document and slice it here.
+///
+/// The chronological view reads the whole document (replies are nested, so no projection can
+/// pick comments by time) and sorts it here: one command, but its cost grows with the
+/// discussion.
+///
+/// # Costs (commands, MongoDB)
+/// Post: 1 (`findAndModify`). Reply, edit, delete: 2 (`find`, `update`). Any page, direct link,
+/// count: 1 `find`. On servers without atomic updates each write also takes and releases a lock
+/// (2 more).
+#[derive(Clone, Debug)]
+pub struct Embedded {
+    discussions: Collection<Document>,
+    guard: WriteGuard,
+    max_document_bytes: usize,
+    max_comment_bytes: usize,
+    max_depth: usize,
+}
+
+/// Configures an [`Embedded`] store.
+#[derive(Clone, Debug)]
+pub struct EmbeddedBuilder {
+    database: Database,
+    discussions: String,
+    locks: String,
+    max_document_bytes: usize,
+    max_comment_bytes: usize,
+    max_depth: usize,
+}
+
+impl EmbeddedBuilder {
+    /// The collection of discussion documents (default `discussions`).
+    pub fn discussions_collection(mut self, name: impl Into<String>) -> Self {
+        self.discussions = name.into();
+        self
+    }
+
+    /// The lock documents, used only on servers without atomic updates (default
+    /// `comment_locks`).
+    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
+        self.locks = name.into();
+        self
+    }
+
+    /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
+    /// for the application's own fields).
+    pub fn max_document_bytes(mut self, bytes: usize) -> Self {
+        self.max_document_bytes = bytes;
+        self
+    }
+
+    /// The largest comment, as an encoded document in bytes (default 64 KiB).
+    pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
+        self.max_comment_bytes = bytes;
+        self
+    }
+
+    /// The deepest reply, top-level comments being depth 0 (default and most 45).
+    pub fn max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// The store.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a
+    /// document limit above 16 MiB or a depth above 45.
+    pub fn build(self) -> Result<Embedded> {
+        check_collection_name(&self.discussions)?;
+        check_collection_name(&self.locks)?;
+        if self.discussions == self.locks {
+            return Err(Error::InvalidConfig {
+                reason: "discussions and locks need two different collections".to_owned(),
+            });
+        }
+        if self.max_document_bytes > MAX_DOCUMENT_BYTES {
+            return Err(Error::InvalidConfig {
+                reason: "max_document_bytes cannot pass the 16 MiB document limit".to_owned(),
+            });
+        }
+        if self.max_depth > MAX_DEPTH_LIMIT {
+            return Err(Error::InvalidConfig {
+                reason: format!("max_depth cannot pass {MAX_DEPTH_LIMIT} (BSON nesting limit)"),
+            });
+        }
+        Ok(Embedded {
+            discussions: self.database.collection(&self.discussions),
+            guard: WriteGuard::new(&self.database, &self.locks, "embedded"),
+            max_document_bytes: self.max_document_bytes,
+            max_comment_bytes: self.max_comment_bytes,
+            max_depth: self.max_depth,
+        })
+    }
+}
+
+/// Which top-level comments to read.
+#[derive(Clone, Copy, Debug)]
+enum Range {
+    All,
+    From { first: usize, len: usize },
+    Last { len: usize },
+}
+
+impl Embedded {
+    /// The default discussions collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "discussions";
+    /// The default locks collection name.
+    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "comment_locks";
+    /// The default size a discussion document may reach.
+    pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = MAX_DOCUMENT_BYTES - 64 * 1024;
+    /// The default largest comment, in bytes.
+    pub const DEFAULT_MAX_COMMENT_BYTES: usize = 64 * 1024;
+    /// The default deepest reply.
+    pub const DEFAULT_MAX_DEPTH: usize = MAX_DEPTH_LIMIT;
+
+    /// A store with the default collections and limits in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A builder to configure collections and limits.
+    pub fn builder(database: &Database) -> EmbeddedBuilder {
+        EmbeddedBuilder {
+            database: database.clone(),
+            discussions: Self::DEFAULT_COLLECTION.to_owned(),
+            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
+            max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
+            max_depth: Self::DEFAULT_MAX_DEPTH,
+        }
+    }
+
+    /// Reads the top-level comments in `range`, or `None` if the discussion was not created.
+    async fn window(&self, discussion: &str, range: Range) -> Result<Option<Window>> {
+        let sliced = self.guard.capabilities().await?.slice_projection;
+        let comments = match range {
+            Range::From { first, len } if sliced => {
+                Bson::from(doc! { "$slice": [first as i64, len.max(1) as i64] })
+            }
+            Range::Last { len } if sliced => Bson::from(doc! { "$slice": -(len.max(1) as i64) }),
+            _ => Bson::from(1),
+        };
+        let found = self
+            .discussions
+            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+            .projection(doc! { "slots": 1, "comments": comments })
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let slots = count_field(&found, "slots");
+        let mut nodes: Vec<Node> = match found.get_array("comments") {
+            Ok(array) => bson::from_bson(Bson::Array(array.clone()))?,
+            Err(_) => Vec::new(),
+        };
+        let first = match range {
+            Range::All => 0,
+            Range::From { first, .. } => first,
+            Range::Last { .. } if sliced => slots.saturating_sub(nodes.len()),
+            Range::Last { len } => slots.saturating_sub(len),
+        };
+        if !sliced {
+            // The server sent every comment: keep the ones asked for.
+            let end = match range {
+                Range::All => nodes.len(),
+                Range::From { first, len } => first.saturating_add(len).min(nodes.len()),
+                Range::Last { .. } => nodes.len(),
+            };
+            nodes.truncate(end);
+            nodes.drain(..first.min(nodes.len()));
+        }
+        Ok(Some(Window {
+            first,
+            slots,
+            nodes,
+        }))
+    }
+
+    /// The window holding the thread of `path`, failing if the discussion or comment is missing.
+    async fn window_with(
+        &self,
+        discussion: &str,
+        path: &[usize],
+        link: &str,
+        what: &'static str,
+    ) -> Result<Window> {
+        let window = self
+            .window(
+                discussion,
+                Range::From {
+                    first: path[0],
+                    len: 1,
+                },
+            )
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        if window.node(path).is_none() {
+            return Err(validate::no_comment(what, link));
+        }
+        Ok(window)
+    }
+
+    /// The discussion's `bytes`, or `None` if it was not created.
+    async fn bytes(&self, discussion: &str) -> Result<Option<usize>> {
+        let found = self
+            .discussions
+            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+            .projection(doc! { "bytes": 1 })
+            .await?;
+        Ok(found.map(|found| count_field(&found, "bytes")))
+    }
+
+    /// The error for a write whose filter did not match: the discussion is missing or full.
+    async fn refused(&self, discussion: &str, growth: i64) -> Error {
+        match self.bytes(discussion).await {
+            Ok(None) => validate::no_discussion(discussion),
+            Ok(Some(bytes)) => Error::DiscussionFull {
+                discussion: discussion.to_owned(),
+                size: (bytes as i64 + growth).max(0) as usize,
+                limit: self.max_document_bytes,
+            },
+            Err(error) => error,
+        }
+    }
+
+    /// A filter for `discussion` that leaves room for `growth` more bytes.
+    fn with_room(&self, discussion: &str, growth: i64) -> Document {
+        doc! {
+            "_id": discussion,
+            "slots": { "$exists": true },
+            "bytes": { "$lte": self.max_document_bytes as i64 - growth },
+        }
+    }
+
+    /// Runs `change` (an update built from the current comment) until it applies, re-reading
+    /// the comment whenever another writer got there first.
+    async fn change_comment<T>(
+        &self,
+        discussion: &str,
+        link: &str,
+        mut change: impl FnMut(&[usize], &Node) -> Result<Change<T>>,
+    ) -> Result<T> {
+        validate::check_discussion(discussion)?;
+        let path = tree::parse_path(link, self.max_depth)?;
+        self.guard
+            .run(discussion, async {
+                for _ in 0..ATTEMPTS {
+                    let window = self.window_with(discussion, &path, link, "comment").await?;
+                    let node = window.node(&path).expect("checked by window_with");
+                    let (filter, update, growth, value) = match change(&path, node)? {
+                        Change::Done(value) => return Ok(value),
+                        Change::Update {
+                            filter,
+                            update,
+                            growth,
+                            value,
+                        } => (filter, update, growth, value),
+                    };
+                    let mut full_filter = self.with_room(discussion, growth);
+                    full_filter.extend(filter);
+                    let result = self.discussions.update_one(full_filter, update).await?;
+                    if result.matched_count == 1 {
+                        return Ok(value);
+                    }
+                    if growth > 0 && self.over_limit(discussion, growth).await? {
+                        return Err(self.refused(discussion, growth).await);
+                    }
+                }
+                Err(Error::Contention { attempts: ATTEMPTS })
+            })
+            .await
+    }
+
+    /// Whether `growth` more bytes would pass the limit.
+    async fn over_limit(&self, discussion: &str, growth: i64) -> Result<bool> {
+        Ok(match self.bytes(discussion).await? {
+            Some(bytes) => bytes as i64 + growth > self.max_document_bytes as i64,
+            None => true,
+        })
+    }
+}
+
+/// What [`Embedded::change_comment`] should do with the comment as read.
+enum Change<T> {
+    /// Nothing to write; return this.
+    Done(T),
+    /// Apply `update` if `filter` still matches (and the document has room for `growth`), then
+    /// return `value`.
+    Update {
+        filter: Document,
+        update: Document,
+        growth: i64,
+        value: T,
+    },
+}
+
+/// A non-negative count field, 0 when missing.
+fn count_field(document: &Document, field: &str) -> usize {
+    match document.get(field) {
+        Some(Bson::Int32(n)) => (*n).max(0) as usize,
+        Some(Bson::Int64(n)) => (*n).max(0) as usize,
+        Some(Bson::Double(n)) => n.max(0.0) as usize,
+        _ => 0,
+    }
+}
+
+/// A page from `entries` (in view order) after the cursor position, which `is_after` tests.
+fn page_after(
+    entries: Vec<Entry<'_>>,
+    limit: usize,
+    more_beyond: bool,
+    is_after: impl Fn(&Entry<'_>) -> bool,
+    cursor: impl Fn(&Entry<'_>) -> CommentCursor,
+) -> CommentPage {
+    let mut entries: Vec<Entry<'_>> = entries.into_iter().filter(|e| is_after(e)).collect();
+    let more = entries.len() > limit || (more_beyond && !entries.is_empty());
+    entries.truncate(limit);
+    CommentPage {
+        next: if more {
+            entries.last().map(&cursor)
+        } else {
+            None
+        },
+        comments: entries.iter().map(Entry::comment).collect(),
+    }
+}
+
+/// The position path in a cursor key.
+fn cursor_path(key: &str, max_depth: usize) -> Result<Vec<usize>> {
+    tree::parse_path(key, max_depth).map_err(|_| cursor::invalid("not a position path"))
+}
+
+#[async_trait]
+impl CommentStore for Embedded {
+    fn design(&self) -> Design {
+        Design::Embedded
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            threading: true,
+            removes_leaves: false,
+        }
+    }
+
+    fn threaded(&self) -> Option<&dyn ThreadedComments> {
+        Some(self)
+    }
+
+    /// Adds the comment fields to the discussion's document, creating the document if it does
+    /// not exist. An existing document keeps its own fields (and gets an empty `comments` array,
+    /// replacing any field of that name); one that has comments already is left alone.
+    async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        validate::check_discussion(discussion)?;
+        let existing = self
+            .discussions
+            .find_one(doc! { "_id": discussion })
+            .await?;
+        let base = match &existing {
+            Some(document) if document.contains_key("slots") => return Ok(()),
+            Some(document) => bson::to_vec(document)?.len(),
+            None => 0,
+        };
+        let fields = doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
+        let created = self
+            .discussions
+            .update_one(
+                doc! { "_id": discussion, "slots": { "$exists": false } },
+                doc! { "$set": fields },
+            )
+            .upsert(true)
+            .await;
+        match created {
+            Ok(_) => Ok(()),
+            // Created by a concurrent call.
+            Err(error) if is_duplicate_key(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment)?;
+        let node = Node::new(comment);
+        let growth =
+            (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+        let capabilities = self.guard.capabilities().await?;
+        let update = doc! {
+            "$push": { "comments": bson::to_bson(&node)? },
+            "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
+        };
+        let pushed = self
+            .guard
+            .run(discussion, async {
+                let mut action = self
+                    .discussions
+                    .find_one_and_update(self.with_room(discussion, growth), update)
+                    .return_document(ReturnDocument::After);
+                if capabilities.find_and_modify_projection {
+                    action = action.projection(doc! { "slots": 1 });
+                }
+                Ok(action.await?)
+            })
+            .await?;
+        match pushed {
+            Some(document) => {
+                let index = count_field(&document, "slots") - 1;
+                Ok(node.comment(&[index]))
+            }
+            None => Err(self.refused(discussion, growth).await),
+        }
+    }
+
+    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let after = match &query.after {
+            None => None,
+            Some(cursor) => {
+                let key = cursor.key(CURSOR, View::Chronological, query.order)?;
+                let (millis, id) = key
+                    .split_once('.')
+                    .ok_or_else(|| cursor::invalid("missing comment id"))?;
+                let millis: i64 = millis
+                    .parse()
+                    .map_err(|_| cursor::invalid("bad posting time"))?;
+                let id = bson::oid::ObjectId::parse_str(id)
+                    .map_err(|_| cursor::invalid("bad comment id"))?;
+                Some((millis, id))
+            }
+        };
+        let window = self
+            .window(discussion, Range::All)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let mut entries = window.threaded(Order::OldestFirst);
+        let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
+        entries.sort_by_key(key);
+        if query.order == Order::NewestFirst {
+            entries.reverse();
+        }
+        let order = query.order;
+        Ok(page_after(
+            entries,
+            query.limit,
+            false,
+            |e| match &after {
+                None => true,
+                Some(after) if order == Order::OldestFirst => key(e) > *after,
+                Some(after) => key(e) < *after,
+            },
+            |e| {
+                let key = format!(
+                    "{}.{}",
+                    e.node.posted.timestamp_millis(),
+                    e.node.id.to_hex()
+                );
+                CommentCursor::new(CURSOR, View::Chronological, order, &key)
+            },
+        ))
+    }
+
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
+        validate::check_discussion(discussion)?;
+        let path = tree::parse_path(link, self.max_depth)?;
+        let window = self.window_with(discussion, &path, link, "comment").await?;
+        Ok(window
+            .node(&path)
+            .expect("checked by window_with")
+            .comment(&path))
+    }
+
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
+        validate::check_text(text)?;
+        let now = bson::DateTime::now();
+        self.change_comment(discussion, link, |path, node| {
+            if node.deleted {
+                return Err(Error::CommentDeleted {
+                    link: link.to_owned(),
+                });
+            }
+            let edited = Node {
+                text: text.to_owned(),
+                edited: Some(now),
+                replies: Vec::new(),
+                ..node.clone()
+            };
+            validate::check_size(&edited, self.max_comment_bytes)?;
+            let field = tree::field_path(path);
+            let growth = text.len() as i64 - node.text.len() as i64
+                + if node.edited.is_none() { 16 } else { 0 };
+            Ok(Change::Update {
+                filter: doc! {
+                    format!("{field}.deleted"): false,
+                    format!("{field}.text"): &node.text,
+                },
+                update: doc! {
+                    "$set": { format!("{field}.text"): text, format!("{field}.edited"): now },
+                    "$inc": { "bytes": growth },
+                },
+                growth,
+                value: edited.comment(path),
+            })
+        })
+        .await
+    }
+
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
+        self.change_comment(discussion, link, |path, node| {
+            if node.deleted {
+                return Ok(Change::Done(Deletion::Tombstoned));
+            }
+            let field = tree::field_path(path);
+            Ok(Change::Update {
+                filter: doc! {
+                    format!("{field}.deleted"): false,
+                    format!("{field}.text"): &node.text,
+                },
+                update: doc! {
+                    "$set": { format!("{field}.text"): "", format!("{field}.deleted"): true },
+                    "$inc": { "count": -1_i64, "bytes": -(node.text.len() as i64) },
+                },
+                growth: -(node.text.len() as i64),
+                value: Deletion::Tombstoned,
+            })
+        })
+        .await
+    }
+
+    async fn count(&self, discussion: &str) -> Result<u64> {
+        validate::check_discussion(discussion)?;
+        let found = self
+            .discussions
+            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+            .projection(doc! { "count": 1 })
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        Ok(count_field(&found, "count") as u64)
+    }
+
+    /// Nothing to create: every operation finds the discussion by `_id`.
+    async fn create_indexes(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![ShardKey::new(
+            self.discussions.name(),
+            doc! { "_id": "hashed" },
+            "each discussion is one document, read and written by _id; hashing spreads \
+             discussions evenly (the manual leaves this design's shard key to the application, \
+             whose content collection it usually is)",
+        )]
+    }
+}
+
+#[async_trait]
+impl ThreadedComments for Embedded {
+    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment)?;
+        let parent_path = tree::parse_path(parent, self.max_depth)?;
+        if parent_path.len() > self.max_depth {
+            return Err(Error::ThreadTooDeep {
+                depth: parent_path.len(),
+                limit: format!("this store nests replies at most {} deep", self.max_depth),
+            });
+        }
+        let node = Node::new(comment);
+        let growth =
+            (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+        let pushed = bson::to_bson(&node)?;
+        let index = self
+            .guard
+            .run(discussion, async {
+                for _ in 0..ATTEMPTS {
+                    let window = self
+                        .window_with(discussion, &parent_path, parent, "parent comment")
+                        .await?;
+                    let index = window
+                        .node(&parent_path)
+                        .expect("checked by window_with")
+                        .replies
+                        .len();
+                    let field = tree::field_path(&parent_path);
+                    let mut filter = self.with_room(discussion, growth);
+                    // The reply goes to position `index` only if no one took it meanwhile.
+                    filter.insert(
+                        format!("{field}.replies.{index}"),
+                        doc! { "$exists": false },
+                    );
+                    filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
+                    let update = doc! {
+                        "$push": { format!("{field}.replies"): pushed.clone() },
+                        "$inc": { "count": 1_i64, "bytes": growth },
+                    };
+                    if self
+                        .discussions
+                        .update_one(filter, update)
+                        .await?
+                        .matched_count
+                        == 1
+                    {
+                        return Ok(index);
+                    }
+                    if self.over_limit(discussion, growth).await? {
+                        return Err(self.refused(discussion, growth).await);
+                    }
+                }
+                Err(Error::Contention { attempts: ATTEMPTS })
+            })
+            .await?;
+        let mut path = parent_path;
+        path.push(index);
+        Ok(node.comment(&path))
+    }
+
+    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let after = match &query.after {
+            None => None,
+            Some(cursor) => Some(cursor_path(
+                cursor.key(CURSOR, View::Threaded, query.order)?,
+                self.max_depth,
+            )?),
+        };
+        // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
+        // the cursor's own thread on) are enough for a page and a look past it.
+        let len = query.limit + 1;
+        let range = match (query.order, &after) {
+            (Order::OldestFirst, None) => Range::From { first: 0, len },
+            (Order::OldestFirst, Some(path)) => Range::From {
+                first: path[0],
+                len,
+            },
+            (Order::NewestFirst, None) => Range::Last { len },
+            (Order::NewestFirst, Some(path)) => {
+                let first = (path[0] + 1).saturating_sub(len);
+                Range::From {
+                    first,
+                    len: path[0] + 1 - first,
+                }
+            }
+        };
+        let window = self
+            .window(discussion, range)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let order = query.order;
+        Ok(page_after(
+            window.threaded(order),
+            query.limit,
+            window.more_beyond(order),
+            |e| {
+                after.as_ref().is_none_or(|after| {
+                    tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
+                })
+            },
+            |e| CommentCursor::new(CURSOR, View::Threaded, order, &tree::format_path(&e.path)),
+        ))
+    }
+
+    async fn sub_thread(
+        &self,
+        discussion: &str,
+        link: &str,
+        query: &CommentQuery,
+    ) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let root = tree::parse_path(link, self.max_depth)?;
+        let after = match &query.after {
+            None => None,
+            Some(cursor) => {
+                let path = cursor_path(
+                    cursor.key(CURSOR, View::SubThread, Order::OldestFirst)?,
+                    self.max_depth,
+                )?;
+                if !path.starts_with(&root) {
+                    return Err(cursor::invalid("not a position in this sub-thread"));
+                }
+                Some(path)
+            }
+        };
+        let window = self.window_with(discussion, &root, link, "comment").await?;
+        let mut entries = Vec::new();
+        let mut path = root.clone();
+        window
+            .node(&root)
+            .expect("checked by window_with")
+            .preorder(&mut path, &mut entries);
+        Ok(page_after(
+            entries,
+            query.limit,
+            false,
+            |e| after.as_ref().is_none_or(|after| e.path > *after),
+            |e| {
+                let key = tree::format_path(&e.path);
+                CommentCursor::new(CURSOR, View::SubThread, Order::OldestFirst, &key)
+            },
+        ))
+    }
+}

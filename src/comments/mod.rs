@@ -1,0 +1,385 @@
+//! Comment threads: the three designs of the MongoDB manual's "Storing Comments", behind one
+//! [`CommentStore`] trait, with threading ([`ThreadedComments`]) where the design has it.
+//!
+//! | design | post | read a page | threads | deletes | shard key |
+//! |---|---|---|---|---|---|
+//! | [`PerComment`] | 2 commands (3 for a reply) | one `find` | yes, any depth the index allows | leaves removed, others tombstoned | `{discussion_id: 1, full_slug: 1}` |
+//! | [`Embedded`] | 1 command | one `find` of one document | yes, up to 40 levels | tombstoned | `{_id: 1}` (the discussion) |
+//! | [`HybridPages`] | 2 commands (more when a page fills) | one `find` of one or two pages | no | tombstoned | `{discussion_id: 1, page: 1}` |
+//!
+//! (Counts are for MongoDB. On servers whose updates are not atomic, such as FerretDB 1.x, each
+//! write also takes and releases a lock document: 2 more commands.)
+//!
+//! # Which design to choose
+//!
+//! - **[`PerComment`]** when discussions can grow without bound, or comments are edited,
+//!   moderated and linked to one by one: every comment is its own small document, found by its
+//!   slug in one indexed query. Reading a page is one indexed range scan in either view.
+//! - **[`Embedded`]** when discussions stay small (hundreds of comments) and are read far more
+//!   than written: the whole discussion, threads included, is one document, so rendering it is
+//!   one read. It stops at the 16 MiB document limit with [`crate::Error::DiscussionFull`].
+//! - **[`HybridPages`]** for long, flat (unthreaded) discussions read page by page: about 100
+//!   comments per document keeps reads to one or two documents and has no size ceiling.
+//!
+//! # Shared model
+//!
+//! Every comment has a `link`: a string that addresses it within its discussion (a slug path in
+//! [`PerComment`], a position path such as `0.2.1` in [`Embedded`], a slug in [`HybridPages`]).
+//! Links are stable: they never change and never come to point at another comment, which is why
+//! [`Embedded`] and [`HybridPages`] delete by tombstone (the text is removed and the comment is
+//! marked deleted, keeping its place) rather than by shifting array elements.
+//!
+//! Pages are keyset pages with an opaque [`CommentCursor`]: comments posted while a reader pages
+//! through a discussion never cause a repeat or a gap in what follows the cursor.
+//!
+//! Counts ([`CommentStore::count`]) are of comments not deleted, and stay exact under concurrent
+//! posting and deleting.
+
+mod cursor;
+mod embedded;
+mod guard;
+mod hybrid;
+mod per_comment;
+mod registry;
+mod slug;
+mod tree;
+mod validate;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use cursor::CommentCursor;
+pub use embedded::{Embedded, EmbeddedBuilder};
+pub use hybrid::{HybridPages, HybridPagesBuilder};
+pub use per_comment::{PerComment, PerCommentBuilder};
+
+use crate::sharding::ShardKey;
+use crate::Result;
+
+/// Who wrote a comment: the profile reference and the name shown, as in the seed's `author`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Author {
+    /// The author's user id.
+    pub id: String,
+    /// The name displayed with the comment.
+    pub name: String,
+}
+
+impl Author {
+    /// An author with user id `id` shown as `name`.
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// A comment to post.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewComment {
+    /// Who writes it.
+    pub author: Author,
+    /// What it says (not empty).
+    pub text: String,
+}
+
+impl NewComment {
+    /// A comment by `author` saying `text`.
+    ///
+    /// ```
+    /// use mongo_social::comments::{Author, NewComment};
+    /// let hello = NewComment::new(Author::new("u1", "Rick"), "First!");
+    /// assert_eq!(hello.author.name, "Rick");
+    /// ```
+    pub fn new(author: Author, text: impl Into<String>) -> Self {
+        Self {
+            author,
+            text: text.into(),
+        }
+    }
+}
+
+/// A comment as it reads back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comment {
+    /// Addresses the comment within its discussion; pass it to [`CommentStore::get`],
+    /// [`ThreadedComments::reply`], [`CommentStore::edit`] or [`CommentStore::delete`].
+    pub link: String,
+    /// The link of the comment this one replies to; `None` for a top-level comment.
+    pub parent: Option<String>,
+    /// How deep in its thread: 0 for a top-level comment, 1 for a reply to one, and so on.
+    pub depth: usize,
+    /// Who wrote it.
+    pub author: Author,
+    /// What it says; empty once deleted.
+    pub text: String,
+    /// When it was posted (millisecond precision, the posting client's clock).
+    pub posted: bson::DateTime,
+    /// When it was last edited, if ever.
+    pub edited: Option<bson::DateTime>,
+    /// Whether it was deleted and kept as a tombstone because of its replies or its position.
+    pub deleted: bool,
+}
+
+/// Which top-level comments come first. Replies always follow their parent in posting order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Oldest first (the default): the order of a conversation.
+    #[default]
+    OldestFirst,
+    /// Newest first: the order of a feed.
+    NewestFirst,
+}
+
+/// Which page of a view to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommentQuery {
+    /// Oldest or newest top-level comments first.
+    pub order: Order,
+    /// At most this many comments (1 to [`CommentQuery::MAX_LIMIT`]).
+    pub limit: usize,
+    /// Continue after the page that returned this cursor; `None` for the first page.
+    pub after: Option<CommentCursor>,
+}
+
+impl CommentQuery {
+    /// The largest page a store returns in one call.
+    pub const MAX_LIMIT: usize = 1_000;
+
+    /// The first `limit` comments, oldest first.
+    ///
+    /// ```
+    /// use mongo_social::comments::{CommentQuery, Order};
+    /// let query = CommentQuery::oldest_first(20);
+    /// assert_eq!((query.order, query.limit, query.after), (Order::OldestFirst, 20, None));
+    /// ```
+    pub fn oldest_first(limit: usize) -> Self {
+        Self {
+            order: Order::OldestFirst,
+            limit,
+            after: None,
+        }
+    }
+
+    /// The first `limit` comments, newest (top-level) first.
+    pub fn newest_first(limit: usize) -> Self {
+        Self {
+            order: Order::NewestFirst,
+            limit,
+            after: None,
+        }
+    }
+
+    /// The same query, continuing after the page that returned `cursor`.
+    pub fn after(mut self, cursor: CommentCursor) -> Self {
+        self.after = Some(cursor);
+        self
+    }
+}
+
+/// One page of comments, and the cursor to the next page if there is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommentPage {
+    /// The comments on this page, in the view's order.
+    pub comments: Vec<Comment>,
+    /// Pass to [`CommentQuery::after`] for the next page; `None` on the last page.
+    pub next: Option<CommentCursor>,
+}
+
+/// What [`CommentStore::delete`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Deletion {
+    /// The comment is gone (a leaf in a design that removes leaves).
+    Removed,
+    /// The comment stays as a tombstone: text removed, place in the thread kept. Deleting a
+    /// tombstone again reports this too and changes nothing.
+    Tombstoned,
+}
+
+/// The three designs, for display and for code that must know which one it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Design {
+    /// One document per comment, with slug paths.
+    PerComment,
+    /// Every comment embedded in the discussion's document.
+    Embedded,
+    /// Pages of about 100 comments.
+    HybridPages,
+}
+
+impl Design {
+    /// The design's name, such as `"per-comment"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Design::PerComment => "per-comment",
+            Design::Embedded => "embedded",
+            Design::HybridPages => "hybrid-pages",
+        }
+    }
+}
+
+impl fmt::Display for Design {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a design supports beyond the [`CommentStore`] basics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Features {
+    /// Replies, the threaded view and sub-threads ([`CommentStore::threaded`] is `Some`).
+    pub threading: bool,
+    /// A deleted comment without replies is removed outright rather than tombstoned.
+    pub removes_leaves: bool,
+}
+
+/// Comments on discussions: post, page through in posting order, link to one, edit, delete,
+/// count.
+///
+/// A discussion is whatever the application comments on (an article, a photo); its id is the
+/// application's. Register it once with [`CommentStore::create_discussion`]; posting to a
+/// discussion that was not registered fails with [`crate::Error::NotFound`].
+///
+/// Every design keeps these promises:
+/// - concurrent posters lose nothing and duplicate nothing;
+/// - the chronological view lists every comment (replies included) by posting time, in keyset
+///   pages without gaps or repeats;
+/// - links never change and never point at another comment;
+/// - [`CommentStore::count`] is exact under concurrent posting and deleting;
+/// - bad input fails with a typed [`crate::Error`] before anything is written.
+///
+/// Hold it as `Arc<dyn CommentStore>` to choose the design at runtime:
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::Arc;
+/// use mongo_social::comments::{
+///     Author, CommentQuery, CommentStore, HybridPages, NewComment, PerComment,
+/// };
+///
+/// let store: Arc<dyn CommentStore> = if std::env::var("THREADED").is_ok() {
+///     Arc::new(PerComment::new(&db))
+/// } else {
+///     Arc::new(HybridPages::new(&db))
+/// };
+/// store.create_indexes().await?;
+/// store.create_discussion("article-42").await?;
+/// let rick = Author::new("u1", "Rick");
+/// let first = store.post("article-42", NewComment::new(rick.clone(), "First!")).await?;
+/// if let Some(threads) = store.threaded() {
+///     threads.reply("article-42", &first.link, NewComment::new(rick, "Replying to myself")).await?;
+/// }
+/// let page = store.chronological("article-42", &CommentQuery::oldest_first(20)).await?;
+/// assert_eq!(page.comments[0].text, "First!");
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
+    /// Which design this store implements.
+    fn design(&self) -> Design;
+
+    /// What the design supports beyond the basics.
+    fn features(&self) -> Features;
+
+    /// Threading (replies, threaded view, sub-threads), when the design has it.
+    fn threaded(&self) -> Option<&dyn ThreadedComments>;
+
+    /// Registers a discussion so comments can be posted to it. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::EmptyField`] for an empty id; server errors as they come.
+    async fn create_discussion(&self, discussion: &str) -> Result<()>;
+
+    /// Posts a top-level comment and returns it as stored.
+    ///
+    /// # Errors
+    ///
+    /// Before anything is written: [`crate::Error::EmptyField`] (empty text, author id or
+    /// discussion id), [`crate::Error::CommentTooLarge`], [`crate::Error::NotFound`] (discussion
+    /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
+
+    /// One page of every comment in the discussion, replies included, by posting time.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidCursor`] for a cursor of another view or design,
+    /// [`crate::Error::InvalidPageLimit`], [`crate::Error::NotFound`] for a discussion that was
+    /// not registered.
+    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+
+    /// The comment at `link` (a direct link).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidLink`] for a malformed link, [`crate::Error::NotFound`] when no
+    /// comment has it.
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
+
+    /// Replaces a comment's text, recording when; returns the comment as edited.
+    ///
+    /// # Errors
+    ///
+    /// As [`CommentStore::get`], plus [`crate::Error::CommentDeleted`] for a tombstone,
+    /// [`crate::Error::EmptyField`], [`crate::Error::CommentTooLarge`] and
+    /// [`crate::Error::DiscussionFull`].
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
+
+    /// Deletes a comment: removes it outright when the design allows and nothing replies to it,
+    /// otherwise leaves a tombstone.
+    ///
+    /// # Errors
+    ///
+    /// As [`CommentStore::get`].
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion>;
+
+    /// How many comments the discussion has, not counting deleted ones.
+    async fn count(&self, discussion: &str) -> Result<u64>;
+
+    /// Creates the indexes the design needs (idempotent; run at startup or deploy time).
+    async fn create_indexes(&self) -> Result<()>;
+
+    /// The shard key each of the design's collections should have; every one leads with the
+    /// discussion, as the manual advises.
+    fn shard_keys(&self) -> Vec<ShardKey>;
+}
+
+/// Threaded discussions: replies at any depth the design allows, a depth-first view, and
+/// sub-threads.
+#[async_trait]
+pub trait ThreadedComments: CommentStore {
+    /// Posts a reply to the comment at `parent` and returns it as stored.
+    ///
+    /// # Errors
+    ///
+    /// As [`CommentStore::post`], plus [`crate::Error::InvalidLink`] and
+    /// [`crate::Error::NotFound`] for the parent, and [`crate::Error::ThreadTooDeep`].
+    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
+
+    /// One page of the threaded view: depth first, each comment followed by its replies in
+    /// posting order; top-level comments in `query.order`.
+    ///
+    /// # Errors
+    ///
+    /// As [`CommentStore::chronological`].
+    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+
+    /// One page of the sub-thread rooted at `link`: that comment, then all its descendants in
+    /// threaded order (`query.order` is ignored: a sub-thread reads in posting order).
+    ///
+    /// # Errors
+    ///
+    /// As [`CommentStore::get`] and [`CommentStore::chronological`].
+    async fn sub_thread(
+        &self,
+        discussion: &str,
+        link: &str,
+        query: &CommentQuery,
+    ) -> Result<CommentPage>;
+}

@@ -1,0 +1,662 @@
+//! One document per comment, threaded by materialized slug paths.
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use mongodb::options::{FindOptions, IndexOptions, ReturnDocument};
+use mongodb::{Collection, Database, IndexModel};
+use serde::{Deserialize, Serialize};
+
+use super::cursor::{self, page_from, View};
+use super::guard::WriteGuard;
+use super::registry::{is_duplicate_key, Registry};
+use super::{
+    slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
+    Deletion, Design, Features, NewComment, Order, ThreadedComments,
+};
+use crate::inbox::check_collection_name;
+use crate::sharding::ShardKey;
+use crate::{Error, Result};
+
+/// Letter of this design's cursors.
+const CURSOR: char = 'p';
+/// Attempts at a fresh slug part when one collides with another comment's.
+const SLUG_ATTEMPTS: usize = 8;
+
+/// One document per comment, as in the manual's first design, threaded by slug paths.
+///
+/// Collections (names configurable):
+/// - `comments`: `{_id, discussion_id, parent_id, slug, full_slug, thread_key, posted, author:
+///   {id, name}, text, edited, deleted}`, indexes `{discussion_id, posted, _id}` (chronological),
+///   `{discussion_id, full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}`
+///   (threaded, newest first) and unique `{discussion_id, slug}` (direct links); shard key
+///   `{discussion_id: 1, full_slug: 1}`;
+/// - `comment_discussions`: `{_id: discussion}`, the registered discussions;
+/// - `comment_locks`: edit and delete locks, used only on servers without atomic updates.
+///
+/// # How it improves on the seed
+/// - **Exact threaded order.** The seed's `full_slug` steps have one-second resolution, so two
+///   replies in the same second sort by their random slugs. Here steps carry milliseconds at
+///   fixed width, and ties fall to the slug part, the same way on every read (see the slug
+///   format in this module's source docs).
+/// - **Newest first without reversing replies.** A second sort key, `thread_key`, complements
+///   the top-level step so threads read newest first while each thread still reads top-down.
+/// - **Anchored sub-threads.** A sub-thread is the index range `[full_slug, full_slug + "0")`:
+///   no regular expression, no match on a sibling whose slug merely starts the same way.
+/// - **Keyset pages.** Pages continue after a cursor instead of skipping, so a page costs the
+///   same on page 1,000 as on page 1, and new comments never shift what follows.
+/// - **Index key guard.** Each level adds 36 bytes to `full_slug`. A reply whose index key
+///   (discussion id plus `full_slug`) would pass [`PerCommentBuilder::max_key_bytes`] (default
+///   1,000, under the 1,024-byte index key limit of MongoDB before 4.2) is refused with
+///   [`Error::ThreadTooDeep`]: about 29 levels with a short discussion id.
+/// - **Deletes that keep threads whole.** A comment with replies becomes a tombstone; a leaf is
+///   removed. A reply racing with its parent's removal restores the parent as a tombstone, so no
+///   reply is ever orphaned.
+///
+/// # Costs (commands, MongoDB)
+/// Post: 2 (`find` the discussion, `insert`). Reply: 3 (`find` the parent, `insert`, `find` to
+/// confirm the parent survived). Any page: 1 `find`. Direct link: 1 `find`. Count: 1 `count`.
+/// Edit: 2; delete: 3 or 4. On servers without atomic updates, edits and deletes also take and
+/// release a lock (2 more).
+#[derive(Clone, Debug)]
+pub struct PerComment {
+    comments: Collection<Document>,
+    registry: Registry,
+    guard: WriteGuard,
+    max_key_bytes: usize,
+    max_comment_bytes: usize,
+}
+
+/// Configures a [`PerComment`] store.
+#[derive(Clone, Debug)]
+pub struct PerCommentBuilder {
+    database: Database,
+    comments: String,
+    discussions: String,
+    locks: String,
+    max_key_bytes: usize,
+    max_comment_bytes: usize,
+}
+
+impl PerCommentBuilder {
+    /// The comments collection (default `comments`).
+    pub fn comments_collection(mut self, name: impl Into<String>) -> Self {
+        self.comments = name.into();
+        self
+    }
+
+    /// The registered discussions (default `comment_discussions`).
+    pub fn discussions_collection(mut self, name: impl Into<String>) -> Self {
+        self.discussions = name.into();
+        self
+    }
+
+    /// The lock documents, used only on servers without atomic updates (default
+    /// `comment_locks`).
+    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
+        self.locks = name.into();
+        self
+    }
+
+    /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
+    /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
+    /// deeper threads are wanted.
+    pub fn max_key_bytes(mut self, bytes: usize) -> Self {
+        self.max_key_bytes = bytes;
+        self
+    }
+
+    /// The largest comment, as an encoded document in bytes (default 64 KiB).
+    pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
+        self.max_comment_bytes = bytes;
+        self
+    }
+
+    /// The store.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a key
+    /// limit too small for a top-level comment, or a comment limit above 16 MiB.
+    pub fn build(self) -> Result<PerComment> {
+        for name in [&self.comments, &self.discussions, &self.locks] {
+            check_collection_name(name)?;
+        }
+        if self.comments == self.discussions
+            || self.comments == self.locks
+            || self.discussions == self.locks
+        {
+            return Err(Error::InvalidConfig {
+                reason: "comments, discussions and locks need three different collections"
+                    .to_owned(),
+            });
+        }
+        if self.max_key_bytes < 2 * slug::STEP_LEN {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "max_key_bytes {} leaves no room for a discussion id and a reply",
+                    self.max_key_bytes
+                ),
+            });
+        }
+        if self.max_comment_bytes > crate::inbox::MAX_DOCUMENT_BYTES {
+            return Err(Error::InvalidConfig {
+                reason: "max_comment_bytes cannot pass the 16 MiB document limit".to_owned(),
+            });
+        }
+        Ok(PerComment {
+            comments: self.database.collection(&self.comments),
+            registry: Registry::new(self.database.collection(&self.discussions)),
+            guard: WriteGuard::new(&self.database, &self.locks, "per-comment"),
+            max_key_bytes: self.max_key_bytes,
+            max_comment_bytes: self.max_comment_bytes,
+        })
+    }
+}
+
+/// A comment as stored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Stored {
+    #[serde(rename = "_id")]
+    id: ObjectId,
+    discussion_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_id: Option<ObjectId>,
+    slug: String,
+    full_slug: String,
+    thread_key: String,
+    posted: bson::DateTime,
+    author: Author,
+    text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    edited: Option<bson::DateTime>,
+    deleted: bool,
+}
+
+impl Stored {
+    fn comment(&self) -> Comment {
+        let parent = self
+            .slug
+            .rsplit_once('/')
+            .map(|(parent, _)| parent.to_owned());
+        Comment {
+            link: self.slug.clone(),
+            depth: self.slug.matches('/').count(),
+            parent,
+            author: self.author.clone(),
+            text: self.text.clone(),
+            posted: self.posted,
+            edited: self.edited,
+            deleted: self.deleted,
+        }
+    }
+
+    fn tombstone(&self) -> Self {
+        Self {
+            text: String::new(),
+            deleted: true,
+            ..self.clone()
+        }
+    }
+}
+
+impl PerComment {
+    /// The default comments collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "comments";
+    /// The default registered-discussions collection name.
+    pub const DEFAULT_DISCUSSIONS_COLLECTION: &'static str = "comment_discussions";
+    /// The default locks collection name.
+    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "comment_locks";
+    /// The default [`PerCommentBuilder::max_key_bytes`].
+    pub const DEFAULT_MAX_KEY_BYTES: usize = 1_000;
+    /// The default largest comment, in bytes.
+    pub const DEFAULT_MAX_COMMENT_BYTES: usize = 64 * 1024;
+
+    /// A store with the default collections and limits in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A builder to configure collections and limits.
+    pub fn builder(database: &Database) -> PerCommentBuilder {
+        PerCommentBuilder {
+            database: database.clone(),
+            comments: Self::DEFAULT_COLLECTION.to_owned(),
+            discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
+            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
+            max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
+        }
+    }
+
+    /// Inserts a comment under `parent` (or at the top level), choosing a fresh slug part
+    /// whenever one collides.
+    async fn insert(
+        &self,
+        discussion: &str,
+        parent: Option<&Stored>,
+        comment: NewComment,
+    ) -> Result<Stored> {
+        let micros = slug::now_micros();
+        let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
+        for _ in 0..SLUG_ATTEMPTS {
+            let part = slug::new_part();
+            let step = slug::step(micros, &part);
+            let stored = match parent {
+                None => Stored {
+                    id: ObjectId::new(),
+                    discussion_id: discussion.to_owned(),
+                    parent_id: None,
+                    slug: part,
+                    thread_key: slug::reversed_step(&step),
+                    full_slug: step,
+                    posted,
+                    author: comment.author.clone(),
+                    text: comment.text.clone(),
+                    edited: None,
+                    deleted: false,
+                },
+                Some(parent) => Stored {
+                    id: ObjectId::new(),
+                    discussion_id: discussion.to_owned(),
+                    parent_id: Some(parent.id),
+                    slug: format!("{}/{part}", parent.slug),
+                    full_slug: format!("{}/{step}", parent.full_slug),
+                    thread_key: format!("{}/{step}", parent.thread_key),
+                    posted,
+                    author: comment.author.clone(),
+                    text: comment.text.clone(),
+                    edited: None,
+                    deleted: false,
+                },
+            };
+            self.check_key(discussion, &stored)?;
+            validate::check_size(&stored, self.max_comment_bytes)?;
+            match self.comments.insert_one(bson::to_document(&stored)?).await {
+                Ok(_) => return Ok(stored),
+                Err(error) if is_duplicate_key(&error) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Err(Error::Contention {
+            attempts: SLUG_ATTEMPTS,
+        })
+    }
+
+    /// Fails with [`Error::ThreadTooDeep`] when `stored`'s index key would be too long.
+    fn check_key(&self, discussion: &str, stored: &Stored) -> Result<()> {
+        let key_bytes = discussion.len() + stored.full_slug.len();
+        if key_bytes > self.max_key_bytes {
+            return Err(Error::ThreadTooDeep {
+                depth: stored.slug.matches('/').count(),
+                limit: format!(
+                    "its full_slug index key would be {key_bytes} bytes, over the \
+                     {}-byte limit (max_key_bytes)",
+                    self.max_key_bytes
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    async fn find_one(&self, filter: Document) -> Result<Option<Stored>> {
+        let found = self.comments.find_one(filter).await?;
+        Ok(found.map(bson::from_document).transpose()?)
+    }
+
+    /// The comment at `link`.
+    async fn find_link(&self, discussion: &str, link: &str, what: &'static str) -> Result<Stored> {
+        validate::check_discussion(discussion)?;
+        slug::parse_slug(link)?;
+        self.find_one(doc! { "discussion_id": discussion, "slug": link })
+            .await?
+            .ok_or_else(|| validate::no_comment(what, link))
+    }
+
+    /// Whether anything replies to `stored`.
+    async fn has_replies(&self, stored: &Stored) -> Result<bool> {
+        let replies = self
+            .comments
+            .find_one(doc! {
+                "discussion_id": &stored.discussion_id,
+                "full_slug": {
+                    "$gt": format!("{}/", stored.full_slug),
+                    "$lt": format!("{}0", stored.full_slug),
+                },
+            })
+            .projection(doc! { "_id": 1 })
+            .await?;
+        Ok(replies.is_some())
+    }
+
+    /// Puts `stored` back as a tombstone if it is missing (a reply raced with its removal).
+    async fn restore_as_tombstone(&self, stored: &Stored) -> Result<()> {
+        match self
+            .comments
+            .insert_one(bson::to_document(&stored.tombstone())?)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) if is_duplicate_key(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Runs a page query: `filter`, sorted by `sort`, `limit + 1` documents.
+    async fn page(
+        &self,
+        discussion: &str,
+        query: &CommentQuery,
+        filter: Document,
+        sort: Document,
+        cursor: impl Fn(&Stored) -> CommentCursor,
+    ) -> Result<CommentPage> {
+        let options = FindOptions::builder()
+            .sort(sort)
+            .limit(query.limit as i64 + 1)
+            .build();
+        let found: Vec<Document> = self
+            .comments
+            .find(filter)
+            .with_options(options)
+            .await?
+            .try_collect()
+            .await?;
+        let stored = found
+            .into_iter()
+            .map(bson::from_document)
+            .collect::<std::result::Result<Vec<Stored>, _>>()?;
+        if stored.is_empty()
+            && query.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(page_from(stored, query.limit, Stored::comment, cursor))
+    }
+
+    /// The field a threaded page in `order` sorts by.
+    fn thread_field(order: Order) -> &'static str {
+        match order {
+            Order::OldestFirst => "full_slug",
+            Order::NewestFirst => "thread_key",
+        }
+    }
+
+    /// The sort key after which a threaded or sub-thread page continues.
+    fn sort_key_after(query: &CommentQuery, view: View) -> Result<Option<&str>> {
+        let Some(after) = &query.after else {
+            return Ok(None);
+        };
+        let key = after.key(CURSOR, view, query.order)?;
+        if !slug::is_sort_key(key) {
+            return Err(cursor::invalid("not a thread position"));
+        }
+        Ok(Some(key))
+    }
+}
+
+#[async_trait]
+impl CommentStore for PerComment {
+    fn design(&self) -> Design {
+        Design::PerComment
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            threading: true,
+            removes_leaves: true,
+        }
+    }
+
+    fn threaded(&self) -> Option<&dyn ThreadedComments> {
+        Some(self)
+    }
+
+    async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        validate::check_discussion(discussion)?;
+        self.registry.create(discussion, Document::new()).await
+    }
+
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment)?;
+        if self.registry.find(discussion).await?.is_none() {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(self.insert(discussion, None, comment).await?.comment())
+    }
+
+    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let (direction, after, at_or_after) = match query.order {
+            Order::OldestFirst => (1, "$gt", "$gte"),
+            Order::NewestFirst => (-1, "$lt", "$lte"),
+        };
+        let mut filter = doc! { "discussion_id": discussion };
+        if let Some(cursor) = &query.after {
+            let key = cursor.key(CURSOR, View::Chronological, query.order)?;
+            let (millis, id) = key
+                .split_once('.')
+                .ok_or_else(|| cursor::invalid("missing comment id"))?;
+            let posted = bson::DateTime::from_millis(
+                millis
+                    .parse()
+                    .map_err(|_| cursor::invalid("bad posting time"))?,
+            );
+            let id = ObjectId::parse_str(id).map_err(|_| cursor::invalid("bad comment id"))?;
+            // The bound on `posted` alone lets the index scan start at the cursor; the `$or`
+            // then breaks ties within that millisecond by id.
+            filter.insert("posted", doc! { at_or_after: posted });
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { "posted": { after: posted } },
+                    doc! { "posted": posted, "_id": { after: id } },
+                ],
+            );
+        }
+        let order = query.order;
+        self.page(
+            discussion,
+            query,
+            filter,
+            doc! { "posted": direction, "_id": direction },
+            |stored| {
+                let key = format!(
+                    "{}.{}",
+                    stored.posted.timestamp_millis(),
+                    stored.id.to_hex()
+                );
+                CommentCursor::new(CURSOR, View::Chronological, order, &key)
+            },
+        )
+        .await
+    }
+
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
+        Ok(self.find_link(discussion, link, "comment").await?.comment())
+    }
+
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
+        validate::check_text(text)?;
+        let stored = self.find_link(discussion, link, "comment").await?;
+        let edited = Stored {
+            text: text.to_owned(),
+            edited: Some(bson::DateTime::now()),
+            ..stored
+        };
+        validate::check_size(&edited, self.max_comment_bytes)?;
+        let update = doc! { "$set": { "text": &edited.text, "edited": edited.edited } };
+        let updated = self
+            .guard
+            .run(discussion, async {
+                Ok(self
+                    .comments
+                    .find_one_and_update(doc! { "_id": edited.id, "deleted": false }, update)
+                    .return_document(ReturnDocument::After)
+                    .await?)
+            })
+            .await?;
+        match updated {
+            Some(document) => Ok(bson::from_document::<Stored>(document)?.comment()),
+            None => match self.find_one(doc! { "_id": edited.id }).await? {
+                Some(_) => Err(Error::CommentDeleted {
+                    link: link.to_owned(),
+                }),
+                None => Err(validate::no_comment("comment", link)),
+            },
+        }
+    }
+
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
+        let stored = self.find_link(discussion, link, "comment").await?;
+        if stored.deleted {
+            return Ok(Deletion::Tombstoned);
+        }
+        self.guard
+            .run(discussion, async {
+                if self.has_replies(&stored).await? {
+                    self.comments
+                        .update_one(
+                            doc! { "_id": stored.id, "deleted": false },
+                            doc! { "$set": { "deleted": true, "text": "" } },
+                        )
+                        .await?;
+                    return Ok(Deletion::Tombstoned);
+                }
+                let removed = self
+                    .comments
+                    .delete_one(doc! { "_id": stored.id, "deleted": false })
+                    .await?;
+                if removed.deleted_count == 0 {
+                    // Deleted meanwhile by someone else (as a tombstone, or outright).
+                    return match self.find_one(doc! { "_id": stored.id }).await? {
+                        Some(_) => Ok(Deletion::Tombstoned),
+                        None => Err(validate::no_comment("comment", link)),
+                    };
+                }
+                // A reply that found this comment before it went must not be orphaned.
+                if self.has_replies(&stored).await? {
+                    self.restore_as_tombstone(&stored).await?;
+                    return Ok(Deletion::Tombstoned);
+                }
+                Ok(Deletion::Removed)
+            })
+            .await
+    }
+
+    async fn count(&self, discussion: &str) -> Result<u64> {
+        validate::check_discussion(discussion)?;
+        Ok(self
+            .comments
+            .count_documents(doc! { "discussion_id": discussion, "deleted": false })
+            .await?)
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        let index = |keys: Document| IndexModel::builder().keys(keys).build();
+        let indexes = [
+            index(doc! { "discussion_id": 1, "posted": 1, "_id": 1 }),
+            index(doc! { "discussion_id": 1, "full_slug": 1 }),
+            index(doc! { "discussion_id": 1, "thread_key": 1 }),
+            IndexModel::builder()
+                .keys(doc! { "discussion_id": 1, "slug": 1 })
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        ];
+        // One command per index: FerretDB 1.24 drops the connection when one `createIndexes`
+        // names several indexes that all exist already.
+        for index in indexes {
+            self.comments.create_index(index).await?;
+        }
+        Ok(())
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![ShardKey::new(
+            self.comments.name(),
+            doc! { "discussion_id": 1, "full_slug": 1 },
+            "a discussion's comments stay together and its threaded view, sub-threads and pages \
+             are range scans on one shard; full_slug lets a huge discussion split across chunks",
+        )]
+    }
+}
+
+#[async_trait]
+impl ThreadedComments for PerComment {
+    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment)?;
+        let parent = self.find_link(discussion, parent, "parent comment").await?;
+        let reply = self.insert(discussion, Some(&parent), comment).await?;
+        // The parent may have been removed (as a leaf) between the read and the insert: put it
+        // back as a tombstone so the reply keeps its place in the thread.
+        let still_there = self
+            .comments
+            .find_one(doc! { "_id": parent.id })
+            .projection(doc! { "_id": 1 })
+            .await?;
+        if still_there.is_none() {
+            self.restore_as_tombstone(&parent).await?;
+        }
+        Ok(reply.comment())
+    }
+
+    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let field = Self::thread_field(query.order);
+        let mut filter = doc! { "discussion_id": discussion };
+        if let Some(key) = Self::sort_key_after(query, View::Threaded)? {
+            filter.insert(field, doc! { "$gt": key });
+        }
+        let order = query.order;
+        self.page(discussion, query, filter, doc! { field: 1 }, |stored| {
+            let key = match order {
+                Order::OldestFirst => &stored.full_slug,
+                Order::NewestFirst => &stored.thread_key,
+            };
+            CommentCursor::new(CURSOR, View::Threaded, order, key)
+        })
+        .await
+    }
+
+    async fn sub_thread(
+        &self,
+        discussion: &str,
+        link: &str,
+        query: &CommentQuery,
+    ) -> Result<CommentPage> {
+        validate::check_query(discussion, query)?;
+        let root = self.find_link(discussion, link, "comment").await?;
+        // Posting order inside a sub-thread, whatever the query's order: the cursor says so.
+        let query = &CommentQuery {
+            order: Order::OldestFirst,
+            ..query.clone()
+        };
+        let start = match Self::sort_key_after(query, View::SubThread)? {
+            Some(key) if key >= root.full_slug.as_str() => doc! { "$gt": key },
+            Some(_) => return Err(cursor::invalid("not a position in this sub-thread")),
+            None => doc! { "$gte": &root.full_slug },
+        };
+        let mut range = start;
+        range.insert("$lt", format!("{}0", root.full_slug));
+        let filter = doc! { "discussion_id": discussion, "full_slug": range };
+        self.page(
+            discussion,
+            query,
+            filter,
+            doc! { "full_slug": 1 },
+            |stored| {
+                CommentCursor::new(
+                    CURSOR,
+                    View::SubThread,
+                    Order::OldestFirst,
+                    &stored.full_slug,
+                )
+            },
+        )
+        .await
+    }
+}

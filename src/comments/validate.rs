@@ -1,0 +1,78 @@
+//! Input checks shared by every design, run before anything is written.
+
+use serde::Serialize;
+
+use super::{CommentQuery, NewComment};
+use crate::{Error, Result};
+
+/// Fails with [`Error::EmptyField`] for an empty discussion id.
+pub(super) fn check_discussion(discussion: &str) -> Result<()> {
+    if discussion.is_empty() {
+        return Err(Error::EmptyField {
+            field: "discussion id",
+        });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::EmptyField`] for empty text (or text of only whitespace).
+pub(super) fn check_text(text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::EmptyField { field: "text" });
+    }
+    Ok(())
+}
+
+/// Checks a new comment: discussion, author id and text present.
+pub(super) fn check_new_comment(discussion: &str, comment: &NewComment) -> Result<()> {
+    check_discussion(discussion)?;
+    if comment.author.id.is_empty() {
+        return Err(Error::EmptyField { field: "author id" });
+    }
+    check_text(&comment.text)
+}
+
+/// The encoded size of `value`, failing with [`Error::CommentTooLarge`] above `limit` bytes.
+pub(super) fn check_size(value: &impl Serialize, limit: usize) -> Result<usize> {
+    let size = bson::to_vec(value)?.len();
+    if size > limit {
+        return Err(Error::CommentTooLarge { size, limit });
+    }
+    Ok(size)
+}
+
+/// Checks a page query's discussion and limit.
+pub(super) fn check_query(discussion: &str, query: &CommentQuery) -> Result<()> {
+    check_discussion(discussion)?;
+    if query.limit == 0 || query.limit > CommentQuery::MAX_LIMIT {
+        return Err(Error::InvalidPageLimit {
+            limit: query.limit,
+            max: CommentQuery::MAX_LIMIT,
+        });
+    }
+    Ok(())
+}
+
+/// [`Error::InvalidLink`] for `link`.
+pub(super) fn invalid_link(link: &str, reason: &'static str) -> Error {
+    Error::InvalidLink {
+        link: link.to_owned(),
+        reason,
+    }
+}
+
+/// [`Error::NotFound`] for the comment at `link`.
+pub(super) fn no_comment(what: &'static str, link: &str) -> Error {
+    Error::NotFound {
+        what,
+        id: link.to_owned(),
+    }
+}
+
+/// [`Error::NotFound`] for a discussion.
+pub(super) fn no_discussion(discussion: &str) -> Error {
+    Error::NotFound {
+        what: "discussion",
+        id: discussion.to_owned(),
+    }
+}

@@ -1,0 +1,713 @@
+//! Conformance checks every [`CommentStore`] must pass, run against the real server by
+//! `tests/comments.rs` for each design. Checks of threading run where the design declares it
+//! ([`CommentStore::threaded`]) and assert its absence elsewhere.
+//!
+//! Each check takes a store over a fresh database and panics with a message on failure.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::comments::{
+    Author, Comment, CommentCursor, CommentQuery, CommentStore, Deletion, NewComment, Order,
+    ThreadedComments,
+};
+use crate::testing::CommandCounter;
+use crate::Error;
+
+/// The discussion most checks use.
+pub const DISCUSSION: &str = "article-1";
+
+fn author(n: usize) -> Author {
+    Author::new(format!("user{n}"), format!("User {n}"))
+}
+
+fn new(text: &str) -> NewComment {
+    NewComment::new(author(text.len()), text)
+}
+
+fn texts(comments: &[Comment]) -> Vec<String> {
+    comments.iter().map(|c| c.text.clone()).collect()
+}
+
+/// Registers [`DISCUSSION`].
+pub async fn create(store: &dyn CommentStore) {
+    store
+        .create_discussion(DISCUSSION)
+        .await
+        .expect("create discussion");
+}
+
+/// Posts top-level comments `c0..c{n}` in order and returns them.
+pub async fn post_many(store: &dyn CommentStore, n: usize) -> Vec<Comment> {
+    let mut posted = Vec::with_capacity(n);
+    for i in 0..n {
+        posted.push(
+            store
+                .post(DISCUSSION, new(&format!("c{i}")))
+                .await
+                .expect("post"),
+        );
+    }
+    posted
+}
+
+/// Every page of the chronological view, `limit` at a time, checking each page's size.
+pub async fn read_chronological(
+    store: &dyn CommentStore,
+    order: Order,
+    limit: usize,
+) -> Vec<Comment> {
+    read_all(limit, order, |query| async move {
+        store.chronological(DISCUSSION, &query).await
+    })
+    .await
+}
+
+/// Every page of the threaded view, `limit` at a time.
+pub async fn read_threaded(
+    threads: &dyn ThreadedComments,
+    order: Order,
+    limit: usize,
+) -> Vec<Comment> {
+    read_all(limit, order, |query| async move {
+        threads.thread_page(DISCUSSION, &query).await
+    })
+    .await
+}
+
+/// Every page of the sub-thread at `link`, `limit` at a time.
+pub async fn read_sub_thread(
+    threads: &dyn ThreadedComments,
+    link: &str,
+    limit: usize,
+) -> Vec<Comment> {
+    read_all(limit, Order::OldestFirst, |query| async move {
+        threads.sub_thread(DISCUSSION, link, &query).await
+    })
+    .await
+}
+
+async fn read_all<F, Fut>(limit: usize, order: Order, read: F) -> Vec<Comment>
+where
+    F: Fn(CommentQuery) -> Fut,
+    Fut: std::future::Future<Output = crate::Result<crate::comments::CommentPage>>,
+{
+    let mut all = Vec::new();
+    let mut after: Option<CommentCursor> = None;
+    for _ in 0..10_000 {
+        let query = CommentQuery {
+            order,
+            limit,
+            after: after.clone(),
+        };
+        let page = read(query).await.expect("read a page");
+        assert!(page.comments.len() <= limit, "page larger than its limit");
+        let last = page.next.is_none();
+        if !last {
+            assert_eq!(page.comments.len(), limit, "a page before the last is full");
+        }
+        all.extend(page.comments);
+        if last {
+            return all;
+        }
+        after = page.next;
+    }
+    panic!("pagination did not end");
+}
+
+/// Chronological view: posting order oldest first, its reverse newest first.
+pub async fn chronological_order(store: &dyn CommentStore) {
+    create(store).await;
+    let posted = post_many(store, 7).await;
+    let expected = texts(&posted);
+    let page = store
+        .chronological(DISCUSSION, &CommentQuery::oldest_first(100))
+        .await
+        .unwrap();
+    assert_eq!(texts(&page.comments), expected);
+    assert_eq!(page.comments, posted, "pages return comments as posted");
+    assert!(page.next.is_none());
+    let newest = store
+        .chronological(DISCUSSION, &CommentQuery::newest_first(100))
+        .await
+        .unwrap();
+    let mut reversed = expected.clone();
+    reversed.reverse();
+    assert_eq!(texts(&newest.comments), reversed);
+    assert!(posted
+        .iter()
+        .all(|c| c.depth == 0 && c.parent.is_none() && !c.deleted));
+}
+
+/// Keyset pages of every size, both orders: no gaps, no repeats, nothing extra.
+pub async fn complete_pagination(store: &dyn CommentStore) {
+    create(store).await;
+    let expected = texts(&post_many(store, 23).await);
+    let mut reversed = expected.clone();
+    reversed.reverse();
+    for limit in [1, 2, 3, 4, 5, 7, 22, 23, 24, 1000] {
+        let oldest = read_chronological(store, Order::OldestFirst, limit).await;
+        assert_eq!(texts(&oldest), expected, "oldest first, pages of {limit}");
+        let newest = read_chronological(store, Order::NewestFirst, limit).await;
+        assert_eq!(texts(&newest), reversed, "newest first, pages of {limit}");
+    }
+}
+
+/// Comments posted while a reader pages through neither repeat nor shift what follows.
+pub async fn pagination_while_posting(store: &dyn CommentStore) {
+    create(store).await;
+    let expected = texts(&post_many(store, 9).await);
+    let mut seen = Vec::new();
+    let mut query = CommentQuery::oldest_first(4);
+    loop {
+        let page = store.chronological(DISCUSSION, &query).await.unwrap();
+        seen.extend(texts(&page.comments));
+        store
+            .post(DISCUSSION, new(&format!("late{}", seen.len())))
+            .await
+            .unwrap();
+        match page.next {
+            Some(next) => query = query.after(next),
+            None => break,
+        }
+    }
+    assert_eq!(&seen[..9], &expected[..], "the first comments in order");
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), seen.len(), "no repeats: {seen:?}");
+    assert!(seen[9..].iter().all(|t| t.starts_with("late")));
+}
+
+/// The threaded tree most threading checks use:
+/// ```text
+/// a
+///   a1
+///     a1x
+///   a2
+/// b
+///   b1
+/// c
+/// ```
+/// Returns the comments in oldest-first threaded order.
+pub async fn build_tree(threads: &dyn ThreadedComments) -> Vec<Comment> {
+    let a = threads.post(DISCUSSION, new("a")).await.unwrap();
+    let b = threads.post(DISCUSSION, new("b")).await.unwrap();
+    let a1 = threads.reply(DISCUSSION, &a.link, new("a1")).await.unwrap();
+    let b1 = threads.reply(DISCUSSION, &b.link, new("b1")).await.unwrap();
+    let c = threads.post(DISCUSSION, new("c")).await.unwrap();
+    let a2 = threads.reply(DISCUSSION, &a.link, new("a2")).await.unwrap();
+    let a1x = threads
+        .reply(DISCUSSION, &a1.link, new("a1x"))
+        .await
+        .unwrap();
+    vec![a, a1, a1x, a2, b, b1, c]
+}
+
+/// Threading, where the design has it: depth-first order in both orders, parents and depths,
+/// complete threaded pagination; and no threading where the design says so.
+pub async fn threaded_order(store: &dyn CommentStore) {
+    let Some(threads) = store.threaded() else {
+        assert!(
+            !store.features().threading,
+            "threaded() agrees with features()"
+        );
+        return;
+    };
+    assert!(store.features().threading);
+    create(store).await;
+    let tree = build_tree(threads).await;
+    assert_eq!(
+        tree.iter().map(|c| c.depth).collect::<Vec<_>>(),
+        [0, 1, 2, 1, 0, 1, 0]
+    );
+    assert_eq!(tree[1].parent.as_deref(), Some(tree[0].link.as_str()));
+    assert_eq!(tree[2].parent.as_deref(), Some(tree[1].link.as_str()));
+    for limit in [1, 2, 3, 6, 7, 100] {
+        let oldest = read_threaded(threads, Order::OldestFirst, limit).await;
+        assert_eq!(
+            texts(&oldest),
+            ["a", "a1", "a1x", "a2", "b", "b1", "c"],
+            "pages of {limit}"
+        );
+        assert_eq!(oldest, tree, "threaded pages return comments as posted");
+        let newest = read_threaded(threads, Order::NewestFirst, limit).await;
+        assert_eq!(
+            texts(&newest),
+            ["c", "b", "b1", "a", "a1", "a1x", "a2"],
+            "pages of {limit}"
+        );
+    }
+    // The chronological view lists replies too, by posting time.
+    let chronological = read_chronological(store, Order::OldestFirst, 3).await;
+    assert_eq!(
+        texts(&chronological),
+        ["a", "b", "a1", "b1", "c", "a2", "a1x"]
+    );
+}
+
+/// Sub-threads: a comment and all its descendants in threaded order, paged; a leaf alone.
+pub async fn sub_threads(store: &dyn CommentStore) {
+    let Some(threads) = store.threaded() else {
+        return;
+    };
+    create(store).await;
+    let tree = build_tree(threads).await;
+    for limit in [1, 2, 10] {
+        let sub = read_sub_thread(threads, &tree[0].link, limit).await;
+        assert_eq!(texts(&sub), ["a", "a1", "a1x", "a2"], "pages of {limit}");
+    }
+    assert_eq!(
+        texts(&read_sub_thread(threads, &tree[1].link, 10).await),
+        ["a1", "a1x"]
+    );
+    assert_eq!(
+        texts(&read_sub_thread(threads, &tree[6].link, 10).await),
+        ["c"]
+    );
+    // A cursor from one sub-thread does not page another.
+    let first = threads
+        .sub_thread(DISCUSSION, &tree[0].link, &CommentQuery::oldest_first(1))
+        .await
+        .unwrap();
+    let foreign = threads
+        .sub_thread(
+            DISCUSSION,
+            &tree[4].link,
+            &CommentQuery::oldest_first(1).after(first.next.unwrap()),
+        )
+        .await;
+    assert!(
+        matches!(foreign, Err(Error::InvalidCursor { .. }))
+            || foreign.is_ok_and(|p| p.comments.iter().all(|c| c.text.starts_with('b'))),
+        "another sub-thread's cursor is refused or stays in this sub-thread"
+    );
+}
+
+/// Replies ten levels deep: each at its depth, linked to its parent, in order.
+pub async fn deep_replies(store: &dyn CommentStore) {
+    let Some(threads) = store.threaded() else {
+        return;
+    };
+    create(store).await;
+    let mut chain = vec![threads.post(DISCUSSION, new("d0")).await.unwrap()];
+    for depth in 1..=10 {
+        let parent = chain.last().unwrap().link.clone();
+        let reply = threads
+            .reply(DISCUSSION, &parent, new(&format!("d{depth}")))
+            .await
+            .unwrap();
+        assert_eq!(reply.depth, depth);
+        assert_eq!(reply.parent.as_deref(), Some(parent.as_str()));
+        chain.push(reply);
+    }
+    let thread = read_threaded(threads, Order::OldestFirst, 4).await;
+    assert_eq!(thread, chain);
+    let deepest = store.get(DISCUSSION, &chain[10].link).await.unwrap();
+    assert_eq!(deepest, chain[10]);
+    let sub = read_sub_thread(threads, &chain[5].link, 2).await;
+    assert_eq!(sub, chain[5..]);
+}
+
+/// Direct links: every comment found by its link; malformed and unknown links refused.
+pub async fn direct_links(store: &dyn CommentStore) {
+    create(store).await;
+    let mut posted = post_many(store, 5).await;
+    if let Some(threads) = store.threaded() {
+        posted.push(
+            threads
+                .reply(DISCUSSION, &posted[2].link, new("reply"))
+                .await
+                .unwrap(),
+        );
+    }
+    for comment in &posted {
+        assert_eq!(
+            &store.get(DISCUSSION, &comment.link).await.unwrap(),
+            comment
+        );
+    }
+    let links: HashSet<&String> = posted.iter().map(|c| &c.link).collect();
+    assert_eq!(links.len(), posted.len(), "links are unique");
+    for bad in ["", "not a link!", "../etc", "1..2"] {
+        let error = store.get(DISCUSSION, bad).await.unwrap_err();
+        assert!(matches!(error, Error::InvalidLink { .. }), "{bad}: {error}");
+    }
+    // A well-formed link no comment has: change the last character of a real one.
+    let mut unknown = posted[0].link.clone();
+    let last = unknown.pop().unwrap();
+    unknown.push(if last == '9' { '8' } else { '9' });
+    if unknown.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        unknown = "999".to_owned(); // a position path: a position past the end
+    }
+    let error = store.get(DISCUSSION, &unknown).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::NotFound {
+                what: "comment",
+                ..
+            }
+        ),
+        "{unknown}: {error}"
+    );
+    let error = store
+        .get("no-such-discussion", &posted[0].link)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::NotFound { .. }), "{error}");
+}
+
+/// Edits keep when and that they happened; deletes remove leaves (where the design does) and
+/// tombstone the rest; counts follow.
+pub async fn edits_and_deletes(store: &dyn CommentStore) {
+    create(store).await;
+    let posted = post_many(store, 4).await;
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 4);
+
+    let edited = store
+        .edit(DISCUSSION, &posted[1].link, "c1, edited")
+        .await
+        .unwrap();
+    assert_eq!(edited.text, "c1, edited");
+    assert!(edited.edited.is_some_and(|at| at >= posted[1].posted));
+    assert_eq!(edited.posted, posted[1].posted, "the posting time stays");
+    assert_eq!(
+        store.get(DISCUSSION, &posted[1].link).await.unwrap(),
+        edited
+    );
+
+    let leaf = store.delete(DISCUSSION, &posted[0].link).await.unwrap();
+    if store.features().removes_leaves {
+        assert_eq!(leaf, Deletion::Removed);
+        let error = store.get(DISCUSSION, &posted[0].link).await.unwrap_err();
+        assert!(matches!(error, Error::NotFound { .. }));
+    } else {
+        assert_eq!(leaf, Deletion::Tombstoned);
+        let tombstone = store.get(DISCUSSION, &posted[0].link).await.unwrap();
+        assert!(tombstone.deleted && tombstone.text.is_empty());
+        assert_eq!(
+            store.delete(DISCUSSION, &posted[0].link).await.unwrap(),
+            Deletion::Tombstoned
+        );
+        let error = store
+            .edit(DISCUSSION, &posted[0].link, "back")
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+    }
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 3);
+
+    if let Some(threads) = store.threaded() {
+        let reply = threads
+            .reply(DISCUSSION, &posted[2].link, new("r"))
+            .await
+            .unwrap();
+        assert_eq!(store.count(DISCUSSION).await.unwrap(), 4);
+        assert_eq!(
+            store.delete(DISCUSSION, &posted[2].link).await.unwrap(),
+            Deletion::Tombstoned
+        );
+        let tombstone = store.get(DISCUSSION, &posted[2].link).await.unwrap();
+        assert!(tombstone.deleted && tombstone.text.is_empty());
+        assert_eq!(store.count(DISCUSSION).await.unwrap(), 3);
+        let thread = read_threaded(threads, Order::OldestFirst, 10).await;
+        let position = thread
+            .iter()
+            .position(|c| c.link == posted[2].link)
+            .unwrap();
+        assert_eq!(
+            thread[position + 1],
+            reply,
+            "the reply keeps its place under the tombstone"
+        );
+        let error = store
+            .edit(DISCUSSION, &posted[2].link, "back")
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+        assert_eq!(
+            store.delete(DISCUSSION, &posted[2].link).await.unwrap(),
+            Deletion::Tombstoned
+        );
+        assert_eq!(
+            store.count(DISCUSSION).await.unwrap(),
+            3,
+            "deleting twice counts once"
+        );
+    }
+    let visible: Vec<String> = read_chronological(store, Order::OldestFirst, 2)
+        .await
+        .into_iter()
+        .filter(|c| !c.deleted)
+        .map(|c| c.text)
+        .collect();
+    assert_eq!(visible.len() as u64, store.count(DISCUSSION).await.unwrap());
+    assert!(visible.contains(&"c1, edited".to_owned()));
+}
+
+/// Many posters at once, some comments deleted meanwhile: nothing lost or repeated, each
+/// poster's comments in its order, and the count exact.
+pub async fn concurrent_posters(store: Arc<dyn CommentStore>, posters: usize, each: usize) {
+    create(&*store).await;
+    let doomed = post_many(&*store, posters).await;
+    let mut tasks = Vec::new();
+    for (poster, doomed) in doomed.iter().enumerate() {
+        let poster_store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..each {
+                poster_store
+                    .post(
+                        DISCUSSION,
+                        NewComment::new(author(poster), format!("p{poster}-{i}")),
+                    )
+                    .await
+                    .expect("concurrent post");
+            }
+        }));
+        let deleter_store = store.clone();
+        let link = doomed.link.clone();
+        tasks.push(tokio::spawn(async move {
+            deleter_store
+                .delete(DISCUSSION, &link)
+                .await
+                .expect("concurrent delete");
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let all = read_chronological(&*store, Order::OldestFirst, 37).await;
+    let live: Vec<&Comment> = all.iter().filter(|c| !c.deleted).collect();
+    assert_eq!(live.len(), posters * each, "every post, once");
+    let unique: HashSet<&str> = live.iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(unique.len(), posters * each, "no duplicates");
+    for poster in 0..posters {
+        let mine: Vec<&str> = live
+            .iter()
+            .filter(|c| c.author.id == format!("user{poster}"))
+            .map(|c| c.text.as_str())
+            .collect();
+        let expected: Vec<String> = (0..each).map(|i| format!("p{poster}-{i}")).collect();
+        assert_eq!(mine, expected, "poster {poster}'s comments in its order");
+    }
+    assert!(all.iter().filter(|c| c.deleted).all(|c| c.text.is_empty()));
+    assert_eq!(
+        store.count(DISCUSSION).await.unwrap(),
+        (posters * each) as u64
+    );
+}
+
+/// Bad input: a typed error each, and nothing written.
+pub async fn bad_input(
+    store: &dyn CommentStore,
+    documents: impl Fn() -> futures::future::BoxFuture<'static, u64>,
+) {
+    create(store).await;
+    let posted = post_many(store, 2).await;
+    let before = documents().await;
+
+    let error = store
+        .post("no-such-discussion", new("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::NotFound {
+                what: "discussion",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = store
+        .chronological("no-such-discussion", &CommentQuery::oldest_first(5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::NotFound {
+                what: "discussion",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = store.post(DISCUSSION, new("   ")).await.unwrap_err();
+    assert!(
+        matches!(error, Error::EmptyField { field: "text" }),
+        "{error}"
+    );
+    let error = store.post("", new("x")).await.unwrap_err();
+    assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    let error = store
+        .post(DISCUSSION, NewComment::new(Author::new("", "Nobody"), "x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::EmptyField { field: "author id" }),
+        "{error}"
+    );
+    let error = store
+        .post(DISCUSSION, new(&"x".repeat(70 * 1024)))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::CommentTooLarge { .. }), "{error}");
+    let error = store
+        .edit(DISCUSSION, &posted[0].link, "")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    let error = store
+        .edit(DISCUSSION, &posted[0].link, &"y".repeat(70 * 1024))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::CommentTooLarge { .. }), "{error}");
+    let error = store.delete(DISCUSSION, "bad link").await.unwrap_err();
+    assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
+
+    if let Some(threads) = store.threaded() {
+        let error = threads
+            .reply(DISCUSSION, "bad/link!", new("x"))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
+        let mut unknown = posted[0].link.clone();
+        unknown.push_str(
+            if unknown.contains('.') || unknown.chars().all(|c| c.is_ascii_digit()) {
+                ".7"
+            } else {
+                "/0123abcd"
+            },
+        );
+        let error = threads
+            .reply(DISCUSSION, &unknown, new("x"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: "parent comment",
+                    ..
+                }
+            ),
+            "{unknown}: {error}"
+        );
+        let error = threads
+            .reply(DISCUSSION, &posted[0].link, new(""))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    }
+
+    for bad in ["", "garbage", "p.c.o.", "q.c.o.1"] {
+        assert!(bad.parse::<CommentCursor>().is_err(), "{bad}");
+    }
+    // A well-formed cursor of another view, order or design is refused.
+    let page = store
+        .chronological(DISCUSSION, &CommentQuery::oldest_first(1))
+        .await
+        .unwrap();
+    let cursor = page.next.unwrap();
+    let error = store
+        .chronological(
+            DISCUSSION,
+            &CommentQuery::newest_first(1).after(cursor.clone()),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    for forged in [
+        "p.c.o.x",
+        "e.c.o.x:y",
+        "h.c.o.-1",
+        "p.t.o.zz",
+        "e.t.o.01",
+        "h.t.o.1",
+    ] {
+        let cursor: CommentCursor = forged.parse().unwrap();
+        let error = store
+            .chronological(DISCUSSION, &CommentQuery::oldest_first(1).after(cursor))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidCursor { .. }),
+            "{forged}: {error}"
+        );
+    }
+    for limit in [0, CommentQuery::MAX_LIMIT + 1] {
+        let error = store
+            .chronological(DISCUSSION, &CommentQuery::oldest_first(limit))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
+    }
+
+    assert_eq!(documents().await, before, "nothing was written");
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 2);
+    assert_eq!(
+        texts(&read_chronological(store, Order::OldestFirst, 10).await),
+        ["c0", "c1"]
+    );
+}
+
+/// Commands per operation, as the design's docs state: reading a page is one `find`.
+/// `post` lists the commands of a top-level post; where `locked` (the design locks posts on
+/// servers without atomic updates, and this is one), a lock `insert` comes first and a lock
+/// `delete` last.
+pub async fn command_counts(
+    store: &dyn CommentStore,
+    commands: &CommandCounter,
+    locked: bool,
+    post: &[&str],
+) {
+    create(store).await;
+    post_many(store, 16).await; // also detects the server's capabilities
+    commands.reset();
+    store.post(DISCUSSION, new("counted")).await.unwrap();
+    let mut expected: Vec<&str> = post.to_vec();
+    if locked {
+        expected.insert(0, "insert");
+        expected.push("delete");
+    }
+    assert_eq!(commands.names(), expected, "a post");
+    for order in [Order::OldestFirst, Order::NewestFirst] {
+        let mut query = CommentQuery {
+            order,
+            limit: 5,
+            after: None,
+        };
+        for _ in 0..3 {
+            commands.reset();
+            let page = store.chronological(DISCUSSION, &query).await.unwrap();
+            assert_eq!(commands.names(), ["find"], "a chronological page");
+            query = query.after(page.next.unwrap());
+        }
+        if let Some(threads) = store.threaded() {
+            commands.reset();
+            threads
+                .thread_page(
+                    DISCUSSION,
+                    &CommentQuery {
+                        order,
+                        limit: 5,
+                        after: None,
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(commands.names(), ["find"], "a threaded page");
+        }
+    }
+    let link = store
+        .chronological(DISCUSSION, &CommentQuery::oldest_first(1))
+        .await
+        .unwrap()
+        .comments[0]
+        .link
+        .clone();
+    commands.reset();
+    store.get(DISCUSSION, &link).await.unwrap();
+    assert_eq!(commands.names(), ["find"], "a direct link");
+}

@@ -1,0 +1,420 @@
+//! The comment conformance suite, run against every design on the real server, plus each
+//! design's own checks.
+
+use std::sync::Arc;
+
+use bson::{doc, Document};
+use futures::FutureExt;
+use mongo_social::comments::{
+    Author, CommentQuery, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order,
+    PerComment,
+};
+use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
+use mongo_social::testing::{self, TestDb};
+use mongo_social::Error;
+use mongodb::Database;
+
+fn per_comment(db: &Database) -> Arc<dyn CommentStore> {
+    Arc::new(PerComment::new(db))
+}
+
+fn embedded(db: &Database) -> Arc<dyn CommentStore> {
+    Arc::new(Embedded::new(db))
+}
+
+/// Pages of 5, so the suite's discussions span many pages.
+fn hybrid(db: &Database) -> Arc<dyn CommentStore> {
+    Arc::new(HybridPages::builder(db).page_size(5).build().unwrap())
+}
+
+/// Documents in every collection of the database.
+async fn documents(db: &Database) -> u64 {
+    let mut total = 0;
+    for name in db.list_collection_names().await.unwrap() {
+        total += db
+            .collection::<Document>(&name)
+            .count_documents(doc! {})
+            .await
+            .unwrap();
+    }
+    total
+}
+
+fn new(text: &str) -> NewComment {
+    NewComment::new(Author::new("u1", "Rick"), text)
+}
+
+/// Runs each suite check against one design, each in a fresh database.
+macro_rules! conformance {
+    ($design:ident, post: $post:expr, posts_lock: $posts_lock:expr) => {
+        mod $design {
+            use super::*;
+
+            async fn store(test: &str) -> (TestDb, Arc<dyn CommentStore>) {
+                let db =
+                    testing::test_db(&format!("comments_{}_{test}", stringify!($design))).await;
+                let store = super::$design(&db.db);
+                store.create_indexes().await.expect("create indexes");
+                (db, store)
+            }
+
+            #[tokio::test]
+            async fn chronological_order() {
+                let (_db, store) = store("chronological_order").await;
+                suite::chronological_order(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn complete_pagination() {
+                let (_db, store) = store("complete_pagination").await;
+                suite::complete_pagination(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn pagination_while_posting() {
+                let (_db, store) = store("pagination_while_posting").await;
+                suite::pagination_while_posting(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn threaded_order() {
+                let (_db, store) = store("threaded_order").await;
+                suite::threaded_order(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn sub_threads() {
+                let (_db, store) = store("sub_threads").await;
+                suite::sub_threads(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn deep_replies() {
+                let (_db, store) = store("deep_replies").await;
+                suite::deep_replies(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn direct_links() {
+                let (_db, store) = store("direct_links").await;
+                suite::direct_links(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn edits_and_deletes() {
+                let (_db, store) = store("edits_and_deletes").await;
+                suite::edits_and_deletes(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn concurrent_posters() {
+                let (_db, store) = store("concurrent_posters").await;
+                suite::concurrent_posters(store, 6, 10).await;
+            }
+
+            #[tokio::test]
+            async fn bad_input() {
+                let (t, store) = store("bad_input").await;
+                let db = t.db.clone();
+                suite::bad_input(&*store, move || {
+                    let db = db.clone();
+                    async move { documents(&db).await }.boxed()
+                })
+                .await;
+            }
+
+            #[tokio::test]
+            async fn command_counts() {
+                let (t, store) = store("command_counts").await;
+                let locked = $posts_lock && !t.info.capabilities().atomic_updates;
+                suite::command_counts(&*store, &t.commands, locked, &$post).await;
+            }
+
+            #[tokio::test]
+            async fn indexes_and_shard_keys() {
+                let (t, store) = store("indexes_and_shard_keys").await;
+                store.create_indexes().await.expect("create indexes again");
+                for key in store.shard_keys() {
+                    let first = key.key.keys().next().unwrap().as_str();
+                    assert!(
+                        first == "discussion_id" || first == "_id",
+                        "{} leads with the discussion",
+                        key.collection
+                    );
+                    assert!(!key.rationale.is_empty());
+                }
+                let error = store.threaded().map(|_| ()).ok_or(());
+                assert_eq!(error.is_ok(), store.features().threading);
+                let _ = t;
+            }
+        }
+    };
+}
+
+conformance!(per_comment, post: ["find", "insert"], posts_lock: false);
+conformance!(embedded, post: ["findAndModify"], posts_lock: true);
+conformance!(hybrid, post: ["find", "update"], posts_lock: true);
+
+#[tokio::test]
+async fn per_comment_refuses_replies_past_the_index_key_limit() {
+    let t = testing::test_db("per_comment_key_limit").await;
+    let store = PerComment::builder(&t.db)
+        .max_key_bytes(200)
+        .build()
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let threads = store.threaded().unwrap();
+    let mut link = store.post(DISCUSSION, new("root")).await.unwrap().link;
+    // Each level adds 36 bytes to the 35 of the root's full_slug, plus 9 of discussion id:
+    // depth 4 is 9 + 35 + 4 * 36 = 188 bytes, depth 5 would be 224.
+    for _ in 1..=4 {
+        link = threads
+            .reply(DISCUSSION, &link, new("deeper"))
+            .await
+            .unwrap()
+            .link;
+    }
+    let before = documents(&t.db).await;
+    let error = threads
+        .reply(DISCUSSION, &link, new("too deep"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::ThreadTooDeep { depth: 5, .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("224 bytes"), "{error}");
+    assert_eq!(documents(&t.db).await, before, "nothing written");
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 5);
+}
+
+#[tokio::test]
+async fn per_comment_reply_racing_delete_is_never_orphaned() {
+    let t = testing::test_db("per_comment_reply_race").await;
+    let store = Arc::new(PerComment::new(&t.db));
+    store.create_indexes().await.unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let parent = store
+            .post(DISCUSSION, new(&format!("parent{i}")))
+            .await
+            .unwrap();
+        let deleter = store.clone();
+        let link = parent.link.clone();
+        tasks.push(tokio::spawn(async move {
+            deleter.delete(DISCUSSION, &link).await.map(|_| ())
+        }));
+        let replier = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let threads = replier.threaded().unwrap();
+            match threads.reply(DISCUSSION, &parent.link, new("reply")).await {
+                Ok(_) => Ok(()),
+                // The delete won outright before the reply found its parent.
+                Err(Error::NotFound { .. }) => Ok(()),
+                Err(error) => Err(error),
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let thread = suite::read_threaded(store.threaded().unwrap(), Order::OldestFirst, 7).await;
+    for (index, comment) in thread.iter().enumerate() {
+        if let Some(parent) = &comment.parent {
+            let found = store.get(DISCUSSION, parent).await.unwrap();
+            assert!(
+                found.deleted,
+                "the parent was deleted, so it is a tombstone"
+            );
+            assert_eq!(
+                &thread[index - 1].link,
+                parent,
+                "the reply follows its parent"
+            );
+        }
+    }
+    let replies = thread.iter().filter(|c| c.depth == 1).count() as u64;
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), replies);
+}
+
+#[tokio::test]
+async fn embedded_refuses_a_comment_past_the_document_limit() {
+    let t = testing::test_db("embedded_document_limit").await;
+    let store = Embedded::builder(&t.db)
+        .max_document_bytes(4096)
+        .build()
+        .unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let threads = store.threaded().unwrap();
+    let mut posted = Vec::new();
+    let error = loop {
+        match store.post(DISCUSSION, new(&"x".repeat(300))).await {
+            Ok(comment) => posted.push(comment),
+            Err(error) => break error,
+        }
+        assert!(posted.len() < 20, "the limit was never reached");
+    };
+    assert!(
+        matches!(error, Error::DiscussionFull { limit: 4096, .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("HybridPages"),
+        "suggests the hybrid design: {error}"
+    );
+    assert!(
+        posted.len() >= 6,
+        "{} comments of 300 bytes fit in 4 KiB",
+        posted.len()
+    );
+    let error = threads
+        .reply(DISCUSSION, &posted[0].link, new(&"y".repeat(300)))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::DiscussionFull { .. }), "{error}");
+    let error = store
+        .edit(DISCUSSION, &posted[0].link, &"z".repeat(1000))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::DiscussionFull { .. }), "{error}");
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), posted.len() as u64);
+    assert_eq!(
+        store.get(DISCUSSION, &posted[0].link).await.unwrap(),
+        posted[0]
+    );
+    // Deleting frees room, so a short comment fits again.
+    assert_eq!(
+        store.delete(DISCUSSION, &posted[1].link).await.unwrap(),
+        Deletion::Tombstoned
+    );
+    store.post(DISCUSSION, new("short")).await.unwrap();
+}
+
+#[tokio::test]
+async fn embedded_stops_before_16_mib() {
+    let t = testing::test_db("embedded_16_mib").await;
+    let store = Embedded::builder(&t.db)
+        .max_comment_bytes(6 * 1024 * 1024)
+        .build()
+        .unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let big = "x".repeat(5_000_000);
+    for _ in 0..3 {
+        store.post(DISCUSSION, new(&big)).await.unwrap();
+    }
+    let error = store.post(DISCUSSION, new(&big)).await.unwrap_err();
+    match error {
+        Error::DiscussionFull { size, limit, .. } => {
+            assert_eq!(limit, Embedded::DEFAULT_MAX_DOCUMENT_BYTES);
+            assert!(size > 20_000_000, "{size}");
+        }
+        other => panic!("expected DiscussionFull, got {other}"),
+    }
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 3);
+    let size = t
+        .collection::<Document>(Embedded::DEFAULT_COLLECTION)
+        .find_one(doc! { "_id": DISCUSSION })
+        .await
+        .unwrap()
+        .map(|d| bson::to_vec(&d).unwrap().len())
+        .unwrap();
+    assert!(size < 16 * 1024 * 1024 && size > 15_000_000, "{size}");
+}
+
+#[tokio::test]
+async fn embedded_lives_in_the_applications_document() {
+    let t = testing::test_db("embedded_app_document").await;
+    let articles = t.collection::<Document>("articles");
+    articles
+        .insert_one(doc! { "_id": DISCUSSION, "title": "Hello", "body": "w".repeat(1000) })
+        .await
+        .unwrap();
+    let store = Embedded::builder(&t.db)
+        .discussions_collection("articles")
+        .build()
+        .unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let first = store.post(DISCUSSION, new("first")).await.unwrap();
+    assert_eq!(first.link, "0");
+    let article = articles
+        .find_one(doc! { "_id": DISCUSSION })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(article.get_str("title").unwrap(), "Hello");
+    assert!(
+        article.get_i64("bytes").unwrap() > 1000,
+        "the article's own size is counted"
+    );
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn embedded_concurrent_replies_get_their_own_links() {
+    let t = testing::test_db("embedded_concurrent_replies").await;
+    let store = Arc::new(Embedded::new(&t.db));
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let parent = store.post(DISCUSSION, new("parent")).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let store = store.clone();
+        let parent = parent.link.clone();
+        tasks.push(tokio::spawn(async move {
+            let threads = store.threaded().unwrap();
+            threads
+                .reply(DISCUSSION, &parent, new(&format!("reply{i}")))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut links = std::collections::HashSet::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert!(
+            links.insert(reply.link.clone()),
+            "duplicate link {}",
+            reply.link
+        );
+        assert_eq!(store.get(DISCUSSION, &reply.link).await.unwrap(), reply);
+    }
+    let expected: std::collections::HashSet<String> = (0..8).map(|i| format!("0.{i}")).collect();
+    assert_eq!(links, expected);
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 9);
+}
+
+#[tokio::test]
+async fn hybrid_pages_are_capped_and_never_duplicated() {
+    let t = testing::test_db("hybrid_cap").await;
+    let store = Arc::new(HybridPages::builder(&t.db).page_size(7).build().unwrap());
+    store.create_indexes().await.unwrap();
+    let dyn_store: Arc<dyn CommentStore> = store.clone();
+    suite::concurrent_posters(dyn_store, 6, 12).await;
+    let pages = store.page_counts(DISCUSSION).await.unwrap();
+    let total: usize = pages.iter().map(|(_, count)| count).sum();
+    assert_eq!(total, 6 + 6 * 12, "every comment in exactly one page");
+    let numbers: Vec<u64> = pages.iter().map(|(page, _)| *page).collect();
+    assert_eq!(
+        numbers,
+        (0..pages.len() as u64).collect::<Vec<_>>(),
+        "one document per page"
+    );
+    let (last, full) = pages.split_last().unwrap();
+    assert!(full.iter().all(|(_, count)| *count == 7), "{pages:?}");
+    assert!(last.1 >= 1 && last.1 <= 7, "{pages:?}");
+    // Direct links reach comments on every page.
+    let all = suite::read_chronological(&*store, Order::NewestFirst, 50).await;
+    for comment in all.iter().step_by(9) {
+        assert_eq!(
+            &store.get(DISCUSSION, &comment.link).await.unwrap(),
+            comment
+        );
+    }
+    let page = store
+        .chronological(DISCUSSION, &CommentQuery::oldest_first(7))
+        .await
+        .unwrap();
+    assert_eq!(page.comments.len(), 7);
+}
