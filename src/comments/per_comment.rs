@@ -56,8 +56,9 @@ const SLUG_ATTEMPTS: usize = 8;
 ///
 /// # Costs (commands, MongoDB)
 /// Post: 2 (`find` the discussion, `insert`). Reply: 3 (`find` the parent, `insert`, `find` to
-/// confirm the parent survived). Any page: 1 `find`. Direct link: 1 `find`. Count: 1 `count`.
-/// Edit: 2; delete: 3 or 4. On servers without atomic updates, edits and deletes also take and
+/// confirm the parent survived). A chronological or threaded page: 1 `find`; a sub-thread page:
+/// 2 (the root, then the range). Direct link: 1 `find`. Count: 1 `aggregate` (a
+/// `countDocuments` over the chronological index). Edit: 2; delete: 3 or 4. On servers without atomic updates, edits and deletes also take and
 /// release a lock (2 more).
 #[derive(Clone, Debug)]
 pub struct PerComment {
