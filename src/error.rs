@@ -69,6 +69,13 @@ pub enum Error {
         id: String,
     },
 
+    /// A user tried to follow themselves.
+    #[error("user `{user}` cannot follow themselves")]
+    SelfFollow {
+        /// The user.
+        user: String,
+    },
+
     /// A required text field was empty.
     #[error("{field} must not be empty")]
     EmptyField {

@@ -111,6 +111,56 @@ impl LeaseLocks {
         Ok(value)
     }
 
+    /// Runs `work` on every key of `keys`, each time holding the locks of the keys it gets.
+    ///
+    /// Each round locks as many of the remaining keys as are free, at most `batch` of them (one
+    /// `insert`), runs `work` on those, and releases them (one `delete`), whatever `work`
+    /// returned. Keys held by others wait for a later round. A caller never holds some locks
+    /// while waiting for others, so two callers with overlapping keys cannot deadlock.
+    ///
+    /// # Errors
+    ///
+    /// The first error of `work`; [`Error::Contention`] after [`MAX_LOCK_WAITS`] rounds that
+    /// took nothing; server errors as they come.
+    pub(crate) async fn in_rounds<F, Fut>(
+        &self,
+        keys: &[String],
+        batch: usize,
+        mut work: F,
+    ) -> Result<()>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let token = ObjectId::new();
+        let mut pending = keys.to_vec();
+        let mut idle_rounds = 0;
+        while !pending.is_empty() {
+            let round = &pending[..pending.len().min(batch.max(1))];
+            let taken = self.try_acquire(round, token).await?;
+            if taken.is_empty() {
+                idle_rounds += 1;
+                if idle_rounds > MAX_LOCK_WAITS {
+                    return Err(Error::Contention {
+                        attempts: idle_rounds,
+                    });
+                }
+                // Locks outlive a dead holder by their lease: looking for expired ones on the
+                // first wait and every 16th after is enough, and spares a `delete` per wait.
+                if idle_rounds % 16 == 1 {
+                    self.break_expired(round).await?;
+                }
+                tokio::time::sleep(backoff(idle_rounds)).await;
+                continue;
+            }
+            let outcome = work(taken.clone()).await;
+            self.release(&taken, token).await?;
+            outcome?;
+            pending.retain(|key| !taken.contains(key));
+        }
+        Ok(())
+    }
+
     /// Removes locks on `keys` whose holder let the lease run out.
     pub(crate) async fn break_expired(&self, keys: &[String]) -> Result<()> {
         self.locks

@@ -4,6 +4,7 @@
 
 pub mod comments;
 pub mod error;
+pub mod graph;
 pub mod inbox;
 mod lease_lock;
 pub mod server;

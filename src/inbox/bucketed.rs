@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
@@ -14,7 +13,7 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
-use crate::lease_lock::{self, LeaseLocks, MAX_LOCK_WAITS};
+use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
@@ -331,35 +330,14 @@ impl BucketedFanOut {
         id: MessageId,
         capabilities: &Capabilities,
     ) -> Result<()> {
-        let token = ObjectId::new();
-        let mut pending = recipients;
-        let mut idle_rounds = 0;
-        while !pending.is_empty() {
-            // A bounded batch keeps each locked delivery to about one `update` command, well
-            // inside the lease even on a slow server.
-            let batch = &pending[..pending.len().min(capabilities.max_update_statements.max(1))];
-            let taken = self.locks.try_acquire(batch, token).await?;
-            if taken.is_empty() {
-                idle_rounds += 1;
-                if idle_rounds > MAX_LOCK_WAITS {
-                    return Err(Error::Contention {
-                        attempts: idle_rounds,
-                    });
-                }
-                // Locks outlive a dead holder by a 30 s lease: looking for expired ones on the
-                // first wait and every 16th after is enough, and spares a `delete` per wait.
-                if idle_rounds % 16 == 1 {
-                    self.locks.break_expired(batch).await?;
-                }
-                tokio::time::sleep(lease_lock::backoff(idle_rounds)).await;
-                continue;
-            }
-            let delivered = self.deliver(taken.clone(), entry, id, capabilities).await;
-            self.locks.release(&taken, token).await?;
-            delivered?;
-            pending.retain(|owner| !taken.contains(owner));
-        }
-        Ok(())
+        // A bounded batch keeps each locked delivery to about one `update` command, well inside
+        // the lease even on a slow server.
+        let batch = capabilities.max_update_statements.max(1);
+        self.locks
+            .in_rounds(&recipients, batch, |taken| {
+                self.deliver(taken, entry, id, capabilities)
+            })
+            .await
     }
 
     /// Each recipient's newest bucket sequence, from the heads collection (0 when unknown).

@@ -1,0 +1,898 @@
+//! The follow graph: users follow users directly, or follow groups and thereby their members
+//! (seed 002), with subscriptions that record every route and per-user follower counts.
+//!
+//! # Collections (names configurable through [`FollowGraphBuilder`])
+//!
+//! | collection | documents | indexes | shard key |
+//! |---|---|---|---|
+//! | `graph_users` | `{_id: user, followers, following, since}`: the per-user stats document | `_id` | `{_id: "hashed"}` |
+//! | `graph_groups` | `{_id: group, since}` | `_id` | `{_id: "hashed"}` |
+//! | `follows` | `{owner, kind: "user" \| "group", target, since}`: the direct relations | unique `{owner, kind, target}`, `{kind, target, owner}` | `{owner: 1}` |
+//! | `group_members` | `{group, user, since}` | unique `{group, user}` | `{group: 1, user: 1}` |
+//! | `subscriptions` | `{owner, user, origins: ["!", "#groupX", ...], since}` | unique `{owner, user}`, `{user, owner}` | `{owner: 1, user: 1}` |
+//! | `graph_locks` | lease locks (see below) | `_id` | — |
+//!
+//! A subscription exists while it has at least one origin: `"!"` for a direct follow, `"#g"` for
+//! group `g`. "Whom does A follow, by any route" is one keyset-paged range of the
+//! `{owner, user}` index ([`FollowGraph::following`]); "who follows B, by any route" one range of
+//! `{user, owner}` ([`FollowGraph::followers`]); a user reached by several routes is one document,
+//! so neither query repeats anyone. Relations and memberships are documents of their own, never
+//! arrays: no document grows with a user's followers, so a celebrity with millions of them
+//! overflows nothing. The seed keeps `followingUsers`, `followingGroups` and `members` arrays.
+//!
+//! # How it stays correct under concurrency
+//!
+//! - Relations and memberships are inserted and deleted under unique indexes, which is atomic on
+//!   every server; repeating a follow or unfollow changes nothing.
+//! - A user's subscriptions are changed only while holding that user's lease lock
+//!   (`owner:<user>` in `graph_locks`), taken for up to 50 users per `insert`. With the owner
+//!   fixed, reading which subscriptions exist, adding or pulling an origin, and deleting the ones
+//!   left without origins cannot interleave with another writer, so each subscription created or
+//!   removed is known exactly and the counts follow it.
+//! - Changes that fan out over a group (following or unfollowing it, adding or removing a member)
+//!   hold the group's lock (`group:<group>`) for their duration: otherwise an unfollow of the
+//!   group and a removal of one of its members, each reading what the other just deleted, could
+//!   both miss the subscription they share. Lock order is always group, then owners, then stats;
+//!   owner locks are taken in rounds that never hold some while waiting for others.
+//! - Follower and following counts are `$inc`s on the stats document, atomic on MongoDB. On
+//!   servers without atomic updates (FerretDB 1.x) the stats documents are locked too
+//!   (`stats:<user>`).
+//! - A lock whose holder died is taken over after its lease (30 s; 5 minutes for group locks,
+//!   whose operations run over a whole group).
+//! - Every follow, unfollow and membership change re-applies its subscription change even when
+//!   the relation already was as asked, so repeating an operation that failed half-way completes
+//!   it. [`FollowGraph::rebuild`] recomputes one user's subscriptions from the direct relations
+//!   (what the seed's map-reduce did, which MongoDB has deprecated).
+//!
+//! # Costs (commands, MongoDB)
+//!
+//! A direct follow: 1 `find` (both users exist), 1 `insert` (the relation), then for the
+//! subscription 1 lock `insert`, 1 `find`, 1 `insert` or `update`, 1 lock `delete`, and 2
+//! `update`s of the stats. A change over a group of M members (or F followers): the same per
+//! round of 50 users, plus one `find` per 500. On FerretDB the stats updates are locked too (+2).
+
+mod subscriptions;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+
+use crate::inbox::check_collection_name;
+use crate::lease_lock::LeaseLocks;
+use crate::server::DetectedCapabilities;
+use crate::sharding::ShardKey;
+use crate::update_batch::DUPLICATE_KEY;
+use crate::{Error, Result};
+
+/// Users whose subscriptions are changed under one round of locks.
+const ROUND: usize = 50;
+/// Members or followers read per query while fanning a change out over a group.
+const SCAN_PAGE: i64 = 500;
+/// Lease of owner and stats locks.
+const LEASE: Duration = Duration::from_secs(30);
+/// Lease of group locks, held while a change runs over a whole group.
+const GROUP_LEASE: Duration = Duration::from_secs(300);
+
+/// One route by which an owner follows a user.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Origin {
+    /// The owner follows the user directly (the seed's `"!"`).
+    Direct,
+    /// The owner follows this group, of which the user is a member.
+    Group(String),
+}
+
+impl Origin {
+    /// The origin as stored: `"!"` or `"#<group>"` (the `#` keeps any group name apart from
+    /// `"!"`).
+    pub fn as_stored(&self) -> String {
+        match self {
+            Origin::Direct => "!".to_owned(),
+            Origin::Group(group) => format!("#{group}"),
+        }
+    }
+
+    fn from_stored(stored: &str) -> Option<Self> {
+        match stored {
+            "!" => Some(Origin::Direct),
+            _ => stored
+                .strip_prefix('#')
+                .map(|g| Origin::Group(g.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Direct => f.write_str("direct"),
+            Origin::Group(group) => write!(f, "group {group}"),
+        }
+    }
+}
+
+/// That `owner` follows `user`, and by which routes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscription {
+    /// Who follows.
+    pub owner: String,
+    /// Whom.
+    pub user: String,
+    /// Every route, sorted: [`Origin::Direct`] first, then groups by name.
+    pub origins: Vec<Origin>,
+}
+
+impl Subscription {
+    fn from_document(document: &Document) -> Result<Self> {
+        let text = |field: &str| -> Result<String> {
+            document
+                .get_str(field)
+                .map(str::to_owned)
+                .map_err(|_| corrupt(field))
+        };
+        let mut origins: Vec<Origin> = document
+            .get_array("origins")
+            .map_err(|_| corrupt("origins"))?
+            .iter()
+            .filter_map(Bson::as_str)
+            .filter_map(Origin::from_stored)
+            .collect();
+        origins.sort();
+        Ok(Self {
+            owner: text("owner")?,
+            user: text("user")?,
+            origins,
+        })
+    }
+}
+
+fn corrupt(field: &str) -> Error {
+    Error::Decode(serde::de::Error::custom(format!(
+        "subscription without a valid `{field}`"
+    )))
+}
+
+/// A user's follower and following counts, by any route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UserStats {
+    /// Users who follow this one (directly or through a group).
+    pub followers: u64,
+    /// Users this one follows (directly or through a group).
+    pub following: u64,
+}
+
+/// Which page of a graph query to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphQuery {
+    /// At most this many items (1 to [`GraphQuery::MAX_LIMIT`]).
+    pub limit: usize,
+    /// Continue after the page that returned this cursor.
+    pub after: Option<GraphCursor>,
+}
+
+impl GraphQuery {
+    /// The largest page a query returns.
+    pub const MAX_LIMIT: usize = 10_000;
+
+    /// The first `limit` items.
+    pub fn first(limit: usize) -> Self {
+        Self { limit, after: None }
+    }
+
+    /// The `limit` items after the page that returned `cursor`.
+    pub fn after(limit: usize, cursor: GraphCursor) -> Self {
+        Self {
+            limit,
+            after: Some(cursor),
+        }
+    }
+}
+
+/// Where the next page of a graph query starts: after the last user id of the previous page
+/// (results are ordered by user id). Opaque; it can be stored as text and parsed back.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GraphCursor(String);
+
+impl GraphCursor {
+    /// The cursor as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn after(id: &str) -> Self {
+        Self(format!("g.{id}"))
+    }
+
+    fn id(&self) -> Result<&str> {
+        self.0
+            .strip_prefix("g.")
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| Error::InvalidCursor {
+                reason: "not a follow graph cursor".to_owned(),
+            })
+    }
+}
+
+impl fmt::Display for GraphCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for GraphCursor {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let cursor = Self(s.to_owned());
+        cursor.id()?;
+        Ok(cursor)
+    }
+}
+
+/// One page of a graph query, ordered by user id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphPage<T> {
+    /// The items on this page.
+    pub items: Vec<T>,
+    /// Pass to [`GraphQuery::after`] for the next page; `None` on the last page.
+    pub next: Option<GraphCursor>,
+}
+
+/// What [`FollowGraph::rebuild`] changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RebuildReport {
+    /// Subscriptions that were missing.
+    pub created: usize,
+    /// Subscriptions whose origins were wrong.
+    pub corrected: usize,
+    /// Subscriptions that had no route left.
+    pub removed: usize,
+    /// Subscriptions that were right.
+    pub unchanged: usize,
+}
+
+/// The follow graph with groups. See the [module docs](self) for its collections and
+/// guarantees.
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use mongo_social::graph::{FollowGraph, GraphQuery, Origin};
+///
+/// let graph = FollowGraph::new(&db);
+/// graph.create_indexes().await?;
+/// for user in ["ann", "bob", "cat"] {
+///     graph.add_user(user).await?;
+/// }
+/// graph.add_group("rustaceans").await?;
+/// graph.add_member("rustaceans", "bob").await?;
+/// graph.add_member("rustaceans", "cat").await?;
+/// graph.follow("ann", "bob").await?;
+/// graph.follow_group("ann", "rustaceans").await?;
+///
+/// let following = graph.following("ann", &GraphQuery::first(100)).await?;
+/// assert_eq!(following.items[0].user, "bob");
+/// assert_eq!(following.items[0].origins, [Origin::Direct, Origin::Group("rustaceans".into())]);
+/// assert_eq!(graph.stats("bob").await?.followers, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct FollowGraph {
+    database: Database,
+    users: Collection<Document>,
+    groups: Collection<Document>,
+    follows: Collection<Document>,
+    members: Collection<Document>,
+    subscriptions: Collection<Document>,
+    owner_locks: LeaseLocks,
+    group_locks: LeaseLocks,
+    stats_locks: LeaseLocks,
+    capabilities: DetectedCapabilities,
+}
+
+/// Configures a [`FollowGraph`].
+#[derive(Clone, Debug)]
+pub struct FollowGraphBuilder {
+    database: Database,
+    names: [String; 6],
+}
+
+impl FollowGraphBuilder {
+    /// Prefixes every collection name with `prefix` (default: none), to keep several graphs in
+    /// one database.
+    pub fn collection_prefix(mut self, prefix: &str) -> Self {
+        for name in &mut self.names {
+            *name = format!("{prefix}{name}");
+        }
+        self
+    }
+
+    /// The graph.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a prefix that makes an unusable collection name.
+    pub fn build(self) -> Result<FollowGraph> {
+        for name in &self.names {
+            check_collection_name(name)?;
+        }
+        let [users, groups, follows, members, subscriptions, locks] = self.names;
+        let locks = self.database.collection(&locks);
+        Ok(FollowGraph {
+            users: self.database.collection(&users),
+            groups: self.database.collection(&groups),
+            follows: self.database.collection(&follows),
+            members: self.database.collection(&members),
+            subscriptions: self.database.collection(&subscriptions),
+            owner_locks: LeaseLocks::new(locks.clone(), LEASE),
+            group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE),
+            stats_locks: LeaseLocks::new(locks, LEASE),
+            capabilities: DetectedCapabilities::default(),
+            database: self.database,
+        })
+    }
+}
+
+/// Which relation a `follows` document records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    User,
+    Group,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::User => "user",
+            Kind::Group => "group",
+        }
+    }
+}
+
+impl FollowGraph {
+    /// A graph in `database` with the default collection names.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// A builder to configure collection names.
+    pub fn builder(database: &Database) -> FollowGraphBuilder {
+        FollowGraphBuilder {
+            database: database.clone(),
+            names: [
+                "graph_users",
+                "graph_groups",
+                "follows",
+                "group_members",
+                "subscriptions",
+                "graph_locks",
+            ]
+            .map(str::to_owned),
+        }
+    }
+
+    /// Creates the indexes the graph needs (idempotent; one command per index).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let unique = || IndexOptions::builder().unique(true).build();
+        let indexes = [
+            (
+                &self.follows,
+                doc! { "owner": 1, "kind": 1, "target": 1 },
+                true,
+            ),
+            (
+                &self.follows,
+                doc! { "kind": 1, "target": 1, "owner": 1 },
+                false,
+            ),
+            (&self.members, doc! { "group": 1, "user": 1 }, true),
+            (&self.subscriptions, doc! { "owner": 1, "user": 1 }, true),
+            (&self.subscriptions, doc! { "user": 1, "owner": 1 }, false),
+        ];
+        for (collection, keys, is_unique) in indexes {
+            let mut index = IndexModel::builder().keys(keys).build();
+            if is_unique {
+                index.options = Some(unique());
+            }
+            // One command per index: FerretDB 1.24 drops the connection when one
+            // `createIndexes` names several indexes that all exist already.
+            collection.create_index(index).await?;
+        }
+        Ok(())
+    }
+
+    /// The shard key each collection should have, and why.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.subscriptions.name(),
+                doc! { "owner": 1, "user": 1 },
+                "whom a user follows is one shard's range; who follows a user is a scatter \
+                 query on the {user, owner} index, paid by the rarer question (delivery pages \
+                 through it in the background)",
+            ),
+            ShardKey::new(
+                self.follows.name(),
+                doc! { "owner": 1 },
+                "a user's direct relations, read by rebuild, live on one shard",
+            ),
+            ShardKey::new(
+                self.members.name(),
+                doc! { "group": 1, "user": 1 },
+                "a group's members page from one shard; user splits very large groups",
+            ),
+            ShardKey::new(
+                self.users.name(),
+                doc! { "_id": "hashed" },
+                "stats documents are read and counted one at a time; hashing spreads hot users",
+            ),
+            ShardKey::new(
+                self.groups.name(),
+                doc! { "_id": "hashed" },
+                "groups are looked up by id only",
+            ),
+        ]
+    }
+
+    /// Registers a user (with zero counts). Idempotent.
+    pub async fn add_user(&self, user: &str) -> Result<()> {
+        check_id("user id", user)?;
+        let document = doc! {
+            "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
+        };
+        insert_once(&self.users, document).await.map(drop)
+    }
+
+    /// Registers a group. Idempotent.
+    pub async fn add_group(&self, group: &str) -> Result<()> {
+        check_id("group id", group)?;
+        insert_once(
+            &self.groups,
+            doc! { "_id": group, "since": bson::DateTime::now() },
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `owner` follows `user` directly. Returns whether the relation is new; following again
+    /// changes nothing (and completes a follow that failed half-way).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SelfFollow`], [`Error::EmptyField`], [`Error::NotFound`] for a user not
+    /// registered, all before anything is written.
+    pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
+        self.check_pair(owner, user).await?;
+        let new = self.relate(owner, Kind::User, user).await?;
+        self.add_origin(&[owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+            .await?;
+        Ok(new)
+    }
+
+    /// `owner` stops following `user` directly; a subscription through a group stays. Returns
+    /// whether there was a direct relation.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::follow`].
+    pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
+        self.check_pair(owner, user).await?;
+        let existed = self.unrelate(owner, Kind::User, user).await?;
+        self.remove_origin(&[owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+            .await?;
+        Ok(existed)
+    }
+
+    /// `owner` follows `group`, and so every member, now and later (but not itself). Following a
+    /// group with no members is allowed: it subscribes to nobody until members are added.
+    /// Returns whether the relation is new.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`], [`Error::NotFound`] for an unregistered user or group.
+    pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
+        self.check_user_and_group(owner, group).await?;
+        let origin = Origin::Group(group.to_owned());
+        self.group_locks
+            .with_lock(&group_key(group), async {
+                let new = self.relate(owner, Kind::Group, group).await?;
+                let (owners, origin) = (&[owner.to_owned()], &origin);
+                self.each_page(
+                    &self.members,
+                    doc! { "group": group },
+                    "user",
+                    |members| async move { self.add_origin(owners, &members, origin).await },
+                )
+                .await?;
+                Ok(new)
+            })
+            .await
+    }
+
+    /// `owner` stops following `group`; subscriptions with another route stay. Returns whether
+    /// there was a relation.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::follow_group`].
+    pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
+        self.check_user_and_group(owner, group).await?;
+        let origin = Origin::Group(group.to_owned());
+        self.group_locks
+            .with_lock(&group_key(group), async {
+                let existed = self.unrelate(owner, Kind::Group, group).await?;
+                let (owners, origin) = (&[owner.to_owned()], &origin);
+                self.each_page(
+                    &self.members,
+                    doc! { "group": group },
+                    "user",
+                    |members| async move { self.remove_origin(owners, &members, origin).await },
+                )
+                .await?;
+                Ok(existed)
+            })
+            .await
+    }
+
+    /// Adds `user` to `group`: every follower of the group now follows `user` too. Returns
+    /// whether the membership is new.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::follow_group`].
+    pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
+        self.check_user_and_group(user, group).await?;
+        let origin = Origin::Group(group.to_owned());
+        self.group_locks
+            .with_lock(&group_key(group), async {
+                let new = insert_once(
+                    &self.members,
+                    doc! { "group": group, "user": user, "since": bson::DateTime::now() },
+                )
+                .await?;
+                let (users, origin) = (&[user.to_owned()], &origin);
+                self.each_page(
+                    &self.follows,
+                    self.group_followers(group),
+                    "owner",
+                    |owners| async move { self.add_origin(&owners, users, origin).await },
+                )
+                .await?;
+                Ok(new)
+            })
+            .await
+    }
+
+    /// Removes `user` from `group`: the group's followers stop following `user` unless they
+    /// have another route. Returns whether `user` was a member.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::follow_group`].
+    pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
+        self.check_user_and_group(user, group).await?;
+        let origin = Origin::Group(group.to_owned());
+        self.group_locks
+            .with_lock(&group_key(group), async {
+                let existed = self
+                    .members
+                    .delete_one(doc! { "group": group, "user": user })
+                    .await?
+                    .deleted_count
+                    > 0;
+                let (users, origin) = (&[user.to_owned()], &origin);
+                self.each_page(
+                    &self.follows,
+                    self.group_followers(group),
+                    "owner",
+                    |owners| async move { self.remove_origin(&owners, users, origin).await },
+                )
+                .await?;
+                Ok(existed)
+            })
+            .await
+    }
+
+    /// Whom `owner` follows, by any route: one page of the `{owner, user}` index, by user id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyField`].
+    pub async fn following(
+        &self,
+        owner: &str,
+        query: &GraphQuery,
+    ) -> Result<GraphPage<Subscription>> {
+        check_id("user id", owner)?;
+        self.subscription_page(doc! { "owner": owner }, "user", query)
+            .await
+    }
+
+    /// Who follows `user`, by any route: one page of the `{user, owner}` index, by owner id.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::following`].
+    pub async fn followers(
+        &self,
+        user: &str,
+        query: &GraphQuery,
+    ) -> Result<GraphPage<Subscription>> {
+        check_id("user id", user)?;
+        self.subscription_page(doc! { "user": user }, "owner", query)
+            .await
+    }
+
+    /// The members of `group`, by user id.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::following`].
+    pub async fn members(&self, group: &str, query: &GraphQuery) -> Result<GraphPage<String>> {
+        check_id("group id", group)?;
+        let documents = page_of(&self.members, doc! { "group": group }, "user", query).await?;
+        let mut ids: Vec<String> = documents
+            .iter()
+            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+            .collect();
+        let next = trim(&mut ids, query.limit, |id| id.clone());
+        Ok(GraphPage { items: ids, next })
+    }
+
+    /// Whether and how `owner` follows `user`.
+    pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
+        let found = self
+            .subscriptions
+            .find_one(doc! { "owner": owner, "user": user })
+            .await?;
+        found.as_ref().map(Subscription::from_document).transpose()
+    }
+
+    /// A user's follower and following counts (one read of the stats document).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unregistered user.
+    pub async fn stats(&self, user: &str) -> Result<UserStats> {
+        check_id("user id", user)?;
+        let found = self
+            .users
+            .find_one(doc! { "_id": user })
+            .await?
+            .ok_or_else(|| not_found("user", user))?;
+        let count = |field: &str| match found.get(field) {
+            Some(Bson::Int64(n)) => (*n).max(0) as u64,
+            Some(Bson::Int32(n)) => (*n).max(0) as u64,
+            _ => 0,
+        };
+        Ok(UserStats {
+            followers: count("followers"),
+            following: count("following"),
+        })
+    }
+
+    /// Recomputes `owner`'s subscriptions from the direct relations (the users and groups it
+    /// follows, and the groups' members), fixing any that disagree, and the counts with them.
+    ///
+    /// This replaces the seed's per-user map-reduce, deprecated in MongoDB: the relations are
+    /// read with indexed queries, the difference is computed here, and only subscriptions that
+    /// differ are written, under the owner's lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unregistered user.
+    pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
+        check_id("user id", owner)?;
+        self.check_users(&[owner]).await?;
+        self.owner_locks
+            .with_lock(&owner_key(owner), self.rebuild_locked(owner))
+            .await
+    }
+
+    /// Fails unless `owner` and `user` are distinct registered users.
+    async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
+        check_id("user id", owner)?;
+        check_id("user id", user)?;
+        if owner == user {
+            return Err(Error::SelfFollow {
+                user: owner.to_owned(),
+            });
+        }
+        self.check_users(&[owner, user]).await
+    }
+
+    /// Fails unless every one of `ids` is a registered user.
+    async fn check_users(&self, ids: &[&str]) -> Result<()> {
+        let found: Vec<Document> = self
+            .users
+            .find(doc! { "_id": { "$in": ids } })
+            .projection(doc! { "_id": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let found: BTreeSet<&str> = found.iter().filter_map(|d| d.get_str("_id").ok()).collect();
+        match ids.iter().find(|id| !found.contains(*id)) {
+            Some(missing) => Err(not_found("user", missing)),
+            None => Ok(()),
+        }
+    }
+
+    async fn check_user_and_group(&self, user: &str, group: &str) -> Result<()> {
+        check_id("user id", user)?;
+        check_id("group id", group)?;
+        self.check_users(&[user]).await?;
+        if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
+            return Err(not_found("group", group));
+        }
+        Ok(())
+    }
+
+    /// Records that `owner` follows `target`; whether the record is new.
+    async fn relate(&self, owner: &str, kind: Kind, target: &str) -> Result<bool> {
+        insert_once(
+            &self.follows,
+            doc! {
+                "owner": owner, "kind": kind.as_str(), "target": target,
+                "since": bson::DateTime::now(),
+            },
+        )
+        .await
+    }
+
+    /// Deletes the record that `owner` follows `target`; whether there was one.
+    async fn unrelate(&self, owner: &str, kind: Kind, target: &str) -> Result<bool> {
+        let deleted = self
+            .follows
+            .delete_one(doc! { "owner": owner, "kind": kind.as_str(), "target": target })
+            .await?;
+        Ok(deleted.deleted_count > 0)
+    }
+
+    fn group_followers(&self, group: &str) -> Document {
+        doc! { "kind": Kind::Group.as_str(), "target": group }
+    }
+
+    /// Calls `work` with each page of `field` values of the documents matching `filter`, in
+    /// `field` order.
+    async fn each_page<F, Fut>(
+        &self,
+        collection: &Collection<Document>,
+        filter: Document,
+        field: &str,
+        mut work: F,
+    ) -> Result<()>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let mut after: Option<String> = None;
+        loop {
+            let mut query = filter.clone();
+            if let Some(after) = &after {
+                query.insert(field, doc! { "$gt": after });
+            }
+            let documents: Vec<Document> = collection
+                .find(query)
+                .projection(doc! { field: 1 })
+                .sort(doc! { field: 1 })
+                .limit(SCAN_PAGE)
+                .await?
+                .try_collect()
+                .await?;
+            let ids: Vec<String> = documents
+                .iter()
+                .filter_map(|d| d.get_str(field).ok().map(str::to_owned))
+                .collect();
+            let Some(last) = ids.last().cloned() else {
+                return Ok(());
+            };
+            let full = ids.len() as i64 == SCAN_PAGE;
+            work(ids).await?;
+            if !full {
+                return Ok(());
+            }
+            after = Some(last);
+        }
+    }
+
+    async fn subscription_page(
+        &self,
+        filter: Document,
+        field: &str,
+        query: &GraphQuery,
+    ) -> Result<GraphPage<Subscription>> {
+        let documents = page_of(&self.subscriptions, filter, field, query).await?;
+        let mut items = documents
+            .iter()
+            .map(Subscription::from_document)
+            .collect::<Result<Vec<_>>>()?;
+        let next = trim(&mut items, query.limit, |s| {
+            if field == "user" {
+                s.user.clone()
+            } else {
+                s.owner.clone()
+            }
+        });
+        Ok(GraphPage { items, next })
+    }
+}
+
+/// Up to `limit + 1` documents matching `filter`, after the cursor, in `field` order.
+async fn page_of(
+    collection: &Collection<Document>,
+    mut filter: Document,
+    field: &str,
+    query: &GraphQuery,
+) -> Result<Vec<Document>> {
+    if query.limit == 0 || query.limit > GraphQuery::MAX_LIMIT {
+        return Err(Error::InvalidPageLimit {
+            limit: query.limit,
+            max: GraphQuery::MAX_LIMIT,
+        });
+    }
+    if let Some(cursor) = &query.after {
+        filter.insert(field, doc! { "$gt": cursor.id()? });
+    }
+    Ok(collection
+        .find(filter)
+        .sort(doc! { field: 1 })
+        .limit(query.limit as i64 + 1)
+        .await?
+        .try_collect()
+        .await?)
+}
+
+/// Cuts `items` to `limit`, returning the cursor after the last kept one if more followed.
+fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Option<GraphCursor> {
+    let more = items.len() > limit;
+    items.truncate(limit);
+    more.then(|| items.last().map(|last| GraphCursor::after(&id(last))))
+        .flatten()
+}
+
+/// Inserts `document`; `false` if a unique index already held its key.
+async fn insert_once(collection: &Collection<Document>, document: Document) -> Result<bool> {
+    match collection.insert_one(document).await {
+        Ok(_) => Ok(true),
+        Err(error) => {
+            match &*error.kind {
+                mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(
+                    write,
+                )) if write.code == DUPLICATE_KEY => Ok(false),
+                _ => Err(error.into()),
+            }
+        }
+    }
+}
+
+fn check_id(field: &'static str, id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::EmptyField { field });
+    }
+    Ok(())
+}
+
+fn not_found(what: &'static str, id: &str) -> Error {
+    Error::NotFound {
+        what,
+        id: id.to_owned(),
+    }
+}
+
+fn owner_key(owner: &str) -> String {
+    format!("owner:{owner}")
+}
+
+fn group_key(group: &str) -> String {
+    format!("group:{group}")
+}
+
+fn stats_key(user: &str) -> String {
+    format!("stats:{user}")
+}
