@@ -60,6 +60,51 @@ pub enum Error {
         limit: usize,
     },
 
+    /// Something an operation names does not exist (a post, a user, a job).
+    #[error("unknown {what} `{id}`")]
+    NotFound {
+        /// What kind of thing was looked up (`"post"`, `"user"`, ...).
+        what: &'static str,
+        /// The id that was not found.
+        id: String,
+    },
+
+    /// Something to be created exists already (a user id, a username).
+    #[error("{what} `{id}` already exists")]
+    AlreadyExists {
+        /// What kind of thing clashed (`"user"`, `"username"`).
+        what: &'static str,
+        /// The clashing id or value.
+        id: String,
+    },
+
+    /// A required text field was empty or only whitespace.
+    #[error("{field} must not be empty")]
+    EmptyField {
+        /// Which field (`"title and body"`, `"username"`, `"user id"`, `"search terms"`, ...).
+        field: &'static str,
+    },
+
+    /// A document (a post, a user) is larger than the store accepts.
+    #[error("{what} is {size} bytes, larger than the {limit} bytes allowed")]
+    TooLarge {
+        /// What was too large (`"post"`, `"user"`).
+        what: &'static str,
+        /// Encoded size in bytes.
+        size: usize,
+        /// Largest encoded size accepted.
+        limit: usize,
+    },
+
+    /// Waiting for something (a job queue to drain) took longer than allowed.
+    #[error("{what} did not finish within {waited:?}")]
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// How long it was waited for.
+        waited: std::time::Duration,
+    },
+
     /// The server lacks something an operation needs.
     #[error("{feature} is not supported here: {reason}")]
     NotSupported {

@@ -15,7 +15,7 @@ use mongodb::error::ErrorKind;
 use mongodb::Collection;
 
 use crate::update_batch::DUPLICATE_KEY;
-use crate::Result;
+use crate::{Error, Result};
 
 #[derive(Clone, Debug)]
 pub(crate) struct LeaseLocks {
@@ -26,6 +26,11 @@ pub(crate) struct LeaseLocks {
 impl LeaseLocks {
     pub(crate) fn new(locks: Collection<Document>, lease: Duration) -> Self {
         Self { locks, lease }
+    }
+
+    /// The name of the collection holding the locks.
+    pub(crate) fn collection_name(&self) -> &str {
+        self.locks.name()
     }
 
     /// Locks as many of `keys` as are free, returning those taken under `token`.
@@ -52,6 +57,39 @@ impl LeaseLocks {
         Err(error.into())
     }
 
+    /// Takes every one of `keys` under `token` or none: a round that gets only some gives them
+    /// back, waits a jittered 1 to 24 ms and tries again, so two holders of overlapping key sets
+    /// never wait on each other. Expired locks are broken on the first wait and every 16th.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contention`] after `max_waits` rounds; any server error.
+    pub(crate) async fn acquire_all(
+        &self,
+        keys: &[String],
+        token: ObjectId,
+        max_waits: usize,
+    ) -> Result<()> {
+        let mut waits = 0;
+        loop {
+            let taken = self.try_acquire(keys, token).await?;
+            if taken.len() == keys.len() {
+                return Ok(());
+            }
+            if !taken.is_empty() {
+                self.release(&taken, token).await?;
+            }
+            waits += 1;
+            if waits > max_waits {
+                return Err(Error::Contention { attempts: waits });
+            }
+            if waits % 16 == 1 {
+                self.break_expired(keys).await?;
+            }
+            tokio::time::sleep(backoff(waits)).await;
+        }
+    }
+
     /// Releases the locks on `keys` held under `token`.
     pub(crate) async fn release(&self, keys: &[String], token: ObjectId) -> Result<()> {
         self.locks
@@ -69,6 +107,15 @@ impl LeaseLocks {
             .await?;
         Ok(())
     }
+}
+
+/// 1 to 24 ms, growing with the number of waits, jittered by the clock so waiters spread out.
+fn backoff(waits: usize) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.subsec_nanos() as u64 % 8)
+        .unwrap_or(0);
+    Duration::from_millis(1 + (waits.min(16) as u64) + jitter)
 }
 
 /// The keys locked by an `insert_many` whose only failures were keys already locked, or `None`

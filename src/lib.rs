@@ -3,7 +3,9 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod feed;
 pub mod inbox;
+pub mod jobs;
 mod lease_lock;
 pub mod server;
 pub mod sharding;
@@ -13,6 +15,7 @@ mod update_batch;
 pub mod testing;
 
 pub use error::{Error, Result};
+pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
