@@ -149,10 +149,7 @@ impl<X: Payload> FeedStore<X> {
                 .await? as i64;
             self.collections
                 .counters
-                .update_one(
-                    doc! { "_id": post.0 },
-                    doc! { "$set": { "likes": likes } },
-                )
+                .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
                 .upsert(true)
                 .await?;
             Ok(likes)

@@ -140,7 +140,9 @@ impl<X: Payload> FeedStore<X> {
         let ids: Vec<PostId> = items.iter().map(|item| item.post).collect();
         let posts = self.posts_in_order(&ids).await?;
         let next = match items.last() {
-            Some(last) if more => Some(cursor::after_score(CursorKind::Feed, last.score, last.post)),
+            Some(last) if more => {
+                Some(cursor::after_score(CursorKind::Feed, last.score, last.post))
+            }
             _ => None,
         };
         Ok(Page { items: posts, next })
@@ -328,9 +330,7 @@ impl<X: Payload> FeedStore<X> {
 
     /// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.
     async fn push_atomically(&self, keys: &[String], item: FeedItem) -> Result<()> {
-        let empty = keys
-            .iter()
-            .map(|key| doc! { "_id": key, "items": [] });
+        let empty = keys.iter().map(|key| doc! { "_id": key, "items": [] });
         if let Err(error) = self
             .collections
             .feeds
@@ -410,7 +410,10 @@ impl<X: Payload> FeedStore<X> {
     async fn run_job(&self, job: &Job) -> Result<()> {
         match job.kind.as_str() {
             JOB_POST_CREATED => {
-                let post = job.payload.get_object_id("post").map_err(|_| bad_job(job))?;
+                let post = job
+                    .payload
+                    .get_object_id("post")
+                    .map_err(|_| bad_job(job))?;
                 self.fan_out_post(PostId(post)).await
             }
             JOB_PROPAGATE => {
@@ -490,9 +493,18 @@ mod tests {
     fn items_sort_by_score_then_newer_post() {
         let (a, b, c) = (PostId::new(), PostId::new(), PostId::new());
         let mut items = vec![
-            FeedItem { post: a, score: 1.0 },
-            FeedItem { post: b, score: 2.0 },
-            FeedItem { post: c, score: 1.0 },
+            FeedItem {
+                post: a,
+                score: 1.0,
+            },
+            FeedItem {
+                post: b,
+                score: 2.0,
+            },
+            FeedItem {
+                post: c,
+                score: 1.0,
+            },
         ];
         sort_items(&mut items);
         let order: Vec<PostId> = items.iter().map(|item| item.post).collect();

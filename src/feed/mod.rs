@@ -326,9 +326,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
         }
         let capabilities = match self.capabilities {
             Some(capabilities) => capabilities,
-            None => ServerInfo::detect_for(&self.database)
-                .await?
-                .capabilities(),
+            None => ServerInfo::detect_for(&self.database).await?.capabilities(),
         };
         let db = &self.database;
         let collections = Collections {
@@ -405,7 +403,8 @@ impl<X: Payload> FeedStore<X> {
     /// Starts a background worker for the store's jobs on the current tokio runtime. Several
     /// workers (in one process or many) can run at once.
     pub fn start_worker(&self) -> Worker {
-        self.jobs.start_worker(Arc::new(feeds::FeedJobs(self.clone())))
+        self.jobs
+            .start_worker(Arc::new(feeds::FeedJobs(self.clone())))
     }
 
     /// Runs due jobs in this task until none is left; returns how many ran. For tests, scripts
@@ -461,7 +460,9 @@ impl<X: Payload> FeedStore<X> {
         c.likes
             .create_indexes([plain(doc! { "post": 1, "at": 1 }), plain(doc! { "at": 1 })])
             .await?;
-        c.propagations.create_index(plain(doc! { "done": 1 })).await?;
+        c.propagations
+            .create_index(plain(doc! { "done": 1 }))
+            .await?;
         self.jobs.create_indexes().await?;
         Ok(())
     }

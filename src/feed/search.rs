@@ -216,7 +216,9 @@ fn fallback_score(terms: &[String], title: &str, body: &str) -> f64 {
     let (title, body) = (title.to_lowercase(), body.to_lowercase());
     terms
         .iter()
-        .map(|term| (3 * title.matches(term.as_str()).count() + body.matches(term.as_str()).count()) as f64)
+        .map(|term| {
+            (3 * title.matches(term.as_str()).count() + body.matches(term.as_str()).count()) as f64
+        })
         .sum()
 }
 

@@ -149,15 +149,23 @@ impl<X: Payload> FeedStore<X> {
         {
             Ok(_) => Ok(user),
             Err(error) if super::only_duplicate_keys(&error) => {
-                Err(if error.to_string().contains("username") {
-                    Error::AlreadyExists {
-                        what: "username",
-                        id: user.username,
-                    }
-                } else {
+                // Servers differ in naming the index in the message: ask which one clashed.
+                let id_taken = self
+                    .collections
+                    .users
+                    .find_one(doc! { "_id": &user.id })
+                    .projection(doc! { "_id": 1 })
+                    .await?
+                    .is_some();
+                Err(if id_taken {
                     Error::AlreadyExists {
                         what: "user",
                         id: user.id,
+                    }
+                } else {
+                    Error::AlreadyExists {
+                        what: "username",
+                        id: user.username,
                     }
                 })
             }
@@ -253,11 +261,24 @@ impl<X: Payload> FeedStore<X> {
         let outcome = match renamed {
             Ok(Some(_)) => return Ok(propagation),
             Ok(None) => Err(not_found_user(id)),
-            Err(error) if super::only_duplicate_keys(&error) => Err(Error::AlreadyExists {
-                what: "username",
-                id: username.to_owned(),
-            }),
-            Err(error) => Err(error.into()),
+            // MongoDB reports a duplicate key; FerretDB 1.24 an internal error naming the index.
+            Err(error) => {
+                let taken = self
+                    .collections
+                    .users
+                    .find_one(doc! { "username": username, "_id": { "$ne": id } })
+                    .projection(doc! { "_id": 1 })
+                    .await?
+                    .is_some();
+                if taken {
+                    Err(Error::AlreadyExists {
+                        what: "username",
+                        id: username.to_owned(),
+                    })
+                } else {
+                    Err(error.into())
+                }
+            }
         };
         // Nothing to propagate: drop the record rather than leave it for a resume.
         self.collections
