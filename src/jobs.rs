@@ -17,7 +17,7 @@
 //! costs the same first three commands once.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -60,7 +60,7 @@ pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
 ///
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
-/// use std::sync::Arc;
+/// use std::sync::{Arc, Mutex, PoisonError};
 /// use std::time::Duration;
 /// use mongo_social::jobs::{Job, JobHandler, JobQueue};
 ///
@@ -113,8 +113,9 @@ impl JobQueueBuilder {
         self
     }
 
-    /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. Keep
-    /// it well above the longest run of a handler.
+    /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
+    /// claim covers a whole batch, run one job after the other, so keep it well above a batch's
+    /// longest run.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -243,7 +244,8 @@ impl JobQueue {
                 return Ok(0);
             }
         }
-        // A job completed by another worker between our `find` and our claim is gone now.
+        // A job completed (or failed and postponed) by another worker between our `find` and our
+        // claim is gone (or not due) now.
         let ids: Vec<ObjectId> = taken
             .iter()
             .filter_map(|key| ObjectId::parse_str(key).ok())
@@ -251,7 +253,11 @@ impl JobQueue {
         let jobs: Vec<Job> = self
             .jobs
             .clone_with_type::<Job>()
-            .find(doc! { "_id": { "$in": &ids } })
+            .find(doc! {
+                "_id": { "$in": &ids },
+                "failed": false,
+                "not_before": { "$lte": bson::DateTime::now() },
+            })
             .sort(doc! { "_id": 1 })
             .await?
             .try_collect()
@@ -351,9 +357,18 @@ impl JobQueue {
     pub fn start_worker(&self, handler: Arc<dyn JobHandler>) -> Worker {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let queue = self.clone();
+        let last_error = Arc::new(Mutex::new(None));
+        let errors = last_error.clone();
         let task = tokio::spawn(async move {
             while !*stopped.borrow() {
-                let idle = !matches!(queue.run_once(&*handler).await, Ok(n) if n > 0);
+                let idle = match queue.run_once(&*handler).await {
+                    Ok(claimed) => claimed == 0,
+                    Err(error) => {
+                        *errors.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(error.to_string());
+                        true
+                    }
+                };
                 if idle {
                     tokio::select! {
                         _ = tokio::time::sleep(queue.poll_interval) => {}
@@ -362,7 +377,11 @@ impl JobQueue {
                 }
             }
         });
-        Worker { stop, task }
+        Worker {
+            stop,
+            task,
+            last_error,
+        }
     }
 
     /// Creates the indexes the queue needs (idempotent).
@@ -397,6 +416,7 @@ impl JobQueue {
 pub struct Worker {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    last_error: Arc<Mutex<Option<String>>>,
 }
 
 impl Worker {
@@ -410,6 +430,15 @@ impl Worker {
     /// stay until their lease runs out, then another worker runs those jobs.
     pub fn abort(self) {
         self.task.abort();
+    }
+
+    /// The last server error the worker met while claiming or completing jobs (it keeps going,
+    /// retrying after its poll interval). Handler errors are recorded on their jobs instead.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether the worker's task has ended.

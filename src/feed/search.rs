@@ -3,8 +3,8 @@
 //! Every term must appear (in the title or the body). Where the server has text indexes
 //! ([`crate::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
 //! (weight 3) and `body` (weight 1) and searches it with `$text`, each term quoted so all are
-//! required; best match is MongoDB's `textScore` (stemmed, stop words ignored), in one
-//! `aggregate`; newest first is one `find`.
+//! required; best match is MongoDB's `textScore` (stemmed, stop words ignored); either order is
+//! one `aggregate`.
 //!
 //! Elsewhere (FerretDB 1.x has no text index) the fallback is a case-insensitive `$regex` per term
 //! over title and body (substring match, no stemming, a collection scan). Newest first is one
@@ -60,26 +60,13 @@ impl<X: Payload> FeedStore<X> {
         match order {
             SearchOrder::Newest => {
                 let after = page.after.as_ref().map(cursor::time_key).transpose()?;
-                let mut filter = self.match_filter(&terms);
-                if let Some((created, post)) = after {
-                    filter.insert(
-                        "$or",
-                        vec![
-                            Bson::Document(doc! { "created": { "$lt": created } }),
-                            Bson::Document(doc! { "created": created, "_id": { "$lt": post.0 } }),
-                        ],
-                    );
-                }
-                let found: Vec<Document> = self
-                    .collections
-                    .posts
-                    .find(filter)
-                    .sort(doc! { "created": -1, "_id": -1 })
-                    .limit(page.limit as i64 + 1)
-                    .await?
-                    .try_collect()
-                    .await?;
-                let mut posts = decode_posts::<X>(found)?;
+                let keyset = after.map(|(created, post)| {
+                    doc! { "$or": [
+                        { "created": { "$lt": created } },
+                        { "created": created, "_id": { "$lt": post.0 } },
+                    ] }
+                });
+                let mut posts = self.newest_matches(&terms, keyset, page.limit).await?;
                 let more = posts.len() > page.limit;
                 posts.truncate(page.limit);
                 let next = match posts.last() {
@@ -135,6 +122,46 @@ impl<X: Payload> FeedStore<X> {
             })
             .collect();
         doc! { "$and": all }
+    }
+
+    /// Up to `limit + 1` matches after `keyset`, newest first, in one command: an `aggregate`
+    /// with `$text` (MongoDB allows `$text` beside an `$or` only if every `$or` clause is
+    /// indexed, so the keyset is a second stage), a `find` with regexes.
+    async fn newest_matches(
+        &self,
+        terms: &[&str],
+        keyset: Option<Document>,
+        limit: usize,
+    ) -> Result<Vec<Post<X>>> {
+        let sort = doc! { "created": -1, "_id": -1 };
+        let found: Vec<Document> = if self.capabilities.text_search {
+            let mut pipeline = vec![doc! { "$match": self.match_filter(terms) }];
+            if let Some(keyset) = keyset {
+                pipeline.push(doc! { "$match": keyset });
+            }
+            pipeline.push(doc! { "$sort": sort });
+            pipeline.push(doc! { "$limit": limit as i64 + 1 });
+            self.collections
+                .posts
+                .aggregate(pipeline)
+                .await?
+                .try_collect()
+                .await?
+        } else {
+            let mut filter = self.match_filter(terms);
+            if let Some(keyset) = keyset {
+                filter.extend(keyset);
+            }
+            self.collections
+                .posts
+                .find(filter)
+                .sort(sort)
+                .limit(limit as i64 + 1)
+                .await?
+                .try_collect()
+                .await?
+        };
+        decode_posts(found)
     }
 
     /// One `aggregate`: match, score, keyset, sort, limit.
