@@ -457,8 +457,34 @@ async fn personal_feeds_follow_the_follow_list() {
     let a2 = post(&store, "ann", "a2", "x").await.id;
     store.run_pending_jobs().await.unwrap();
 
+    // The commands of one post's fan-out job, run by `run_pending_jobs`.
+    let extra = post(&store, "cat", "c2", "x").await.id;
+    let (ran, commands) = t.commands.measure(store.run_pending_jobs()).await;
+    assert_eq!(ran.unwrap(), 1);
+    let expected: &[&str] = if t.info.capabilities().atomic_updates {
+        // due jobs, claim, re-check, post, create feeds, push, delete job, release, due jobs
+        &[
+            "find", "insert", "find", "find", "insert", "update", "delete", "delete", "find",
+        ]
+    } else {
+        // ... with the feeds locked, read, written back and unlocked
+        &[
+            "find", "insert", "find", "find", "insert", "find", "update", "delete", "delete",
+            "delete", "find",
+        ]
+    };
+    assert_eq!(commands, expected);
+    store
+        .jobs()
+        .enqueue("post_created", doc! { "post": extra.0 })
+        .await
+        .unwrap();
+
     let feed_of = |user: &str| FeedKind::User(user.to_owned());
-    assert_eq!(read_feed(&store, &feed_of("bob"), 2).await, [a2, c1, a1]);
+    assert_eq!(
+        read_feed(&store, &feed_of("bob"), 2).await,
+        [extra, a2, c1, a1]
+    );
     assert_eq!(read_feed(&store, &feed_of("dan"), 2).await, [a2, a1]);
     assert_eq!(
         read_feed(&store, &feed_of("ann"), 2).await,
@@ -474,17 +500,23 @@ async fn personal_feeds_follow_the_follow_list() {
         .await
         .unwrap();
     store.run_pending_jobs().await.unwrap();
-    assert_eq!(read_feed(&store, &feed_of("bob"), 10).await, [a2, c1, a1]);
+    assert_eq!(
+        read_feed(&store, &feed_of("bob"), 10).await,
+        [extra, a2, c1, a1]
+    );
     assert_eq!(
         read_feed(&store, &FeedKind::Latest, 10).await,
-        [a2, e1, c1, a1]
+        [extra, a2, e1, c1, a1]
     );
 
     // A new follower's feed is rebuilt from whom they follow.
     follows.follow("erin", "eve");
     follows.follow("erin", "cat");
-    assert_eq!(store.rebuild_user_feed("erin").await.unwrap(), 2);
-    assert_eq!(read_feed(&store, &feed_of("erin"), 1).await, [e1, c1]);
+    assert_eq!(store.rebuild_user_feed("erin").await.unwrap(), 3);
+    assert_eq!(
+        read_feed(&store, &feed_of("erin"), 1).await,
+        [extra, e1, c1]
+    );
     assert_eq!(count(&t, "feed_jobs").await, 0);
 }
 
