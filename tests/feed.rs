@@ -130,6 +130,32 @@ async fn post_round_trip_with_media_and_extension() {
         (read.title.as_str(), read.body.as_str()),
         ("Coast trip", "Photos, a clip and the sea")
     );
+
+    // The ladder's other rungs: the hot profile and the rarely read rest.
+    let user = store.user("ann").await.unwrap();
+    assert_eq!(user.chunk(), read.created_by);
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Details {
+        email: String,
+        birthday: String,
+    }
+    let details = Details {
+        email: "ann@example.com".into(),
+        birthday: "1983-05-07".into(),
+    };
+    store.put_extended_user("ann", &details).await.unwrap();
+    let extended = store.extended_user::<Details>("ann").await.unwrap();
+    assert_eq!((extended.id.as_str(), &extended.details), ("ann", &details));
+    assert!(matches!(
+        store.put_extended_user("ghost", &details).await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    users(&store, &["bob"]).await;
+    assert!(matches!(
+        store.extended_user::<Details>("bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(count(&t, "extended_users").await, 1);
 }
 
 #[tokio::test]
@@ -853,4 +879,57 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     assert_eq!(store.user("ann").await.unwrap().username, "ann");
     assert!(store.unfinished_propagations().await.unwrap().is_empty());
     assert_eq!(store.post(kept).await.unwrap().created_by.username, "ann");
+}
+
+/// Fails every run.
+#[derive(Debug)]
+struct Failing;
+
+#[async_trait]
+impl JobHandler for Failing {
+    async fn handle(&self, _job: &Job) -> mongo_social::Result<()> {
+        Err(Error::InvalidConfig {
+            reason: "always fails".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn failing_job_is_retried_then_marked_failed() {
+    let t = testing::test_db("feed_jobs_failing").await;
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .max_attempts(3)
+        .retry_delay(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    queue.create_indexes().await.unwrap();
+    let job = queue.enqueue("doomed", doc! {}).await.unwrap();
+    let mut runs = 0;
+    let started = Instant::now();
+    while queue.pending().await.unwrap() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never marked failed"
+        );
+        runs += queue.run_once(&Failing).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(runs, 3, "max_attempts runs, then no more");
+    assert_eq!(queue.failed().await.unwrap(), 1);
+    let stored = t
+        .collection::<Document>("work")
+        .find_one(doc! { "_id": job })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.get_str("last_error").unwrap(),
+        "invalid configuration: always fails"
+    );
+    queue
+        .wait_until_drained(Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(queue.run_once(&Failing).await.unwrap(), 0);
 }
