@@ -14,7 +14,9 @@
 //!
 //! Commands per job, with a batch of one: `find` (due jobs), `insert` (lock), `find` (re-check
 //! the job still exists), the handler's own, `delete` (job), `delete` (lock). A batch of `n` jobs
-//! costs the same first three commands once.
+//! costs the same first three commands once. A worker looks at the due jobs of four batches and
+//! starts claiming at a batch of its own, so concurrent workers rarely contend for the same jobs;
+//! each batch found taken costs one more `insert`.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -31,6 +33,9 @@ use serde::{Deserialize, Serialize};
 use crate::lease_lock::LeaseLocks;
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
+
+/// A worker looks at this many batches of due jobs and claims the first free one.
+const CANDIDATE_BATCHES: usize = 4;
 
 /// One job as a handler receives it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -235,11 +240,24 @@ impl JobQueue {
         }
         let keys: Vec<String> = due.iter().map(|id| id.to_hex()).collect();
         let token = ObjectId::new();
-        let mut taken = self.locks.try_acquire(&keys, token).await?;
+        // Workers start at different batches of the due jobs, so they do not all contend for
+        // the oldest one.
+        let batches: Vec<&[String]> = keys.chunks(self.batch).collect();
+        let first = usize::from(token.bytes()[11]) % batches.len();
+        let mut taken = Vec::new();
+        for offset in 0..batches.len() {
+            taken = self
+                .locks
+                .try_acquire(batches[(first + offset) % batches.len()], token)
+                .await?;
+            if !taken.is_empty() {
+                break;
+            }
+        }
         if taken.is_empty() {
             // Everything is claimed: by live workers, or by dead ones whose lease ran out.
             self.locks.break_expired(&keys).await?;
-            taken = self.locks.try_acquire(&keys, token).await?;
+            taken = self.locks.try_acquire(batches[first], token).await?;
             if taken.is_empty() {
                 return Ok(0);
             }
@@ -311,7 +329,7 @@ impl JobQueue {
             .find(doc! { "failed": false, "not_before": { "$lte": bson::DateTime::now() } })
             .sort(doc! { "not_before": 1, "_id": 1 })
             .projection(doc! { "_id": 1 })
-            .limit(self.batch as i64)
+            .limit((self.batch * CANDIDATE_BATCHES) as i64)
             .await?
             .try_collect()
             .await?;

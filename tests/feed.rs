@@ -546,24 +546,46 @@ async fn personal_feeds_follow_the_follow_list() {
     assert_eq!(count(&t, "feed_jobs").await, 0);
 }
 
-#[tokio::test]
-async fn worker_drains_the_queue_in_the_background() {
-    let (t, store) = store_with("feed_worker", |b| b).await;
-    users(&store, &["ann"]).await;
-    let worker = store.start_worker();
-    let mut created = Vec::new();
-    for i in 0..6 {
-        created.push(post(&store, "ann", &format!("p{i}"), "x").await.id);
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_drain_concurrent_posts_into_every_feed() {
+    let follows = Arc::new(FollowList::from_pairs([("bob", "ann"), ("bob", "cat")]));
+    let (t, store) = store_with("feed_workers", |b| b.follows(follows.clone()).job_batch(1)).await;
+    users(&store, &["ann", "bob", "cat"]).await;
+    // Posts created by several tasks at once, then four workers taking one job at a time: the
+    // fan-outs of different posts update the same feeds ("latest", bob's) concurrently.
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = store.clone();
+        let author = if i % 2 == 0 { "ann" } else { "cat" };
+        tasks.push(tokio::spawn(async move {
+            post(&store, author, &format!("p{i}"), "x").await
+        }));
     }
+    let mut created = Vec::new();
+    for task in tasks {
+        created.push(task.await.unwrap());
+    }
+    let workers: Vec<_> = (0..4).map(|_| store.start_worker()).collect();
     store
-        .wait_until_drained(Duration::from_secs(20))
+        .wait_until_drained(Duration::from_secs(30))
         .await
         .unwrap();
-    worker.stop().await;
-    created.reverse();
-    assert_eq!(read_feed(&store, &FeedKind::Latest, 4).await, created);
+    for worker in workers {
+        assert_eq!(worker.last_error(), None);
+        worker.stop().await;
+    }
+    // Newest first: by creation time, ties to the larger id.
+    created.sort_by(|a, b| b.created.cmp(&a.created).then(b.id.cmp(&a.id)));
+    let newest_first = ids(&created);
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, newest_first);
+    assert_eq!(
+        read_feed(&store, &FeedKind::User("bob".into()), 5).await,
+        newest_first,
+        "bob follows both authors"
+    );
     assert_eq!(count(&t, "feed_jobs").await, 0);
     assert_eq!(count(&t, "feed_jobs_locks").await, 0);
+    assert_eq!(count(&t, "feed_locks").await, 0);
 }
 
 /// Records each job it runs; the first `block` runs never finish.

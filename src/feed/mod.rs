@@ -217,6 +217,7 @@ pub struct FeedStoreBuilder<X> {
     clock: Arc<dyn Clock>,
     capabilities: Option<Capabilities>,
     job_lease: Duration,
+    job_batch: usize,
     max_feed_len: usize,
     max_post_bytes: usize,
     hot_window: Duration,
@@ -259,6 +260,12 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// How long a worker's claim on a feed job lasts (default 60 s).
     pub fn job_lease(mut self, lease: Duration) -> Self {
         self.job_lease = lease;
+        self
+    }
+
+    /// Jobs a worker claims at once (default 20); see [`crate::jobs::JobQueueBuilder::batch`].
+    pub fn job_batch(mut self, batch: usize) -> Self {
+        self.job_batch = batch;
         self
     }
 
@@ -343,6 +350,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
         let jobs = JobQueue::builder(db)
             .collection(name("feed_jobs"))
             .lease(self.job_lease)
+            .batch(self.job_batch)
             .build()?;
         Ok(FeedStore {
             locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
@@ -376,6 +384,7 @@ impl<X: Payload> FeedStore<X> {
             clock: Arc::new(SystemClock),
             capabilities: None,
             job_lease: Duration::from_secs(60),
+            job_batch: 20,
             max_feed_len: 500,
             max_post_bytes: 256 * 1024,
             hot_window: Duration::from_secs(24 * 60 * 60),
