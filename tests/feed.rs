@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bson::{doc, Document};
 use mongo_social::feed::{
-    Clock, Counter, FeedKind, FeedStore, FeedStoreBuilder, FollowList, Media, NewPost, NewUser,
-    SearchOrder,
+    Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, FollowList,
+    Media, NewPost, NewUser, Ranking, SearchOrder,
 };
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, TestDb};
@@ -954,4 +954,36 @@ async fn failing_job_is_retried_then_marked_failed() {
         .await
         .unwrap();
     assert_eq!(queue.run_once(&Failing).await.unwrap(), 0);
+}
+
+/// Puts one author's posts above everyone else's, newest first within each group.
+#[derive(Debug)]
+struct Pinned(&'static str);
+
+impl Ranking for Pinned {
+    fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64 {
+        let base = DefaultRanking.score(feed, candidate);
+        if candidate.author == self.0 {
+            base + 1e14
+        } else {
+            base
+        }
+    }
+}
+
+#[tokio::test]
+async fn ranking_is_pluggable() {
+    let (_t, store) = store_with("feed_ranking", |b| b.ranking(Arc::new(Pinned("cat")))).await;
+    users(&store, &["ann", "cat"]).await;
+    let c1 = post(&store, "cat", "c1", "x").await.id;
+    let a1 = post(&store, "ann", "a1", "x").await.id;
+    let c2 = post(&store, "cat", "c2", "x").await.id;
+    let a2 = post(&store, "ann", "a2", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+    for size in [1, 3] {
+        assert_eq!(
+            read_feed(&store, &FeedKind::Latest, size).await,
+            [c2, c1, a2, a1]
+        );
+    }
 }
