@@ -60,13 +60,51 @@ pub enum Error {
         limit: usize,
     },
 
-    /// A discussion, comment or other named thing does not exist.
-    #[error("{what} `{id}` does not exist")]
+    /// Something an operation names does not exist (a post, a user, a discussion, a comment).
+    #[error("unknown {what} `{id}`")]
     NotFound {
-        /// What was looked for (`"discussion"`, `"comment"`, `"parent comment"`).
+        /// What kind of thing was looked up (`"post"`, `"user"`, `"group"`, `"discussion"`,
+        /// `"comment"`, `"parent comment"`, ...).
         what: &'static str,
-        /// The id, slug or link that named it.
+        /// The id that was not found.
         id: String,
+    },
+
+    /// Something to be created exists already (a user id, a username).
+    #[error("{what} `{id}` already exists")]
+    AlreadyExists {
+        /// What kind of thing clashed (`"user"`, `"username"`).
+        what: &'static str,
+        /// The clashing id or value.
+        id: String,
+    },
+
+    /// A required text field was empty or only whitespace.
+    #[error("{field} must not be empty")]
+    EmptyField {
+        /// Which field (`"title and body"`, `"username"`, `"user id"`, `"text"`,
+        /// `"discussion id"`, `"search terms"`, ...).
+        field: &'static str,
+    },
+
+    /// A document (a post, a user) is larger than the store accepts.
+    #[error("{what} is {size} bytes, larger than the {limit} bytes allowed")]
+    TooLarge {
+        /// What was too large (`"post"`, `"user"`, `"comment"`).
+        what: &'static str,
+        /// Encoded size in bytes.
+        size: usize,
+        /// Largest encoded size accepted.
+        limit: usize,
+    },
+
+    /// Waiting for something (a job queue to drain) took longer than allowed.
+    #[error("{what} did not finish within {waited:?}")]
+    Timeout {
+        /// What was waited for.
+        what: &'static str,
+        /// How long it was waited for.
+        waited: std::time::Duration,
     },
 
     /// A user tried to follow themselves.
@@ -76,13 +114,6 @@ pub enum Error {
         user: String,
     },
 
-    /// A required text field was empty.
-    #[error("{field} must not be empty")]
-    EmptyField {
-        /// Which field (`"text"`, `"discussion id"`, `"author id"`).
-        field: &'static str,
-    },
-
     /// A comment link (slug path or position path) is not one this design makes.
     #[error("invalid comment link `{link}`: {reason}")]
     InvalidLink {
@@ -90,15 +121,6 @@ pub enum Error {
         link: String,
         /// What is wrong with it.
         reason: &'static str,
-    },
-
-    /// A comment is larger than the design accepts.
-    #[error("comment is {size} bytes, larger than the {limit} bytes allowed")]
-    CommentTooLarge {
-        /// Encoded size of the comment in bytes.
-        size: usize,
-        /// Largest encoded size allowed.
-        limit: usize,
     },
 
     /// A reply would nest deeper than the design can index or store.

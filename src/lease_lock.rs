@@ -40,6 +40,11 @@ impl LeaseLocks {
         Self { locks, lease }
     }
 
+    /// The name of the collection holding the locks.
+    pub(crate) fn collection_name(&self) -> &str {
+        self.locks.name()
+    }
+
     /// Locks as many of `keys` as are free, returning those taken under `token`.
     pub(crate) async fn try_acquire(
         &self,
@@ -62,6 +67,39 @@ impl LeaseLocks {
         // Some locks may have been taken before the failure: give them back before reporting it.
         self.release(keys, token).await?;
         Err(error.into())
+    }
+
+    /// Takes every one of `keys` under `token` or none: a round that gets only some gives them
+    /// back, waits a jittered 1 to 24 ms and tries again, so two holders of overlapping key sets
+    /// never wait on each other. Expired locks are broken on the first wait and every 16th.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contention`] after `max_waits` rounds; any server error.
+    pub(crate) async fn acquire_all(
+        &self,
+        keys: &[String],
+        token: ObjectId,
+        max_waits: usize,
+    ) -> Result<()> {
+        let mut waits = 0;
+        loop {
+            let taken = self.try_acquire(keys, token).await?;
+            if taken.len() == keys.len() {
+                return Ok(());
+            }
+            if !taken.is_empty() {
+                self.release(&taken, token).await?;
+            }
+            waits += 1;
+            if waits > max_waits {
+                return Err(Error::Contention { attempts: waits });
+            }
+            if waits % 16 == 1 {
+                self.break_expired(keys).await?;
+            }
+            tokio::time::sleep(backoff(waits)).await;
+        }
     }
 
     /// Releases the locks on `keys` held under `token`.

@@ -4,8 +4,10 @@
 
 pub mod comments;
 pub mod error;
+pub mod feed;
 pub mod graph;
 pub mod inbox;
+pub mod jobs;
 mod lease_lock;
 pub mod server;
 pub mod sharding;
@@ -15,6 +17,7 @@ mod update_batch;
 pub mod testing;
 
 pub use error::{Error, Result};
+pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,

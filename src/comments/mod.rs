@@ -301,7 +301,7 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// Before anything is written: [`crate::Error::EmptyField`] (empty text, author id or
-    /// discussion id), [`crate::Error::CommentTooLarge`], [`crate::Error::NotFound`] (discussion
+    /// discussion id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
     /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
@@ -327,7 +327,7 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// As [`CommentStore::get`], plus [`crate::Error::CommentDeleted`] for a tombstone,
-    /// [`crate::Error::EmptyField`], [`crate::Error::CommentTooLarge`] and
+    /// [`crate::Error::EmptyField`], [`crate::Error::TooLarge`] and
     /// [`crate::Error::DiscussionFull`].
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
 

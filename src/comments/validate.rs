@@ -32,11 +32,15 @@ pub(super) fn check_new_comment(discussion: &str, comment: &NewComment) -> Resul
     check_text(&comment.text)
 }
 
-/// The encoded size of `value`, failing with [`Error::CommentTooLarge`] above `limit` bytes.
+/// The encoded size of `value`, failing with [`Error::TooLarge`] above `limit` bytes.
 pub(super) fn check_size(value: &impl Serialize, limit: usize) -> Result<usize> {
     let size = bson::to_vec(value)?.len();
     if size > limit {
-        return Err(Error::CommentTooLarge { size, limit });
+        return Err(Error::TooLarge {
+            what: "comment",
+            size,
+            limit,
+        });
     }
     Ok(size)
 }

@@ -552,7 +552,16 @@ pub async fn bad_input(
         .post(DISCUSSION, new(&"x".repeat(70 * 1024)))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::CommentTooLarge { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::TooLarge {
+                what: "comment",
+                ..
+            }
+        ),
+        "{error}"
+    );
     let error = store
         .edit(DISCUSSION, &posted[0].link, "")
         .await
@@ -562,7 +571,16 @@ pub async fn bad_input(
         .edit(DISCUSSION, &posted[0].link, &"y".repeat(70 * 1024))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::CommentTooLarge { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::TooLarge {
+                what: "comment",
+                ..
+            }
+        ),
+        "{error}"
+    );
     let error = store.delete(DISCUSSION, "bad link").await.unwrap_err();
     assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
 

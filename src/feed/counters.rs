@@ -1,0 +1,178 @@
+//! Per-post counters (likes, comments, points) in their own document, and idempotent likes.
+//!
+//! A like is a document `{_id: {post, user}, post, user, at}` in `post_likes`: inserting it is
+//! atomic on every server thanks to the unique `_id`, so a second like by the same user fails
+//! with a duplicate key and counts nothing; unliking deletes it. The counter document
+//! `{_id: post, likes, comments, points}` is `$inc`ed only when the insert or delete actually
+//! happened, so the count is exact under any concurrency. Where updates are not atomic
+//! (FerretDB 1.x), the `$inc` runs under a leased lock on the post's counter (+2 commands).
+//!
+//! A process that dies between the like and its `$inc` leaves the counter one off;
+//! [`FeedStore::recount_likes`] sets it from the likes themselves.
+
+use bson::{doc, Document};
+use serde::{Deserialize, Serialize};
+
+use super::{FeedStore, PostId};
+use crate::inbox::Payload;
+use crate::Result;
+
+/// A post's social counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Users who like the post.
+    #[serde(default)]
+    pub likes: i64,
+    /// Comments on the post.
+    #[serde(default)]
+    pub comments: i64,
+    /// Points (ratings, votes) the post earned.
+    #[serde(default)]
+    pub points: i64,
+}
+
+/// A counter the application changes directly; likes change only through
+/// [`FeedStore::like`] and [`FeedStore::unlike`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Counter {
+    /// The comment count.
+    Comments,
+    /// The points.
+    Points,
+}
+
+impl Counter {
+    fn field(self) -> &'static str {
+        match self {
+            Counter::Comments => "comments",
+            Counter::Points => "points",
+        }
+    }
+}
+
+impl<X: Payload> FeedStore<X> {
+    /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
+    /// `find` (post), `find` (user), `insert` (like), `update` (`$inc`) — 4 commands; 6 where
+    /// updates are not atomic.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written.
+    pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
+        self.check_post_exists(post).await?;
+        self.chunk_of(user).await?;
+        let like = doc! {
+            "_id": { "post": post.0, "user": user },
+            "post": post.0,
+            "user": user,
+            "at": self.clock.now(),
+        };
+        match self.collections.likes.insert_one(like).await {
+            Ok(_) => {}
+            Err(error) if super::only_duplicate_keys(&error) => return Ok(false),
+            Err(error) => return Err(error.into()),
+        }
+        self.increment(post, "likes", 1).await?;
+        Ok(true)
+    }
+
+    /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `delete`,
+    /// `update` — 3 commands on MongoDB, 5 where updates are not atomic.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotFound`] for an unknown post.
+    pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
+        self.check_post_exists(post).await?;
+        let deleted = self
+            .collections
+            .likes
+            .delete_one(doc! { "_id": { "post": post.0, "user": user } })
+            .await?;
+        if deleted.deleted_count == 0 {
+            return Ok(false);
+        }
+        self.increment(post, "likes", -1).await?;
+        Ok(true)
+    }
+
+    /// Whether `user` likes `post` (one `find`).
+    pub async fn likes(&self, post: PostId, user: &str) -> Result<bool> {
+        let found = self
+            .collections
+            .likes
+            .find_one(doc! { "_id": { "post": post.0, "user": user } })
+            .await?;
+        Ok(found.is_some())
+    }
+
+    /// Adds `delta` (negative to subtract) to one of a post's counters.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotFound`] for an unknown post.
+    pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
+        self.check_post_exists(post).await?;
+        self.increment(post, counter.field(), delta).await
+    }
+
+    /// A post's counters: one `find`, plus one to tell a post never counted from an unknown one.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotFound`] for an unknown post.
+    pub async fn counters(&self, post: PostId) -> Result<Counters> {
+        match self
+            .collections
+            .counters
+            .find_one(doc! { "_id": post.0 })
+            .await?
+        {
+            Some(found) => Ok(bson::from_document(found)?),
+            None => {
+                self.check_post_exists(post).await?;
+                Ok(Counters::default())
+            }
+        }
+    }
+
+    /// Sets a post's like count from its likes (after a crash between a like and its count).
+    pub async fn recount_likes(&self, post: PostId) -> Result<i64> {
+        self.check_post_exists(post).await?;
+        let key = [counter_lock(post)];
+        self.serialized(&key, async {
+            let likes = self
+                .collections
+                .likes
+                .count_documents(doc! { "post": post.0 })
+                .await? as i64;
+            self.collections
+                .counters
+                .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                .upsert(true)
+                .await?;
+            Ok(likes)
+        })
+        .await
+    }
+
+    /// `$inc` of one counter, creating the counter document on first use.
+    async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
+        let key = [counter_lock(post)];
+        let update: Document = doc! { "$inc": { field: delta } };
+        self.serialized(&key, async {
+            self.collections
+                .counters
+                .update_one(doc! { "_id": post.0 }, update)
+                .upsert(true)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn counter_lock(post: PostId) -> String {
+    format!("counters:{}", post.0.to_hex())
+}

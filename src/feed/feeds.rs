@@ -1,0 +1,517 @@
+//! Feeds: ordered lists of post ids, built in the background, read a page at a time.
+//!
+//! A feed is one document `{_id: key, items: [{post, score}, ..]}` holding at most
+//! `max_feed_len` items, highest score first. A page reads the feed document (one `find` by
+//! `_id`) and then the page's posts (one `find` with `$in`), and returns them in feed order:
+//! exactly 2 commands, whatever the page size.
+//!
+//! - **latest** (`"latest"`) and **per-user** feeds (`"user:<id>"`) are written when a post's
+//!   `post_created` job runs: the post goes into "latest", its author's own feed and the feed of
+//!   each of the author's followers ([`super::FollowSource::followers_of`]).
+//!   [`FeedStore::rebuild_user_feed`] refills a user's feed from whom they follow.
+//! - **hot** (`"hot"`) holds the posts created within the hot window (default 24 hours) that
+//!   were liked within it, by likes in the window; [`FeedStore::refresh_hot_feed`] recomputes it
+//!   (run it on a timer, or queue it with [`FeedStore::schedule_hot_refresh`]).
+//!
+//! On MongoDB a post enters many feeds with one unordered `insert` (creating missing feeds) and
+//! one `update` of all of them: `$push` with `$each`, `$sort` and `$slice` keeps each feed sorted
+//! and bounded atomically, and a filter `items.post: {$ne: post}` makes a repeated job change
+//! nothing. FerretDB 1.x ignores `$sort`/`$slice` in `$push`, does not match `items.post`, and its
+//! updates are not atomic, so there each group of up to 50 feeds is locked (leased lock
+//! documents), read, merged in memory and written back with `$set`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::cursor::{self, CursorKind};
+use super::ranking::Candidate;
+use super::{FeedStore, Post, PostId};
+use crate::inbox::Payload;
+use crate::jobs::{Job, JobHandler};
+use crate::update_batch::UpdateBatch;
+use crate::{Error, Page, PageRequest, Result};
+
+pub(super) const JOB_POST_CREATED: &str = "post_created";
+pub(super) const JOB_PROPAGATE: &str = "propagate";
+pub(super) const JOB_REFRESH_HOT: &str = "refresh_hot";
+
+/// Feeds merged per locked group where updates are not atomic (FerretDB's update limit).
+const LOCKED_GROUP: usize = 50;
+/// Feeds created and updated per command on MongoDB.
+const ATOMIC_GROUP: usize = 1000;
+
+/// Which feed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FeedKind {
+    /// Every post, newest first.
+    Latest,
+    /// The most liked posts of the hot window.
+    Hot,
+    /// A user's home feed: their posts and those of whom they follow.
+    User(String),
+}
+
+impl FeedKind {
+    /// The feed document's `_id`: `latest`, `hot` or `user:<id>`.
+    pub fn key(&self) -> String {
+        match self {
+            FeedKind::Latest => "latest".to_owned(),
+            FeedKind::Hot => "hot".to_owned(),
+            FeedKind::User(user) => format!("user:{user}"),
+        }
+    }
+}
+
+/// One entry of a feed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FeedItem {
+    /// The post.
+    pub post: PostId,
+    /// Its score from the store's [`super::Ranking`]; higher first.
+    pub score: f64,
+}
+
+/// Highest score first, ties to the larger (newer) post id.
+fn sort_items(items: &mut [FeedItem]) {
+    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.post.cmp(&a.post)));
+}
+
+/// Whether `item` comes strictly after the item keyed `(score, post)` in feed order.
+fn comes_after(item: &FeedItem, (score, post): (f64, PostId)) -> bool {
+    match item.score.total_cmp(&score) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Equal => item.post < post,
+        std::cmp::Ordering::Greater => false,
+    }
+}
+
+fn decode_items(feed: Option<Document>) -> Result<Vec<FeedItem>> {
+    let Some(mut feed) = feed else {
+        return Ok(Vec::new());
+    };
+    match feed.remove("items") {
+        Some(items) => Ok(bson::from_bson(items)?),
+        None => Ok(Vec::new()),
+    }
+}
+
+pub(super) fn check_limit(page: &PageRequest) -> Result<()> {
+    if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
+        return Err(Error::InvalidPageLimit {
+            limit: page.limit,
+            max: PageRequest::MAX_LIMIT,
+        });
+    }
+    Ok(())
+}
+
+impl<X: Payload> FeedStore<X> {
+    /// One page of a feed, in feed order: one `find` of the feed, one `find` of its posts with
+    /// `$in` (none when the page is empty). Posts deleted since they entered the feed are left
+    /// out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCursor`] for a cursor not made by a feed page,
+    /// [`Error::InvalidPageLimit`], [`Error::EmptyField`] for an empty user id; all before any
+    /// command.
+    pub async fn feed_page(&self, feed: &FeedKind, page: PageRequest) -> Result<Page<Post<X>>> {
+        check_limit(&page)?;
+        if let FeedKind::User(user) = feed {
+            super::users::non_empty("user id", user)?;
+        }
+        let after = match &page.after {
+            Some(cursor) => Some(cursor::score_key(CursorKind::Feed, cursor)?),
+            None => None,
+        };
+        let mut items = self.feed_items(feed).await?;
+        if let Some(key) = after {
+            items.retain(|item| comes_after(item, key));
+        }
+        let more = items.len() > page.limit;
+        items.truncate(page.limit);
+        let ids: Vec<PostId> = items.iter().map(|item| item.post).collect();
+        let posts = self.posts_in_order(&ids).await?;
+        let next = match items.last() {
+            Some(last) if more => {
+                Some(cursor::after_score(CursorKind::Feed, last.score, last.post))
+            }
+            _ => None,
+        };
+        Ok(Page { items: posts, next })
+    }
+
+    /// A feed's entries, highest score first (one `find`).
+    pub async fn feed_items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
+        let found = self
+            .collections
+            .feeds
+            .find_one(doc! { "_id": feed.key() })
+            .await?;
+        let mut items = decode_items(found)?;
+        sort_items(&mut items);
+        Ok(items)
+    }
+
+    /// Recomputes the "hot" feed: the posts created within the hot window, ranked by their
+    /// likes within it (by default). One `aggregate` of the window's likes, one `find` of those
+    /// posts, one write of the feed. Returns the feed's length.
+    pub async fn refresh_hot_feed(&self) -> Result<usize> {
+        let now = self.clock.now();
+        let window = self.settings.hot_window.as_millis() as i64;
+        let since = bson::DateTime::from_millis(now.timestamp_millis() - window);
+        let candidates = (self.settings.max_feed_len * 4) as i64;
+        let counts: Vec<Document> = self
+            .collections
+            .likes
+            .aggregate([
+                doc! { "$match": { "at": { "$gte": since, "$lte": now } } },
+                doc! { "$group": { "_id": "$post", "likes": { "$sum": 1 } } },
+                doc! { "$sort": { "likes": -1, "_id": -1 } },
+                doc! { "$limit": candidates },
+            ])
+            .await?
+            .try_collect()
+            .await?;
+        let mut likes = HashMap::with_capacity(counts.len());
+        for count in &counts {
+            if let Ok(post) = count.get_object_id("_id") {
+                let n = match count.get("likes") {
+                    Some(Bson::Int32(n)) => *n as u64,
+                    Some(Bson::Int64(n)) => *n as u64,
+                    Some(Bson::Double(n)) => *n as u64,
+                    _ => 0,
+                };
+                likes.insert(post, n);
+            }
+        }
+        let ids: Vec<ObjectId> = likes.keys().copied().collect();
+        let filter = doc! { "_id": { "$in": ids }, "created": { "$gte": since, "$lte": now } };
+        let feed = FeedKind::Hot;
+        let items = self
+            .scored_posts(filter, None, &feed, |post| {
+                likes.get(&post.0).copied().unwrap_or(0)
+            })
+            .await?;
+        let len = items.len();
+        self.replace_feed(&feed, items).await?;
+        Ok(len)
+    }
+
+    /// Queues a refresh of the "hot" feed for a worker (one `insert`).
+    pub async fn schedule_hot_refresh(&self) -> Result<()> {
+        self.jobs.enqueue(JOB_REFRESH_HOT, Document::new()).await?;
+        Ok(())
+    }
+
+    /// Rebuilds `user`'s feed from the newest posts of `user` and whom they follow
+    /// ([`super::FollowSource::followees_of`]): for a new or returning user, or after follows
+    /// changed. One `find` of posts and one write of the feed (plus the lock where updates are
+    /// not atomic). Returns the feed's length.
+    ///
+    /// A post whose fan-out runs while the feed is rebuilt can be left out; it is back at the
+    /// next rebuild.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for an empty user id; errors of the follow source.
+    pub async fn rebuild_user_feed(&self, user: &str) -> Result<usize> {
+        super::users::non_empty("user id", user)?;
+        let mut authors = self.follows.followees_of(user).await?;
+        authors.push(user.to_owned());
+        let feed = FeedKind::User(user.to_owned());
+        let filter = doc! { "created_by.id": { "$in": authors } };
+        let limit = Some(self.settings.max_feed_len as i64);
+        let items = self.scored_posts(filter, limit, &feed, |_| 0).await?;
+        let len = items.len();
+        self.replace_feed(&feed, items).await?;
+        Ok(len)
+    }
+
+    /// The posts matching `filter` (newest first, at most `limit`), scored for `feed`, sorted
+    /// and cut to the feed's length.
+    async fn scored_posts(
+        &self,
+        filter: Document,
+        limit: Option<i64>,
+        feed: &FeedKind,
+        recent_likes: impl Fn(PostId) -> u64,
+    ) -> Result<Vec<FeedItem>> {
+        let now = self.clock.now();
+        let mut find = self
+            .collections
+            .posts
+            .find(filter)
+            .sort(doc! { "created": -1, "_id": -1 })
+            .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 });
+        if let Some(limit) = limit {
+            find = find.limit(limit);
+        }
+        let found: Vec<Document> = find.await?.try_collect().await?;
+        let mut items = Vec::with_capacity(found.len());
+        for post in &found {
+            let candidate = candidate_of(post, now, &recent_likes)?;
+            items.push(FeedItem {
+                post: candidate.post,
+                score: self.ranking.score(feed, &candidate),
+            });
+        }
+        sort_items(&mut items);
+        items.truncate(self.settings.max_feed_len);
+        Ok(items)
+    }
+
+    /// Puts a new post into "latest", its author's feed and their followers' feeds. Idempotent.
+    async fn fan_out_post(&self, post: PostId) -> Result<()> {
+        let found = self
+            .collections
+            .posts
+            .find_one(doc! { "_id": post.0 })
+            .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 })
+            .await?;
+        // Deleted since (or never stored, when queueing its job failed): nothing to do.
+        let Some(found) = found else {
+            return Ok(());
+        };
+        let candidate = candidate_of(&found, self.clock.now(), &|_| 0)?;
+        let mut feeds = vec![FeedKind::Latest, FeedKind::User(candidate.author.clone())];
+        for follower in self.follows.followers_of(&candidate.author).await? {
+            if follower != candidate.author && !follower.is_empty() {
+                feeds.push(FeedKind::User(follower));
+            }
+        }
+        let entries = feeds
+            .iter()
+            .map(|feed| {
+                let score = self.ranking.score(feed, &candidate);
+                (feed.key(), FeedItem { post, score })
+            })
+            .collect();
+        self.merge_into_feeds(entries).await
+    }
+
+    /// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats.
+    async fn merge_into_feeds(&self, entries: Vec<(String, FeedItem)>) -> Result<()> {
+        if self.capabilities.atomic_updates {
+            // Feeds that get the same item share one update.
+            let mut groups: BTreeMap<(u64, PostId), Vec<String>> = BTreeMap::new();
+            for (key, item) in entries {
+                groups
+                    .entry((item.score.to_bits(), item.post))
+                    .or_default()
+                    .push(key);
+            }
+            for ((bits, post), keys) in groups {
+                let item = FeedItem {
+                    post,
+                    score: f64::from_bits(bits),
+                };
+                for chunk in keys.chunks(ATOMIC_GROUP) {
+                    self.push_atomically(chunk, item).await?;
+                }
+            }
+            return Ok(());
+        }
+        for chunk in entries.chunks(LOCKED_GROUP) {
+            let keys: Vec<String> = chunk.iter().map(|(key, _)| key.clone()).collect();
+            let lock_keys: Vec<String> = keys.iter().map(|key| feed_lock(key)).collect();
+            self.serialized(&lock_keys, self.merge_locked(chunk, &keys))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.
+    async fn push_atomically(&self, keys: &[String], item: FeedItem) -> Result<()> {
+        let empty = keys.iter().map(|key| doc! { "_id": key, "items": [] });
+        if let Err(error) = self
+            .collections
+            .feeds
+            .insert_many(empty)
+            .ordered(false)
+            .await
+        {
+            if !super::only_duplicate_keys(&error) {
+                return Err(error.into());
+            }
+        }
+        let item_bson = bson::to_bson(&item)?;
+        self.collections
+            .feeds
+            .update_many(
+                doc! { "_id": { "$in": keys }, "items.post": { "$ne": item.post.0 } },
+                doc! { "$push": { "items": {
+                    "$each": [item_bson],
+                    "$sort": { "score": -1, "post": -1 },
+                    "$slice": self.settings.max_feed_len as i64,
+                } } },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Where updates are not atomic, under the feeds' locks: read, merge, write back.
+    async fn merge_locked(&self, entries: &[(String, FeedItem)], keys: &[String]) -> Result<()> {
+        let found: Vec<Document> = self
+            .collections
+            .feeds
+            .find(doc! { "_id": { "$in": keys } })
+            .await?
+            .try_collect()
+            .await?;
+        let mut feeds: HashMap<String, Vec<FeedItem>> = HashMap::with_capacity(keys.len());
+        for mut feed in found {
+            let key = feed.get_str("_id").unwrap_or_default().to_owned();
+            feeds.insert(key, decode_items(Some(std::mem::take(&mut feed)))?);
+        }
+        let mut batch = UpdateBatch::new(&self.database, self.collections.feeds.name());
+        for (key, item) in entries {
+            let items = feeds.entry(key.clone()).or_default();
+            items.retain(|existing| existing.post != item.post);
+            items.push(*item);
+            sort_items(items);
+            items.truncate(self.settings.max_feed_len);
+            batch.push(
+                doc! { "_id": key },
+                doc! { "$set": { "items": bson::to_bson(items)? } },
+                true,
+            )?;
+        }
+        let outcome = batch.run(&self.capabilities).await?;
+        if outcome.suspects().next().is_some() {
+            // Under the locks nobody else writes these feeds: report it, the job is retried.
+            return Err(Error::Contention { attempts: 1 });
+        }
+        Ok(())
+    }
+
+    /// Sets a feed's whole list (under its lock where updates are not atomic).
+    async fn replace_feed(&self, feed: &FeedKind, items: Vec<FeedItem>) -> Result<()> {
+        let key = feed.key();
+        let items = bson::to_bson(&items)?;
+        self.serialized(&[feed_lock(&key)], async {
+            self.collections
+                .feeds
+                .update_one(doc! { "_id": &key }, doc! { "$set": { "items": items } })
+                .upsert(true)
+                .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn run_job(&self, job: &Job) -> Result<()> {
+        match job.kind.as_str() {
+            JOB_POST_CREATED => {
+                let post = job
+                    .payload
+                    .get_object_id("post")
+                    .map_err(|_| bad_job(job))?;
+                self.fan_out_post(PostId(post)).await
+            }
+            JOB_PROPAGATE => {
+                let propagation = job
+                    .payload
+                    .get_object_id("propagation")
+                    .map_err(|_| bad_job(job))?;
+                match self.run_propagation(propagation, None).await {
+                    Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+                    Err(error) => Err(error),
+                }
+            }
+            JOB_REFRESH_HOT => self.refresh_hot_feed().await.map(|_| ()),
+            _ => Err(bad_job(job)),
+        }
+    }
+}
+
+fn candidate_of(
+    post: &Document,
+    now: bson::DateTime,
+    recent_likes: &impl Fn(PostId) -> u64,
+) -> Result<Candidate> {
+    let id = PostId(post.get_object_id("_id").map_err(|_| malformed_post())?);
+    let created = *post.get_datetime("created").map_err(|_| malformed_post())?;
+    let author = post
+        .get_document("created_by")
+        .and_then(|chunk| chunk.get_str("id"))
+        .map_err(|_| malformed_post())?
+        .to_owned();
+    Ok(Candidate {
+        post: id,
+        author,
+        created,
+        recent_likes: recent_likes(id),
+        now,
+    })
+}
+
+fn malformed_post() -> Error {
+    Error::Decode(<bson::de::Error as serde::de::Error>::custom(
+        "a post lacks _id, created or created_by.id",
+    ))
+}
+
+fn bad_job(job: &Job) -> Error {
+    Error::InvalidConfig {
+        reason: format!("feed job {} of kind `{}` cannot be run", job.id, job.kind),
+    }
+}
+
+fn feed_lock(key: &str) -> String {
+    format!("feed:{key}")
+}
+
+/// Runs the store's jobs; see [`FeedStore::start_worker`].
+pub(super) struct FeedJobs<X>(pub(super) FeedStore<X>);
+
+impl<X> fmt::Debug for FeedJobs<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("FeedJobs").field(&self.0).finish()
+    }
+}
+
+#[async_trait]
+impl<X: Payload> JobHandler for FeedJobs<X> {
+    async fn handle(&self, job: &Job) -> Result<()> {
+        self.0.run_job(job).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_sort_by_score_then_newer_post() {
+        let (a, b, c) = (PostId::new(), PostId::new(), PostId::new());
+        let mut items = vec![
+            FeedItem {
+                post: a,
+                score: 1.0,
+            },
+            FeedItem {
+                post: b,
+                score: 2.0,
+            },
+            FeedItem {
+                post: c,
+                score: 1.0,
+            },
+        ];
+        sort_items(&mut items);
+        let order: Vec<PostId> = items.iter().map(|item| item.post).collect();
+        assert_eq!(order, [b, c, a]);
+        assert!(comes_after(&items[1], (2.0, b)));
+        assert!(comes_after(&items[2], (1.0, c)));
+        assert!(!comes_after(&items[1], (1.0, c)));
+        assert!(!comes_after(&items[0], (1.0, a)));
+    }
+}

@@ -1,0 +1,570 @@
+//! A social feed: denormalized posts, the user ladder, per-post counters, ranked feeds and
+//! search, after seed 004 (Azure Cosmos DB's social-media guidance) applied to MongoDB.
+//!
+//! One [`FeedStore`] holds every collection (names prefixed by
+//! [`FeedStoreBuilder::collection_prefix`]):
+//!
+//! | collection | document | indexes | shard key |
+//! |---|---|---|---|
+//! | `posts` | [`Post`]: title, body, `created`, `created_by` ([`UserChunk`]), media, extension | `{created_by.id: 1, _id: 1}`, `{created: -1, _id: -1}`, text `{title, body}` where supported | `{_id: "hashed"}` |
+//! | `users` | [`User`], the hot profile | unique `{username: 1}` | `{_id: "hashed"}` |
+//! | `extended_users` | [`ExtendedUser`], the rest | `_id` | `{_id: "hashed"}` |
+//! | `post_counters` | [`Counters`]: `{_id: post, likes, comments, points}` | `_id` | `{_id: "hashed"}` |
+//! | `post_likes` | `{_id: {post, user}, post, user, at}` | `{post: 1, at: 1}`, `{at: 1}` | `{post: "hashed"}` |
+//! | `feeds` | `{_id: "latest" \| "hot" \| "user:<id>", items: [{post, score}]}` | `_id` | `{_id: "hashed"}` |
+//! | `propagations` | chunk propagation progress `{user, target, last_id, done}` | `{done: 1}` | `{_id: 1}` |
+//! | `feed_jobs`, `feed_jobs_locks` | the [`JobQueue`] | see [`JobQueue`] | see [`JobQueue`] |
+//! | `feed_locks` | leased locks (servers without atomic updates only) | `_id` | `{_id: 1}` |
+//!
+//! # Partitioning: by user, by time, by category
+//!
+//! - **By user** (`created_by.id`): an author's posts live on one shard, so profile pages and
+//!   chunk propagation are targeted; but a post read by id and a feed page's `$in` of post ids
+//!   go to every shard, and a prolific author is a write hot spot.
+//! - **By time** (`created`): the "latest" and "hot" windows read one range, but every new post
+//!   lands on the shard owning the newest range: all writes on one shard.
+//! - **By category**: topic feeds are targeted, but categories are uneven in size and traffic,
+//!   so shards are too, and a post in several categories has no single home.
+//!
+//! The advice here is to shard posts (and their counters) on a hashed `_id`: a post read by id is
+//! one shard, a feed page's `$in` goes only to the shards that own those ids, and writes spread
+//! evenly. Author pages, propagation and search scatter, and they are rare or background work.
+//! Likes are sharded by post so all likes of a post share one shard and the unique
+//! `_id: {post, user}` stays unique cluster-wide.
+
+mod counters;
+mod cursor;
+mod feeds;
+mod follows;
+mod posts;
+mod ranking;
+mod search;
+mod users;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+use serde::{Deserialize, Serialize};
+
+pub use counters::{Counter, Counters};
+pub use feeds::{FeedItem, FeedKind};
+pub use follows::{DynFollowSource, FollowList, FollowSource};
+pub use posts::{Media, NewPost, Post};
+pub use ranking::{Candidate, DefaultRanking, DynRanking, Ranking};
+pub use search::{SearchOrder, FALLBACK_CANDIDATES};
+pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
+
+use crate::inbox::{check_collection_name, Payload};
+use crate::jobs::{JobQueue, Worker};
+use crate::lease_lock::{LeaseLocks, MAX_LOCK_WAITS};
+use crate::server::{Capabilities, ServerInfo};
+use crate::sharding::ShardKey;
+use crate::{Error, Result};
+
+/// A post's stable id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PostId(pub ObjectId);
+
+impl PostId {
+    /// A fresh id.
+    pub fn new() -> Self {
+        Self(ObjectId::new())
+    }
+}
+
+impl Default for PostId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for PostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for PostId {
+    type Err = bson::oid::Error;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        ObjectId::parse_str(s).map(Self)
+    }
+}
+
+/// Where the store gets the time: posts' `created`, likes' `at` and the hot window's end.
+/// Replace it to test windows without waiting (see [`FeedStoreBuilder::clock`]).
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current time.
+    fn now(&self) -> bson::DateTime;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> bson::DateTime {
+        bson::DateTime::now()
+    }
+}
+
+/// How long a feed or counter lock lasts if its holder dies.
+const LOCK_LEASE: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+struct Collections {
+    posts: Collection<Document>,
+    users: Collection<Document>,
+    extended_users: Collection<Document>,
+    counters: Collection<Document>,
+    likes: Collection<Document>,
+    feeds: Collection<Document>,
+    propagations: Collection<Document>,
+}
+
+#[derive(Clone, Debug)]
+struct Settings {
+    max_feed_len: usize,
+    max_post_bytes: usize,
+    hot_window: Duration,
+    propagation_batch: usize,
+    /// Collections and fields embedding a [`UserChunk`], updated by chunk propagation.
+    chunk_targets: Vec<(String, String)>,
+}
+
+/// Posts, users, counters, feeds and search over one database; cheap to clone.
+///
+/// `X` is the application's extension of a post: any serde type, stored under `extension`.
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::Arc;
+/// use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser};
+/// use mongo_social::PageRequest;
+///
+/// let follows = Arc::new(FollowList::new());
+/// follows.follow("bob", "ann");
+/// let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().await?;
+/// store.create_indexes().await?;
+/// store.create_user(NewUser::new("ann", "ann")).await?;
+/// store.create_post(NewPost::new("ann", "Hello", "First post", ())).await?;
+/// store.run_pending_jobs().await?; // or store.start_worker() in a service
+/// let page = store.feed_page(&FeedKind::User("bob".into()), PageRequest::first(20)).await?;
+/// assert_eq!(page.items[0].title, "Hello");
+/// # Ok(()) }
+/// ```
+pub struct FeedStore<X> {
+    database: Database,
+    collections: Collections,
+    locks: LeaseLocks,
+    jobs: JobQueue,
+    follows: Arc<DynFollowSource>,
+    ranking: Arc<DynRanking>,
+    clock: Arc<dyn Clock>,
+    capabilities: Capabilities,
+    settings: Arc<Settings>,
+    _extension: PhantomData<fn() -> X>,
+}
+
+impl<X> Clone for FeedStore<X> {
+    fn clone(&self) -> Self {
+        Self {
+            database: self.database.clone(),
+            collections: self.collections.clone(),
+            locks: self.locks.clone(),
+            jobs: self.jobs.clone(),
+            follows: self.follows.clone(),
+            ranking: self.ranking.clone(),
+            clock: self.clock.clone(),
+            capabilities: self.capabilities,
+            settings: self.settings.clone(),
+            _extension: PhantomData,
+        }
+    }
+}
+
+impl<X> fmt::Debug for FeedStore<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FeedStore")
+            .field("database", &self.database.name())
+            .field("posts", &self.collections.posts.name())
+            .field("follows", &self.follows)
+            .field("ranking", &self.ranking)
+            .field("clock", &self.clock)
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`FeedStore`].
+#[derive(Debug)]
+pub struct FeedStoreBuilder<X> {
+    database: Database,
+    prefix: String,
+    follows: Arc<DynFollowSource>,
+    ranking: Arc<DynRanking>,
+    clock: Arc<dyn Clock>,
+    capabilities: Option<Capabilities>,
+    job_lease: Duration,
+    job_batch: usize,
+    max_feed_len: usize,
+    max_post_bytes: usize,
+    hot_window: Duration,
+    propagation_batch: usize,
+    extra_chunk_targets: Vec<(String, String)>,
+    _extension: PhantomData<fn() -> X>,
+}
+
+impl<X: Payload> FeedStoreBuilder<X> {
+    /// A prefix for every collection name (default none: `posts`, `users`, ...).
+    pub fn collection_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Who follows whom, for per-user feeds (default: an empty [`FollowList`]).
+    pub fn follows(mut self, follows: Arc<DynFollowSource>) -> Self {
+        self.follows = follows;
+        self
+    }
+
+    /// How posts are ranked in feeds (default [`DefaultRanking`]).
+    pub fn ranking(mut self, ranking: Arc<DynRanking>) -> Self {
+        self.ranking = ranking;
+        self
+    }
+
+    /// Where the time comes from (default [`SystemClock`]).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Use these capabilities instead of asking the server in [`FeedStoreBuilder::build`].
+    pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = Some(capabilities);
+        self
+    }
+
+    /// How long a worker's claim on a feed job lasts (default 60 s).
+    pub fn job_lease(mut self, lease: Duration) -> Self {
+        self.job_lease = lease;
+        self
+    }
+
+    /// Jobs a worker claims at once (default 20); see [`crate::jobs::JobQueueBuilder::batch`].
+    pub fn job_batch(mut self, batch: usize) -> Self {
+        self.job_batch = batch;
+        self
+    }
+
+    /// Most posts a feed keeps; older or lower-ranked ones fall off (default 500).
+    pub fn max_feed_len(mut self, len: usize) -> Self {
+        self.max_feed_len = len;
+        self
+    }
+
+    /// Largest encoded post in bytes (default 256 KiB, at most 15 MiB).
+    pub fn max_post_bytes(mut self, bytes: usize) -> Self {
+        self.max_post_bytes = bytes;
+        self
+    }
+
+    /// The "hot" feed's window (default 24 hours).
+    pub fn hot_window(mut self, window: Duration) -> Self {
+        self.hot_window = window;
+        self
+    }
+
+    /// Documents updated per batch when a user chunk changes (default 100).
+    pub fn propagation_batch(mut self, batch: usize) -> Self {
+        self.propagation_batch = batch;
+        self
+    }
+
+    /// Another collection whose documents embed a [`UserChunk`] at `field` (such as comments at
+    /// `author`); renames propagate there too. It needs an index on `{<field>.id: 1, _id: 1}`.
+    pub fn chunk_target(mut self, collection: impl Into<String>, field: impl Into<String>) -> Self {
+        self.extra_chunk_targets
+            .push((collection.into(), field.into()));
+        self
+    }
+
+    /// Builds the store, asking the server for its capabilities unless they were given (one
+    /// `buildInfo` and one `hello`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for unusable names or zero sizes; server errors from detection.
+    pub async fn build(self) -> Result<FeedStore<X>> {
+        if self.max_feed_len == 0 || self.propagation_batch == 0 || self.max_post_bytes == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "max_feed_len, propagation_batch and max_post_bytes must be positive"
+                    .to_owned(),
+            });
+        }
+        if self.max_post_bytes > 15 * 1024 * 1024 {
+            return Err(Error::InvalidConfig {
+                reason: "max_post_bytes must leave room in a 16 MiB document".to_owned(),
+            });
+        }
+        let name = |base: &str| format!("{}{base}", self.prefix);
+        for base in ["posts", "feed_jobs"] {
+            check_collection_name(&name(base))?;
+        }
+        for (collection, field) in &self.extra_chunk_targets {
+            check_collection_name(collection)?;
+            if field.is_empty() || field.starts_with('$') {
+                return Err(Error::InvalidConfig {
+                    reason: format!("`{field}` is not a usable chunk field"),
+                });
+            }
+        }
+        let capabilities = match self.capabilities {
+            Some(capabilities) => capabilities,
+            None => ServerInfo::detect_for(&self.database).await?.capabilities(),
+        };
+        let db = &self.database;
+        let collections = Collections {
+            posts: db.collection(&name("posts")),
+            users: db.collection(&name("users")),
+            extended_users: db.collection(&name("extended_users")),
+            counters: db.collection(&name("post_counters")),
+            likes: db.collection(&name("post_likes")),
+            feeds: db.collection(&name("feeds")),
+            propagations: db.collection(&name("propagations")),
+        };
+        let mut chunk_targets = vec![(name("posts"), "created_by".to_owned())];
+        chunk_targets.extend(self.extra_chunk_targets);
+        let jobs = JobQueue::builder(db)
+            .collection(name("feed_jobs"))
+            .lease(self.job_lease)
+            .batch(self.job_batch)
+            .build()?;
+        Ok(FeedStore {
+            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
+            jobs,
+            collections,
+            follows: self.follows,
+            ranking: self.ranking,
+            clock: self.clock,
+            capabilities,
+            settings: Arc::new(Settings {
+                max_feed_len: self.max_feed_len,
+                max_post_bytes: self.max_post_bytes,
+                hot_window: self.hot_window,
+                propagation_batch: self.propagation_batch,
+                chunk_targets,
+            }),
+            database: self.database,
+            _extension: PhantomData,
+        })
+    }
+}
+
+impl<X: Payload> FeedStore<X> {
+    /// Starts configuring a store in `database`.
+    pub fn builder(database: &Database) -> FeedStoreBuilder<X> {
+        FeedStoreBuilder {
+            database: database.clone(),
+            prefix: String::new(),
+            follows: Arc::new(FollowList::new()),
+            ranking: Arc::new(DefaultRanking),
+            clock: Arc::new(SystemClock),
+            capabilities: None,
+            job_lease: Duration::from_secs(60),
+            job_batch: 20,
+            max_feed_len: 500,
+            max_post_bytes: 256 * 1024,
+            hot_window: Duration::from_secs(24 * 60 * 60),
+            propagation_batch: 100,
+            extra_chunk_targets: Vec::new(),
+            _extension: PhantomData,
+        }
+    }
+
+    /// The database the store lives in.
+    pub fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The capabilities the store works with.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    /// The queue of feed jobs (post fan-out, hot refresh, background propagation).
+    pub fn jobs(&self) -> &JobQueue {
+        &self.jobs
+    }
+
+    /// Starts a background worker for the store's jobs on the current tokio runtime. Several
+    /// workers (in one process or many) can run at once.
+    pub fn start_worker(&self) -> Worker {
+        self.jobs
+            .start_worker(Arc::new(feeds::FeedJobs(self.clone())))
+    }
+
+    /// Runs due jobs in this task until none is left; returns how many ran. For tests, scripts
+    /// and applications without a worker.
+    pub async fn run_pending_jobs(&self) -> Result<usize> {
+        let handler = feeds::FeedJobs(self.clone());
+        let mut total = 0;
+        loop {
+            let ran = self.jobs.run_once(&handler).await?;
+            if ran == 0 {
+                return Ok(total);
+            }
+            total += ran;
+        }
+    }
+
+    /// Waits until every job enqueued so far has run; see [`JobQueue::wait_until_drained`].
+    pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
+        self.jobs.wait_until_drained(timeout).await
+    }
+
+    /// Creates every index the store needs (idempotent). The text index is created only where
+    /// the server has text search ([`Capabilities::text_search`]).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let c = &self.collections;
+        let plain = |keys: Document| IndexModel::builder().keys(keys).build();
+        let mut post_indexes = vec![
+            plain(doc! { "created_by.id": 1, "_id": 1 }),
+            plain(doc! { "created": -1, "_id": -1 }),
+        ];
+        if self.capabilities.text_search {
+            post_indexes.push(
+                IndexModel::builder()
+                    .keys(doc! { "title": "text", "body": "text" })
+                    .options(
+                        IndexOptions::builder()
+                            .weights(doc! { "title": 3, "body": 1 })
+                            .name("post_text".to_owned())
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        c.posts.create_indexes(post_indexes).await?;
+        c.users
+            .create_index(
+                IndexModel::builder()
+                    .keys(doc! { "username": 1 })
+                    .options(IndexOptions::builder().unique(true).build())
+                    .build(),
+            )
+            .await?;
+        c.likes
+            .create_indexes([plain(doc! { "post": 1, "at": 1 }), plain(doc! { "at": 1 })])
+            .await?;
+        c.propagations
+            .create_index(plain(doc! { "done": 1 }))
+            .await?;
+        self.jobs.create_indexes().await?;
+        Ok(())
+    }
+
+    /// The shard key of each of the store's collections; see the [module docs](self) for the
+    /// trade-offs.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        let c = &self.collections;
+        let mut keys = vec![
+            ShardKey::new(
+                c.posts.name(),
+                doc! { "_id": "hashed" },
+                "a post read by id and a feed page's $in reach only the owning shards; writes \
+                 spread evenly; author pages, propagation and search scatter",
+            ),
+            ShardKey::new(
+                c.users.name(),
+                doc! { "_id": "hashed" },
+                "profiles are read by id; the unique username index needs a scatter check, so \
+                 keep usernames unique in the application or in an unsharded collection",
+            ),
+            ShardKey::new(
+                c.extended_users.name(),
+                doc! { "_id": "hashed" },
+                "read rarely, by id",
+            ),
+            ShardKey::new(
+                c.counters.name(),
+                doc! { "_id": "hashed" },
+                "one document per post, read and incremented by post id",
+            ),
+            ShardKey::new(
+                c.likes.name(),
+                doc! { "post": "hashed" },
+                "a post's likes on one shard, so `_id: {post, user}` stays unique; the hot \
+                 window's aggregation scatters, in the background",
+            ),
+            ShardKey::new(
+                c.feeds.name(),
+                doc! { "_id": "hashed" },
+                "a feed page reads one document from one shard",
+            ),
+            ShardKey::new(
+                c.propagations.name(),
+                doc! { "_id": 1 },
+                "small: a few documents per rename",
+            ),
+            ShardKey::new(
+                self.locks.collection_name(),
+                doc! { "_id": 1 },
+                "locks are taken and released by key",
+            ),
+        ];
+        keys.extend(self.jobs.shard_keys());
+        keys
+    }
+
+    /// Shards the store's collections on [`FeedStore::shard_keys`] when connected to a `mongos`;
+    /// see [`crate::sharding::shard_collections`].
+    pub async fn shard_collections(&self) -> Result<()> {
+        crate::sharding::shard_collections(&self.database, &self.shard_keys()).await
+    }
+
+    /// Runs `f` holding the leased locks on `keys` when the server's updates are not atomic;
+    /// runs it directly otherwise.
+    async fn serialized<T, F>(&self, keys: &[String], f: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        if self.capabilities.atomic_updates {
+            return f.await;
+        }
+        let token = ObjectId::new();
+        self.locks.acquire_all(keys, token, MAX_LOCK_WAITS).await?;
+        let outcome = f.await;
+        let released = self.locks.release(keys, token).await;
+        let value = outcome?;
+        released?;
+        Ok(value)
+    }
+}
+
+/// Whether a driver error is only duplicate key errors (code 11000).
+pub(crate) fn only_duplicate_keys(error: &mongodb::error::Error) -> bool {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    const DUPLICATE_KEY: i32 = 11000;
+    match &*error.kind {
+        ErrorKind::Write(WriteFailure::WriteError(e)) => e.code == DUPLICATE_KEY,
+        ErrorKind::InsertMany(failure) => {
+            failure.write_concern_error.is_none()
+                && failure
+                    .write_errors
+                    .iter()
+                    .flatten()
+                    .all(|e| e.code == DUPLICATE_KEY)
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,275 @@
+//! Search over posts' title and body, newest first or best match first, keyset-paged.
+//!
+//! Every term must appear (in the title or the body). Where the server has text indexes
+//! ([`crate::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
+//! (weight 3) and `body` (weight 1) and searches it with `$text`, each term quoted so all are
+//! required; best match is MongoDB's `textScore` (stemmed, stop words ignored); either order is
+//! one `aggregate`.
+//!
+//! Elsewhere (FerretDB 1.x has no text index) the fallback is a case-insensitive `$regex` per term
+//! over title and body (substring match, no stemming, a collection scan). Newest first is one
+//! `find`. Best match scores in the library: for each term, 3 per occurrence in the title plus 1
+//! per occurrence in the body, over the newest [`FALLBACK_CANDIDATES`] matches, fetched in one
+//! `find`; older matches are not ranked.
+
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+
+use super::cursor::{self, CursorKind};
+use super::feeds::check_limit;
+use super::{FeedStore, Post, PostId};
+use crate::inbox::Payload;
+use crate::{Error, Page, PageRequest, Result};
+
+/// Matches the regex fallback ranks for a best-match search.
+pub const FALLBACK_CANDIDATES: i64 = 1000;
+/// Terms beyond this many are ignored.
+const MAX_TERMS: usize = 16;
+
+/// The order of search results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SearchOrder {
+    /// Newest post first.
+    #[default]
+    Newest,
+    /// Most relevant first, ties to the newer post.
+    BestMatch,
+}
+
+impl<X: Payload> FeedStore<X> {
+    /// Posts containing every whitespace-separated term of `terms`, one page in `order`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for blank terms, [`Error::InvalidPageLimit`],
+    /// [`Error::InvalidCursor`] for a cursor from another kind of page; all before any command.
+    pub async fn search(
+        &self,
+        terms: &str,
+        order: SearchOrder,
+        page: PageRequest,
+    ) -> Result<Page<Post<X>>> {
+        let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
+        if terms.is_empty() {
+            return Err(Error::EmptyField {
+                field: "search terms",
+            });
+        }
+        check_limit(&page)?;
+        match order {
+            SearchOrder::Newest => {
+                let after = page.after.as_ref().map(cursor::time_key).transpose()?;
+                let keyset = after.map(|(created, post)| {
+                    doc! { "$or": [
+                        { "created": { "$lt": created } },
+                        { "created": created, "_id": { "$lt": post.0 } },
+                    ] }
+                });
+                let mut posts = self.newest_matches(&terms, keyset, page.limit).await?;
+                let more = posts.len() > page.limit;
+                posts.truncate(page.limit);
+                let next = match posts.last() {
+                    Some(last) if more => Some(cursor::after_time(last.created, last.id)),
+                    _ => None,
+                };
+                Ok(Page { items: posts, next })
+            }
+            SearchOrder::BestMatch => {
+                let after = page
+                    .after
+                    .as_ref()
+                    .map(|cursor| cursor::score_key(CursorKind::BestMatch, cursor))
+                    .transpose()?;
+                let mut scored = if self.capabilities.text_search {
+                    self.text_best_match(&terms, after, page.limit).await?
+                } else {
+                    self.regex_best_match(&terms, after).await?
+                };
+                let more = scored.len() > page.limit;
+                scored.truncate(page.limit);
+                let next = match scored.last() {
+                    Some((score, last)) if more => {
+                        Some(cursor::after_score(CursorKind::BestMatch, *score, last.id))
+                    }
+                    _ => None,
+                };
+                Ok(Page {
+                    items: scored.into_iter().map(|(_, post)| post).collect(),
+                    next,
+                })
+            }
+        }
+    }
+
+    /// `$text` where supported, otherwise a regex per term.
+    fn match_filter(&self, terms: &[&str]) -> Document {
+        if self.capabilities.text_search {
+            let quoted: Vec<String> = terms
+                .iter()
+                .map(|term| format!("\"{}\"", term.replace('"', "")))
+                .collect();
+            return doc! { "$text": { "$search": quoted.join(" ") } };
+        }
+        let all: Vec<Bson> = terms
+            .iter()
+            .map(|term| {
+                let pattern = doc! { "$regex": escape_regex(term), "$options": "i" };
+                Bson::Document(doc! { "$or": [
+                    { "title": pattern.clone() },
+                    { "body": pattern },
+                ] })
+            })
+            .collect();
+        doc! { "$and": all }
+    }
+
+    /// Up to `limit + 1` matches after `keyset`, newest first, in one command: an `aggregate`
+    /// with `$text` (MongoDB allows `$text` beside an `$or` only if every `$or` clause is
+    /// indexed, so the keyset is a second stage), a `find` with regexes.
+    async fn newest_matches(
+        &self,
+        terms: &[&str],
+        keyset: Option<Document>,
+        limit: usize,
+    ) -> Result<Vec<Post<X>>> {
+        let sort = doc! { "created": -1, "_id": -1 };
+        let found: Vec<Document> = if self.capabilities.text_search {
+            let mut pipeline = vec![doc! { "$match": self.match_filter(terms) }];
+            if let Some(keyset) = keyset {
+                pipeline.push(doc! { "$match": keyset });
+            }
+            pipeline.push(doc! { "$sort": sort });
+            pipeline.push(doc! { "$limit": limit as i64 + 1 });
+            self.collections
+                .posts
+                .aggregate(pipeline)
+                .await?
+                .try_collect()
+                .await?
+        } else {
+            let mut filter = self.match_filter(terms);
+            if let Some(keyset) = keyset {
+                filter.extend(keyset);
+            }
+            self.collections
+                .posts
+                .find(filter)
+                .sort(sort)
+                .limit(limit as i64 + 1)
+                .await?
+                .try_collect()
+                .await?
+        };
+        decode_posts(found)
+    }
+
+    /// One `aggregate`: match, score, keyset, sort, limit.
+    async fn text_best_match(
+        &self,
+        terms: &[&str],
+        after: Option<(f64, PostId)>,
+        limit: usize,
+    ) -> Result<Vec<(f64, Post<X>)>> {
+        let mut pipeline = vec![
+            doc! { "$match": self.match_filter(terms) },
+            doc! { "$addFields": { "_score": { "$meta": "textScore" } } },
+        ];
+        if let Some((score, post)) = after {
+            pipeline.push(doc! { "$match": { "$or": [
+                { "_score": { "$lt": score } },
+                { "_score": score, "_id": { "$lt": post.0 } },
+            ] } });
+        }
+        pipeline.push(doc! { "$sort": { "_score": -1, "_id": -1 } });
+        pipeline.push(doc! { "$limit": limit as i64 + 1 });
+        let found: Vec<Document> = self
+            .collections
+            .posts
+            .aggregate(pipeline)
+            .await?
+            .try_collect()
+            .await?;
+        found
+            .into_iter()
+            .map(|document| {
+                let score = document.get_f64("_score").unwrap_or(0.0);
+                Ok((score, bson::from_document(document)?))
+            })
+            .collect()
+    }
+
+    /// One `find` of the newest matches, scored and ordered here.
+    async fn regex_best_match(
+        &self,
+        terms: &[&str],
+        after: Option<(f64, PostId)>,
+    ) -> Result<Vec<(f64, Post<X>)>> {
+        let found: Vec<Document> = self
+            .collections
+            .posts
+            .find(self.match_filter(terms))
+            .sort(doc! { "created": -1, "_id": -1 })
+            .limit(FALLBACK_CANDIDATES)
+            .await?
+            .try_collect()
+            .await?;
+        let lowered: Vec<String> = terms.iter().map(|term| term.to_lowercase()).collect();
+        let mut scored: Vec<(f64, Post<X>)> = decode_posts::<X>(found)?
+            .into_iter()
+            .map(|post| (fallback_score(&lowered, &post.title, &post.body), post))
+            .collect();
+        scored.sort_by(|(sa, a), (sb, b)| sb.total_cmp(sa).then(b.id.cmp(&a.id)));
+        if let Some((score, last)) = after {
+            scored.retain(|(s, post)| match s.total_cmp(&score) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Equal => post.id < last,
+                std::cmp::Ordering::Greater => false,
+            });
+        }
+        Ok(scored)
+    }
+}
+
+fn decode_posts<X: Payload>(found: Vec<Document>) -> Result<Vec<Post<X>>> {
+    found
+        .into_iter()
+        .map(|document| Ok(bson::from_document(document)?))
+        .collect()
+}
+
+/// 3 per occurrence of a term in the title, 1 per occurrence in the body (terms lowercased).
+fn fallback_score(terms: &[String], title: &str, body: &str) -> f64 {
+    let (title, body) = (title.to_lowercase(), body.to_lowercase());
+    terms
+        .iter()
+        .map(|term| {
+            (3 * title.matches(term.as_str()).count() + body.matches(term.as_str()).count()) as f64
+        })
+        .sum()
+}
+
+/// `text` as a regex matching itself literally.
+fn escape_regex(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}/-".contains(c) {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regex_escaping_and_scores() {
+        assert_eq!(escape_regex("a.b*(c)"), r"a\.b\*\(c\)");
+        let terms = vec!["rust".to_owned()];
+        assert_eq!(fallback_score(&terms, "Rust and rust", "rust"), 7.0);
+        assert_eq!(fallback_score(&terms, "Go", "none"), 0.0);
+    }
+}

@@ -1,0 +1,466 @@
+//! A durable background job queue in a MongoDB collection, with leased claims.
+//!
+//! A job is one document `{_id, kind, payload, attempts, not_before, failed}`. Workers poll for
+//! jobs that are due, claim them with a leased lock document (an `insert` on a unique `_id`,
+//! atomic on every server, FerretDB 1.x included, whose `findAndModify` is not), run the
+//! application's [`JobHandler`], then delete the job and the lock. A worker that dies keeps its
+//! claim only until the lease runs out; the next worker that finds the job breaks the expired lock
+//! and runs the job again.
+//!
+//! Delivery is therefore *at least once*: a job whose handler outlives the lease, or whose worker
+//! dies after the handler's writes but before the job is deleted, runs twice. Handlers must be
+//! idempotent (the feed's handlers are: adding a post to a feed that already holds it changes
+//! nothing). Within a lease, a job runs on one worker at a time.
+//!
+//! Commands per job, with a batch of one: `find` (due jobs), `insert` (lock), `find` (re-check
+//! the job still exists), the handler's own, `delete` (job), `delete` (lock). A batch of `n` jobs
+//! costs the same first three commands once. A worker looks at the due jobs of four batches and
+//! starts claiming at a batch of its own, so concurrent workers rarely contend for the same jobs;
+//! each batch found taken costs one more `insert`.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
+use serde::{Deserialize, Serialize};
+
+use crate::lease_lock::LeaseLocks;
+use crate::sharding::ShardKey;
+use crate::{Error, Result};
+
+/// A worker looks at this many batches of due jobs and claims the first free one.
+const CANDIDATE_BATCHES: usize = 4;
+
+/// One job as a handler receives it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The job's id, assigned when it was enqueued.
+    #[serde(rename = "_id")]
+    pub id: ObjectId,
+    /// What to do, for the handler to dispatch on (such as `"post_created"`).
+    pub kind: String,
+    /// The job's arguments.
+    pub payload: Document,
+    /// How many earlier runs failed.
+    pub attempts: u32,
+}
+
+/// The application's code for running jobs.
+///
+/// Must be idempotent: a job can run more than once (see the [module docs](self)).
+#[async_trait]
+pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
+    /// Runs one job. An error leaves the job in the queue, retried after a back-off, and marked
+    /// failed after [`JobQueueBuilder::max_attempts`] runs.
+    async fn handle(&self, job: &Job) -> Result<()>;
+}
+
+/// A durable job queue; cheap to clone (clones share the collections).
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::{Arc, Mutex, PoisonError};
+/// use std::time::Duration;
+/// use mongo_social::jobs::{Job, JobHandler, JobQueue};
+///
+/// #[derive(Debug)]
+/// struct Print;
+///
+/// #[async_trait::async_trait]
+/// impl JobHandler for Print {
+///     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+///         println!("{}: {}", job.kind, job.payload);
+///         Ok(())
+///     }
+/// }
+///
+/// let queue = JobQueue::new(&db);
+/// queue.create_indexes().await?;
+/// queue.enqueue("greet", bson::doc! { "who": "bob" }).await?;
+/// let worker = queue.start_worker(Arc::new(Print));
+/// queue.wait_until_drained(Duration::from_secs(10)).await?;
+/// worker.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct JobQueue {
+    jobs: Collection<Document>,
+    locks: LeaseLocks,
+    lease: Duration,
+    max_attempts: u32,
+    retry_delay: Duration,
+    batch: usize,
+    poll_interval: Duration,
+}
+
+/// Configures a [`JobQueue`].
+#[derive(Clone, Debug)]
+pub struct JobQueueBuilder {
+    database: Database,
+    collection: String,
+    lease: Duration,
+    max_attempts: u32,
+    retry_delay: Duration,
+    batch: usize,
+    poll_interval: Duration,
+}
+
+impl JobQueueBuilder {
+    /// The jobs collection (default `jobs`); claims go to `<name>_locks`.
+    pub fn collection(mut self, name: impl Into<String>) -> Self {
+        self.collection = name.into();
+        self
+    }
+
+    /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
+    /// claim covers a whole batch, run one job after the other, so keep it well above a batch's
+    /// longest run.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Runs after which a failing job is marked failed and no longer claimed (default 10).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// Delay before the first retry of a failed job, doubled for each later one up to five
+    /// minutes (default 1 s).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Jobs a worker claims at once (default 20).
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = batch;
+        self
+    }
+
+    /// How long an idle worker sleeps before looking for jobs again (default 50 ms).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Builds the queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an unusable collection name, a zero lease, batch or
+    /// `max_attempts`.
+    pub fn build(self) -> Result<JobQueue> {
+        crate::inbox::check_collection_name(&self.collection)?;
+        if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),
+            });
+        }
+        let locks = self
+            .database
+            .collection(&format!("{}_locks", self.collection));
+        Ok(JobQueue {
+            jobs: self.database.collection(&self.collection),
+            locks: LeaseLocks::new(locks, self.lease),
+            lease: self.lease,
+            max_attempts: self.max_attempts,
+            retry_delay: self.retry_delay,
+            batch: self.batch,
+            poll_interval: self.poll_interval,
+        })
+    }
+}
+
+impl JobQueue {
+    /// The default collection name.
+    pub const DEFAULT_COLLECTION: &'static str = "jobs";
+
+    /// A queue with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default job queue settings are valid")
+    }
+
+    /// Starts configuring a queue in `database`.
+    pub fn builder(database: &Database) -> JobQueueBuilder {
+        JobQueueBuilder {
+            database: database.clone(),
+            collection: Self::DEFAULT_COLLECTION.to_owned(),
+            lease: Duration::from_secs(60),
+            max_attempts: 10,
+            retry_delay: Duration::from_secs(1),
+            batch: 20,
+            poll_interval: Duration::from_millis(50),
+        }
+    }
+
+    /// How long a claim lasts.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Adds a job, due now (one `insert`).
+    pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
+        let id = ObjectId::new();
+        self.jobs
+            .insert_one(doc! {
+                "_id": id,
+                "kind": kind,
+                "payload": payload,
+                "attempts": 0,
+                "not_before": bson::DateTime::now(),
+                "failed": false,
+            })
+            .await?;
+        Ok(id)
+    }
+
+    /// Claims up to one batch of due jobs and runs them with `handler`, one after the other.
+    /// Returns how many jobs were claimed (0 when none was due or all were claimed elsewhere).
+    ///
+    /// A handler error is recorded on its job (which is retried later), not returned.
+    ///
+    /// # Errors
+    ///
+    /// Server errors while claiming or completing jobs; a claimed job is then released or left to
+    /// its lease.
+    pub async fn run_once(&self, handler: &dyn JobHandler) -> Result<usize> {
+        let due = self.due_jobs().await?;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let keys: Vec<String> = due.iter().map(|id| id.to_hex()).collect();
+        let token = ObjectId::new();
+        // Workers start at different batches of the due jobs, so they do not all contend for
+        // the oldest one.
+        let batches: Vec<&[String]> = keys.chunks(self.batch).collect();
+        let first = usize::from(token.bytes()[11]) % batches.len();
+        let mut taken = Vec::new();
+        for offset in 0..batches.len() {
+            taken = self
+                .locks
+                .try_acquire(batches[(first + offset) % batches.len()], token)
+                .await?;
+            if !taken.is_empty() {
+                break;
+            }
+        }
+        if taken.is_empty() {
+            // Everything is claimed: by live workers, or by dead ones whose lease ran out.
+            self.locks.break_expired(&keys).await?;
+            taken = self.locks.try_acquire(batches[first], token).await?;
+            if taken.is_empty() {
+                return Ok(0);
+            }
+        }
+        // A job completed (or failed and postponed) by another worker between our `find` and our
+        // claim is gone (or not due) now.
+        let ids: Vec<ObjectId> = taken
+            .iter()
+            .filter_map(|key| ObjectId::parse_str(key).ok())
+            .collect();
+        let jobs: Vec<Job> = self
+            .jobs
+            .clone_with_type::<Job>()
+            .find(doc! {
+                "_id": { "$in": &ids },
+                "failed": false,
+                "not_before": { "$lte": bson::DateTime::now() },
+            })
+            .sort(doc! { "_id": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let claimed = taken.len();
+        let outcome = self.run_claimed(handler, &jobs).await;
+        // The claims are given back whatever happened; a lock left behind only delays a retry.
+        self.locks.release(&taken, token).await?;
+        outcome?;
+        Ok(claimed)
+    }
+
+    async fn run_claimed(&self, handler: &dyn JobHandler, jobs: &[Job]) -> Result<()> {
+        for job in jobs {
+            match handler.handle(job).await {
+                Ok(()) => {
+                    self.jobs.delete_one(doc! { "_id": job.id }).await?;
+                }
+                Err(error) => self.record_failure(job, &error).await?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn record_failure(&self, job: &Job, error: &Error) -> Result<()> {
+        let attempts = job.attempts + 1;
+        let delay = self
+            .retry_delay
+            .saturating_mul(1 << attempts.min(16))
+            .min(Duration::from_secs(300));
+        let not_before = bson::DateTime::from_millis(
+            bson::DateTime::now().timestamp_millis() + delay.as_millis() as i64,
+        );
+        self.jobs
+            .update_one(
+                doc! { "_id": job.id },
+                doc! { "$set": {
+                    "attempts": attempts,
+                    "not_before": not_before,
+                    "failed": attempts >= self.max_attempts,
+                    "last_error": error.to_string(),
+                } },
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn due_jobs(&self) -> Result<Vec<ObjectId>> {
+        let due: Vec<Document> = self
+            .jobs
+            .find(doc! { "failed": false, "not_before": { "$lte": bson::DateTime::now() } })
+            .sort(doc! { "not_before": 1, "_id": 1 })
+            .projection(doc! { "_id": 1 })
+            .limit((self.batch * CANDIDATE_BATCHES) as i64)
+            .await?
+            .try_collect()
+            .await?;
+        Ok(due
+            .iter()
+            .filter_map(|job| job.get_object_id("_id").ok())
+            .collect())
+    }
+
+    /// Jobs waiting or running (not failed), one `count`.
+    pub async fn pending(&self) -> Result<u64> {
+        Ok(self.jobs.count_documents(doc! { "failed": false }).await?)
+    }
+
+    /// Jobs given up on after [`JobQueueBuilder::max_attempts`] runs, one `count`.
+    pub async fn failed(&self) -> Result<u64> {
+        Ok(self.jobs.count_documents(doc! { "failed": true }).await?)
+    }
+
+    /// Waits until no job is pending (failed jobs do not count), checking every 20 ms.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] if jobs are still pending after `timeout`.
+    pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
+        let started = tokio::time::Instant::now();
+        loop {
+            if self.pending().await? == 0 {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(Error::Timeout {
+                    what: "draining the job queue",
+                    waited: timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts a worker on the current tokio runtime: it runs [`JobQueue::run_once`] in a loop,
+    /// sleeping for the poll interval when nothing is due or the server fails.
+    pub fn start_worker(&self, handler: Arc<dyn JobHandler>) -> Worker {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let queue = self.clone();
+        let last_error = Arc::new(Mutex::new(None));
+        let errors = last_error.clone();
+        let task = tokio::spawn(async move {
+            while !*stopped.borrow() {
+                let idle = match queue.run_once(&*handler).await {
+                    Ok(claimed) => claimed == 0,
+                    Err(error) => {
+                        *errors.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(error.to_string());
+                        true
+                    }
+                };
+                if idle {
+                    tokio::select! {
+                        _ = tokio::time::sleep(queue.poll_interval) => {}
+                        _ = stopped.changed() => {}
+                    }
+                }
+            }
+        });
+        Worker {
+            stop,
+            task,
+            last_error,
+        }
+    }
+
+    /// Creates the indexes the queue needs (idempotent).
+    pub async fn create_indexes(&self) -> Result<()> {
+        let due = IndexModel::builder()
+            .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
+            .options(IndexOptions::builder().name("due".to_owned()).build())
+            .build();
+        self.jobs.create_index(due).await?;
+        Ok(())
+    }
+
+    /// The shard key of each of the queue's collections.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.jobs.name(),
+                doc! { "_id": "hashed" },
+                "spreads enqueues over every shard; workers poll all shards, which suits a queue",
+            ),
+            ShardKey::new(
+                self.locks.collection_name(),
+                doc! { "_id": 1 },
+                "claims are found by job id only",
+            ),
+        ]
+    }
+}
+
+/// A running worker; see [`JobQueue::start_worker`].
+#[derive(Debug)]
+pub struct Worker {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    last_error: Arc<Mutex<Option<String>>>,
+}
+
+impl Worker {
+    /// Asks the worker to stop after the batch it is running, and waits for it.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Stops the worker at once, even in the middle of a job, as if its process died: its claims
+    /// stay until their lease runs out, then another worker runs those jobs.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
+    /// The last server error the worker met while claiming or completing jobs (it keeps going,
+    /// retrying after its poll interval). Handler errors are recorded on their jobs instead.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether the worker's task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}

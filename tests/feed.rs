@@ -1,0 +1,989 @@
+//! The social feed against the real server (`MONGODB_URI`, or the fixture's FerretDB).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use mongo_social::feed::{
+    Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, FollowList,
+    Media, NewPost, NewUser, Ranking, SearchOrder,
+};
+use mongo_social::jobs::{Job, JobHandler, JobQueue};
+use mongo_social::testing::{self, TestDb};
+use mongo_social::{Error, PageCursor, PageRequest, Post, PostId};
+use serde::{Deserialize, Serialize};
+
+const HOUR_MS: i64 = 60 * 60 * 1000;
+
+/// The application's extension of a post in these tests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Extra {
+    tags: Vec<String>,
+    mood: Option<String>,
+}
+
+type Store = FeedStore<Extra>;
+
+async fn store_with(
+    test: &str,
+    configure: impl FnOnce(FeedStoreBuilder<Extra>) -> FeedStoreBuilder<Extra>,
+) -> (TestDb, Store) {
+    let t = testing::test_db(test).await;
+    let store = configure(FeedStore::builder(&t.db).capabilities(t.info.capabilities()))
+        .build()
+        .await
+        .expect("build store");
+    store.create_indexes().await.expect("create indexes");
+    t.commands.reset();
+    (t, store)
+}
+
+async fn users(store: &Store, ids: &[&str]) {
+    for id in ids {
+        store.create_user(NewUser::new(*id, *id)).await.unwrap();
+    }
+}
+
+async fn post(store: &Store, author: &str, title: &str, body: &str) -> Post<Extra> {
+    store
+        .create_post(NewPost::new(author, title, body, Extra::default()))
+        .await
+        .unwrap()
+}
+
+fn ids(posts: &[Post<Extra>]) -> Vec<PostId> {
+    posts.iter().map(|post| post.id).collect()
+}
+
+/// Every post of a feed, `page_size` at a time, following the cursor.
+async fn read_feed(store: &Store, feed: &FeedKind, page_size: usize) -> Vec<PostId> {
+    let mut all = Vec::new();
+    let mut request = PageRequest::first(page_size);
+    loop {
+        let page = store.feed_page(feed, request).await.unwrap();
+        assert!(page.items.len() <= page_size);
+        all.extend(ids(&page.items));
+        match page.next {
+            Some(cursor) => request = PageRequest::after(page_size, cursor),
+            None => return all,
+        }
+    }
+}
+
+async fn count(t: &TestDb, collection: &str) -> u64 {
+    t.collection::<Document>(collection)
+        .count_documents(doc! {})
+        .await
+        .unwrap()
+}
+
+/// A clock the test moves by hand.
+#[derive(Debug)]
+struct TestClock(AtomicI64);
+
+impl TestClock {
+    fn set(&self, millis: i64) {
+        self.0.store(millis, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> bson::DateTime {
+        bson::DateTime::from_millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+#[tokio::test]
+async fn post_round_trip_with_media_and_extension() {
+    let (t, store) = store_with("feed_post_round_trip", |b| b).await;
+    users(&store, &["ann"]).await;
+    let new = NewPost::new(
+        "ann",
+        "Coast trip",
+        "Photos, a clip and the sea",
+        Extra {
+            tags: vec!["travel".into(), "sea".into()],
+            mood: Some("happy".into()),
+        },
+    )
+    .image(Media::new("https://img.example/1.png", "Beach"))
+    .image(Media::new("https://img.example/2.png", "Dunes"))
+    .video(Media::new("https://vid.example/1.mp4", "Waves"))
+    .audio(Media::new("https://aud.example/1.mp3", "Gulls"));
+    let (created, commands) = t.commands.measure(store.create_post(new.clone())).await;
+    let created = created.unwrap();
+    assert_eq!(commands, ["find", "insert", "insert"], "user, post, job");
+    assert_eq!(created.created_by.username, "ann");
+
+    let (read, commands) = t.commands.measure(store.post(created.id)).await;
+    let read = read.unwrap();
+    assert_eq!(commands, ["find"], "a post is one query");
+    assert_eq!(read, created);
+    assert_eq!(read.images, new.images);
+    assert_eq!(read.videos, new.videos);
+    assert_eq!(read.audio, new.audio);
+    assert_eq!(read.extension, new.extension);
+    assert_eq!(
+        (read.title.as_str(), read.body.as_str()),
+        ("Coast trip", "Photos, a clip and the sea")
+    );
+
+    // The ladder's other rungs: the hot profile and the rarely read rest.
+    let user = store.user("ann").await.unwrap();
+    assert_eq!(user.chunk(), read.created_by);
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Details {
+        email: String,
+        birthday: String,
+    }
+    let details = Details {
+        email: "ann@example.com".into(),
+        birthday: "1983-05-07".into(),
+    };
+    store.put_extended_user("ann", &details).await.unwrap();
+    let extended = store.extended_user::<Details>("ann").await.unwrap();
+    assert_eq!((extended.id.as_str(), &extended.details), ("ann", &details));
+    assert!(matches!(
+        store.put_extended_user("ghost", &details).await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    users(&store, &["bob"]).await;
+    assert!(matches!(
+        store.extended_user::<Details>("bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(count(&t, "extended_users").await, 1);
+}
+
+#[tokio::test]
+async fn rename_reaches_every_copy_after_an_interrupted_propagation() {
+    let (t, store) = store_with("feed_rename_propagation", |b| {
+        b.propagation_batch(4).chunk_target("comments", "author")
+    })
+    .await;
+    users(&store, &["ann", "bob"]).await;
+    for i in 0..18 {
+        post(&store, "ann", &format!("post {i}"), "text").await;
+    }
+    post(&store, "bob", "bob's", "text").await;
+    // Another module's documents embedding ann's chunk (without a revision).
+    let comments = t.collection::<Document>("comments");
+    let chunk = doc! { "id": "ann", "username": "ann" };
+    comments
+        .insert_many((0..6).map(|i| doc! { "n": i, "author": chunk.clone() }))
+        .await
+        .unwrap();
+    comments
+        .create_index(
+            mongodb::IndexModel::builder()
+                .keys(doc! { "author.id": 1, "_id": 1 })
+                .build(),
+        )
+        .await
+        .unwrap();
+    let posts = t.collection::<Document>("posts");
+    let named = |name: &'static str| {
+        let posts = posts.clone();
+        async move {
+            posts
+                .count_documents(doc! { "created_by.username": name })
+                .await
+                .unwrap()
+        }
+    };
+
+    // Interrupted after 2 batches of 4: some copies are new, the rest still old.
+    let first = store
+        .rename_user_in_background("ann", "annie")
+        .await
+        .unwrap();
+    let status = store.run_propagation(first, Some(2)).await.unwrap();
+    assert!(!status.done);
+    assert_eq!((status.batches, status.updated), (2, 8));
+    assert_eq!(named("annie").await, 8);
+    assert_eq!(named("ann").await, 10);
+    assert_eq!(store.unfinished_propagations().await.unwrap(), [first]);
+    assert_eq!(store.user("ann").await.unwrap().username, "annie");
+
+    // Resumed: every copy, in posts and comments, has the new name; bob's post is untouched.
+    assert_eq!(store.resume_propagations().await.unwrap(), 1);
+    assert_eq!(named("annie").await, 18);
+    assert_eq!(named("ann").await, 0);
+    assert_eq!(named("bob").await, 1);
+    assert_eq!(
+        comments
+            .count_documents(doc! { "author.username": "annie" })
+            .await
+            .unwrap(),
+        6
+    );
+    assert!(store.unfinished_propagations().await.unwrap().is_empty());
+
+    // Idempotent: running again rewrites nothing.
+    let again = store.propagate_user("ann").await.unwrap();
+    assert!(again.done);
+    assert_eq!(again.updated, 0);
+
+    // Two renames whose runs finish in the wrong order still end with the newest name.
+    let stale = store
+        .rename_user_in_background("ann", "ann2")
+        .await
+        .unwrap();
+    let status = store.run_propagation(stale, Some(1)).await.unwrap();
+    assert!(!status.done);
+    assert!(store.rename_user("ann", "ann3").await.unwrap().done);
+    assert!(store.run_propagation(stale, None).await.unwrap().done);
+    assert_eq!(named("ann3").await, 18);
+    let post = store
+        .post(PostId(
+            posts
+                .find_one(doc! { "created_by.id": "ann" })
+                .await
+                .unwrap()
+                .unwrap()
+                .get_object_id("_id")
+                .unwrap(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(post.created_by.revision, 3);
+    // The background job left by `rename_user_in_background` finds its work done.
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(named("ann3").await, 18);
+    assert_eq!(count(&t, "feed_jobs").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn likes_are_exact_under_concurrency() {
+    let (t, store) = store_with("feed_likes_concurrent", |b| b).await;
+    let names: Vec<String> = (0..20).map(|i| format!("u{i:02}")).collect();
+    for name in &names {
+        store.create_user(NewUser::new(name, name)).await.unwrap();
+    }
+    users(&store, &["ann"]).await;
+    let target = post(&store, "ann", "Like me", "please").await.id;
+
+    // Each user likes (twice, concurrently) then unlikes (twice) in three rounds; even users keep
+    // their like at the end of each round.
+    for round in 0..3 {
+        let mut tasks = Vec::new();
+        for name in &names {
+            for _ in 0..2 {
+                let (store, name) = (store.clone(), name.clone());
+                tasks.push(tokio::spawn(async move { store.like(target, &name).await }));
+            }
+        }
+        let mut liked = 0;
+        for task in tasks {
+            liked += usize::from(task.await.unwrap().unwrap());
+        }
+        // Even users still like the post from the round before.
+        let expected = if round == 0 { 20 } else { 10 };
+        assert_eq!(
+            liked, expected,
+            "round {round}: each user's like counts once"
+        );
+        assert_eq!(store.counters(target).await.unwrap().likes, 20);
+
+        let mut tasks = Vec::new();
+        for (i, name) in names
+            .iter()
+            .cloned()
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 1)
+        {
+            for _ in 0..2 {
+                let (store, name) = (store.clone(), name.clone());
+                tasks.push(tokio::spawn(async move {
+                    (i, store.unlike(target, &name).await)
+                }));
+            }
+        }
+        let mut unliked = 0;
+        for task in tasks {
+            unliked += usize::from(task.await.unwrap().1.unwrap());
+        }
+        assert_eq!(unliked, 10, "round {round}: each unlike counts once");
+        assert_eq!(store.counters(target).await.unwrap().likes, 10);
+    }
+    assert_eq!(count(&t, "post_likes").await, 10);
+    assert!(store.likes(target, "u00").await.unwrap());
+    assert!(!store.likes(target, "u01").await.unwrap());
+    assert_eq!(store.recount_likes(target).await.unwrap(), 10);
+
+    store
+        .add_to_counter(target, Counter::Comments, 2)
+        .await
+        .unwrap();
+    store
+        .add_to_counter(target, Counter::Points, 15)
+        .await
+        .unwrap();
+    let counters = store.counters(target).await.unwrap();
+    assert_eq!(
+        (counters.likes, counters.comments, counters.points),
+        (10, 2, 15)
+    );
+
+    // Commands of one like and of a repeated like.
+    let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
+    assert!(liked.unwrap());
+    let locked = !t.info.capabilities().atomic_updates;
+    let expected: &[&str] = if locked {
+        &["find", "find", "insert", "insert", "update", "delete"]
+    } else {
+        &["find", "find", "insert", "update"]
+    };
+    assert_eq!(
+        commands, expected,
+        "post, user, like, (lock), $inc, (unlock)"
+    );
+    let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
+    assert!(!liked.unwrap());
+    assert_eq!(
+        commands,
+        ["find", "find", "insert"],
+        "a repeated like counts nothing"
+    );
+}
+
+#[tokio::test]
+async fn feed_pages_are_ordered_bounded_and_complete() {
+    let (t, store) = store_with("feed_pages", |b| b.max_feed_len(20)).await;
+    users(&store, &["ann", "bob"]).await;
+    let mut created = Vec::new();
+    for i in 0..23 {
+        let author = if i % 3 == 0 { "bob" } else { "ann" };
+        created.push(post(&store, author, &format!("post {i}"), "text").await.id);
+    }
+    assert_eq!(store.run_pending_jobs().await.unwrap(), 23);
+    let newest_first: Vec<PostId> = created.iter().rev().copied().collect();
+
+    let latest = FeedKind::Latest;
+    for page_size in [1, 3, 7, 20, 50] {
+        assert_eq!(
+            read_feed(&store, &latest, page_size).await,
+            newest_first[..20],
+            "page size {page_size}: the 20 newest, newest first, no gaps or repeats"
+        );
+    }
+    let first = store
+        .feed_page(&latest, PageRequest::first(5))
+        .await
+        .unwrap();
+    let (page, commands) = t
+        .commands
+        .measure(store.feed_page(&latest, PageRequest::after(5, first.next.unwrap())))
+        .await;
+    assert_eq!(ids(&page.unwrap().items), newest_first[5..10]);
+    assert_eq!(
+        commands,
+        ["find", "find"],
+        "the feed, then its posts with one $in"
+    );
+
+    // A post arriving while paging does not shift the pages after the cursor.
+    let first = store
+        .feed_page(&latest, PageRequest::first(4))
+        .await
+        .unwrap();
+    let newer = post(&store, "ann", "late", "text").await.id;
+    store.run_pending_jobs().await.unwrap();
+    let second = store
+        .feed_page(&latest, PageRequest::after(4, first.next.unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(ids(&second.items), newest_first[4..8]);
+    assert_eq!(read_feed(&store, &latest, 6).await[0], newer);
+
+    // An empty feed is one command and no cursor.
+    let (empty, commands) = t
+        .commands
+        .measure(store.feed_page(&FeedKind::User("nobody".into()), PageRequest::first(5)))
+        .await;
+    let empty = empty.unwrap();
+    assert!(empty.items.is_empty() && empty.next.is_none());
+    assert_eq!(commands, ["find"]);
+}
+
+#[tokio::test]
+async fn hot_feed_counts_only_the_window() {
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    let start = bson::DateTime::now().timestamp_millis() - 30 * HOUR_MS;
+    clock.set(start);
+    let (t, store) = store_with("feed_hot_window", |b| b.clock(clock.clone())).await;
+    let likers: Vec<String> = (0..5).map(|i| format!("fan{i}")).collect();
+    for name in &likers {
+        store.create_user(NewUser::new(name, name)).await.unwrap();
+    }
+    users(&store, &["ann"]).await;
+    let like = |post: PostId, range: std::ops::Range<usize>| {
+        let (store, likers) = (store.clone(), likers.clone());
+        async move {
+            for name in &likers[range] {
+                assert!(store.like(post, name).await.unwrap());
+            }
+        }
+    };
+
+    // T0: post A, liked 4 times.
+    let a = post(&store, "ann", "A", "old").await.id;
+    like(a, 0..4).await;
+    // T0+20h: post B liked twice, post C never, post D once, A once more.
+    clock.set(start + 20 * HOUR_MS);
+    let b = post(&store, "ann", "B", "new").await.id;
+    let _c = post(&store, "ann", "C", "unliked").await.id;
+    let d = post(&store, "ann", "D", "old likes").await.id;
+    like(b, 0..2).await;
+    like(d, 0..1).await;
+    like(a, 4..5).await;
+    // Backdated data: three likes of D stamped T0.
+    let old_likes = (0..3).map(|i| {
+        let user = format!("old{i}");
+        doc! { "_id": { "post": d.0, "user": &user }, "post": d.0, "user": &user,
+        "at": bson::DateTime::from_millis(start) }
+    });
+    t.collection::<Document>("post_likes")
+        .insert_many(old_likes)
+        .await
+        .unwrap();
+
+    // At T0+20h everything is in the window: A 5, D 4, B 2; C has no likes.
+    store.refresh_hot_feed().await.unwrap();
+    let hot = read_feed(&store, &FeedKind::Hot, 2).await;
+    assert_eq!(hot, [a, d, b]);
+
+    // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
+    clock.set(start + 26 * HOUR_MS);
+    store.schedule_hot_refresh().await.unwrap();
+    store.run_pending_jobs().await.unwrap();
+    let items = store.feed_items(&FeedKind::Hot).await.unwrap();
+    let scored: Vec<(PostId, f64)> = items.iter().map(|item| (item.post, item.score)).collect();
+    assert_eq!(scored, [(b, 2.0), (d, 1.0)]);
+
+    // Total counters are not windowed.
+    assert_eq!(store.counters(a).await.unwrap().likes, 5);
+}
+
+#[tokio::test]
+async fn personal_feeds_follow_the_follow_list() {
+    let follows = Arc::new(FollowList::from_pairs([
+        ("bob", "ann"),
+        ("bob", "cat"),
+        ("dan", "ann"),
+    ]));
+    let (t, store) = store_with("feed_personal", |b| b.follows(follows.clone())).await;
+    users(&store, &["ann", "bob", "cat", "dan", "eve", "erin"]).await;
+    let a1 = post(&store, "ann", "a1", "x").await.id;
+    let c1 = post(&store, "cat", "c1", "x").await.id;
+    let e1 = post(&store, "eve", "e1", "x").await.id;
+    let a2 = post(&store, "ann", "a2", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+
+    // The commands of one post's fan-out job, run by `run_pending_jobs`.
+    let extra = post(&store, "cat", "c2", "x").await.id;
+    let (ran, commands) = t.commands.measure(store.run_pending_jobs()).await;
+    assert_eq!(ran.unwrap(), 1);
+    let expected: &[&str] = if t.info.capabilities().atomic_updates {
+        // due jobs, claim, re-check, post, create feeds, push, delete job, release, due jobs
+        &[
+            "find", "insert", "find", "find", "insert", "update", "delete", "delete", "find",
+        ]
+    } else {
+        // ... with the feeds locked, read, written back and unlocked
+        &[
+            "find", "insert", "find", "find", "insert", "find", "update", "delete", "delete",
+            "delete", "find",
+        ]
+    };
+    assert_eq!(commands, expected);
+    store
+        .jobs()
+        .enqueue("post_created", doc! { "post": extra.0 })
+        .await
+        .unwrap();
+
+    let feed_of = |user: &str| FeedKind::User(user.to_owned());
+    assert_eq!(
+        read_feed(&store, &feed_of("bob"), 2).await,
+        [extra, a2, c1, a1]
+    );
+    assert_eq!(read_feed(&store, &feed_of("dan"), 2).await, [a2, a1]);
+    assert_eq!(
+        read_feed(&store, &feed_of("ann"), 2).await,
+        [a2, a1],
+        "own posts"
+    );
+    assert!(read_feed(&store, &feed_of("erin"), 2).await.is_empty());
+
+    // Fan-out is idempotent: the same job again adds nothing.
+    store
+        .jobs()
+        .enqueue("post_created", doc! { "post": a2.0 })
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(
+        read_feed(&store, &feed_of("bob"), 10).await,
+        [extra, a2, c1, a1]
+    );
+    assert_eq!(
+        read_feed(&store, &FeedKind::Latest, 10).await,
+        [extra, a2, e1, c1, a1]
+    );
+
+    // A new follower's feed is rebuilt from whom they follow.
+    follows.follow("erin", "eve");
+    follows.follow("erin", "cat");
+    assert_eq!(store.rebuild_user_feed("erin").await.unwrap(), 3);
+    assert_eq!(
+        read_feed(&store, &feed_of("erin"), 1).await,
+        [extra, e1, c1]
+    );
+    assert_eq!(count(&t, "feed_jobs").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_drain_concurrent_posts_into_every_feed() {
+    let follows = Arc::new(FollowList::from_pairs([("bob", "ann"), ("bob", "cat")]));
+    let (t, store) = store_with("feed_workers", |b| b.follows(follows.clone()).job_batch(1)).await;
+    users(&store, &["ann", "bob", "cat"]).await;
+    // Posts created by several tasks at once, then four workers taking one job at a time: the
+    // fan-outs of different posts update the same feeds ("latest", bob's) concurrently.
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let store = store.clone();
+        let author = if i % 2 == 0 { "ann" } else { "cat" };
+        tasks.push(tokio::spawn(async move {
+            post(&store, author, &format!("p{i}"), "x").await
+        }));
+    }
+    let mut created = Vec::new();
+    for task in tasks {
+        created.push(task.await.unwrap());
+    }
+    let workers: Vec<_> = (0..4).map(|_| store.start_worker()).collect();
+    store
+        .wait_until_drained(Duration::from_secs(30))
+        .await
+        .unwrap();
+    for worker in workers {
+        assert_eq!(worker.last_error(), None);
+        worker.stop().await;
+    }
+    // Newest first: by creation time, ties to the larger id.
+    created.sort_by(|a, b| b.created.cmp(&a.created).then(b.id.cmp(&a.id)));
+    let newest_first = ids(&created);
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, newest_first);
+    assert_eq!(
+        read_feed(&store, &FeedKind::User("bob".into()), 5).await,
+        newest_first,
+        "bob follows both authors"
+    );
+    assert_eq!(count(&t, "feed_jobs").await, 0);
+    assert_eq!(count(&t, "feed_jobs_locks").await, 0);
+    assert_eq!(count(&t, "feed_locks").await, 0);
+}
+
+/// Records each job it runs; the first `block` runs never finish.
+#[derive(Debug, Default)]
+struct Recorder {
+    runs: Mutex<Vec<(bson::oid::ObjectId, Instant)>>,
+    block: bool,
+    started: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl JobHandler for Recorder {
+    async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+        self.runs.lock().unwrap().push((job.id, Instant::now()));
+        self.started.notify_one();
+        if self.block {
+            std::future::pending::<()>().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_worker_job_is_finished_by_another_after_the_lease() {
+    let t = testing::test_db("feed_jobs_lease").await;
+    let lease = Duration::from_millis(400);
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .lease(lease)
+        .poll_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    queue.create_indexes().await.unwrap();
+
+    let stuck = Arc::new(Recorder {
+        block: true,
+        ..Recorder::default()
+    });
+    let job = queue.enqueue("slow", doc! { "n": 1 }).await.unwrap();
+    let dying = queue.start_worker(stuck.clone());
+    stuck.started.notified().await;
+    let claimed = stuck.runs.lock().unwrap()[0].1;
+    dying.abort();
+    assert_eq!(
+        queue.pending().await.unwrap(),
+        1,
+        "the killed worker's job is still queued"
+    );
+
+    let rescuer = Arc::new(Recorder::default());
+    let worker = queue.start_worker(rescuer.clone());
+    queue
+        .wait_until_drained(Duration::from_secs(10))
+        .await
+        .unwrap();
+    worker.stop().await;
+    let runs = rescuer.runs.lock().unwrap().clone();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].0, job);
+    assert!(
+        runs[0].1.duration_since(claimed) >= lease - Duration::from_millis(50),
+        "taken over only once the lease ran out"
+    );
+
+    // Two live workers share a batch of jobs: each job runs exactly once.
+    let shared = Arc::new(Recorder::default());
+    let mut jobs = Vec::new();
+    for n in 0..12 {
+        jobs.push(queue.enqueue("quick", doc! { "n": n }).await.unwrap());
+    }
+    let workers = [
+        queue.start_worker(shared.clone()),
+        queue.start_worker(shared.clone()),
+    ];
+    queue
+        .wait_until_drained(Duration::from_secs(10))
+        .await
+        .unwrap();
+    for worker in workers {
+        worker.stop().await;
+    }
+    let mut ran: Vec<_> = shared
+        .runs
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| *id)
+        .collect();
+    ran.sort();
+    assert_eq!(ran, jobs, "every job once");
+
+    // A timeout is a typed error.
+    queue.enqueue("never", doc! {}).await.unwrap();
+    assert!(matches!(
+        queue.wait_until_drained(Duration::from_millis(50)).await,
+        Err(Error::Timeout { .. })
+    ));
+}
+
+#[tokio::test]
+async fn search_matches_all_terms_in_order() {
+    let (t, store) = store_with("feed_search", |b| b).await;
+    users(&store, &["ann"]).await;
+    let p1 = post(&store, "ann", "Learning Rust", "async rust is fun")
+        .await
+        .id;
+    let p2 = post(&store, "ann", "Gardening", "tomatoes and rust on leaves")
+        .await
+        .id;
+    let _p3 = post(&store, "ann", "Go notes", "goroutines").await.id;
+    let p4 = post(&store, "ann", "Rust async", "rust rust").await.id;
+    let p5 = post(&store, "ann", "Weekend", "walked; Rust meetup")
+        .await
+        .id;
+
+    let all = |order, size| {
+        let store = store.clone();
+        async move {
+            let mut found = Vec::new();
+            let mut request = PageRequest::first(size);
+            loop {
+                let page = store.search("RUST", order, request).await.unwrap();
+                found.extend(ids(&page.items));
+                match page.next {
+                    Some(cursor) => request = PageRequest::after(size, cursor),
+                    None => return found,
+                }
+            }
+        }
+    };
+    for size in [1, 2, 10] {
+        assert_eq!(
+            all(SearchOrder::Newest, size).await,
+            [p5, p4, p2, p1],
+            "size {size}"
+        );
+    }
+    let best = all(SearchOrder::BestMatch, 10).await;
+    assert_eq!(best[0], p4, "term in the title and twice in the body");
+    assert_eq!(all(SearchOrder::BestMatch, 1).await, best, "pages agree");
+    let mut sorted = best.clone();
+    sorted.sort();
+    assert_eq!(sorted, [p1, p2, p4, p5]);
+    if !t.info.capabilities().text_search {
+        // Fallback scores: p4 3+2, p1 3+1, p5 1, p2 1 (ties to the newer post).
+        assert_eq!(best, [p4, p1, p5, p2]);
+    }
+
+    let both = store
+        .search("rust async", SearchOrder::Newest, PageRequest::first(10))
+        .await
+        .unwrap();
+    assert_eq!(ids(&both.items), [p4, p1], "every term must match");
+    let (page, commands) = t
+        .commands
+        .measure(store.search("rust", SearchOrder::Newest, PageRequest::first(2)))
+        .await;
+    assert_eq!(page.unwrap().items.len(), 2);
+    assert_eq!(
+        commands.len(),
+        1,
+        "one command per search page: {commands:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_a_typed_error_and_writes_nothing() {
+    let (t, store) = store_with("feed_bad_input", |b| b.max_post_bytes(4096)).await;
+    users(&store, &["ann", "bob"]).await;
+    let kept = post(&store, "ann", "kept", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+    let collections = [
+        "posts",
+        "users",
+        "post_likes",
+        "post_counters",
+        "feed_jobs",
+        "feeds",
+    ];
+    let mut before = HashMap::new();
+    for name in collections {
+        before.insert(name, count(&t, name).await);
+    }
+
+    let new =
+        |author: &str, title: &str, body: &str| NewPost::new(author, title, body, Extra::default());
+    t.commands.reset();
+    assert!(matches!(
+        store.create_post(new("ann", " ", "")).await,
+        Err(Error::EmptyField {
+            field: "title and body"
+        })
+    ));
+    assert!(matches!(
+        store
+            .create_post(new("ann", "t", "b").image(Media::new("", "no url")))
+            .await,
+        Err(Error::EmptyField { field: "media url" })
+    ));
+    assert!(matches!(
+        store
+            .create_post(new("ann", "big", &"x".repeat(5000)))
+            .await,
+        Err(Error::TooLarge {
+            what: "post",
+            limit: 4096,
+            ..
+        })
+    ));
+    assert!(matches!(
+        store
+            .feed_page(
+                &FeedKind::Latest,
+                PageRequest::after(5, PageCursor::from("f.zz".to_owned()))
+            )
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
+    let search_cursor = PageCursor::from(format!("n.12.{}", kept));
+    assert!(
+        matches!(
+            store
+                .feed_page(
+                    &FeedKind::Latest,
+                    PageRequest::after(5, search_cursor.clone())
+                )
+                .await,
+            Err(Error::InvalidCursor { .. })
+        ),
+        "a search cursor is not a feed cursor"
+    );
+    assert!(matches!(
+        store
+            .search(
+                "x",
+                SearchOrder::BestMatch,
+                PageRequest::after(5, search_cursor)
+            )
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
+    assert!(matches!(
+        store
+            .search("  ", SearchOrder::Newest, PageRequest::first(5))
+            .await,
+        Err(Error::EmptyField {
+            field: "search terms"
+        })
+    ));
+    assert!(matches!(
+        store
+            .feed_page(&FeedKind::Latest, PageRequest::first(0))
+            .await,
+        Err(Error::InvalidPageLimit { .. })
+    ));
+    assert!(matches!(
+        store.create_user(NewUser::new("", "x")).await,
+        Err(Error::EmptyField { field: "user id" })
+    ));
+    assert_eq!(t.commands.total(), 0, "caught before any command");
+
+    assert!(matches!(
+        store.create_post(new("ghost", "t", "b")).await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    let unknown = PostId::new();
+    assert!(matches!(
+        store.post(unknown).await,
+        Err(Error::NotFound { what: "post", .. })
+    ));
+    assert!(matches!(
+        store.like(unknown, "ann").await,
+        Err(Error::NotFound { what: "post", .. })
+    ));
+    assert!(matches!(
+        store.unlike(unknown, "ann").await,
+        Err(Error::NotFound { what: "post", .. })
+    ));
+    assert!(matches!(
+        store.counters(unknown).await,
+        Err(Error::NotFound { what: "post", .. })
+    ));
+    assert!(matches!(
+        store.like(kept, "ghost").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
+        store.create_user(NewUser::new("ann", "other")).await,
+        Err(Error::AlreadyExists { what: "user", .. })
+    ));
+    assert!(matches!(
+        store.create_user(NewUser::new("carl", "bob")).await,
+        Err(Error::AlreadyExists {
+            what: "username",
+            ..
+        })
+    ));
+    assert!(matches!(
+        store.rename_user("ann", "bob").await,
+        Err(Error::AlreadyExists {
+            what: "username",
+            ..
+        })
+    ));
+    assert!(matches!(
+        store.rename_user("ghost", "casper").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+
+    for name in collections {
+        assert_eq!(count(&t, name).await, before[name], "{name} unchanged");
+    }
+    assert_eq!(store.user("ann").await.unwrap().username, "ann");
+    assert!(store.unfinished_propagations().await.unwrap().is_empty());
+    assert_eq!(store.post(kept).await.unwrap().created_by.username, "ann");
+}
+
+/// Fails every run.
+#[derive(Debug)]
+struct Failing;
+
+#[async_trait]
+impl JobHandler for Failing {
+    async fn handle(&self, _job: &Job) -> mongo_social::Result<()> {
+        Err(Error::InvalidConfig {
+            reason: "always fails".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn failing_job_is_retried_then_marked_failed() {
+    let t = testing::test_db("feed_jobs_failing").await;
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .max_attempts(3)
+        .retry_delay(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    queue.create_indexes().await.unwrap();
+    let job = queue.enqueue("doomed", doc! {}).await.unwrap();
+    let mut runs = 0;
+    let started = Instant::now();
+    while queue.pending().await.unwrap() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never marked failed"
+        );
+        runs += queue.run_once(&Failing).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(runs, 3, "max_attempts runs, then no more");
+    assert_eq!(queue.failed().await.unwrap(), 1);
+    let stored = t
+        .collection::<Document>("work")
+        .find_one(doc! { "_id": job })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.get_str("last_error").unwrap(),
+        "invalid configuration: always fails"
+    );
+    queue
+        .wait_until_drained(Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(queue.run_once(&Failing).await.unwrap(), 0);
+}
+
+/// Puts one author's posts above everyone else's, newest first within each group.
+#[derive(Debug)]
+struct Pinned(&'static str);
+
+impl Ranking for Pinned {
+    fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64 {
+        let base = DefaultRanking.score(feed, candidate);
+        if candidate.author == self.0 {
+            base + 1e14
+        } else {
+            base
+        }
+    }
+}
+
+#[tokio::test]
+async fn ranking_is_pluggable() {
+    let (_t, store) = store_with("feed_ranking", |b| b.ranking(Arc::new(Pinned("cat")))).await;
+    users(&store, &["ann", "cat"]).await;
+    let c1 = post(&store, "cat", "c1", "x").await.id;
+    let a1 = post(&store, "ann", "a1", "x").await.id;
+    let c2 = post(&store, "cat", "c2", "x").await.id;
+    let a2 = post(&store, "ann", "a2", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+    for size in [1, 3] {
+        assert_eq!(
+            read_feed(&store, &FeedKind::Latest, size).await,
+            [c2, c1, a2, a1]
+        );
+    }
+}
