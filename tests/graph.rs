@@ -487,3 +487,40 @@ async fn a_direct_follow_costs_what_the_docs_say() {
     graph.followers("b", &GraphQuery::first(10)).await.unwrap();
     assert_eq!(t.commands.names(), ["find", "find"]);
 }
+
+/// The graph feeds the social feed: a post reaches followers by every route, once.
+#[tokio::test]
+async fn the_graph_is_the_feeds_follow_source() {
+    use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
+    use mongo_social::PageRequest;
+
+    let (t, graph) = graph("feed_source").await;
+    users(&graph, &["ann", "bob", "cat", "dan"]).await;
+    graph.add_group("writers").await.unwrap();
+    graph.add_member("writers", "ann").await.unwrap();
+    graph.follow("bob", "ann").await.unwrap();
+    graph.follow_group("bob", "writers").await.unwrap(); // a second route to ann
+    graph.follow_group("cat", "writers").await.unwrap();
+    let store: FeedStore<()> = FeedStore::builder(&t.db)
+        .follows(graph.clone())
+        .build()
+        .await
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    for id in ["ann", "bob", "cat", "dan"] {
+        store.create_user(NewUser::new(id, id)).await.unwrap();
+    }
+    let post = store
+        .create_post(NewPost::new("ann", "Hello", "from ann", ()))
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    for (reader, expected) in [("bob", vec![post.id]), ("cat", vec![post.id]), ("dan", vec![])] {
+        let page = store
+            .feed_page(&FeedKind::User(reader.into()), PageRequest::first(10))
+            .await
+            .unwrap();
+        let got: Vec<_> = page.items.iter().map(|p| p.id).collect();
+        assert_eq!(got, expected, "{reader}'s feed");
+    }
+}

@@ -51,6 +51,7 @@
 //! `update`s of the stats. A change over a group of M members (or F followers): the same per
 //! round of 50 users, plus one `find` per 500. On FerretDB the stats updates are locked too (+2).
 
+mod follow_source;
 mod subscriptions;
 
 use std::collections::BTreeSet;
