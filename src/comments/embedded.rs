@@ -13,7 +13,7 @@ use super::{
     validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
     Features, NewComment, Order, ThreadedComments,
 };
-use crate::inbox::{check_collection_name, MAX_DOCUMENT_BYTES};
+use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
 
@@ -122,13 +122,7 @@ impl EmbeddedBuilder {
     /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a
     /// document limit above 16 MiB or a depth above 45.
     pub fn build(self) -> Result<Embedded> {
-        check_collection_name(&self.discussions)?;
-        check_collection_name(&self.locks)?;
-        if self.discussions == self.locks {
-            return Err(Error::InvalidConfig {
-                reason: "discussions and locks need two different collections".to_owned(),
-            });
-        }
+        check_collection_names(&[&self.discussions, &self.locks], "discussions and locks")?;
         if self.max_document_bytes > MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidConfig {
                 reason: "max_document_bytes cannot pass the 16 MiB document limit".to_owned(),

@@ -15,7 +15,7 @@ use super::{
     validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
     Design, Features, NewComment, Order, ThreadedComments,
 };
-use crate::inbox::{check_collection_name, MAX_DOCUMENT_BYTES};
+use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
 
@@ -118,17 +118,10 @@ impl HybridPagesBuilder {
     /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a page
     /// size of 0, or a page that could pass 16 MiB when full of the largest comments.
     pub fn build(self) -> Result<HybridPages> {
-        for name in [&self.pages, &self.discussions, &self.locks] {
-            check_collection_name(name)?;
-        }
-        if self.pages == self.discussions
-            || self.pages == self.locks
-            || self.discussions == self.locks
-        {
-            return Err(Error::InvalidConfig {
-                reason: "pages, discussions and locks need three different collections".to_owned(),
-            });
-        }
+        check_collection_names(
+            &[&self.pages, &self.discussions, &self.locks],
+            "pages, discussions and locks",
+        )?;
         let worst_page = self
             .page_size
             .saturating_mul(self.max_comment_bytes + 16)

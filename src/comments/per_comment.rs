@@ -15,7 +15,7 @@ use super::{
     slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
     Deletion, Design, Features, NewComment, Order, ThreadedComments,
 };
-use crate::inbox::check_collection_name;
+use crate::inbox::check_collection_names;
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
 
@@ -121,18 +121,10 @@ impl PerCommentBuilder {
     /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a key
     /// limit too small for a top-level comment, or a comment limit above 16 MiB.
     pub fn build(self) -> Result<PerComment> {
-        for name in [&self.comments, &self.discussions, &self.locks] {
-            check_collection_name(name)?;
-        }
-        if self.comments == self.discussions
-            || self.comments == self.locks
-            || self.discussions == self.locks
-        {
-            return Err(Error::InvalidConfig {
-                reason: "comments, discussions and locks need three different collections"
-                    .to_owned(),
-            });
-        }
+        check_collection_names(
+            &[&self.comments, &self.discussions, &self.locks],
+            "comments, discussions and locks",
+        )?;
         if self.max_key_bytes < 2 * slug::STEP_LEN {
             return Err(Error::InvalidConfig {
                 reason: format!(

@@ -36,12 +36,7 @@ impl FollowGraph {
         users: &[String],
         origin: &Origin,
     ) -> Result<()> {
-        let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
-        self.owner_locks
-            .in_rounds(&keys, ROUND, |taken| {
-                self.add_round(owners_of(taken), users, origin)
-            })
-            .await
+        self.change_origin(owners, users, origin, true).await
     }
 
     /// Removes `origin` from every subscription in `owners` × `users`, deleting the ones left
@@ -52,10 +47,26 @@ impl FollowGraph {
         users: &[String],
         origin: &Origin,
     ) -> Result<()> {
+        self.change_origin(owners, users, origin, false).await
+    }
+
+    /// Adds or removes `origin`, in rounds holding the owners' locks.
+    async fn change_origin(
+        &self,
+        owners: &[String],
+        users: &[String],
+        origin: &Origin,
+        add: bool,
+    ) -> Result<()> {
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
         self.owner_locks
-            .in_rounds(&keys, ROUND, |taken| {
-                self.remove_round(owners_of(taken), users, origin)
+            .in_rounds(&keys, ROUND, |taken| async move {
+                let owners = owners_of(taken);
+                if add {
+                    self.add_round(owners, users, origin).await
+                } else {
+                    self.remove_round(owners, users, origin).await
+                }
             })
             .await
     }

@@ -136,14 +136,10 @@ impl BucketedFanOutBuilder {
                 ),
             });
         }
-        for name in [&self.buckets, &self.heads, &self.locks] {
-            super::check_collection_name(name)?;
-        }
-        if self.buckets == self.heads || self.buckets == self.locks || self.heads == self.locks {
-            return Err(Error::InvalidConfig {
-                reason: "buckets, heads and locks need three different collections".to_owned(),
-            });
-        }
+        super::check_collection_names(
+            &[&self.buckets, &self.heads, &self.locks],
+            "buckets, heads and locks",
+        )?;
         Ok(BucketedFanOut {
             buckets: self.database.collection(&self.buckets),
             heads: self.database.collection(&self.heads),

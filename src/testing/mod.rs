@@ -280,6 +280,32 @@ impl TestDb {
     pub fn collection<T: Send + Sync>(&self, name: &str) -> Collection<T> {
         self.db.collection(name)
     }
+
+    /// How many documents the database holds, over every collection but those in `except`
+    /// (lock collections, say): to check that a refused operation wrote nothing.
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot list or count.
+    pub async fn documents(&self, except: &[&str]) -> u64 {
+        let mut total = 0;
+        for name in self
+            .db
+            .list_collection_names()
+            .await
+            .expect("list collections")
+        {
+            if !except.contains(&name.as_str()) {
+                total += self
+                    .db
+                    .collection::<bson::Document>(&name)
+                    .count_documents(doc! {})
+                    .await
+                    .expect("count documents");
+            }
+        }
+        total
+    }
 }
 
 /// A new client and the database [`database_name(name)`](database_name), dropped first so it
