@@ -167,6 +167,14 @@ pub enum Error {
     #[error("MongoDB server unreachable: {0}")]
     Unreachable(#[source] mongodb::error::Error),
 
+    /// Work ran longer than the lease on its lock, and another writer took the lock over: the
+    /// work stopped where it was. Retrying the operation completes it.
+    #[error("the lease on `{key}` ran out and was taken over; retry the operation")]
+    LeaseLost {
+        /// The lock's key.
+        key: String,
+    },
+
     /// Concurrent writers kept invalidating each other's work past the retry budget.
     #[error("gave up after {attempts} attempts under write contention")]
     Contention {

@@ -4,8 +4,10 @@
 //! atomic on every server, including FerretDB 1.x, whose updates are not. Many keys are locked in
 //! one unordered `insert`; a key already held fails with a duplicate key error and is retried
 //! later by the caller. A holder that dies leaves its lock until `expires`; the next contender
-//! then removes it. Removal of an expired lock races with a third contender only if the holder
-//! died, and at worst lets two writers in once.
+//! then removes it. So does a holder that is merely slower than its lease: work that may run
+//! long renews its lease as it goes ([`Lease::renew`]), and stops with [`Error::LeaseLost`] if
+//! the lease was taken over. Removal of an expired lock races with a third contender, and at
+//! worst lets two writers in once.
 
 use std::time::Duration;
 
@@ -149,6 +151,27 @@ impl LeaseLocks {
         Ok(value)
     }
 
+    /// Runs `work` while holding the lock on `key`, handing it the [`Lease`] so long work can
+    /// renew it; releases the lock whatever `work` returns.
+    pub(crate) async fn with_lease<T, F, Fut>(&self, key: &str, work: F) -> Result<T>
+    where
+        F: FnOnce(Lease) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let token = ObjectId::new();
+        self.acquire(key, token).await?;
+        let lease = Lease {
+            locks: self.clone(),
+            key: key.to_owned(),
+            token,
+        };
+        let outcome = work(lease).await;
+        let released = self.release(&[key.to_owned()], token).await;
+        let value = outcome?;
+        released?;
+        Ok(value)
+    }
+
     /// Runs `work` on every key of `keys`, each time holding the locks of the keys it gets.
     ///
     /// Each round locks as many of the remaining keys as are free, at most `batch` of them (one
@@ -177,6 +200,9 @@ impl LeaseLocks {
             let round = &pending[..pending.len().min(batch.max(1))];
             let taken = self.try_acquire(round, token).await?;
             if taken.is_empty() {
+                // Try the keys further on next time, so held keys at the front starve no one.
+                let (width, len) = (round.len(), pending.len());
+                pending.rotate_left(width % len);
                 idle_rounds += 1;
                 if idle_rounds > MAX_LOCK_WAITS {
                     return Err(Error::Contention {
@@ -186,11 +212,13 @@ impl LeaseLocks {
                 // Locks outlive a dead holder by their lease: looking for expired ones on the
                 // first wait and every 16th after is enough, and spares a `delete` per wait.
                 if idle_rounds % 16 == 1 {
-                    self.break_expired(round).await?;
+                    self.break_expired(&pending[..pending.len().min(batch.max(1))])
+                        .await?;
                 }
                 tokio::time::sleep(backoff(idle_rounds)).await;
                 continue;
             }
+            idle_rounds = 0;
             let outcome = work(taken.clone()).await;
             self.release(&taken, token).await?;
             outcome?;
@@ -206,6 +234,42 @@ impl LeaseLocks {
                 doc! { "_id": { "$in": keys }, "expires": { "$lt": bson::DateTime::now() } },
             )
             .await?;
+        Ok(())
+    }
+}
+
+/// A held lock, for work that renews it as it goes.
+#[derive(Clone, Debug)]
+pub(crate) struct Lease {
+    locks: LeaseLocks,
+    key: String,
+    token: ObjectId,
+}
+
+impl Lease {
+    /// Extends the lease by its full length from now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the lock is no longer held under this lease (it expired and
+    /// another writer took it over): the caller must stop, since someone else may be working.
+    pub(crate) async fn renew(&self) -> Result<()> {
+        let expires = bson::DateTime::from_millis(
+            bson::DateTime::now().timestamp_millis() + self.locks.lease.as_millis() as i64,
+        );
+        let renewed = self
+            .locks
+            .locks
+            .update_one(
+                doc! { "_id": &self.key, "token": self.token },
+                doc! { "$set": { "expires": expires } },
+            )
+            .await?;
+        if renewed.matched_count == 0 {
+            return Err(Error::LeaseLost {
+                key: self.key.clone(),
+            });
+        }
         Ok(())
     }
 }

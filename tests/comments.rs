@@ -176,22 +176,33 @@ async fn per_comment_refuses_replies_past_the_index_key_limit() {
     assert_eq!(store.count(DISCUSSION).await.unwrap(), 5);
 }
 
+/// Replies racing with the removal of their parent, and of their parent's parent right after:
+/// every reply keeps an unbroken chain of ancestors (tombstones where they were deleted).
 #[tokio::test]
 async fn per_comment_reply_racing_delete_is_never_orphaned() {
     let t = testing::test_db("per_comment_reply_race").await;
     let store = Arc::new(PerComment::new(&t.db));
     store.create_indexes().await.unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
+    let threads = store.threaded().unwrap();
     let mut tasks = Vec::new();
-    for i in 0..12 {
-        let parent = store
-            .post(DISCUSSION, new(&format!("parent{i}")))
+    for i in 0..10 {
+        let grandparent = store
+            .post(DISCUSSION, new(&format!("gp{i}")))
+            .await
+            .unwrap();
+        let parent = threads
+            .reply(DISCUSSION, &grandparent.link, new(&format!("parent{i}")))
             .await
             .unwrap();
         let deleter = store.clone();
-        let link = parent.link.clone();
+        let (parent_link, grandparent_link) = (parent.link.clone(), grandparent.link.clone());
         tasks.push(tokio::spawn(async move {
-            deleter.delete(DISCUSSION, &link).await.map(|_| ())
+            deleter.delete(DISCUSSION, &parent_link).await?;
+            deleter
+                .delete(DISCUSSION, &grandparent_link)
+                .await
+                .map(|_| ())
         }));
         let replier = store.clone();
         tasks.push(tokio::spawn(async move {
@@ -207,23 +218,24 @@ async fn per_comment_reply_racing_delete_is_never_orphaned() {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    let thread = suite::read_threaded(store.threaded().unwrap(), Order::OldestFirst, 7).await;
-    for (index, comment) in thread.iter().enumerate() {
-        if let Some(parent) = &comment.parent {
-            let found = store.get(DISCUSSION, parent).await.unwrap();
+    let thread = suite::read_threaded(threads, Order::OldestFirst, 7).await;
+    for comment in &thread {
+        let mut ancestor = comment.parent.clone();
+        while let Some(link) = ancestor {
+            let found = store.get(DISCUSSION, &link).await.unwrap();
+            assert!(found.deleted, "{link} was deleted, so it is a tombstone");
             assert!(
-                found.deleted,
-                "the parent was deleted, so it is a tombstone"
+                thread.iter().position(|c| c.link == link)
+                    < thread.iter().position(|c| c.link == comment.link),
+                "{link} comes before its descendant {}",
+                comment.link
             );
-            assert_eq!(
-                &thread[index - 1].link,
-                parent,
-                "the reply follows its parent"
-            );
+            ancestor = found.parent;
         }
     }
-    let replies = thread.iter().filter(|c| c.depth == 1).count() as u64;
+    let replies = thread.iter().filter(|c| c.depth == 2).count() as u64;
     assert_eq!(store.count(DISCUSSION).await.unwrap(), replies);
+    assert!(thread.iter().filter(|c| !c.deleted).all(|c| c.depth == 2));
 }
 
 #[tokio::test]

@@ -265,6 +265,18 @@ async fn rebuild_repairs_subscriptions_and_counts() {
     assert_eq!(graph.stats("d").await.unwrap().followers, 1);
     assert_eq!(graph.stats("a").await.unwrap().following, 2);
     assert_counts_match(&graph, &["a", "b", "c", "d"]).await;
+
+    // A count left off by an operation interrupted before its count update: recount sets it.
+    t.collection::<Document>("graph_users")
+        .update_one(
+            doc! { "_id": "c" },
+            doc! { "$inc": { "followers": 5, "following": -2 } },
+        )
+        .await
+        .unwrap();
+    let stats = graph.recount("c").await.unwrap();
+    assert_eq!((stats.followers, stats.following), (1, 0));
+    assert_counts_match(&graph, &["a", "b", "c", "d"]).await;
     assert_eq!(graph.rebuild("a").await.unwrap().unchanged, 2);
 }
 
@@ -320,6 +332,35 @@ async fn counts_stay_exact_under_concurrent_follows_and_unfollows() {
     for id in &ids {
         assert_eq!(graph.rebuild(id).await.unwrap().created, 0);
     }
+}
+
+/// Follows and unfollows of the same pair racing each other leave relation, subscription and
+/// counts in agreement.
+#[tokio::test]
+async fn racing_follow_and_unfollow_of_one_pair_agree() {
+    let (_t, graph) = graph("racing_pair").await;
+    users(&graph, &["fan", "idol"]).await;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let graph = graph.clone();
+        tasks.push(tokio::spawn(async move {
+            if i % 2 == 0 {
+                graph.follow("fan", "idol").await.map(drop)
+            } else {
+                graph.unfollow("fan", "idol").await.map(drop)
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let report = graph.rebuild("fan").await.unwrap();
+    assert_eq!(
+        (report.created, report.corrected, report.removed),
+        (0, 0, 0),
+        "{report:?}"
+    );
+    assert_counts_match(&graph, &["fan", "idol"]).await;
 }
 
 #[tokio::test]

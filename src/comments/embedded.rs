@@ -404,45 +404,55 @@ impl CommentStore for Embedded {
     /// replacing any field of that name); one that has comments already is left alone.
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
         validate::check_discussion(discussion)?;
-        let existing = self
-            .discussions
-            .find_one(doc! { "_id": discussion })
-            .await?;
-        let base = match &existing {
-            Some(document) if document.contains_key("slots") => return Ok(()),
-            Some(document) => bson::to_vec(document)?.len(),
-            None => 0,
-        };
-        let fields = doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
-        let created = self
-            .discussions
-            .update_one(
-                doc! { "_id": discussion, "slots": { "$exists": false } },
-                doc! { "$set": fields },
-            )
-            .upsert(true)
-            .await;
-        match created {
-            Ok(_) => Ok(()),
-            // Created by a concurrent call.
-            Err(error) if is_duplicate_key(&error) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        // Guarded: on servers without atomic updates, creating the fields of an existing
+        // document must not interleave with a post to it.
+        self.guard
+            .run(discussion, async {
+                let existing = self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .await?;
+                let base = match &existing {
+                    Some(document) if document.contains_key("slots") => return Ok(()),
+                    Some(document) => bson::to_vec(document)?.len(),
+                    None => 0,
+                };
+                let fields =
+                    doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
+                let created = self
+                    .discussions
+                    .update_one(
+                        doc! { "_id": discussion, "slots": { "$exists": false } },
+                        doc! { "$set": fields },
+                    )
+                    .upsert(true)
+                    .await;
+                match created {
+                    Ok(_) => Ok(()),
+                    // Created by a concurrent call.
+                    Err(error) if is_duplicate_key(&error) => Ok(()),
+                    Err(error) => Err(error.into()),
+                }
+            })
+            .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment)?;
-        let node = Node::new(comment);
+        let mut node = Node::new(comment);
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
         let capabilities = self.guard.capabilities().await?;
-        let update = doc! {
-            "$push": { "comments": bson::to_bson(&node)? },
-            "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
-        };
         let pushed = self
             .guard
             .run(discussion, async {
+                // Stamped once this writer's turn has come, so the chronological view never
+                // receives a comment dated before one it already showed.
+                node.posted = bson::DateTime::now();
+                let update = doc! {
+                    "$push": { "comments": bson::to_bson(&node)? },
+                    "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
+                };
                 let mut action = self
                     .discussions
                     .find_one_and_update(self.with_room(discussion, growth), update)
@@ -615,13 +625,15 @@ impl ThreadedComments for Embedded {
                 limit: format!("this store nests replies at most {} deep", self.max_depth),
             });
         }
-        let node = Node::new(comment);
+        let mut node = Node::new(comment);
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
-        let pushed = bson::to_bson(&node)?;
         let index = self
             .guard
             .run(discussion, async {
+                // Stamped once this writer's turn has come (see `post`).
+                node.posted = bson::DateTime::now();
+                let pushed = bson::to_bson(&node)?;
                 for _ in 0..ATTEMPTS {
                     let window = self
                         .window_with(discussion, &parent_path, parent, "parent comment")

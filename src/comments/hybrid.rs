@@ -467,7 +467,12 @@ impl CommentStore for HybridPages {
         let pages_spanned = |first: u64, last: u64| (last / size - first / size + 1) as i64;
         let mut entries = match (query.order, after) {
             (Order::OldestFirst, after) => {
-                let first = after.map_or(0, |p| p + 1);
+                let first = match after {
+                    None => 0,
+                    Some(after) => after
+                        .checked_add(1)
+                        .ok_or_else(|| cursor::invalid("bad position"))?,
+                };
                 let last = first + wanted - 1;
                 let filter = doc! { "page": { "$gte": (first / size) as i64, "$lte": (last / size) as i64 } };
                 let mut entries = self
@@ -477,8 +482,9 @@ impl CommentStore for HybridPages {
                 entries
             }
             (Order::NewestFirst, None) => {
-                // The newest pages: the last one may hold a single comment.
-                let pages = (wanted.div_ceil(size) + 1) as i64;
+                // The newest pages: the last one may hold a single comment, the rest come from
+                // full pages before it.
+                let pages = ((wanted - 1).div_ceil(size) + 1) as i64;
                 let mut entries = self.entries(discussion, Document::new(), -1, pages).await?;
                 entries.reverse();
                 entries

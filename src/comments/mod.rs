@@ -3,8 +3,8 @@
 //!
 //! | design | post | read a page | threads | deletes | shard key |
 //! |---|---|---|---|---|---|
-//! | [`PerComment`] | 2 commands (3 for a reply) | one `find` | yes, any depth the index allows | leaves removed, others tombstoned | `{discussion_id: 1, full_slug: 1}` |
-//! | [`Embedded`] | 1 command | one `find` of one document | yes, up to 40 levels | tombstoned | `{_id: 1}` (the discussion) |
+//! | [`PerComment`] | 2 commands (3 for a reply) | one `find` | yes, any depth the index allows | leaves removed, others tombstoned | `{discussion_id: 1, slug: 1}` |
+//! | [`Embedded`] | 1 command | one `find` of one document | yes, up to 45 levels | tombstoned | `{_id: "hashed"}` (the discussion) |
 //! | [`HybridPages`] | 2 commands (more when a page fills) | one `find` of one or two pages | no | tombstoned | `{discussion_id: 1, page: 1}` |
 //!
 //! (Counts are for MongoDB. On servers whose updates are not atomic, such as FerretDB 1.x, each

@@ -31,15 +31,16 @@ const SLUG_ATTEMPTS: usize = 8;
 ///   {id, name}, text, edited, deleted}`, indexes `{discussion_id, posted, _id}` (chronological),
 ///   `{discussion_id, full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}`
 ///   (threaded, newest first) and unique `{discussion_id, slug}` (direct links); shard key
-///   `{discussion_id: 1, full_slug: 1}`;
+///   `{discussion_id: 1, slug: 1}` (not the manual's `{discussion_id, full_slug}`: MongoDB
+///   shards a collection only if its unique indexes start with the shard key);
 /// - `comment_discussions`: `{_id: discussion}`, the registered discussions;
 /// - `comment_locks`: edit and delete locks, used only on servers without atomic updates.
 ///
 /// # How it improves on the seed
 /// - **Exact threaded order.** The seed's `full_slug` steps have one-second resolution, so two
-///   replies in the same second sort by their random slugs. Here steps carry milliseconds at
-///   fixed width, and ties fall to the slug part, the same way on every read (see the slug
-///   format in this module's source docs).
+///   replies in the same second sort by their random slugs. Here steps carry microseconds at
+///   fixed width from a clock that never repeats within a process, and ties between processes
+///   fall to the slug part, the same way on every read.
 /// - **Newest first without reversing replies.** A second sort key, `thread_key`, complements
 ///   the top-level step so threads read newest first while each thread still reads top-down.
 /// - **Anchored sub-threads.** A sub-thread is the index range `[full_slug, full_slug + "0")`:
@@ -49,16 +50,21 @@ const SLUG_ATTEMPTS: usize = 8;
 /// - **Index key guard.** Each level adds 36 bytes to `full_slug`. A reply whose index key
 ///   (discussion id plus `full_slug`) would pass [`PerCommentBuilder::max_key_bytes`] (default
 ///   1,000, under the 1,024-byte index key limit of MongoDB before 4.2) is refused with
-///   [`Error::ThreadTooDeep`]: about 29 levels with a short discussion id.
+///   [`Error::ThreadTooDeep`]: 26 levels below the top with a 10-byte discussion id.
 /// - **Deletes that keep threads whole.** A comment with replies becomes a tombstone; a leaf is
-///   removed. A reply racing with its parent's removal restores the parent as a tombstone, so no
-///   reply is ever orphaned.
+///   removed. A reply racing with its parent's removal restores the parent (and any ancestor
+///   removed after it) as a tombstone, so no reply is ever orphaned.
 ///
 /// # Costs (commands, MongoDB)
 /// Post: 2 (`find` the discussion, `insert`). Reply: 3 (`find` the parent, `insert`, `find` to
 /// confirm the parent survived). A chronological or threaded page: 1 `find`; a sub-thread page:
 /// 2 (the root, then the range). Direct link: 1 `find`. Count: 1 `aggregate` (a
-/// `countDocuments` over the chronological index). Edit: 2; delete: 3 or 4. On servers without atomic updates, edits and deletes also take and
+/// `countDocuments`, which reads the discussion's comments to skip deleted ones). Edit: 2;
+/// delete: 3 or 4.
+///
+/// Posting times come from the posting process's clock. A reader paging the chronological
+/// view can miss a comment stamped before, but stored after, the page it read; keep clocks
+/// synchronised (NTP) and expect this window to be the time between stamping and storing. On servers without atomic updates, edits and deletes also take and
 /// release a lock (2 more).
 #[derive(Clone, Debug)]
 pub struct PerComment {
@@ -325,17 +331,62 @@ impl PerComment {
         Ok(replies.is_some())
     }
 
-    /// Puts `stored` back as a tombstone if it is missing (a reply raced with its removal).
+    /// Puts `stored` back as a tombstone if it is missing (a reply raced with its removal), and
+    /// so every missing ancestor of it: a chain of leaves can be removed one after the other
+    /// while a reply to the last of them is on its way.
     async fn restore_as_tombstone(&self, stored: &Stored) -> Result<()> {
-        match self
+        let slugs: Vec<&str> = stored.slug.split('/').collect();
+        let full: Vec<&str> = stored.full_slug.split('/').collect();
+        let keys: Vec<&str> = stored.thread_key.split('/').collect();
+        let chain: Vec<String> = (1..=slugs.len()).map(|n| slugs[..n].join("/")).collect();
+        let present: Vec<Document> = self
             .comments
-            .insert_one(bson::to_document(&stored.tombstone())?)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(error) if is_duplicate_key(&error) => Ok(()),
-            Err(error) => Err(error.into()),
+            .find(doc! { "discussion_id": &stored.discussion_id, "slug": { "$in": &chain } })
+            .projection(doc! { "slug": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let present: Vec<&str> = present
+            .iter()
+            .filter_map(|d| d.get_str("slug").ok())
+            .collect();
+        let mut missing = Vec::new();
+        for (depth, slug) in chain.iter().enumerate() {
+            if present.contains(&slug.as_str()) {
+                continue;
+            }
+            if *slug == stored.slug {
+                missing.push(stored.tombstone());
+                continue;
+            }
+            // An ancestor known only by its path: its step gives its posting time.
+            let micros = slug::step_micros(full[depth]).unwrap_or_default();
+            missing.push(Stored {
+                id: ObjectId::new(),
+                discussion_id: stored.discussion_id.clone(),
+                parent_id: None,
+                slug: slug.clone(),
+                full_slug: full[..=depth].join("/"),
+                thread_key: keys[..=depth].join("/"),
+                posted: bson::DateTime::from_millis(micros.div_euclid(1_000)),
+                author: Author::new("", ""),
+                text: String::new(),
+                edited: None,
+                deleted: true,
+            });
         }
+        for tombstone in missing {
+            match self
+                .comments
+                .insert_one(bson::to_document(&tombstone)?)
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_duplicate_key(&error) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Runs a page query: `filter`, sorted by `sort`, `limit + 1` documents.
@@ -571,9 +622,11 @@ impl CommentStore for PerComment {
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![ShardKey::new(
             self.comments.name(),
-            doc! { "discussion_id": 1, "full_slug": 1 },
-            "a discussion's comments stay together and its threaded view, sub-threads and pages \
-             are range scans on one shard; full_slug lets a huge discussion split across chunks",
+            doc! { "discussion_id": 1, "slug": 1 },
+            "a discussion's comments stay together, so its pages and sub-threads are read from \
+             its own chunks; slug lets a huge discussion split, and prefixes the unique \
+             {discussion_id, slug} index as sharding requires (the manual's {discussion_id, \
+             full_slug} would not allow that index)",
         )]
     }
 }
@@ -585,7 +638,7 @@ impl ThreadedComments for PerComment {
         let parent = self.find_link(discussion, parent, "parent comment").await?;
         let reply = self.insert(discussion, Some(&parent), comment).await?;
         // The parent may have been removed (as a leaf) between the read and the insert: put it
-        // back as a tombstone so the reply keeps its place in the thread.
+        // (and any ancestor removed after it) back as a tombstone so the reply keeps its place.
         let still_there = self
             .comments
             .find_one(doc! { "_id": parent.id })

@@ -102,6 +102,26 @@ fn fixed_width_time(micros: i64) -> String {
     )
 }
 
+/// The time of a step written by [`step`], in microseconds since the epoch.
+pub(super) fn step_micros(step: &str) -> Option<i64> {
+    let time = step.get(..26)?;
+    let field = |range: std::ops::Range<usize>| time.get(range)?.parse::<i64>().ok();
+    let days = days_from_civil(field(0..4)?, field(5..7)?, field(8..10)?);
+    let seconds = field(11..13)? * 3_600 + field(14..16)? * 60 + field(17..19)?;
+    Some((days * 86_400 + seconds) * 1_000_000 + field(20..26)?)
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's algorithm).
 fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
@@ -173,6 +193,9 @@ mod tests {
             1_328_703_668_123_456,
         ];
         let steps: Vec<String> = times.iter().map(|&us| at(us)).collect();
+        for (step, &us) in steps.iter().zip(&times) {
+            assert_eq!(step_micros(step), Some(us), "{step}");
+        }
         assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
         assert!(steps.iter().all(|s| s.len() == STEP_LEN && is_sort_key(s)));
     }

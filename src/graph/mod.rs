@@ -37,12 +37,17 @@
 //! - Follower and following counts are `$inc`s on the stats document, atomic on MongoDB. On
 //!   servers without atomic updates (FerretDB 1.x) the stats documents are locked too
 //!   (`stats:<user>`).
-//! - A lock whose holder died is taken over after its lease (30 s; 5 minutes for group locks,
-//!   whose operations run over a whole group).
+//! - A lock whose holder died is taken over after its lease (2 minutes; 5 minutes for group
+//!   locks, renewed as the change runs over the group).
 //! - Every follow, unfollow and membership change re-applies its subscription change even when
 //!   the relation already was as asked, so repeating an operation that failed half-way completes
-//!   it. [`FollowGraph::rebuild`] recomputes one user's subscriptions from the direct relations
-//!   (what the seed's map-reduce did, which MongoDB has deprecated).
+//!   its subscriptions. [`FollowGraph::rebuild`] recomputes one user's subscriptions from the
+//!   direct relations (what the seed's map-reduce did, which MongoDB has deprecated) and resets
+//!   its `following` count. An operation interrupted between a subscription write and its count
+//!   update leaves that count off by one until [`FollowGraph::rebuild`] or
+//!   [`FollowGraph::recount`].
+//! - Long changes renew their group lock before each page of 500 users; one that finds its
+//!   lease taken over stops with [`Error::LeaseLost`], and repeating it completes it.
 //!
 //! # Costs (commands, MongoDB)
 //!
@@ -64,7 +69,7 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::inbox::check_collection_name;
-use crate::lease_lock::LeaseLocks;
+use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::DUPLICATE_KEY;
@@ -74,9 +79,10 @@ use crate::{Error, Result};
 const ROUND: usize = 50;
 /// Members or followers read per query while fanning a change out over a group.
 const SCAN_PAGE: i64 = 500;
-/// Lease of owner and stats locks.
-const LEASE: Duration = Duration::from_secs(30);
-/// Lease of group locks, held while a change runs over a whole group.
+/// Lease of owner and stats locks: a round of 50 users, which on servers without atomic updates
+/// may wait up to a minute for stats locks.
+const LEASE: Duration = Duration::from_secs(120);
+/// Lease of group locks, renewed before each page of 500 users a group change runs over.
 const GROUP_LEASE: Duration = Duration::from_secs(300);
 
 /// One route by which an owner follows a user.
@@ -470,10 +476,16 @@ impl FollowGraph {
     /// registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
-        let new = self.relate(owner, Kind::User, user).await?;
-        self.add_origin(&[owner.to_owned()], &[user.to_owned()], &Origin::Direct)
-            .await?;
-        Ok(new)
+        // The relation and its subscription change together under the owner's lock, so a
+        // follow and an unfollow of the same pair cannot leave them disagreeing.
+        self.owner_locks
+            .with_lock(&owner_key(owner), async {
+                let new = self.relate(owner, Kind::User, user).await?;
+                self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+                    .await?;
+                Ok(new)
+            })
+            .await
     }
 
     /// `owner` stops following `user` directly; a subscription through a group stays. Returns
@@ -484,10 +496,14 @@ impl FollowGraph {
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
-        let existed = self.unrelate(owner, Kind::User, user).await?;
-        self.remove_origin(&[owner.to_owned()], &[user.to_owned()], &Origin::Direct)
-            .await?;
-        Ok(existed)
+        self.owner_locks
+            .with_lock(&owner_key(owner), async {
+                let existed = self.unrelate(owner, Kind::User, user).await?;
+                self.remove_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+                    .await?;
+                Ok(existed)
+            })
+            .await
     }
 
     /// `owner` follows `group`, and so every member, now and later (but not itself). Following a
@@ -501,13 +517,14 @@ impl FollowGraph {
         self.check_user_and_group(owner, group).await?;
         let origin = Origin::Group(group.to_owned());
         self.group_locks
-            .with_lock(&group_key(group), async {
+            .with_lease(&group_key(group), |lease| async move {
                 let new = self.relate(owner, Kind::Group, group).await?;
                 let (owners, origin) = (&[owner.to_owned()], &origin);
                 self.each_page(
                     &self.members,
                     doc! { "group": group },
                     "user",
+                    Some(&lease),
                     |members| async move { self.add_origin(owners, &members, origin).await },
                 )
                 .await?;
@@ -526,13 +543,14 @@ impl FollowGraph {
         self.check_user_and_group(owner, group).await?;
         let origin = Origin::Group(group.to_owned());
         self.group_locks
-            .with_lock(&group_key(group), async {
+            .with_lease(&group_key(group), |lease| async move {
                 let existed = self.unrelate(owner, Kind::Group, group).await?;
                 let (owners, origin) = (&[owner.to_owned()], &origin);
                 self.each_page(
                     &self.members,
                     doc! { "group": group },
                     "user",
+                    Some(&lease),
                     |members| async move { self.remove_origin(owners, &members, origin).await },
                 )
                 .await?;
@@ -551,7 +569,7 @@ impl FollowGraph {
         self.check_user_and_group(user, group).await?;
         let origin = Origin::Group(group.to_owned());
         self.group_locks
-            .with_lock(&group_key(group), async {
+            .with_lease(&group_key(group), |lease| async move {
                 let new = insert_once(
                     &self.members,
                     doc! { "group": group, "user": user, "since": bson::DateTime::now() },
@@ -562,7 +580,8 @@ impl FollowGraph {
                     &self.follows,
                     self.group_followers(group),
                     "owner",
-                    |owners| async move { self.add_origin(&owners, users, origin).await },
+                    Some(&lease),
+                    |owners: Vec<String>| async move { self.add_origin(&owners, users, origin).await },
                 )
                 .await?;
                 Ok(new)
@@ -580,7 +599,7 @@ impl FollowGraph {
         self.check_user_and_group(user, group).await?;
         let origin = Origin::Group(group.to_owned());
         self.group_locks
-            .with_lock(&group_key(group), async {
+            .with_lease(&group_key(group), |lease| async move {
                 let existed = self
                     .members
                     .delete_one(doc! { "group": group, "user": user })
@@ -592,7 +611,10 @@ impl FollowGraph {
                     &self.follows,
                     self.group_followers(group),
                     "owner",
-                    |owners| async move { self.remove_origin(&owners, users, origin).await },
+                    Some(&lease),
+                    |owners: Vec<String>| async move {
+                        self.remove_origin(&owners, users, origin).await
+                    },
                 )
                 .await?;
                 Ok(existed)
@@ -696,6 +718,40 @@ impl FollowGraph {
             .await
     }
 
+    /// Sets `user`'s counts from the subscriptions that exist: `following` exactly (under the
+    /// user's lock), `followers` from a count of the `{user, owner}` index range.
+    ///
+    /// Counts are kept exact by every operation that completes. One interrupted between its
+    /// subscription write and its count update (a crash, a lost connection) leaves a count off
+    /// by one; [`FollowGraph::rebuild`] repairs the owner's `following`, and this repairs both.
+    /// The `followers` it sets is exact when no one follows or unfollows `user` meanwhile (on
+    /// MongoDB, `followers` changes without a lock on `user`); run it when that is quiet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for an unregistered user.
+    pub async fn recount(&self, user: &str) -> Result<UserStats> {
+        check_id("user id", user)?;
+        self.check_users(&[user]).await?;
+        let followers = self
+            .subscriptions
+            .count_documents(doc! { "user": user })
+            .await?;
+        self.set_count(user, subscriptions::Count::Followers, followers as i64)
+            .await?;
+        self.owner_locks
+            .with_lock(&owner_key(user), async {
+                let following = self
+                    .subscriptions
+                    .count_documents(doc! { "owner": user })
+                    .await?;
+                self.set_count(user, subscriptions::Count::Following, following as i64)
+                    .await
+            })
+            .await?;
+        self.stats(user).await
+    }
+
     /// Fails unless `owner` and `user` are distinct registered users.
     async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
         check_id("user id", owner)?;
@@ -760,12 +816,13 @@ impl FollowGraph {
     }
 
     /// Calls `work` with each page of `field` values of the documents matching `filter`, in
-    /// `field` order.
+    /// `field` order, renewing `lease` (if any) before each page.
     async fn each_page<F, Fut>(
         &self,
         collection: &Collection<Document>,
         filter: Document,
         field: &str,
+        lease: Option<&Lease>,
         mut work: F,
     ) -> Result<()>
     where
@@ -774,6 +831,9 @@ impl FollowGraph {
     {
         let mut after: Option<String> = None;
         loop {
+            if let Some(lease) = lease {
+                lease.renew().await?;
+            }
             let mut query = filter.clone();
             if let Some(after) = &after {
                 query.insert(field, doc! { "$gt": after });

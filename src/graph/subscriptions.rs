@@ -13,7 +13,7 @@ type Pair = (String, String);
 
 /// Which count of a stats document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Count {
+pub(super) enum Count {
     Followers,
     Following,
 }
@@ -72,7 +72,7 @@ impl FollowGraph {
     }
 
     /// [`Self::add_origin`] for owners whose locks are held.
-    async fn add_round(
+    pub(super) async fn add_round(
         &self,
         owners: Vec<String>,
         users: &[String],
@@ -104,7 +104,7 @@ impl FollowGraph {
     }
 
     /// [`Self::remove_origin`] for owners whose locks are held.
-    async fn remove_round(
+    pub(super) async fn remove_round(
         &self,
         owners: Vec<String>,
         users: &[String],
@@ -154,6 +154,11 @@ impl FollowGraph {
             *deltas.entry((owner.clone(), Count::Following)).or_default() += delta;
             *deltas.entry((user.clone(), Count::Followers)).or_default() += delta;
         }
+        self.adjust(deltas).await
+    }
+
+    /// `$inc`s the stats documents by `deltas`, locking them where updates are not atomic.
+    async fn adjust(&self, deltas: BTreeMap<(String, Count), i64>) -> Result<()> {
         if deltas.is_empty() {
             return Ok(());
         }
@@ -199,7 +204,7 @@ impl FollowGraph {
     pub(super) async fn rebuild_locked(&self, owner: &str) -> Result<RebuildReport> {
         let mut desired: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let direct = doc! { "owner": owner, "kind": Kind::User.as_str() };
-        self.each_page(&self.follows, direct, "target", |users| {
+        self.each_page(&self.follows, direct, "target", None, |users| {
             for user in users.into_iter().filter(|user| user != owner) {
                 desired
                     .entry(user)
@@ -211,19 +216,25 @@ impl FollowGraph {
         .await?;
         let mut groups = Vec::new();
         let followed = doc! { "owner": owner, "kind": Kind::Group.as_str() };
-        self.each_page(&self.follows, followed, "target", |page| {
+        self.each_page(&self.follows, followed, "target", None, |page| {
             groups.extend(page);
             std::future::ready(Ok(()))
         })
         .await?;
         for group in groups {
             let origin = Origin::Group(group.clone()).as_stored();
-            self.each_page(&self.members, doc! { "group": &group }, "user", |members| {
-                for member in members.into_iter().filter(|member| member != owner) {
-                    desired.entry(member).or_default().insert(origin.clone());
-                }
-                std::future::ready(Ok(()))
-            })
+            self.each_page(
+                &self.members,
+                doc! { "group": &group },
+                "user",
+                None,
+                |members| {
+                    for member in members.into_iter().filter(|member| member != owner) {
+                        desired.entry(member).or_default().insert(origin.clone());
+                    }
+                    std::future::ready(Ok(()))
+                },
+            )
             .await?;
         }
 
@@ -284,9 +295,40 @@ impl FollowGraph {
         }
         report.created = created.len();
         report.removed = removed.len();
-        self.count(&created, 1).await?;
-        self.count(&removed, -1).await?;
+        // Followers move by what changed. The owner's `following` changes only under the owner's
+        // lock, held here, so it is set outright: this also repairs a count left off by an
+        // operation interrupted between its subscription write and its count update.
+        let mut followers: BTreeMap<(String, Count), i64> = BTreeMap::new();
+        for (_, user) in &created {
+            followers.insert((user.clone(), Count::Followers), 1);
+        }
+        for (_, user) in &removed {
+            followers.insert((user.clone(), Count::Followers), -1);
+        }
+        self.adjust(followers).await?;
+        let following = report.created + report.corrected + report.unchanged;
+        self.set_count(owner, Count::Following, following as i64)
+            .await?;
         Ok(report)
+    }
+
+    /// Sets one count of `user`'s stats outright (locking the stats document where updates are
+    /// not atomic, so a concurrent `$inc` of the other count is not lost).
+    pub(super) async fn set_count(&self, user: &str, count: Count, value: i64) -> Result<()> {
+        let update = self.users.update_one(
+            doc! { "_id": user },
+            doc! { "$set": { count.field(): value } },
+        );
+        if self.capabilities.get(&self.database).await?.atomic_updates {
+            update.await?;
+            return Ok(());
+        }
+        self.stats_locks
+            .with_lock(&stats_key(user), async {
+                update.await?;
+                Ok(())
+            })
+            .await
     }
 }
 
