@@ -10,7 +10,7 @@
 //!
 //! Choose [`FanOutOnRead`] when messages are sent far more often than inboxes are read, or go to
 //! very many recipients (announcements, large groups): writes are cheapest and storage is
-//! smallest. The price is paid at read time: an inbox is gathered from the `{to, sent, _id}`
+//! smallest. The price is paid at read time: an inbox is gathered from the `{to, sent, id}`
 //! index, and on a sharded cluster (shard key `{from: 1}`) every page is scattered to all shards.
 //!
 //! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB (installing it with Go the

@@ -160,3 +160,16 @@ fn write_error(error: &Document) -> Error {
         message: error.get_str("errmsg").unwrap_or("unknown").to_owned(),
     }
 }
+
+/// Whether a write failed only because a unique index already held the key.
+pub(crate) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
+    use mongodb::error::{ErrorKind, WriteFailure};
+    match &*error.kind {
+        ErrorKind::Write(WriteFailure::WriteError(write)) => write.code == DUPLICATE_KEY,
+        ErrorKind::Command(command) => command.code == DUPLICATE_KEY,
+        ErrorKind::InsertMany(failure) => failure.write_errors.as_ref().is_some_and(|errors| {
+            !errors.is_empty() && errors.iter().all(|write| write.code == DUPLICATE_KEY)
+        }),
+        _ => false,
+    }
+}

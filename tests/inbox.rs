@@ -113,6 +113,12 @@ macro_rules! conformance {
                 inbox_suite::bad_input(&*store).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn deliver_is_idempotent() {
+                let (_db, store) = store("deliver_idempotent").await;
+                inbox_suite::deliver_is_idempotent(store).await;
+            }
+
             #[tokio::test]
             async fn unreachable_server() {
                 let store = super::$strategy(&unreachable_database().await);

@@ -7,7 +7,6 @@ use mongodb::{Collection, Database};
 
 use super::cursor::{self, View};
 use super::guard::WriteGuard;
-use super::registry::is_duplicate_key;
 use super::tree::{self, Entry, Node, Window};
 use super::{
     validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
@@ -15,6 +14,7 @@ use super::{
 };
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.

@@ -10,13 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use super::cursor::{self, page_from, View};
 use super::guard::WriteGuard;
-use super::registry::{is_duplicate_key, Registry};
+use super::registry::Registry;
 use super::{
     slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
     Deletion, Design, Features, NewComment, Order, ThreadedComments,
 };
 use crate::inbox::check_collection_names;
 use crate::sharding::ShardKey;
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.

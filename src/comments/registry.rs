@@ -4,7 +4,7 @@
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use crate::update_batch::DUPLICATE_KEY;
+use crate::update_batch::is_duplicate_key;
 use crate::Result;
 
 #[derive(Clone, Debug)]
@@ -34,18 +34,5 @@ impl Registry {
             .discussions
             .find_one(doc! { "_id": discussion })
             .await?)
-    }
-}
-
-/// Whether a write failed only because a unique index already held the key.
-pub(super) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
-    use mongodb::error::{ErrorKind, WriteFailure};
-    match &*error.kind {
-        ErrorKind::Write(WriteFailure::WriteError(write)) => write.code == DUPLICATE_KEY,
-        ErrorKind::Command(command) => command.code == DUPLICATE_KEY,
-        ErrorKind::InsertMany(failure) => failure.write_errors.as_ref().is_some_and(|errors| {
-            !errors.is_empty() && errors.iter().all(|write| write.code == DUPLICATE_KEY)
-        }),
-        _ => false,
     }
 }

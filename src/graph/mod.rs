@@ -72,7 +72,7 @@ use crate::inbox::check_collection_name;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
-use crate::update_batch::DUPLICATE_KEY;
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
@@ -921,14 +921,8 @@ fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Optio
 async fn insert_once(collection: &Collection<Document>, document: Document) -> Result<bool> {
     match collection.insert_one(document).await {
         Ok(_) => Ok(true),
-        Err(error) => {
-            match &*error.kind {
-                mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(
-                    write,
-                )) if write.code == DUPLICATE_KEY => Ok(false),
-                _ => Err(error.into()),
-            }
-        }
+        Err(error) if is_duplicate_key(&error) => Ok(false),
+        Err(error) => Err(error.into()),
     }
 }
 

@@ -268,6 +268,52 @@ impl BucketedFanOut {
         1 + (limit.saturating_sub(1)).div_ceil(self.bucket_size as usize)
     }
 
+    /// Pushes `message` to every one of `recipients`, locking them where updates are not atomic.
+    async fn deliver_entry<P: Payload>(
+        &self,
+        message: &Message<P>,
+        recipients: Vec<String>,
+    ) -> Result<()> {
+        let entry = message.to_document()?;
+        validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        let capabilities = self.capabilities().await?;
+        if capabilities.atomic_updates {
+            self.deliver(recipients, &entry, message.id, &capabilities)
+                .await
+        } else {
+            self.deliver_under_locks(recipients, &entry, message.id, &capabilities)
+                .await
+        }
+    }
+
+    /// The recipients whose two newest buckets already hold message `id` (one `find` of heads,
+    /// one `find` of at most two buckets per recipient).
+    async fn holders(
+        &self,
+        id: MessageId,
+        recipients: &[String],
+    ) -> Result<std::collections::HashSet<String>> {
+        let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        let heads = self.read_heads(&names).await?;
+        let clauses: Vec<Bson> = heads
+            .iter()
+            .map(|(owner, head)| {
+                Bson::Document(doc! { "owner": owner, "sequence": { "$gte": head - 1 } })
+            })
+            .collect();
+        let found: Vec<Document> = self
+            .buckets
+            .find(doc! { "$or": clauses, "messages.id": id.0 })
+            .projection(doc! { "owner": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|bucket| bucket.get_str("owner").ok().map(str::to_owned))
+            .collect())
+    }
+
     async fn capabilities(&self) -> Result<Capabilities> {
         self.capabilities.get(&self.database).await
     }
@@ -286,7 +332,9 @@ impl BucketedFanOut {
         let mut pending = recipients;
         let mut moves: HashMap<String, u32> = HashMap::new();
         for _ in 0..MAX_ROUNDS {
-            let suspects = self.push(&pending, &targets, entry, capabilities).await?;
+            let suspects = self
+                .push(&pending, &targets, entry, id, capabilities)
+                .await?;
             if suspects.is_empty() {
                 return Ok(());
             }
@@ -363,6 +411,7 @@ impl BucketedFanOut {
         pending: &[String],
         targets: &HashMap<String, i64>,
         entry: &Document,
+        id: MessageId,
         capabilities: &Capabilities,
     ) -> Result<Vec<String>> {
         let mut batch = UpdateBatch::new(&self.database, self.buckets.name());
@@ -372,6 +421,8 @@ impl BucketedFanOut {
                     "owner": owner,
                     "sequence": targets[owner],
                     "count": { "$lt": self.bucket_size as i64 },
+                    // Never a second copy in one bucket: a retried delivery finds it here.
+                    "messages.id": { "$ne": id.0 },
                 },
                 doc! { "$push": { "messages": entry }, "$inc": { "count": 1_i64 } },
                 true,
@@ -463,18 +514,23 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
     async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
-        let entry = message.to_document()?;
-        validate::check_encoded_size(&entry, self.max_message_bytes())?;
-        let capabilities = self.capabilities().await?;
         let recipients = message.to.clone();
-        if capabilities.atomic_updates {
-            self.deliver(recipients, &entry, message.id, &capabilities)
-                .await?;
-        } else {
-            self.deliver_under_locks(recipients, &entry, message.id, &capabilities)
-                .await?;
-        }
+        self.deliver_entry(&message, recipients).await?;
         Ok(message)
+    }
+
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+        validate::check_recipients(recipients)?;
+        let holders = self.holders(message.id, recipients).await?;
+        let remaining: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| !holders.contains(recipient.as_str()))
+            .cloned()
+            .collect();
+        if remaining.is_empty() {
+            return Ok(());
+        }
+        self.deliver_entry(message, remaining).await
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {

@@ -2,26 +2,31 @@
 
 use async_trait::async_trait;
 use bson::{doc, Document};
+use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use super::time_ordered::{self, Layout};
 use super::{
-    validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
+    derived_id, validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
 use crate::sharding::ShardKey;
+use crate::update_batch::is_duplicate_key;
 use crate::Result;
 
 const LAYOUT: Layout = Layout {
     owner_field: "to",
-    id_field: "_id",
+    id_field: "id",
 };
 
 /// Fan out on read: sending is one insert; reading gathers every message addressed to the owner.
 ///
-/// Documents look like `{_id, from, to: [..], sent, message}`, indexed by
-/// `{to: 1, sent: 1, _id: 1}`; the seed's `{to: 1, sent: 1}` plus the id, so keyset pages
-/// break ties between messages of the same millisecond.
+/// Documents look like `{_id, id, from, to: [..], sent, message}`, indexed by
+/// `{to: 1, sent: 1, id: 1}`; the seed's `{to: 1, sent: 1}` plus the message id, so keyset
+/// pages break ties between messages of the same millisecond. A sent message is one document
+/// whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not already
+/// named by one (a `find` first), whose `_id` derives from the message and the recipient, so a
+/// recipient never gets a second one.
 ///
 /// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:
 /// choose it when messages are sent far more often than inboxes are read.
@@ -122,12 +127,49 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
         let mut document = message.to_document()?;
-        if let Some(id) = document.remove("id") {
-            document.insert("_id", id);
-        }
+        document.insert("_id", message.id.0);
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         self.messages.insert_one(document).await?;
         Ok(message)
+    }
+
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+        validate::check_recipients(recipients)?;
+        let document = message.to_document()?;
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
+        // Recipients of the sent document itself hold the message already.
+        let holding: Vec<Document> = self
+            .messages
+            .find(doc! { "id": message.id.0, "to": { "$in": recipients } })
+            .projection(doc! { "to": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let held: std::collections::HashSet<&str> = holding
+            .iter()
+            .filter_map(|d| d.get_array("to").ok())
+            .flatten()
+            .filter_map(bson::Bson::as_str)
+            .collect();
+        let missing: Vec<&String> = recipients
+            .iter()
+            .filter(|recipient| !held.contains(recipient.as_str()))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let copies = missing.into_iter().map(|recipient| {
+            let mut copy = document.clone();
+            copy.insert("_id", derived_id(message.id, recipient));
+            copy.insert("to", vec![recipient.as_str()]);
+            copy
+        });
+        match self.messages.insert_many(copies).ordered(false).await {
+            Ok(_) => Ok(()),
+            // Delivered to these recipients before: their `_id`s are taken.
+            Err(error) if is_duplicate_key(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {

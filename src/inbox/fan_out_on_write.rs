@@ -11,7 +11,8 @@ use super::{
     MAX_DOCUMENT_BYTES,
 };
 use crate::sharding::ShardKey;
-use crate::Result;
+use crate::update_batch::is_duplicate_key;
+use crate::{Error, Result};
 
 const LAYOUT: Layout = Layout {
     owner_field: "recipient",
@@ -64,6 +65,25 @@ impl FanOutOnWriteBuilder {
 }
 
 impl FanOutOnWrite {
+    /// Inserts one copy of `message` per recipient, in one unordered `insert`.
+    async fn insert_copies<P: Payload>(
+        &self,
+        message: &Message<P>,
+        recipients: &[String],
+    ) -> Result<()> {
+        let document = message.to_document()?;
+        let longest = recipients.iter().map(String::len).max().unwrap_or(0);
+        // Every copy is this document plus one `recipient` field.
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
+        let copies = recipients.iter().map(|recipient| {
+            let mut copy = document.clone();
+            copy.insert("recipient", recipient.as_str());
+            copy
+        });
+        self.copies.insert_many(copies).ordered(false).await?;
+        Ok(())
+    }
+
     /// How many messages `owner` has received (one command).
     pub async fn count(&self, owner: &str) -> Result<u64> {
         time_ordered::count(&self.copies, LAYOUT, owner).await
@@ -117,17 +137,17 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
     async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
-        let document = message.to_document()?;
-        let longest = message.to.iter().map(String::len).max().unwrap_or(0);
-        // Every copy is this document plus one `recipient` field.
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
-        let copies = message.to.iter().map(|recipient| {
-            let mut copy = document.clone();
-            copy.insert("recipient", recipient.as_str());
-            copy
-        });
-        self.copies.insert_many(copies).ordered(false).await?;
+        self.insert_copies(&message, &message.to).await?;
         Ok(message)
+    }
+
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+        validate::check_recipients(recipients)?;
+        match self.insert_copies(message, recipients).await {
+            // Copies already there: the unique index refused them, as it should.
+            Err(Error::Database(error)) if is_duplicate_key(&error) => Ok(()),
+            outcome => outcome,
+        }
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {

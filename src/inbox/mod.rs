@@ -246,6 +246,29 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
     async fn send(&self, message: NewMessage<P>) -> Result<Message<P>>;
 
+    /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,
+    /// idempotently: a recipient who already holds the message does not get a second copy. This
+    /// is how background fan-out writes copies in batches and retries a batch that failed or
+    /// whose worker died, and how an inbox is filled with messages sent before its owner
+    /// followed their sender.
+    ///
+    /// `recipients` need not be `message.to`: a message to followers is delivered to them batch
+    /// by batch. Each strategy keeps the promise its own way:
+    /// - [`FanOutOnWrite`]: the unique `{recipient, sent, id}` index refuses a second copy.
+    /// - [`FanOutOnRead`]: one document per recipient (`to: [recipient]`), whose `_id` derives
+    ///   from the message and the recipient, so a second one is refused.
+    /// - [`BucketedFanOut`]: a push never lands in a bucket that already holds the message, and
+    ///   recipients holding it in either of their two newest buckets are skipped. (Two
+    ///   deliveries of one message to one recipient running at the same moment, across that
+    ///   recipient's bucket rolling over, could still both land.)
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
+    /// [`crate::Error::EmptyUserId`] or [`crate::Error::MessageTooLarge`] before anything is
+    /// written.
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()>;
+
     /// One page of `owner`'s inbox, newest first.
     ///
     /// # Errors
@@ -275,6 +298,20 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
 
 /// An inbox store of any strategy, for `Arc<DynInboxStore<P>>`.
 pub type DynInboxStore<P> = dyn InboxStore<P>;
+
+/// A stable id for the copy of message `id` keyed by `key` (a recipient, a batch's first
+/// recipient): the message's timestamp, then 64 bits of FNV-1a over the message id and `key`.
+/// The same inputs always give the same id, so inserting a copy twice is refused by `_id`.
+pub(crate) fn derived_id(id: MessageId, key: &str) -> ObjectId {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.0.bytes().iter().chain(key.as_bytes()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut bytes = [0_u8; 12];
+    bytes[..4].copy_from_slice(&id.0.bytes()[..4]);
+    bytes[4..].copy_from_slice(&hash.to_be_bytes());
+    ObjectId::from_bytes(bytes)
+}
 
 /// The largest document MongoDB stores.
 pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;

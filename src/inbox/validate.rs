@@ -10,11 +10,16 @@ use crate::{Error, Result};
 /// Checks sender and recipients: a sender, at least one recipient, none empty, none repeated.
 pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
     check_user_id("sender", &message.from)?;
-    if message.to.is_empty() {
+    check_recipients(&message.to)
+}
+
+/// Checks recipients: at least one, none empty, none repeated.
+pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
+    if recipients.is_empty() {
         return Err(Error::NoRecipients);
     }
-    let mut seen = HashSet::with_capacity(message.to.len());
-    for recipient in &message.to {
+    let mut seen = HashSet::with_capacity(recipients.len());
+    for recipient in recipients {
         check_user_id("recipient", recipient)?;
         if !seen.insert(recipient.as_str()) {
             return Err(Error::DuplicateRecipient {

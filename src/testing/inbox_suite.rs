@@ -483,3 +483,57 @@ fn assert_time_order_if_promised(strategy: Strategy, read: &[Message<Note>]) {
         );
     }
 }
+
+/// [`crate::InboxStore::deliver`]: a sent message delivered again, to new recipients, repeated
+/// and concurrently, lands exactly once in each inbox, with its id and time; bad recipient lists
+/// are refused.
+pub async fn deliver_is_idempotent(store: Arc<Store>) {
+    // Other mail first, so the delivered message is not alone in the inboxes.
+    send_sequence(&*store, "zed", &["bob", "cat", "dan"], 3).await;
+    let sent = store
+        .send(NewMessage::new("amy", ["bob"], Note::new("amy", 0)))
+        .await
+        .unwrap();
+    let everyone: Vec<String> = ["bob", "cat", "dan", "eve", "fay", "gus"]
+        .map(str::to_owned)
+        .to_vec();
+    store.deliver(&sent, &everyone[1..3]).await.unwrap();
+    store.deliver(&sent, &everyone[1..3]).await.unwrap(); // a retried batch
+    store.deliver(&sent, &everyone[..2]).await.unwrap(); // overlapping, bob already had it
+    let mut tasks = Vec::new();
+    for start in 0..6 {
+        let store = store.clone();
+        let sent = sent.clone();
+        let batch: Vec<String> = (0..3).map(|i| everyone[(start + i) % 6].clone()).collect();
+        tasks.push(tokio::spawn(async move {
+            store.deliver(&sent, &batch).await.unwrap();
+            store.deliver(&sent, &batch).await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for owner in &everyone {
+        let inbox = read_all(&*store, owner, 7).await;
+        let copies: Vec<&Message<Note>> = inbox.iter().filter(|m| m.id == sent.id).collect();
+        assert_eq!(copies.len(), 1, "{owner} holds the message exactly once");
+        assert_eq!(copies[0].sent, sent.sent, "{owner}: the sent time is kept");
+        assert_eq!(copies[0].payload, sent.payload);
+        assert_eq!(copies[0].from, "amy");
+        let others = if ["bob", "cat", "dan"].contains(&owner.as_str()) {
+            3
+        } else {
+            0
+        };
+        assert_eq!(inbox.len(), others + 1, "{owner}: nothing else was added");
+        assert_eq!(store.count(owner).await.unwrap(), others as u64 + 1);
+    }
+    let error = store.deliver(&sent, &[]).await.unwrap_err();
+    assert!(matches!(error, Error::NoRecipients), "{error}");
+    let twice = ["hal".to_owned(), "hal".to_owned()];
+    let error = store.deliver(&sent, &twice).await.unwrap_err();
+    assert!(matches!(error, Error::DuplicateRecipient { .. }), "{error}");
+    let error = store.deliver(&sent, &[String::new()]).await.unwrap_err();
+    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");
+}
