@@ -987,3 +987,136 @@ async fn ranking_is_pluggable() {
         );
     }
 }
+
+/// Records each job's start and deadline, then sleeps.
+#[derive(Debug)]
+struct Sleepy {
+    runs: Mutex<Vec<(bson::oid::ObjectId, Instant, Option<Instant>)>>,
+    sleep: Duration,
+}
+
+#[async_trait]
+impl JobHandler for Sleepy {
+    async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+        self.runs
+            .lock()
+            .unwrap()
+            .push((job.id, Instant::now(), job.deadline()));
+        tokio::time::sleep(self.sleep).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
+    let t = testing::test_db("feed_jobs_batch_lease").await;
+    let lease = Duration::from_millis(400);
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .lease(lease)
+        .batch(4)
+        .build()
+        .unwrap();
+    queue.create_indexes().await.unwrap();
+    for n in 0..4 {
+        queue.enqueue("slow", doc! { "n": n }).await.unwrap();
+    }
+    let sleepy = Sleepy {
+        runs: Mutex::new(Vec::new()),
+        sleep: Duration::from_millis(150),
+    };
+    let before = Instant::now();
+    assert_eq!(
+        queue.run_once(&sleepy).await.unwrap(),
+        4,
+        "all four claimed"
+    );
+    let runs = sleepy.runs.lock().unwrap().clone();
+    // Three quarters of 400 ms: the third job would start after 300 ms of sleep.
+    assert_eq!(runs.len(), 2, "no job started past lease - margin");
+    for (_, started, deadline) in &runs {
+        let deadline = deadline.expect("a queued job has a deadline");
+        assert!(*started < deadline);
+        // Claimed after `before` and before the first job started.
+        assert!(deadline >= before + (lease - lease / 4));
+        assert!(deadline <= runs[0].1 + (lease - lease / 4));
+    }
+    assert_eq!(queue.pending().await.unwrap(), 2);
+    assert_eq!(count(&t, "work_locks").await, 0, "unstarted jobs released");
+    assert_eq!(queue.run_once(&sleepy).await.unwrap(), 2);
+    assert_eq!(sleepy.runs.lock().unwrap().len(), 4);
+    assert_eq!(queue.pending().await.unwrap(), 0);
+
+    // A claimed job that cannot be read back fails the run, and its claim is released.
+    t.collection::<Document>("work")
+        .insert_one(doc! {
+            "_id": bson::oid::ObjectId::new(), "kind": "bad", "payload": 5, "attempts": 0,
+            "not_before": bson::DateTime::now(), "failed": false,
+        })
+        .await
+        .unwrap();
+    let failed = queue.run_once(&sleepy).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(count(&t, "work_locks").await, 0, "claim released on error");
+}
+
+#[tokio::test]
+async fn first_retry_waits_the_retry_delay() {
+    let t = testing::test_db("feed_jobs_retry_delay").await;
+    let delay = Duration::from_secs(4);
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .retry_delay(delay)
+        .build()
+        .unwrap();
+    let job = queue.enqueue("doomed", doc! {}).await.unwrap();
+    let before = bson::DateTime::now().timestamp_millis();
+    assert_eq!(queue.run_once(&Failing).await.unwrap(), 1);
+    let after = bson::DateTime::now().timestamp_millis();
+    let stored = t
+        .collection::<Document>("work")
+        .find_one(doc! { "_id": job })
+        .await
+        .unwrap()
+        .unwrap();
+    let not_before = stored
+        .get_datetime("not_before")
+        .unwrap()
+        .timestamp_millis();
+    let wait = delay.as_millis() as i64;
+    assert!(
+        not_before >= before + wait && not_before <= after + wait,
+        "first retry after one retry_delay, not two"
+    );
+}
+
+#[tokio::test]
+async fn propagation_jobs_stop_at_their_deadline_and_resume() {
+    // A 1 ms lease: every claim's deadline has passed when the job starts, so each propagation
+    // job runs one batch and queues the rest.
+    let (_t, store) = store_with("feed_propagation_deadline", |b| {
+        b.job_lease(Duration::from_millis(1)).propagation_batch(1)
+    })
+    .await;
+    users(&store, &["ann"]).await;
+    for i in 0..4 {
+        post(&store, "ann", &format!("p{i}"), "x").await;
+    }
+    store.run_pending_jobs().await.unwrap();
+    let propagation = store
+        .rename_user_in_background("ann", "annie")
+        .await
+        .unwrap();
+    let ran = store.run_pending_jobs().await.unwrap();
+    assert!(ran > 1, "the propagation was split over {ran} jobs");
+    assert!(store.unfinished_propagations().await.unwrap().is_empty());
+    assert!(store.run_propagation(propagation, None).await.unwrap().done);
+    let latest = store
+        .feed_page(&FeedKind::Latest, PageRequest::first(10))
+        .await
+        .unwrap();
+    assert_eq!(latest.items.len(), 4);
+    for post in latest.items {
+        assert_eq!(post.created_by.username, "annie");
+    }
+}

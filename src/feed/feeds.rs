@@ -421,7 +421,18 @@ impl<X: Payload> FeedStore<X> {
                     .payload
                     .get_object_id("propagation")
                     .map_err(|_| bad_job(job))?;
-                match self.run_propagation(propagation, None).await {
+                // Batches stop at the claim's deadline, so the job never outlives its lease by
+                // more than one batch; the rest goes to a new job, resuming from the record.
+                match self
+                    .propagate_within(propagation, None, job.deadline())
+                    .await
+                {
+                    Ok(status) if !status.done => {
+                        self.jobs
+                            .enqueue(JOB_PROPAGATE, doc! { "propagation": propagation })
+                            .await?;
+                        Ok(())
+                    }
                     Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
                     Err(error) => Err(error),
                 }

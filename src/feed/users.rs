@@ -235,6 +235,10 @@ impl<X: Payload> FeedStore<X> {
 
     /// Renames a user and leaves the copies to a background worker (a `propagate` job). Returns
     /// the propagation's id.
+    ///
+    /// The job runs batches until its claim's [`crate::jobs::Job::deadline`] (at least one), then
+    /// queues a new job that resumes from the recorded progress, so a long propagation never
+    /// holds a claim past its lease.
     pub async fn rename_user_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
         let propagation = self.start_rename(id, username).await?;
         self.jobs
@@ -322,6 +326,16 @@ impl<X: Payload> FeedStore<X> {
         propagation: ObjectId,
         max_batches: Option<usize>,
     ) -> Result<PropagationStatus> {
+        self.propagate_within(propagation, max_batches, None).await
+    }
+
+    /// [`FeedStore::run_propagation`], starting no batch after `deadline` but the first.
+    pub(super) async fn propagate_within(
+        &self,
+        propagation: ObjectId,
+        max_batches: Option<usize>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<PropagationStatus> {
         let record = self
             .collections
             .propagations
@@ -348,6 +362,10 @@ impl<X: Payload> FeedStore<X> {
         let batch = self.settings.propagation_batch;
         while let Some((collection, field)) = self.settings.chunk_targets.get(target) {
             if max_batches.is_some_and(|max| status.batches >= max) {
+                return Ok(status);
+            }
+            let late = deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline);
+            if status.batches > 0 && late {
                 return Ok(status);
             }
             let copies = self.database.collection::<Document>(collection);
