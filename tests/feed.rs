@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bson::{doc, Document};
+use futures::TryStreamExt;
 use mongo_social::feed::{
     Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, FollowList,
     Media, NewPost, NewUser, Ranking, SearchOrder,
@@ -1118,5 +1119,41 @@ async fn propagation_jobs_stop_at_their_deadline_and_resume() {
     assert_eq!(latest.items.len(), 4);
     for post in latest.items {
         assert_eq!(post.created_by.username, "annie");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_renames_leave_every_copy_at_the_final_chunk() {
+    let (t, store) = store_with("feed_concurrent_renames", |b| b).await;
+    users(&store, &["ann"]).await;
+    for i in 0..5 {
+        post(&store, "ann", &format!("p{i}"), "x").await;
+    }
+    let renames = 8;
+    let mut tasks = Vec::new();
+    for i in 0..renames {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.rename_user("ann", &format!("ann{i}")).await
+        }));
+    }
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap().done);
+    }
+    let user = store.user("ann").await.unwrap();
+    assert_eq!(user.revision, renames, "every rename got its own revision");
+    let posts: Vec<Document> = t
+        .collection::<Document>("posts")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(posts.len(), 5);
+    for post in posts {
+        let copy: mongo_social::feed::UserChunk =
+            bson::from_bson(post.get("created_by").unwrap().clone()).unwrap();
+        assert_eq!(copy, user.chunk());
     }
 }

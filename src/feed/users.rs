@@ -25,8 +25,9 @@
 //! A post created from a chunk read just before a rename, and inserted after that rename's
 //! batches passed its `_id`, keeps the old chunk until the next propagation of that user (run
 //! [`FeedStore::propagate_user`] again to repair; it is idempotent). On servers whose updates
-//! are not atomic (FerretDB 1.x), two propagations of the same user running at the same moment
-//! can interleave within one document; the later run's copy wins.
+//! are not atomic (FerretDB 1.x), the rename's `findAndModify` and each batch's `update` run under
+//! a leased lock on the user (`user:<id>`, +2 commands each), so concurrent renames get distinct
+//! revisions and two propagations of the same user cannot interleave within one copy.
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
@@ -256,20 +257,28 @@ impl<X: Payload> FeedStore<X> {
         non_empty("user id", id)?;
         non_empty("username", username)?;
         let propagation = self.record_propagation(id).await?;
+        // FerretDB's findAndModify reads, modifies and writes back without isolation: two
+        // renames at once would both write the same revision. There it runs under the user's
+        // lock (+2 commands).
         let renamed = self
-            .collections
-            .users
-            .find_one_and_update(
-                doc! { "_id": id },
-                doc! { "$set": { "username": username }, "$inc": { "revision": 1 } },
-            )
-            .return_document(ReturnDocument::After)
+            .serialized(&[user_lock(id)], async {
+                Ok(self
+                    .collections
+                    .users
+                    .find_one_and_update(
+                        doc! { "_id": id },
+                        doc! { "$set": { "username": username }, "$inc": { "revision": 1 } },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .await)
+            })
             .await;
         let outcome = match renamed {
-            Ok(Some(_)) => return Ok(propagation),
-            Ok(None) => Err(not_found_user(id)),
+            Ok(Ok(Some(_))) => return Ok(propagation),
+            Ok(Ok(None)) => Err(not_found_user(id)),
+            Err(error) => Err(error),
             // MongoDB reports a duplicate key; FerretDB 1.24 an internal error naming the index.
-            Err(error) => {
+            Ok(Err(error)) => {
                 let taken = self
                     .collections
                     .users
@@ -386,17 +395,23 @@ impl<X: Payload> FeedStore<X> {
                 .collect();
             if let Some(last) = ids.last() {
                 let revision = format!("{field}.revision");
-                let updated = copies
-                    .update_many(
-                        doc! {
-                            "_id": { "$in": &ids },
-                            "$or": [
-                                { &revision: { "$lt": chunk.revision } },
-                                { &revision: { "$exists": false } },
-                            ],
-                        },
-                        doc! { "$set": { field.as_str(): chunk_bson.clone() } },
-                    )
+                // Where updates are not atomic, under the user's lock, so that two runs cannot
+                // interleave within one copy (an older chunk written over a newer one).
+                let updated = self
+                    .serialized(&[user_lock(&user_id)], async {
+                        Ok(copies
+                            .update_many(
+                                doc! {
+                                    "_id": { "$in": &ids },
+                                    "$or": [
+                                        { &revision: { "$lt": chunk.revision } },
+                                        { &revision: { "$exists": false } },
+                                    ],
+                                },
+                                doc! { "$set": { field.as_str(): chunk_bson.clone() } },
+                            )
+                            .await?)
+                    })
                     .await?;
                 status.updated += updated.modified_count;
                 last_id = last.clone();
@@ -485,6 +500,11 @@ impl<X: Payload> FeedStore<X> {
                 .unwrap_or(0),
         })
     }
+}
+
+/// The lock serializing a user's renames and propagation batches where updates are not atomic.
+fn user_lock(id: &str) -> String {
+    format!("user:{id}")
 }
 
 pub(super) fn not_found_user(id: &str) -> Error {
