@@ -344,11 +344,12 @@ async fn likes_are_exact_under_concurrency() {
     );
     let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
     assert!(!liked.unwrap());
-    assert_eq!(
-        commands,
-        ["find", "find", "insert"],
-        "a repeated like counts nothing"
-    );
+    let expected: &[&str] = if locked {
+        &["find", "find", "insert", "insert", "delete"]
+    } else {
+        &["find", "find", "insert"]
+    };
+    assert_eq!(commands, expected, "a repeated like counts nothing");
 }
 
 #[tokio::test]
@@ -445,7 +446,8 @@ async fn hot_feed_counts_only_the_window() {
     let old_likes = (0..3).map(|i| {
         let user = format!("old{i}");
         doc! { "_id": { "post": d.0, "user": &user }, "post": d.0, "user": &user,
-        "at": bson::DateTime::from_millis(start) }
+        "at": bson::DateTime::from_millis(start),
+        "created": bson::DateTime::from_millis(start + 20 * HOUR_MS) }
     });
     t.collection::<Document>("post_likes")
         .insert_many(old_likes)
@@ -874,6 +876,10 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         Err(Error::NotFound { what: "user", .. })
     ));
     assert!(matches!(
+        store.unlike(kept, "ghost").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
         store.create_user(NewUser::new("ann", "other")).await,
         Err(Error::AlreadyExists { what: "user", .. })
     ));
@@ -1156,4 +1162,98 @@ async fn concurrent_renames_leave_every_copy_at_the_final_chunk() {
             bson::from_bson(post.get("created_by").unwrap().clone()).unwrap();
         assert_eq!(copy, user.chunk());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
+    let (t, store) = store_with("feed_like_undo", |b| b).await;
+    let names: Vec<String> = (0..12).map(|i| format!("u{i:02}")).collect();
+    for name in &names {
+        store.create_user(NewUser::new(name, name)).await.unwrap();
+    }
+    users(&store, &["ann"]).await;
+    let target = post(&store, "ann", "Like me", "please").await.id;
+    let counters = t.collection::<Document>("post_counters");
+    let break_counter = |likes: bson::Bson| {
+        let counters = counters.clone();
+        async move {
+            counters
+                .update_one(
+                    doc! { "_id": target.0 },
+                    doc! { "$set": { "likes": likes } },
+                )
+                .upsert(true)
+                .await
+                .unwrap();
+        }
+    };
+
+    // An `$inc` that fails (the counter is not a number) leaves no uncounted like behind.
+    break_counter(bson::Bson::String("broken".into())).await;
+    assert!(store.like(target, "u00").await.is_err());
+    assert!(!store.likes(target, "u00").await.unwrap(), "like undone");
+    break_counter(bson::Bson::Int64(0)).await;
+    assert!(store.like(target, "u00").await.unwrap(), "the retry counts");
+    assert_eq!(store.counters(target).await.unwrap().likes, 1);
+    // Likewise an unlike whose `$inc` fails puts the like back.
+    break_counter(bson::Bson::String("broken".into())).await;
+    assert!(store.unlike(target, "u00").await.is_err());
+    assert!(store.likes(target, "u00").await.unwrap(), "like put back");
+    break_counter(bson::Bson::Int64(1)).await;
+    assert!(
+        store.unlike(target, "u00").await.unwrap(),
+        "the retry counts"
+    );
+    assert_eq!(store.counters(target).await.unwrap().likes, 0);
+
+    // Recounts racing likes: exact where the like and its $inc share the counter lock.
+    let mut tasks = Vec::new();
+    for name in &names {
+        let (liker, name) = (store.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            liker.like(target, &name).await.map(|_| ())
+        }));
+        let counter = store.clone();
+        tasks.push(tokio::spawn(async move {
+            counter.recount_likes(target).await.map(|_| ())
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(count(&t, "post_likes").await, 12);
+    if !t.info.capabilities().atomic_updates {
+        assert_eq!(store.counters(target).await.unwrap().likes, 12);
+    }
+    assert_eq!(store.recount_likes(target).await.unwrap(), 12);
+    assert_eq!(store.counters(target).await.unwrap().likes, 12);
+}
+
+#[tokio::test]
+async fn old_posts_liked_recently_do_not_crowd_out_the_hot_window() {
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    let start = bson::DateTime::now().timestamp_millis() - 30 * HOUR_MS;
+    clock.set(start);
+    // 4 × max_feed_len = 4 candidates.
+    let (_t, store) = store_with("feed_hot_crowding", |b| {
+        b.clock(clock.clone()).max_feed_len(1)
+    })
+    .await;
+    users(&store, &["ann", "fan0", "fan1"]).await;
+    let mut old = Vec::new();
+    for i in 0..5 {
+        old.push(post(&store, "ann", &format!("old {i}"), "x").await.id);
+    }
+    clock.set(start + 25 * HOUR_MS);
+    let new = post(&store, "ann", "new", "x").await.id;
+    clock.set(start + 26 * HOUR_MS);
+    for post in &old {
+        store.like(*post, "fan0").await.unwrap();
+        store.like(*post, "fan1").await.unwrap();
+    }
+    store.like(new, "fan0").await.unwrap();
+    assert_eq!(store.refresh_hot_feed().await.unwrap(), 1);
+    let hot = store.feed_items(&FeedKind::Hot).await.unwrap();
+    assert_eq!(hot.len(), 1);
+    assert_eq!((hot[0].post, hot[0].score), (new, 1.0));
 }

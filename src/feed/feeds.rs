@@ -161,8 +161,10 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Recomputes the "hot" feed: the posts created within the hot window, ranked by their
-    /// likes within it (by default). One `aggregate` of the window's likes, one `find` of those
-    /// posts, one write of the feed. Returns the feed's length.
+    /// likes within it (by default). One `aggregate` of the window's likes of posts created in
+    /// the window (each like stores its post's `created`; index `{created: 1, at: 1}`), keeping
+    /// the `4 × max_feed_len` most liked; one `find` of those posts; one write of the feed.
+    /// Returns the feed's length.
     pub async fn refresh_hot_feed(&self) -> Result<usize> {
         let now = self.clock.now();
         let window = self.settings.hot_window.as_millis() as i64;
@@ -172,7 +174,12 @@ impl<X: Payload> FeedStore<X> {
             .collections
             .likes
             .aggregate([
-                doc! { "$match": { "at": { "$gte": since, "$lte": now } } },
+                // Likes carry their post's `created`: only the window's posts are ranked, so
+                // old posts liked recently cannot crowd them out of the candidates.
+                doc! { "$match": {
+                    "created": { "$gte": since, "$lte": now },
+                    "at": { "$gte": since, "$lte": now },
+                } },
                 doc! { "$group": { "_id": "$post", "likes": { "$sum": 1 } } },
                 doc! { "$sort": { "likes": -1, "_id": -1 } },
                 doc! { "$limit": candidates },

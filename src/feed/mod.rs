@@ -10,7 +10,7 @@
 //! | `users` | [`User`], the hot profile | unique `{username: 1}` | `{_id: "hashed"}` |
 //! | `extended_users` | [`ExtendedUser`], the rest | `_id` | `{_id: "hashed"}` |
 //! | `post_counters` | [`Counters`]: `{_id: post, likes, comments, points}` | `_id` | `{_id: "hashed"}` |
-//! | `post_likes` | `{_id: {post, user}, post, user, at}` | `{post: 1, at: 1}`, `{at: 1}` | `{post: "hashed"}` |
+//! | `post_likes` | `{_id: {post, user}, post, user, at, created}` (`created`: the post's) | `{post: 1, at: 1}`, `{at: 1}`, `{created: 1, at: 1}` | `{post: "hashed"}` |
 //! | `feeds` | `{_id: "latest" \| "hot" \| "user:<id>", items: [{post, score}]}` | `_id` | `{_id: "hashed"}` |
 //! | `propagations` | chunk propagation progress `{user, target, last_id, done}` | `{done: 1}` | `{_id: 1}` |
 //! | `feed_jobs`, `feed_jobs_locks` | the [`JobQueue`] | see [`JobQueue`] | see [`JobQueue`] |
@@ -464,7 +464,11 @@ impl<X: Payload> FeedStore<X> {
             )
             .await?;
         c.likes
-            .create_indexes([plain(doc! { "post": 1, "at": 1 }), plain(doc! { "at": 1 })])
+            .create_indexes([
+                plain(doc! { "post": 1, "at": 1 }),
+                plain(doc! { "at": 1 }),
+                plain(doc! { "created": 1, "at": 1 }),
+            ])
             .await?;
         c.propagations
             .create_index(plain(doc! { "done": 1 }))

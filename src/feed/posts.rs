@@ -202,6 +202,22 @@ impl<X: Payload> FeedStore<X> {
         Ok(bson::from_document(found)?)
     }
 
+    /// The post's `created`, or [`Error::NotFound`] (one `find`).
+    pub(super) async fn post_created(&self, id: PostId) -> Result<bson::DateTime> {
+        let found = self
+            .collections
+            .posts
+            .find_one(doc! { "_id": id.0 })
+            .projection(doc! { "_id": 1, "created": 1 })
+            .await?
+            .ok_or_else(|| not_found_post(id))?;
+        found.get_datetime("created").copied().map_err(|_| {
+            Error::Decode(<bson::de::Error as serde::de::Error>::custom(
+                "a post lacks created",
+            ))
+        })
+    }
+
     /// Fails with [`Error::NotFound`] unless the post exists (one `find` of its `_id`).
     pub(super) async fn check_post_exists(&self, id: PostId) -> Result<()> {
         self.collections
