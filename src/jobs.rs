@@ -387,6 +387,13 @@ impl JobQueue {
             .collect())
     }
 
+    /// Deletes a job, whether waiting, running or failed (one `delete`); returns whether it was
+    /// there. A run already under way finishes.
+    pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
+        let deleted = self.jobs.delete_one(doc! { "_id": job }).await?;
+        Ok(deleted.deleted_count > 0)
+    }
+
     /// Jobs waiting or running (not failed), one `count`.
     pub async fn pending(&self) -> Result<u64> {
         Ok(self.jobs.count_documents(doc! { "failed": false }).await?)

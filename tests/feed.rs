@@ -401,14 +401,15 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
     assert_eq!(ids(&second.items), newest_first[4..8]);
     assert_eq!(read_feed(&store, &latest, 6).await[0], newer);
 
-    // An empty feed is one command and no cursor.
+    // A user without a feed yet: an empty page, no cursor; the user is looked up.
+    users(&store, &["cat"]).await;
     let (empty, commands) = t
         .commands
-        .measure(store.feed_page(&FeedKind::User("nobody".into()), PageRequest::first(5)))
+        .measure(store.feed_page(&FeedKind::User("cat".into()), PageRequest::first(5)))
         .await;
     let empty = empty.unwrap();
     assert!(empty.items.is_empty() && empty.next.is_none());
-    assert_eq!(commands, ["find"]);
+    assert_eq!(commands, ["find", "find"], "the feed, then the user");
 }
 
 #[tokio::test]
@@ -458,6 +459,19 @@ async fn hot_feed_counts_only_the_window() {
     store.refresh_hot_feed().await.unwrap();
     let hot = read_feed(&store, &FeedKind::Hot, 2).await;
     assert_eq!(hot, [a, d, b]);
+
+    // A refresh recomputes scores: a cursor from before it is refused, not silently reused.
+    let first = store
+        .feed_page(&FeedKind::Hot, PageRequest::first(1))
+        .await
+        .unwrap();
+    store.refresh_hot_feed().await.unwrap();
+    assert!(matches!(
+        store
+            .feed_page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
 
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
     clock.set(start + 26 * HOUR_MS);
@@ -880,6 +894,16 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         Err(Error::NotFound { what: "user", .. })
     ));
     assert!(matches!(
+        store
+            .feed_page(&FeedKind::User("ghost".into()), PageRequest::first(5))
+            .await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
+        store.rebuild_user_feed("ghost").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
         store.create_user(NewUser::new("ann", "other")).await,
         Err(Error::AlreadyExists { what: "user", .. })
     ));
@@ -1256,4 +1280,150 @@ async fn old_posts_liked_recently_do_not_crowd_out_the_hot_window() {
     let hot = store.feed_items(&FeedKind::Hot).await.unwrap();
     assert_eq!(hot.len(), 1);
     assert_eq!((hot[0].post, hot[0].score), (new, 1.0));
+}
+
+/// Names followers twice, and an empty follower.
+#[derive(Debug)]
+struct Repeating;
+
+#[async_trait]
+impl mongo_social::feed::FollowSource for Repeating {
+    async fn followers_of(&self, _user: &str) -> mongo_social::Result<Vec<String>> {
+        Ok(vec![
+            "bob".into(),
+            "bob".into(),
+            String::new(),
+            "ann".into(),
+        ])
+    }
+
+    async fn followees_of(&self, _user: &str) -> mongo_social::Result<Vec<String>> {
+        Ok(vec!["ann".into(), "ann".into()])
+    }
+}
+
+/// Gives every post of `nan` a NaN score.
+#[derive(Debug)]
+struct Broken;
+
+impl Ranking for Broken {
+    fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64 {
+        if candidate.author == "nan" {
+            f64::NAN
+        } else {
+            DefaultRanking.score(feed, candidate)
+        }
+    }
+}
+
+#[tokio::test]
+async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
+    let (t, store) = store_with("feed_fan_out_edges", |b| {
+        b.follows(Arc::new(Repeating))
+            .ranking(Arc::new(Broken))
+            .job_retry_delay(Duration::from_millis(1))
+    })
+    .await;
+    users(&store, &["ann", "bob", "nan"]).await;
+    let p = post(&store, "ann", "once", "x").await.id;
+    assert_eq!(store.run_pending_jobs().await.unwrap(), 1);
+    assert_eq!(store.jobs().pending().await.unwrap(), 0);
+    assert_eq!(
+        read_feed(&store, &FeedKind::User("bob".into()), 5).await,
+        [p]
+    );
+    assert_eq!(store.rebuild_user_feed("bob").await.unwrap(), 1);
+
+    // A non-finite score is a typed error, and no feed gets it.
+    post(&store, "nan", "bad", "x").await;
+    store.run_pending_jobs().await.unwrap();
+    let job = t
+        .collection::<Document>("feed_jobs")
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .expect("the job stays queued");
+    assert!(job.get_str("last_error").unwrap().contains("non-finite"));
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p]);
+    assert!(matches!(
+        store.rebuild_user_feed("nan").await,
+        Err(Error::InvalidConfig { .. })
+    ));
+    assert!(store
+        .feed_items(&FeedKind::User("nan".into()))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn fan_out_waits_for_a_post_whose_job_came_first() {
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    clock.set(bson::DateTime::now().timestamp_millis());
+    let (t, store) = store_with("feed_job_before_post", |b| {
+        b.clock(clock.clone())
+            .job_retry_delay(Duration::from_millis(1))
+    })
+    .await;
+    users(&store, &["ann"]).await;
+    // As after a crash between the job's insert and the post's.
+    let missing = PostId::new();
+    let created = clock.now();
+    store
+        .jobs()
+        .enqueue(
+            "post_created",
+            doc! { "post": missing.0, "created": created },
+        )
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(
+        store.jobs().pending().await.unwrap(),
+        1,
+        "retried while young"
+    );
+
+    // The post arrives: the retry puts it into the feeds.
+    t.collection::<Document>("posts")
+        .insert_one(doc! {
+            "_id": missing.0, "title": "late", "body": "x", "created": created,
+            "created_by": { "id": "ann", "username": "ann", "revision": 0_i64 },
+            "images": [], "videos": [], "audio": [], "extension": { "tags": [] },
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [missing]);
+
+    // A post that never appears: its job is dropped once old.
+    let never = PostId::new();
+    store
+        .jobs()
+        .enqueue(
+            "post_created",
+            doc! { "post": never.0, "created": clock.now() },
+        )
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(store.jobs().pending().await.unwrap(), 1);
+    clock.set(clock.now().timestamp_millis() + HOUR_MS);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(store.jobs().pending().await.unwrap(), 0, "dropped");
+    assert_eq!(store.jobs().failed().await.unwrap(), 0);
+
+    // Normal posts: job, then post, and it reaches the feed.
+    let p = post(&store, "ann", "now", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p, missing]);
+    assert!(
+        store
+            .shard_keys()
+            .iter()
+            .all(|key| key.collection != "users"),
+        "users stays unsharded: its unique username index"
+    );
 }
