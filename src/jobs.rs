@@ -12,6 +12,14 @@
 //! idempotent (the feed's handlers are: adding a post to a feed that already holds it changes
 //! nothing). Within a lease, a job runs on one worker at a time.
 //!
+//! A claim covers a batch of jobs run one after the other, so a worker keeps to its lease: it
+//! notes when it claimed the batch and starts no further job of it once the lease less a margin
+//! of a quarter of the lease has passed (the first job of a batch always runs); the jobs not
+//! started are released at once, for the next claim. A handler whose work can be long reads
+//! [`Job::deadline`], stops by then and leaves the rest to a job it enqueues (as the feed's
+//! propagation jobs do). A handler that runs past its lease can still run concurrently with
+//! another worker that broke its expired claim.
+//!
 //! Commands per job, with a batch of one: `find` (due jobs), `insert` (lock), `find` (re-check
 //! the job still exists), the handler's own, `delete` (job), `delete` (lock). A batch of `n` jobs
 //! costs the same first three commands once. A worker looks at the due jobs of four batches and
@@ -20,7 +28,7 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
@@ -49,6 +57,19 @@ pub struct Job {
     pub payload: Document,
     /// How many earlier runs failed.
     pub attempts: u32,
+    /// When the claim stops covering new work; set by the queue when it runs the job.
+    #[serde(skip)]
+    deadline: Option<Instant>,
+}
+
+impl Job {
+    /// When the worker's claim on this job stops covering new work: the claim time plus the
+    /// lease less a quarter of the lease (`None` for a job that no queue is running). A handler
+    /// whose work can outlast it should stop by then, record its progress and enqueue a job for
+    /// the rest; work started after it may overlap a second run of the job on another worker.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
 }
 
 /// The application's code for running jobs.
@@ -119,8 +140,9 @@ impl JobQueueBuilder {
     }
 
     /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
-    /// claim covers a whole batch, run one job after the other, so keep it well above a batch's
-    /// longest run.
+    /// claim covers a batch run one job after the other; once three quarters of the lease have
+    /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
+    /// above one job's longest run, or make long handlers follow [`Job::deadline`].
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
@@ -224,15 +246,17 @@ impl JobQueue {
         Ok(id)
     }
 
-    /// Claims up to one batch of due jobs and runs them with `handler`, one after the other.
-    /// Returns how many jobs were claimed (0 when none was due or all were claimed elsewhere).
+    /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,
+    /// starting no further job once three quarters of the lease have passed since the claim (the
+    /// jobs not started are released for a later claim). Returns how many jobs were claimed (0
+    /// when none was due or all were claimed elsewhere).
     ///
     /// A handler error is recorded on its job (which is retried later), not returned.
     ///
     /// # Errors
     ///
-    /// Server errors while claiming or completing jobs; a claimed job is then released or left to
-    /// its lease.
+    /// Server errors while claiming, re-reading or completing jobs; the claims are then released
+    /// (or, if releasing fails too, left to their lease) and the first error is returned.
     pub async fn run_once(&self, handler: &dyn JobHandler) -> Result<usize> {
         let due = self.due_jobs().await?;
         if due.is_empty() {
@@ -245,7 +269,9 @@ impl JobQueue {
         let batches: Vec<&[String]> = keys.chunks(self.batch).collect();
         let first = usize::from(token.bytes()[11]) % batches.len();
         let mut taken = Vec::new();
+        let mut claimed_at = Instant::now();
         for offset in 0..batches.len() {
+            claimed_at = Instant::now();
             taken = self
                 .locks
                 .try_acquire(batches[(first + offset) % batches.len()], token)
@@ -257,18 +283,34 @@ impl JobQueue {
         if taken.is_empty() {
             // Everything is claimed: by live workers, or by dead ones whose lease ran out.
             self.locks.break_expired(&keys).await?;
+            claimed_at = Instant::now();
             taken = self.locks.try_acquire(batches[first], token).await?;
             if taken.is_empty() {
                 return Ok(0);
             }
         }
-        // A job completed (or failed and postponed) by another worker between our `find` and our
-        // claim is gone (or not due) now.
+        let deadline = claimed_at + (self.lease - self.lease / 4);
+        let claimed = taken.len();
+        let outcome = match self.claimed_jobs(&taken).await {
+            Ok(jobs) => self.run_claimed(handler, jobs, deadline).await,
+            Err(error) => Err(error),
+        };
+        // The claims are given back whatever happened; a lock left behind only delays a retry.
+        // The first error is the one reported.
+        let released = self.locks.release(&taken, token).await;
+        outcome?;
+        released?;
+        Ok(claimed)
+    }
+
+    /// The claimed jobs that are still due: a job completed (or failed and postponed) by another
+    /// worker between our `find` and our claim is gone (or not due) now.
+    async fn claimed_jobs(&self, taken: &[String]) -> Result<Vec<Job>> {
         let ids: Vec<ObjectId> = taken
             .iter()
             .filter_map(|key| ObjectId::parse_str(key).ok())
             .collect();
-        let jobs: Vec<Job> = self
+        Ok(self
             .jobs
             .clone_with_type::<Job>()
             .find(doc! {
@@ -279,22 +321,27 @@ impl JobQueue {
             .sort(doc! { "_id": 1 })
             .await?
             .try_collect()
-            .await?;
-        let claimed = taken.len();
-        let outcome = self.run_claimed(handler, &jobs).await;
-        // The claims are given back whatever happened; a lock left behind only delays a retry.
-        self.locks.release(&taken, token).await?;
-        outcome?;
-        Ok(claimed)
+            .await?)
     }
 
-    async fn run_claimed(&self, handler: &dyn JobHandler, jobs: &[Job]) -> Result<()> {
-        for job in jobs {
-            match handler.handle(job).await {
+    /// Runs the jobs in order; from the second on, only while `deadline` has not passed.
+    async fn run_claimed(
+        &self,
+        handler: &dyn JobHandler,
+        jobs: Vec<Job>,
+        deadline: Instant,
+    ) -> Result<()> {
+        for (index, mut job) in jobs.into_iter().enumerate() {
+            if index > 0 && Instant::now() >= deadline {
+                // The rest is released with the claim and run by a later one.
+                break;
+            }
+            job.deadline = Some(deadline);
+            match handler.handle(&job).await {
                 Ok(()) => {
                     self.jobs.delete_one(doc! { "_id": job.id }).await?;
                 }
-                Err(error) => self.record_failure(job, &error).await?,
+                Err(error) => self.record_failure(&job, &error).await?,
             }
         }
         Ok(())
@@ -302,9 +349,10 @@ impl JobQueue {
 
     async fn record_failure(&self, job: &Job, error: &Error) -> Result<()> {
         let attempts = job.attempts + 1;
+        // The first retry waits `retry_delay`, each later one twice the one before.
         let delay = self
             .retry_delay
-            .saturating_mul(1 << attempts.min(16))
+            .saturating_mul(1 << (attempts - 1).min(16))
             .min(Duration::from_secs(300));
         let not_before = bson::DateTime::from_millis(
             bson::DateTime::now().timestamp_millis() + delay.as_millis() as i64,
@@ -337,6 +385,13 @@ impl JobQueue {
             .iter()
             .filter_map(|job| job.get_object_id("_id").ok())
             .collect())
+    }
+
+    /// Deletes a job, whether waiting, running or failed (one `delete`); returns whether it was
+    /// there. A run already under way finishes.
+    pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
+        let deleted = self.jobs.delete_one(doc! { "_id": job }).await?;
+        Ok(deleted.deleted_count > 0)
     }
 
     /// Jobs waiting or running (not failed), one `count`.

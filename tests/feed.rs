@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bson::{doc, Document};
+use futures::TryStreamExt;
 use mongo_social::feed::{
     Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, FollowList,
     Media, NewPost, NewUser, Ranking, SearchOrder,
@@ -343,11 +344,12 @@ async fn likes_are_exact_under_concurrency() {
     );
     let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
     assert!(!liked.unwrap());
-    assert_eq!(
-        commands,
-        ["find", "find", "insert"],
-        "a repeated like counts nothing"
-    );
+    let expected: &[&str] = if locked {
+        &["find", "find", "insert", "insert", "delete"]
+    } else {
+        &["find", "find", "insert"]
+    };
+    assert_eq!(commands, expected, "a repeated like counts nothing");
 }
 
 #[tokio::test]
@@ -399,14 +401,15 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
     assert_eq!(ids(&second.items), newest_first[4..8]);
     assert_eq!(read_feed(&store, &latest, 6).await[0], newer);
 
-    // An empty feed is one command and no cursor.
+    // A user without a feed yet: an empty page, no cursor; the user is looked up.
+    users(&store, &["cat"]).await;
     let (empty, commands) = t
         .commands
-        .measure(store.feed_page(&FeedKind::User("nobody".into()), PageRequest::first(5)))
+        .measure(store.feed_page(&FeedKind::User("cat".into()), PageRequest::first(5)))
         .await;
     let empty = empty.unwrap();
     assert!(empty.items.is_empty() && empty.next.is_none());
-    assert_eq!(commands, ["find"]);
+    assert_eq!(commands, ["find", "find"], "the feed, then the user");
 }
 
 #[tokio::test]
@@ -444,7 +447,8 @@ async fn hot_feed_counts_only_the_window() {
     let old_likes = (0..3).map(|i| {
         let user = format!("old{i}");
         doc! { "_id": { "post": d.0, "user": &user }, "post": d.0, "user": &user,
-        "at": bson::DateTime::from_millis(start) }
+        "at": bson::DateTime::from_millis(start),
+        "created": bson::DateTime::from_millis(start + 20 * HOUR_MS) }
     });
     t.collection::<Document>("post_likes")
         .insert_many(old_likes)
@@ -455,6 +459,19 @@ async fn hot_feed_counts_only_the_window() {
     store.refresh_hot_feed().await.unwrap();
     let hot = read_feed(&store, &FeedKind::Hot, 2).await;
     assert_eq!(hot, [a, d, b]);
+
+    // A refresh recomputes scores: a cursor from before it is refused, not silently reused.
+    let first = store
+        .feed_page(&FeedKind::Hot, PageRequest::first(1))
+        .await
+        .unwrap();
+    store.refresh_hot_feed().await.unwrap();
+    assert!(matches!(
+        store
+            .feed_page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
+            .await,
+        Err(Error::InvalidCursor { .. })
+    ));
 
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
     clock.set(start + 26 * HOUR_MS);
@@ -873,6 +890,20 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         Err(Error::NotFound { what: "user", .. })
     ));
     assert!(matches!(
+        store.unlike(kept, "ghost").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
+        store
+            .feed_page(&FeedKind::User("ghost".into()), PageRequest::first(5))
+            .await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
+        store.rebuild_user_feed("ghost").await,
+        Err(Error::NotFound { what: "user", .. })
+    ));
+    assert!(matches!(
         store.create_user(NewUser::new("ann", "other")).await,
         Err(Error::AlreadyExists { what: "user", .. })
     ));
@@ -986,4 +1017,413 @@ async fn ranking_is_pluggable() {
             [c2, c1, a2, a1]
         );
     }
+}
+
+/// Records each job's start and deadline, then sleeps.
+#[derive(Debug)]
+struct Sleepy {
+    runs: Mutex<Vec<(bson::oid::ObjectId, Instant, Option<Instant>)>>,
+    sleep: Duration,
+}
+
+#[async_trait]
+impl JobHandler for Sleepy {
+    async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+        self.runs
+            .lock()
+            .unwrap()
+            .push((job.id, Instant::now(), job.deadline()));
+        tokio::time::sleep(self.sleep).await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
+    let t = testing::test_db("feed_jobs_batch_lease").await;
+    let lease = Duration::from_millis(400);
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .lease(lease)
+        .batch(4)
+        .build()
+        .unwrap();
+    queue.create_indexes().await.unwrap();
+    for n in 0..4 {
+        queue.enqueue("slow", doc! { "n": n }).await.unwrap();
+    }
+    let sleepy = Sleepy {
+        runs: Mutex::new(Vec::new()),
+        sleep: Duration::from_millis(150),
+    };
+    let before = Instant::now();
+    assert_eq!(
+        queue.run_once(&sleepy).await.unwrap(),
+        4,
+        "all four claimed"
+    );
+    let runs = sleepy.runs.lock().unwrap().clone();
+    // Three quarters of 400 ms: the third job would start after 300 ms of sleep.
+    assert_eq!(runs.len(), 2, "no job started past lease - margin");
+    for (_, started, deadline) in &runs {
+        let deadline = deadline.expect("a queued job has a deadline");
+        assert!(*started < deadline);
+        // Claimed after `before` and before the first job started.
+        assert!(deadline >= before + (lease - lease / 4));
+        assert!(deadline <= runs[0].1 + (lease - lease / 4));
+    }
+    assert_eq!(queue.pending().await.unwrap(), 2);
+    assert_eq!(count(&t, "work_locks").await, 0, "unstarted jobs released");
+    assert_eq!(queue.run_once(&sleepy).await.unwrap(), 2);
+    assert_eq!(sleepy.runs.lock().unwrap().len(), 4);
+    assert_eq!(queue.pending().await.unwrap(), 0);
+
+    // A claimed job that cannot be read back fails the run, and its claim is released.
+    t.collection::<Document>("work")
+        .insert_one(doc! {
+            "_id": bson::oid::ObjectId::new(), "kind": "bad", "payload": 5, "attempts": 0,
+            "not_before": bson::DateTime::now(), "failed": false,
+        })
+        .await
+        .unwrap();
+    let failed = queue.run_once(&sleepy).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert_eq!(count(&t, "work_locks").await, 0, "claim released on error");
+}
+
+#[tokio::test]
+async fn first_retry_waits_the_retry_delay() {
+    let t = testing::test_db("feed_jobs_retry_delay").await;
+    let delay = Duration::from_secs(4);
+    let queue = JobQueue::builder(&t.db)
+        .collection("work")
+        .retry_delay(delay)
+        .build()
+        .unwrap();
+    let job = queue.enqueue("doomed", doc! {}).await.unwrap();
+    let before = bson::DateTime::now().timestamp_millis();
+    assert_eq!(queue.run_once(&Failing).await.unwrap(), 1);
+    let after = bson::DateTime::now().timestamp_millis();
+    let stored = t
+        .collection::<Document>("work")
+        .find_one(doc! { "_id": job })
+        .await
+        .unwrap()
+        .unwrap();
+    let not_before = stored
+        .get_datetime("not_before")
+        .unwrap()
+        .timestamp_millis();
+    let wait = delay.as_millis() as i64;
+    assert!(
+        not_before >= before + wait && not_before <= after + wait,
+        "first retry after one retry_delay, not two"
+    );
+}
+
+#[tokio::test]
+async fn propagation_jobs_stop_at_their_deadline_and_resume() {
+    // A 1 ms lease: every claim's deadline has passed when the job starts, so each propagation
+    // job runs one batch and queues the rest.
+    let (_t, store) = store_with("feed_propagation_deadline", |b| {
+        b.job_lease(Duration::from_millis(1)).propagation_batch(1)
+    })
+    .await;
+    users(&store, &["ann"]).await;
+    for i in 0..4 {
+        post(&store, "ann", &format!("p{i}"), "x").await;
+    }
+    store.run_pending_jobs().await.unwrap();
+    let propagation = store
+        .rename_user_in_background("ann", "annie")
+        .await
+        .unwrap();
+    let ran = store.run_pending_jobs().await.unwrap();
+    assert!(ran > 1, "the propagation was split over {ran} jobs");
+    assert!(store.unfinished_propagations().await.unwrap().is_empty());
+    assert!(store.run_propagation(propagation, None).await.unwrap().done);
+    let latest = store
+        .feed_page(&FeedKind::Latest, PageRequest::first(10))
+        .await
+        .unwrap();
+    assert_eq!(latest.items.len(), 4);
+    for post in latest.items {
+        assert_eq!(post.created_by.username, "annie");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_renames_leave_every_copy_at_the_final_chunk() {
+    let (t, store) = store_with("feed_concurrent_renames", |b| b).await;
+    users(&store, &["ann"]).await;
+    for i in 0..5 {
+        post(&store, "ann", &format!("p{i}"), "x").await;
+    }
+    let renames = 8;
+    let mut tasks = Vec::new();
+    for i in 0..renames {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.rename_user("ann", &format!("ann{i}")).await
+        }));
+    }
+    for task in tasks {
+        assert!(task.await.unwrap().unwrap().done);
+    }
+    let user = store.user("ann").await.unwrap();
+    assert_eq!(user.revision, renames, "every rename got its own revision");
+    let posts: Vec<Document> = t
+        .collection::<Document>("posts")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(posts.len(), 5);
+    for post in posts {
+        let copy: mongo_social::feed::UserChunk =
+            bson::from_bson(post.get("created_by").unwrap().clone()).unwrap();
+        assert_eq!(copy, user.chunk());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
+    let (t, store) = store_with("feed_like_undo", |b| b).await;
+    let names: Vec<String> = (0..12).map(|i| format!("u{i:02}")).collect();
+    for name in &names {
+        store.create_user(NewUser::new(name, name)).await.unwrap();
+    }
+    users(&store, &["ann"]).await;
+    let target = post(&store, "ann", "Like me", "please").await.id;
+    let counters = t.collection::<Document>("post_counters");
+    let break_counter = |likes: bson::Bson| {
+        let counters = counters.clone();
+        async move {
+            counters
+                .update_one(
+                    doc! { "_id": target.0 },
+                    doc! { "$set": { "likes": likes } },
+                )
+                .upsert(true)
+                .await
+                .unwrap();
+        }
+    };
+
+    // An `$inc` that fails (the counter is not a number) leaves no uncounted like behind.
+    break_counter(bson::Bson::String("broken".into())).await;
+    assert!(store.like(target, "u00").await.is_err());
+    assert!(!store.likes(target, "u00").await.unwrap(), "like undone");
+    break_counter(bson::Bson::Int64(0)).await;
+    assert!(store.like(target, "u00").await.unwrap(), "the retry counts");
+    assert_eq!(store.counters(target).await.unwrap().likes, 1);
+    // Likewise an unlike whose `$inc` fails puts the like back.
+    break_counter(bson::Bson::String("broken".into())).await;
+    assert!(store.unlike(target, "u00").await.is_err());
+    assert!(store.likes(target, "u00").await.unwrap(), "like put back");
+    break_counter(bson::Bson::Int64(1)).await;
+    assert!(
+        store.unlike(target, "u00").await.unwrap(),
+        "the retry counts"
+    );
+    assert_eq!(store.counters(target).await.unwrap().likes, 0);
+
+    // Recounts racing likes: exact where the like and its $inc share the counter lock.
+    let mut tasks = Vec::new();
+    for name in &names {
+        let (liker, name) = (store.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            liker.like(target, &name).await.map(|_| ())
+        }));
+        let counter = store.clone();
+        tasks.push(tokio::spawn(async move {
+            counter.recount_likes(target).await.map(|_| ())
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(count(&t, "post_likes").await, 12);
+    if !t.info.capabilities().atomic_updates {
+        assert_eq!(store.counters(target).await.unwrap().likes, 12);
+    }
+    assert_eq!(store.recount_likes(target).await.unwrap(), 12);
+    assert_eq!(store.counters(target).await.unwrap().likes, 12);
+}
+
+#[tokio::test]
+async fn old_posts_liked_recently_do_not_crowd_out_the_hot_window() {
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    let start = bson::DateTime::now().timestamp_millis() - 30 * HOUR_MS;
+    clock.set(start);
+    // 4 × max_feed_len = 4 candidates.
+    let (_t, store) = store_with("feed_hot_crowding", |b| {
+        b.clock(clock.clone()).max_feed_len(1)
+    })
+    .await;
+    users(&store, &["ann", "fan0", "fan1"]).await;
+    let mut old = Vec::new();
+    for i in 0..5 {
+        old.push(post(&store, "ann", &format!("old {i}"), "x").await.id);
+    }
+    clock.set(start + 25 * HOUR_MS);
+    let new = post(&store, "ann", "new", "x").await.id;
+    clock.set(start + 26 * HOUR_MS);
+    for post in &old {
+        store.like(*post, "fan0").await.unwrap();
+        store.like(*post, "fan1").await.unwrap();
+    }
+    store.like(new, "fan0").await.unwrap();
+    assert_eq!(store.refresh_hot_feed().await.unwrap(), 1);
+    let hot = store.feed_items(&FeedKind::Hot).await.unwrap();
+    assert_eq!(hot.len(), 1);
+    assert_eq!((hot[0].post, hot[0].score), (new, 1.0));
+}
+
+/// Names followers twice, and an empty follower.
+#[derive(Debug)]
+struct Repeating;
+
+#[async_trait]
+impl mongo_social::feed::FollowSource for Repeating {
+    async fn followers_of(&self, _user: &str) -> mongo_social::Result<Vec<String>> {
+        Ok(vec![
+            "bob".into(),
+            "bob".into(),
+            String::new(),
+            "ann".into(),
+        ])
+    }
+
+    async fn followees_of(&self, _user: &str) -> mongo_social::Result<Vec<String>> {
+        Ok(vec!["ann".into(), "ann".into()])
+    }
+}
+
+/// Gives every post of `nan` a NaN score.
+#[derive(Debug)]
+struct Broken;
+
+impl Ranking for Broken {
+    fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64 {
+        if candidate.author == "nan" {
+            f64::NAN
+        } else {
+            DefaultRanking.score(feed, candidate)
+        }
+    }
+}
+
+#[tokio::test]
+async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
+    let (t, store) = store_with("feed_fan_out_edges", |b| {
+        b.follows(Arc::new(Repeating))
+            .ranking(Arc::new(Broken))
+            .job_retry_delay(Duration::from_millis(1))
+    })
+    .await;
+    users(&store, &["ann", "bob", "nan"]).await;
+    let p = post(&store, "ann", "once", "x").await.id;
+    assert_eq!(store.run_pending_jobs().await.unwrap(), 1);
+    assert_eq!(store.jobs().pending().await.unwrap(), 0);
+    assert_eq!(
+        read_feed(&store, &FeedKind::User("bob".into()), 5).await,
+        [p]
+    );
+    assert_eq!(store.rebuild_user_feed("bob").await.unwrap(), 1);
+
+    // A non-finite score is a typed error, and no feed gets it.
+    post(&store, "nan", "bad", "x").await;
+    store.run_pending_jobs().await.unwrap();
+    let job = t
+        .collection::<Document>("feed_jobs")
+        .find_one(doc! {})
+        .await
+        .unwrap()
+        .expect("the job stays queued");
+    assert!(job.get_str("last_error").unwrap().contains("non-finite"));
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p]);
+    assert!(matches!(
+        store.rebuild_user_feed("nan").await,
+        Err(Error::InvalidConfig { .. })
+    ));
+    assert!(store
+        .feed_items(&FeedKind::User("nan".into()))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn fan_out_waits_for_a_post_whose_job_came_first() {
+    let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    clock.set(bson::DateTime::now().timestamp_millis());
+    let (t, store) = store_with("feed_job_before_post", |b| {
+        b.clock(clock.clone())
+            .job_retry_delay(Duration::from_millis(1))
+    })
+    .await;
+    users(&store, &["ann"]).await;
+    // As after a crash between the job's insert and the post's.
+    let missing = PostId::new();
+    let created = clock.now();
+    store
+        .jobs()
+        .enqueue(
+            "post_created",
+            doc! { "post": missing.0, "created": created },
+        )
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(
+        store.jobs().pending().await.unwrap(),
+        1,
+        "retried while young"
+    );
+
+    // The post arrives: the retry puts it into the feeds.
+    t.collection::<Document>("posts")
+        .insert_one(doc! {
+            "_id": missing.0, "title": "late", "body": "x", "created": created,
+            "created_by": { "id": "ann", "username": "ann", "revision": 0_i64 },
+            "images": [], "videos": [], "audio": [], "extension": { "tags": [] },
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [missing]);
+
+    // A post that never appears: its job is dropped once old.
+    let never = PostId::new();
+    store
+        .jobs()
+        .enqueue(
+            "post_created",
+            doc! { "post": never.0, "created": clock.now() },
+        )
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(store.jobs().pending().await.unwrap(), 1);
+    clock.set(clock.now().timestamp_millis() + HOUR_MS);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(store.jobs().pending().await.unwrap(), 0, "dropped");
+    assert_eq!(store.jobs().failed().await.unwrap(), 0);
+
+    // Normal posts: job, then post, and it reaches the feed.
+    let p = post(&store, "ann", "now", "x").await.id;
+    store.run_pending_jobs().await.unwrap();
+    assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p, missing]);
+    assert!(
+        store
+            .shard_keys()
+            .iter()
+            .all(|key| key.collection != "users"),
+        "users stays unsharded: its unique username index"
+    );
 }

@@ -5,10 +5,12 @@
 //! with a duplicate key and counts nothing; unliking deletes it. The counter document
 //! `{_id: post, likes, comments, points}` is `$inc`ed only when the insert or delete actually
 //! happened, so the count is exact under any concurrency. Where updates are not atomic
-//! (FerretDB 1.x), the `$inc` runs under a leased lock on the post's counter (+2 commands).
+//! (FerretDB 1.x), the like's insert (or removal) and its `$inc` run under a leased lock on the
+//! post's counter (+2 commands). An `$inc` that fails undoes its like (or unlike) before the
+//! error is returned.
 //!
 //! A process that dies between the like and its `$inc` leaves the counter one off;
-//! [`FeedStore::recount_likes`] sets it from the likes themselves.
+//! [`FeedStore::recount_likes`] sets it from the likes themselves (see there for when it is exact).
 
 use bson::{doc, Document};
 use serde::{Deserialize, Serialize};
@@ -54,47 +56,75 @@ impl Counter {
 impl<X: Payload> FeedStore<X> {
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
     /// `find` (post), `find` (user), `insert` (like), `update` (`$inc`) — 4 commands; 6 where
-    /// updates are not atomic.
+    /// updates are not atomic (the like and its `$inc` under the post's counter lock).
+    ///
+    /// The like stores the post's `created`, so the "hot" feed can pick the window's posts first.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written.
+    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written. If the
+    /// `$inc` fails, the like is deleted again before the error is returned, so a retry counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
-        self.check_post_exists(post).await?;
+        let created = self.post_created(post).await?;
         self.chunk_of(user).await?;
+        let id = doc! { "post": post.0, "user": user };
+        let at = self.clock.now();
         let like = doc! {
-            "_id": { "post": post.0, "user": user },
+            "_id": &id,
             "post": post.0,
             "user": user,
-            "at": self.clock.now(),
+            "at": at,
+            "created": created,
         };
-        match self.collections.likes.insert_one(like).await {
-            Ok(_) => {}
-            Err(error) if super::only_duplicate_keys(&error) => return Ok(false),
-            Err(error) => return Err(error.into()),
-        }
-        self.increment(post, "likes", 1).await?;
-        Ok(true)
+        self.serialized(&[counter_lock(post)], async {
+            match self.collections.likes.insert_one(like).await {
+                Ok(_) => {}
+                Err(error) if super::only_duplicate_keys(&error) => return Ok(false),
+                Err(error) => return Err(error.into()),
+            }
+            if let Err(error) = self.increment_unlocked(post, "likes", 1).await {
+                // Undone, so the like is not left uncounted; if the undo fails too, the counter
+                // is one short until `recount_likes`.
+                let _ = self
+                    .collections
+                    .likes
+                    .delete_one(doc! { "_id": &id, "at": at })
+                    .await;
+                return Err(error);
+            }
+            Ok(true)
+        })
+        .await
     }
 
-    /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `delete`,
-    /// `update` — 3 commands on MongoDB, 5 where updates are not atomic.
+    /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `find`
+    /// (user), `findAndModify` (remove the like), `update` — 4 commands on MongoDB, 6 where
+    /// updates are not atomic (the removal and its `$inc` under the post's counter lock).
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotFound`] for an unknown post.
+    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written. If the
+    /// `$inc` fails, the like is put back before the error is returned, so a retry counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
         self.check_post_exists(post).await?;
-        let deleted = self
-            .collections
-            .likes
-            .delete_one(doc! { "_id": { "post": post.0, "user": user } })
-            .await?;
-        if deleted.deleted_count == 0 {
-            return Ok(false);
-        }
-        self.increment(post, "likes", -1).await?;
-        Ok(true)
+        self.chunk_of(user).await?;
+        self.serialized(&[counter_lock(post)], async {
+            let removed = self
+                .collections
+                .likes
+                .find_one_and_delete(doc! { "_id": { "post": post.0, "user": user } })
+                .await?;
+            let Some(removed) = removed else {
+                return Ok(false);
+            };
+            if let Err(error) = self.increment_unlocked(post, "likes", -1).await {
+                // Put back as it was; if that fails too, `recount_likes` repairs the counter.
+                let _ = self.collections.likes.insert_one(removed).await;
+                return Err(error);
+            }
+            Ok(true)
+        })
+        .await
     }
 
     /// Whether `user` likes `post` (one `find`).
@@ -137,7 +167,15 @@ impl<X: Payload> FeedStore<X> {
         }
     }
 
-    /// Sets a post's like count from its likes (after a crash between a like and its count).
+    /// Sets a post's like count from its likes (after a crash between a like and its count):
+    /// `find` (post), `count`, `update`.
+    ///
+    /// Where updates are not atomic (FerretDB 1.x), the count and its `$set` run under the
+    /// post's counter lock, which likes and unlikes also hold from their insert (or removal) to
+    /// their `$inc`: the result is exact under concurrent likes. On MongoDB likes take no lock, so
+    /// a like inserted before the count whose `$inc` lands after the `$set` is counted twice (an
+    /// unlike, missed once): run it when no like of the post is in flight (a repair after a
+    /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount_likes(&self, post: PostId) -> Result<i64> {
         self.check_post_exists(post).await?;
         let key = [counter_lock(post)];
@@ -157,19 +195,25 @@ impl<X: Payload> FeedStore<X> {
         .await
     }
 
-    /// `$inc` of one counter, creating the counter document on first use.
+    /// `$inc` of one counter under the post's counter lock where updates are not atomic.
     async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
-        let key = [counter_lock(post)];
-        let update: Document = doc! { "$inc": { field: delta } };
-        self.serialized(&key, async {
-            self.collections
-                .counters
-                .update_one(doc! { "_id": post.0 }, update)
-                .upsert(true)
-                .await?;
-            Ok(())
-        })
+        self.serialized(
+            &[counter_lock(post)],
+            self.increment_unlocked(post, field, delta),
+        )
         .await
+    }
+
+    /// `$inc` of one counter, creating the counter document on first use; the caller holds the
+    /// counter lock where updates are not atomic.
+    async fn increment_unlocked(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
+        let update: Document = doc! { "$inc": { field: delta } };
+        self.collections
+            .counters
+            .update_one(doc! { "_id": post.0 }, update)
+            .upsert(true)
+            .await?;
+        Ok(())
     }
 }
 

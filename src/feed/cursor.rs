@@ -1,7 +1,8 @@
 //! Keyset cursors for feed and search pages, carried in the crate's opaque
 //! [`crate::PageCursor`].
 //!
-//! A cursor names the last item of a page by its sort key: `f.<score>.<post id>` for feeds,
+//! A cursor names the last item of a page by its sort key: `f.<score>.<post id>.<generation>` for
+//! feeds (the generation of the feed document the page was read from),
 //! `m.<score>.<post id>` for best-match search and `n.<created millis>.<post id>` for newest-first
 //! search (scores as the hex of their IEEE-754 bits, so they round-trip exactly). The next page
 //! starts strictly after that key, so items added meanwhile neither shift nor repeat what follows.
@@ -40,6 +41,25 @@ pub(super) fn after_score(kind: CursorKind, score: f64, post: PostId) -> PageCur
         score.to_bits(),
         post.0.to_hex()
     ))
+}
+
+/// A feed cursor: after the item `(score, post)` of the feed's `generation`.
+pub(super) fn after_feed_item(generation: i64, score: f64, post: PostId) -> PageCursor {
+    let cursor = after_score(CursorKind::Feed, score, post);
+    PageCursor::from(format!("{}.{generation}", cursor.as_str()))
+}
+
+/// The `(generation, (score, post))` of a feed cursor.
+pub(super) fn feed_key(cursor: &PageCursor) -> Result<(i64, (f64, PostId))> {
+    let (rest, generation) = cursor
+        .as_str()
+        .rsplit_once('.')
+        .ok_or_else(|| invalid("missing feed generation"))?;
+    let generation: i64 = generation
+        .parse()
+        .map_err(|_| invalid("bad feed generation"))?;
+    let key = score_key(CursorKind::Feed, &PageCursor::from(rest.to_owned()))?;
+    Ok((generation, key))
 }
 
 /// A cursor after the post created at `created` (a newest-first page).
@@ -110,6 +130,15 @@ mod tests {
     }
 
     #[test]
+    fn feed_cursors_carry_the_generation() {
+        let post = PostId::new();
+        let cursor = after_feed_item(7, 3.5, post);
+        assert_eq!(feed_key(&cursor).unwrap(), (7, (3.5, post)));
+        let old = after_score(CursorKind::Feed, 3.5, post);
+        assert!(feed_key(&old).is_err(), "a cursor without a generation");
+    }
+
+    #[test]
     fn malformed_cursors_are_rejected() {
         let post = PostId::new().0.to_hex();
         for text in [
@@ -122,6 +151,7 @@ mod tests {
             format!("x.0000000000000000.{post}"),
             format!("n.abc.{post}"),
             format!("n1.5.{post}"),
+            format!("f.0000000000000000.{post}.x"),
         ] {
             let cursor = PageCursor::from(text.clone());
             assert!(

@@ -29,7 +29,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::cursor::{self, CursorKind};
+use super::cursor;
 use super::ranking::Candidate;
 use super::{FeedStore, Post, PostId};
 use crate::inbox::Payload;
@@ -92,6 +92,11 @@ fn comes_after(item: &FeedItem, (score, post): (f64, PostId)) -> bool {
     }
 }
 
+/// How long a fan-out job waits for its post to appear (its job is queued before the post is
+/// inserted): until then a missing post is an error, retried with back-off; after it, the post is
+/// taken as never stored (or deleted) and the job is dropped.
+const MISSING_POST_GRACE: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
 fn decode_items(feed: Option<Document>) -> Result<Vec<FeedItem>> {
     let Some(mut feed) = feed else {
         return Ok(Vec::new());
@@ -115,24 +120,45 @@ pub(super) fn check_limit(page: &PageRequest) -> Result<()> {
 impl<X: Payload> FeedStore<X> {
     /// One page of a feed, in feed order: one `find` of the feed, one `find` of its posts with
     /// `$in` (none when the page is empty). Posts deleted since they entered the feed are left
-    /// out.
+    /// out. A user's feed that does not exist yet costs one more `find`, to tell a user without
+    /// a feed (an empty page) from an unknown one.
+    ///
+    /// Pages are stable while posts arrive: a new post does not shift or repeat what follows the
+    /// cursor. A feed recomputed as a whole ([`FeedStore::refresh_hot_feed`],
+    /// [`FeedStore::rebuild_user_feed`]) gets a new generation, and its scores may change, so a
+    /// cursor of an older generation is refused: start again from the first page.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`] for a cursor not made by a feed page,
-    /// [`Error::InvalidPageLimit`], [`Error::EmptyField`] for an empty user id; all before any
-    /// command.
+    /// [`Error::InvalidCursor`] for a cursor not made by a feed page (before any command) or
+    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::EmptyField`] for
+    /// an empty user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn feed_page(&self, feed: &FeedKind, page: PageRequest) -> Result<Page<Post<X>>> {
         check_limit(&page)?;
         if let FeedKind::User(user) = feed {
             super::users::non_empty("user id", user)?;
         }
         let after = match &page.after {
-            Some(cursor) => Some(cursor::score_key(CursorKind::Feed, cursor)?),
+            Some(cursor) => Some(cursor::feed_key(cursor)?),
             None => None,
         };
-        let mut items = self.feed_items(feed).await?;
-        if let Some(key) = after {
+        let (mut items, generation) = match self.feed_document(feed).await? {
+            Some(found) => found,
+            None => {
+                if let FeedKind::User(user) = feed {
+                    self.user(user).await?;
+                }
+                (Vec::new(), 0)
+            }
+        };
+        if let Some((cursor_generation, key)) = after {
+            if cursor_generation != generation {
+                return Err(Error::InvalidCursor {
+                    reason: "the feed was recomputed since this cursor was made; start again \
+                             from the first page"
+                        .to_owned(),
+                });
+            }
             items.retain(|item| comes_after(item, key));
         }
         let more = items.len() > page.limit;
@@ -140,29 +166,47 @@ impl<X: Payload> FeedStore<X> {
         let ids: Vec<PostId> = items.iter().map(|item| item.post).collect();
         let posts = self.posts_in_order(&ids).await?;
         let next = match items.last() {
-            Some(last) if more => {
-                Some(cursor::after_score(CursorKind::Feed, last.score, last.post))
-            }
+            Some(last) if more => Some(cursor::after_feed_item(generation, last.score, last.post)),
             _ => None,
         };
         Ok(Page { items: posts, next })
     }
 
-    /// A feed's entries, highest score first (one `find`).
+    /// A feed's entries, highest score first (one `find`); empty for a feed not written yet.
     pub async fn feed_items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
-        let found = self
+        Ok(self
+            .feed_document(feed)
+            .await?
+            .map(|(items, _)| items)
+            .unwrap_or_default())
+    }
+
+    /// A feed's sorted entries and generation, if the feed document exists (one `find`).
+    async fn feed_document(&self, feed: &FeedKind) -> Result<Option<(Vec<FeedItem>, i64)>> {
+        let Some(found) = self
             .collections
             .feeds
             .find_one(doc! { "_id": feed.key() })
-            .await?;
-        let mut items = decode_items(found)?;
+            .await?
+        else {
+            return Ok(None);
+        };
+        let generation = match found.get("generation") {
+            Some(Bson::Int32(n)) => i64::from(*n),
+            Some(Bson::Int64(n)) => *n,
+            Some(Bson::Double(n)) => *n as i64,
+            _ => 0,
+        };
+        let mut items = decode_items(Some(found))?;
         sort_items(&mut items);
-        Ok(items)
+        Ok(Some((items, generation)))
     }
 
     /// Recomputes the "hot" feed: the posts created within the hot window, ranked by their
-    /// likes within it (by default). One `aggregate` of the window's likes, one `find` of those
-    /// posts, one write of the feed. Returns the feed's length.
+    /// likes within it (by default). One `aggregate` of the window's likes of posts created in
+    /// the window (each like stores its post's `created`; index `{created: 1, at: 1}`), keeping
+    /// the `4 × max_feed_len` most liked; one `find` of those posts; one write of the feed.
+    /// Returns the feed's length.
     pub async fn refresh_hot_feed(&self) -> Result<usize> {
         let now = self.clock.now();
         let window = self.settings.hot_window.as_millis() as i64;
@@ -172,7 +216,12 @@ impl<X: Payload> FeedStore<X> {
             .collections
             .likes
             .aggregate([
-                doc! { "$match": { "at": { "$gte": since, "$lte": now } } },
+                // Likes carry their post's `created`: only the window's posts are ranked, so
+                // old posts liked recently cannot crowd them out of the candidates.
+                doc! { "$match": {
+                    "created": { "$gte": since, "$lte": now },
+                    "at": { "$gte": since, "$lte": now },
+                } },
                 doc! { "$group": { "_id": "$post", "likes": { "$sum": 1 } } },
                 doc! { "$sort": { "likes": -1, "_id": -1 } },
                 doc! { "$limit": candidates },
@@ -221,9 +270,12 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for an empty user id; errors of the follow source.
+    /// [`Error::EmptyField`] for an empty user id, [`Error::NotFound`] for an unknown user
+    /// (one `find` first), both before anything is written; errors of the follow source;
+    /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user_feed(&self, user: &str) -> Result<usize> {
         super::users::non_empty("user id", user)?;
+        self.user(user).await?;
         let mut authors = self.follows.followees_of(user).await?;
         authors.push(user.to_owned());
         let feed = FeedKind::User(user.to_owned());
@@ -260,7 +312,7 @@ impl<X: Payload> FeedStore<X> {
             let candidate = candidate_of(post, now, &recent_likes)?;
             items.push(FeedItem {
                 post: candidate.post,
-                score: self.ranking.score(feed, &candidate),
+                score: self.score(feed, &candidate)?,
             });
         }
         sort_items(&mut items);
@@ -268,32 +320,57 @@ impl<X: Payload> FeedStore<X> {
         Ok(items)
     }
 
+    /// The ranking's score, refused unless finite (a NaN or infinity cannot be paged).
+    fn score(&self, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
+        let score = self.ranking.score(feed, candidate);
+        if !score.is_finite() {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "the ranking gave post {} the non-finite score {score} in feed `{}`",
+                    candidate.post,
+                    feed.key()
+                ),
+            });
+        }
+        Ok(score)
+    }
+
     /// Puts a new post into "latest", its author's feed and their followers' feeds. Idempotent.
-    async fn fan_out_post(&self, post: PostId) -> Result<()> {
+    ///
+    /// The job is queued before its post is inserted: a post not found while the job is younger
+    /// than [`MISSING_POST_GRACE`] (by the post's `created` in the payload) is an error, so the
+    /// queue retries it; after that the job is dropped (the post was never stored, or deleted).
+    async fn fan_out_post(&self, post: PostId, created: Option<bson::DateTime>) -> Result<()> {
         let found = self
             .collections
             .posts
             .find_one(doc! { "_id": post.0 })
             .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 })
             .await?;
-        // Deleted since (or never stored, when queueing its job failed): nothing to do.
         let Some(found) = found else {
+            let now = self.clock.now().timestamp_millis();
+            let young = created.is_some_and(|created| {
+                now - created.timestamp_millis() < MISSING_POST_GRACE.as_millis() as i64
+            });
+            if young {
+                return Err(super::posts::not_found_post(post));
+            }
             return Ok(());
         };
         let candidate = candidate_of(&found, self.clock.now(), &|_| 0)?;
         let mut feeds = vec![FeedKind::Latest, FeedKind::User(candidate.author.clone())];
         for follower in self.follows.followers_of(&candidate.author).await? {
-            if follower != candidate.author && !follower.is_empty() {
-                feeds.push(FeedKind::User(follower));
+            let feed = FeedKind::User(follower);
+            // A follow source may name a follower twice: one lock key per feed.
+            if !feed_has_no_user(&feed) && !feeds.contains(&feed) {
+                feeds.push(feed);
             }
         }
-        let entries = feeds
-            .iter()
-            .map(|feed| {
-                let score = self.ranking.score(feed, &candidate);
-                (feed.key(), FeedItem { post, score })
-            })
-            .collect();
+        let mut entries = Vec::with_capacity(feeds.len());
+        for feed in &feeds {
+            let score = self.score(feed, &candidate)?;
+            entries.push((feed.key(), FeedItem { post, score }));
+        }
         self.merge_into_feeds(entries).await
     }
 
@@ -392,14 +469,18 @@ impl<X: Payload> FeedStore<X> {
         Ok(())
     }
 
-    /// Sets a feed's whole list (under its lock where updates are not atomic).
+    /// Sets a feed's whole list and starts a new generation of its cursors (under its lock
+    /// where updates are not atomic).
     async fn replace_feed(&self, feed: &FeedKind, items: Vec<FeedItem>) -> Result<()> {
         let key = feed.key();
         let items = bson::to_bson(&items)?;
         self.serialized(&[feed_lock(&key)], async {
             self.collections
                 .feeds
-                .update_one(doc! { "_id": &key }, doc! { "$set": { "items": items } })
+                .update_one(
+                    doc! { "_id": &key },
+                    doc! { "$set": { "items": items }, "$inc": { "generation": 1_i64 } },
+                )
                 .upsert(true)
                 .await?;
             Ok(())
@@ -414,14 +495,26 @@ impl<X: Payload> FeedStore<X> {
                     .payload
                     .get_object_id("post")
                     .map_err(|_| bad_job(job))?;
-                self.fan_out_post(PostId(post)).await
+                let created = job.payload.get_datetime("created").ok().copied();
+                self.fan_out_post(PostId(post), created).await
             }
             JOB_PROPAGATE => {
                 let propagation = job
                     .payload
                     .get_object_id("propagation")
                     .map_err(|_| bad_job(job))?;
-                match self.run_propagation(propagation, None).await {
+                // Batches stop at the claim's deadline, so the job never outlives its lease by
+                // more than one batch; the rest goes to a new job, resuming from the record.
+                match self
+                    .propagate_within(propagation, None, job.deadline())
+                    .await
+                {
+                    Ok(status) if !status.done => {
+                        self.jobs
+                            .enqueue(JOB_PROPAGATE, doc! { "propagation": propagation })
+                            .await?;
+                        Ok(())
+                    }
                     Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
                     Err(error) => Err(error),
                 }
@@ -463,6 +556,11 @@ fn bad_job(job: &Job) -> Error {
     Error::InvalidConfig {
         reason: format!("feed job {} of kind `{}` cannot be run", job.id, job.kind),
     }
+}
+
+/// A user feed of an empty user id (from a follow source), which no one reads.
+fn feed_has_no_user(feed: &FeedKind) -> bool {
+    matches!(feed, FeedKind::User(user) if user.is_empty())
 }
 
 fn feed_lock(key: &str) -> String {

@@ -7,10 +7,10 @@
 //! | collection | document | indexes | shard key |
 //! |---|---|---|---|
 //! | `posts` | [`Post`]: title, body, `created`, `created_by` ([`UserChunk`]), media, extension | `{created_by.id: 1, _id: 1}`, `{created: -1, _id: -1}`, text `{title, body}` where supported | `{_id: "hashed"}` |
-//! | `users` | [`User`], the hot profile | unique `{username: 1}` | `{_id: "hashed"}` |
+//! | `users` | [`User`], the hot profile | unique `{username: 1}` | unsharded (a shard key must prefix the unique index) |
 //! | `extended_users` | [`ExtendedUser`], the rest | `_id` | `{_id: "hashed"}` |
 //! | `post_counters` | [`Counters`]: `{_id: post, likes, comments, points}` | `_id` | `{_id: "hashed"}` |
-//! | `post_likes` | `{_id: {post, user}, post, user, at}` | `{post: 1, at: 1}`, `{at: 1}` | `{post: "hashed"}` |
+//! | `post_likes` | `{_id: {post, user}, post, user, at, created}` (`created`: the post's) | `{post: 1, at: 1}`, `{at: 1}`, `{created: 1, at: 1}` | `{post: "hashed"}` |
 //! | `feeds` | `{_id: "latest" \| "hot" \| "user:<id>", items: [{post, score}]}` | `_id` | `{_id: "hashed"}` |
 //! | `propagations` | chunk propagation progress `{user, target, last_id, done}` | `{done: 1}` | `{_id: 1}` |
 //! | `feed_jobs`, `feed_jobs_locks` | the [`JobQueue`] | see [`JobQueue`] | see [`JobQueue`] |
@@ -215,6 +215,7 @@ pub struct FeedStoreBuilder<X> {
     capabilities: Option<Capabilities>,
     job_lease: Duration,
     job_batch: usize,
+    job_retry_delay: Duration,
     max_feed_len: usize,
     max_post_bytes: usize,
     hot_window: Duration,
@@ -257,6 +258,13 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// How long a worker's claim on a feed job lasts (default 60 s).
     pub fn job_lease(mut self, lease: Duration) -> Self {
         self.job_lease = lease;
+        self
+    }
+
+    /// Delay before a failed feed job's first retry (default 1 s); see
+    /// [`crate::jobs::JobQueueBuilder::retry_delay`].
+    pub fn job_retry_delay(mut self, delay: Duration) -> Self {
+        self.job_retry_delay = delay;
         self
     }
 
@@ -348,6 +356,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
             .collection(name("feed_jobs"))
             .lease(self.job_lease)
             .batch(self.job_batch)
+            .retry_delay(self.job_retry_delay)
             .build()?;
         Ok(FeedStore {
             locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
@@ -382,6 +391,7 @@ impl<X: Payload> FeedStore<X> {
             capabilities: None,
             job_lease: Duration::from_secs(60),
             job_batch: 20,
+            job_retry_delay: Duration::from_secs(1),
             max_feed_len: 500,
             max_post_bytes: 256 * 1024,
             hot_window: Duration::from_secs(24 * 60 * 60),
@@ -464,7 +474,11 @@ impl<X: Payload> FeedStore<X> {
             )
             .await?;
         c.likes
-            .create_indexes([plain(doc! { "post": 1, "at": 1 }), plain(doc! { "at": 1 })])
+            .create_indexes([
+                plain(doc! { "post": 1, "at": 1 }),
+                plain(doc! { "at": 1 }),
+                plain(doc! { "created": 1, "at": 1 }),
+            ])
             .await?;
         c.propagations
             .create_index(plain(doc! { "done": 1 }))
@@ -473,8 +487,13 @@ impl<X: Payload> FeedStore<X> {
         Ok(())
     }
 
-    /// The shard key of each of the store's collections; see the [module docs](self) for the
+    /// The shard key of each sharded collection; see the [module docs](self) for the
     /// trade-offs.
+    ///
+    /// `users` is not in the list and stays unsharded: its unique `{username: 1}` index could
+    /// only survive sharding on a key that index starts with (`{username: 1}`), and profiles are
+    /// read by id, which would then scatter. One unsharded collection of profiles serves many
+    /// millions of users; usernames stay unique without help from the application.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         let c = &self.collections;
         let mut keys = vec![
@@ -483,12 +502,6 @@ impl<X: Payload> FeedStore<X> {
                 doc! { "_id": "hashed" },
                 "a post read by id and a feed page's $in reach only the owning shards; writes \
                  spread evenly; author pages, propagation and search scatter",
-            ),
-            ShardKey::new(
-                c.users.name(),
-                doc! { "_id": "hashed" },
-                "profiles are read by id; the unique username index needs a scatter check, so \
-                 keep usernames unique in the application or in an unsharded collection",
             ),
             ShardKey::new(
                 c.extended_users.name(),
@@ -527,7 +540,9 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Shards the store's collections on [`FeedStore::shard_keys`] when connected to a `mongos`;
-    /// see [`crate::sharding::shard_collections`].
+    /// see [`crate::sharding::shard_collections`]. No key conflicts with a unique index (`users`
+    /// is left unsharded), and each `shardCollection` accepts a repeat, so a run that stopped
+    /// halfway (a network error) is finished by running it again.
     pub async fn shard_collections(&self) -> Result<()> {
         crate::sharding::shard_collections(&self.database, &self.shard_keys()).await
     }

@@ -120,14 +120,17 @@ pub struct Post<X> {
 
 impl<X: Payload> FeedStore<X> {
     /// Publishes a post and queues its fan-out to feeds: `find` (the creator's chunk), `insert`
-    /// (the post), `insert` (the job) — 3 commands. Feeds show it once a worker ran the job.
+    /// (the job), `insert` (the post) — 3 commands. Feeds show it once a worker ran the job. The
+    /// job is queued first, so a crash between the two never leaves a post outside the feeds; a
+    /// job that runs before its post is stored is retried with back-off, and dropped if the post
+    /// never appears.
     ///
     /// # Errors
     ///
     /// Before anything is written: [`Error::EmptyField`] for an empty author, a post with
     /// neither title nor body, or a media item without url; [`Error::TooLarge`] above
     /// [`super::FeedStoreBuilder::max_post_bytes`]; [`Error::NotFound`] for an unknown author. If
-    /// the job cannot be queued, the post is deleted again and the error returned.
+    /// the post cannot be inserted, its job is deleted again and the error returned.
     pub async fn create_post(&self, post: NewPost<X>) -> Result<Post<X>> {
         non_empty("author", &post.author)?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
@@ -159,17 +162,19 @@ impl<X: Payload> FeedStore<X> {
         stored.created_by = self.chunk_of(&post.author).await?;
         let document = bson::to_document(&stored)?;
         self.check_post_size(&document)?;
-        self.collections.posts.insert_one(document).await?;
-        let queued = self
+        // The job first: a crash after it leaves a job that waits for its post (and is dropped
+        // after a while), never a post that no feed will show.
+        let job = self
             .jobs
-            .enqueue(super::feeds::JOB_POST_CREATED, doc! { "post": stored.id.0 })
-            .await;
-        if let Err(error) = queued {
-            self.collections
-                .posts
-                .delete_one(doc! { "_id": stored.id.0 })
-                .await?;
-            return Err(error);
+            .enqueue(
+                super::feeds::JOB_POST_CREATED,
+                doc! { "post": stored.id.0, "created": stored.created },
+            )
+            .await?;
+        if let Err(error) = self.collections.posts.insert_one(document).await {
+            // Best effort: a job left behind finds no post and is dropped after a while.
+            let _ = self.jobs.cancel(job).await;
+            return Err(error.into());
         }
         Ok(stored)
     }
@@ -200,6 +205,22 @@ impl<X: Payload> FeedStore<X> {
             .await?
             .ok_or_else(|| not_found_post(id))?;
         Ok(bson::from_document(found)?)
+    }
+
+    /// The post's `created`, or [`Error::NotFound`] (one `find`).
+    pub(super) async fn post_created(&self, id: PostId) -> Result<bson::DateTime> {
+        let found = self
+            .collections
+            .posts
+            .find_one(doc! { "_id": id.0 })
+            .projection(doc! { "_id": 1, "created": 1 })
+            .await?
+            .ok_or_else(|| not_found_post(id))?;
+        found.get_datetime("created").copied().map_err(|_| {
+            Error::Decode(<bson::de::Error as serde::de::Error>::custom(
+                "a post lacks created",
+            ))
+        })
     }
 
     /// Fails with [`Error::NotFound`] unless the post exists (one `find` of its `_id`).

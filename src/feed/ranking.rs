@@ -26,7 +26,9 @@ pub struct Candidate {
 ///
 /// Scores are computed once, when a post enters a feed ("latest" and per-user feeds: when the
 /// post's fan-out job runs; "hot": at each refresh), and stored with the post id, so paging is
-/// stable. Return a finite number.
+/// stable while posts arrive; a refresh or rebuild starts a new generation of the feed, whose
+/// older cursors are refused. Return a finite number: a NaN or infinity is an
+/// [`crate::Error::InvalidConfig`] where the post is scored.
 pub trait Ranking: Send + Sync + fmt::Debug + 'static {
     /// The score of `candidate` in `feed`.
     fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64;

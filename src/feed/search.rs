@@ -3,8 +3,10 @@
 //! Every term must appear (in the title or the body). Where the server has text indexes
 //! ([`crate::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
 //! (weight 3) and `body` (weight 1) and searches it with `$text`, each term quoted so all are
-//! required; best match is MongoDB's `textScore` (stemmed, stop words ignored); either order is
-//! one `aggregate`.
+//! required. MongoDB matches a quoted term as a phrase: the text index finds candidates, then
+//! each must contain the term as written (case-insensitively), so matching is not stemmed
+//! ("run" does not find "ran") and a stop word given as a term is required like any other.
+//! Best match is MongoDB's `textScore`; either order is one `aggregate`.
 //!
 //! Elsewhere (FerretDB 1.x has no text index) the fallback is a case-insensitive `$regex` per term
 //! over title and body (substring match, no stemming, a collection scan). Newest first is one

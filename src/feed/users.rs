@@ -25,8 +25,9 @@
 //! A post created from a chunk read just before a rename, and inserted after that rename's
 //! batches passed its `_id`, keeps the old chunk until the next propagation of that user (run
 //! [`FeedStore::propagate_user`] again to repair; it is idempotent). On servers whose updates
-//! are not atomic (FerretDB 1.x), two propagations of the same user running at the same moment
-//! can interleave within one document; the later run's copy wins.
+//! are not atomic (FerretDB 1.x), the rename's `findAndModify` and each batch's `update` run under
+//! a leased lock on the user (`user:<id>`, +2 commands each), so concurrent renames get distinct
+//! revisions and two propagations of the same user cannot interleave within one copy.
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
@@ -235,6 +236,10 @@ impl<X: Payload> FeedStore<X> {
 
     /// Renames a user and leaves the copies to a background worker (a `propagate` job). Returns
     /// the propagation's id.
+    ///
+    /// The job runs batches until its claim's [`crate::jobs::Job::deadline`] (at least one), then
+    /// queues a new job that resumes from the recorded progress, so a long propagation never
+    /// holds a claim past its lease.
     pub async fn rename_user_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
         let propagation = self.start_rename(id, username).await?;
         self.jobs
@@ -252,20 +257,28 @@ impl<X: Payload> FeedStore<X> {
         non_empty("user id", id)?;
         non_empty("username", username)?;
         let propagation = self.record_propagation(id).await?;
+        // FerretDB's findAndModify reads, modifies and writes back without isolation: two
+        // renames at once would both write the same revision. There it runs under the user's
+        // lock (+2 commands).
         let renamed = self
-            .collections
-            .users
-            .find_one_and_update(
-                doc! { "_id": id },
-                doc! { "$set": { "username": username }, "$inc": { "revision": 1 } },
-            )
-            .return_document(ReturnDocument::After)
+            .serialized(&[user_lock(id)], async {
+                Ok(self
+                    .collections
+                    .users
+                    .find_one_and_update(
+                        doc! { "_id": id },
+                        doc! { "$set": { "username": username }, "$inc": { "revision": 1 } },
+                    )
+                    .return_document(ReturnDocument::After)
+                    .await)
+            })
             .await;
         let outcome = match renamed {
-            Ok(Some(_)) => return Ok(propagation),
-            Ok(None) => Err(not_found_user(id)),
+            Ok(Ok(Some(_))) => return Ok(propagation),
+            Ok(Ok(None)) => Err(not_found_user(id)),
+            Err(error) => Err(error),
             // MongoDB reports a duplicate key; FerretDB 1.24 an internal error naming the index.
-            Err(error) => {
+            Ok(Err(error)) => {
                 let taken = self
                     .collections
                     .users
@@ -322,6 +335,16 @@ impl<X: Payload> FeedStore<X> {
         propagation: ObjectId,
         max_batches: Option<usize>,
     ) -> Result<PropagationStatus> {
+        self.propagate_within(propagation, max_batches, None).await
+    }
+
+    /// [`FeedStore::run_propagation`], starting no batch after `deadline` but the first.
+    pub(super) async fn propagate_within(
+        &self,
+        propagation: ObjectId,
+        max_batches: Option<usize>,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<PropagationStatus> {
         let record = self
             .collections
             .propagations
@@ -350,6 +373,10 @@ impl<X: Payload> FeedStore<X> {
             if max_batches.is_some_and(|max| status.batches >= max) {
                 return Ok(status);
             }
+            let late = deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline);
+            if status.batches > 0 && late {
+                return Ok(status);
+            }
             let copies = self.database.collection::<Document>(collection);
             let mut filter = doc! { format!("{field}.id"): &user_id };
             if last_id != Bson::Null {
@@ -368,17 +395,23 @@ impl<X: Payload> FeedStore<X> {
                 .collect();
             if let Some(last) = ids.last() {
                 let revision = format!("{field}.revision");
-                let updated = copies
-                    .update_many(
-                        doc! {
-                            "_id": { "$in": &ids },
-                            "$or": [
-                                { &revision: { "$lt": chunk.revision } },
-                                { &revision: { "$exists": false } },
-                            ],
-                        },
-                        doc! { "$set": { field.as_str(): chunk_bson.clone() } },
-                    )
+                // Where updates are not atomic, under the user's lock, so that two runs cannot
+                // interleave within one copy (an older chunk written over a newer one).
+                let updated = self
+                    .serialized(&[user_lock(&user_id)], async {
+                        Ok(copies
+                            .update_many(
+                                doc! {
+                                    "_id": { "$in": &ids },
+                                    "$or": [
+                                        { &revision: { "$lt": chunk.revision } },
+                                        { &revision: { "$exists": false } },
+                                    ],
+                                },
+                                doc! { "$set": { field.as_str(): chunk_bson.clone() } },
+                            )
+                            .await?)
+                    })
                     .await?;
                 status.updated += updated.modified_count;
                 last_id = last.clone();
@@ -467,6 +500,11 @@ impl<X: Payload> FeedStore<X> {
                 .unwrap_or(0),
         })
     }
+}
+
+/// The lock serializing a user's renames and propagation batches where updates are not atomic.
+fn user_lock(id: &str) -> String {
+    format!("user:{id}")
 }
 
 pub(super) fn not_found_user(id: &str) -> Error {
