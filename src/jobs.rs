@@ -233,7 +233,18 @@ impl JobQueue {
     /// Adds a job, due now (one `insert`).
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
-        self.jobs
+        self.enqueue_once(id, kind, payload).await?;
+        Ok(id)
+    }
+
+    /// Adds a job with the id `id` unless a job with that id is queued already: returns whether
+    /// it was added. A handler that queues a follow-up job under an id derived from its own
+    /// work (say, the next batch of a fan-out) queues it once however often it is re-run. (A
+    /// follow-up that already ran and left the queue is queued again; its handler must be
+    /// idempotent, as every handler must.)
+    pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
+        let inserted = self
+            .jobs
             .insert_one(doc! {
                 "_id": id,
                 "kind": kind,
@@ -242,8 +253,12 @@ impl JobQueue {
                 "not_before": bson::DateTime::now(),
                 "failed": false,
             })
-            .await?;
-        Ok(id)
+            .await;
+        match inserted {
+            Ok(_) => Ok(true),
+            Err(error) if crate::update_batch::is_duplicate_key(&error) => Ok(false),
+            Err(error) => Err(error.into()),
+        }
     }
 
     /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,

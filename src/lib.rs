@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod comments;
+pub mod delivery;
 pub mod error;
 pub mod feed;
 pub mod graph;

@@ -1,0 +1,264 @@
+//! Background delivery to followers against the real server: thousands of followers reached
+//! exactly once, a worker killed mid-job, dormant followers, every inbox strategy, bad input.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use mongo_social::delivery::Delivery;
+use mongo_social::graph::FollowGraph;
+use mongo_social::testing::{self, TestDb};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, PageRequest,
+};
+
+/// `n` followers of `author`, written straight into the graph's collections (the documented
+/// layout) so that thousands take a second to set up; each follower seen now.
+async fn followers(t: &TestDb, author: &str, n: usize) -> Vec<String> {
+    let fans: Vec<String> = (0..n).map(|i| format!("fan{i:05}")).collect();
+    let now = bson::DateTime::now();
+    let mut users = vec![doc! { "_id": author, "followers": n as i64, "following": 0_i64 }];
+    users.extend(
+        fans.iter()
+            .map(|fan| doc! { "_id": fan, "followers": 0_i64, "following": 1_i64 }),
+    );
+    t.collection::<Document>("graph_users")
+        .insert_many(users)
+        .await
+        .unwrap();
+    let subscriptions = fans
+        .iter()
+        .map(|fan| doc! { "owner": fan, "user": author, "origins": ["!"], "since": now });
+    t.collection::<Document>("subscriptions")
+        .insert_many(subscriptions)
+        .await
+        .unwrap();
+    let seen = fans.iter().map(|fan| doc! { "_id": fan, "last_seen": now });
+    t.collection::<Document>("user_activity")
+        .insert_many(seen)
+        .await
+        .unwrap();
+    fans
+}
+
+async fn delivery(
+    t: &TestDb,
+    inbox: Arc<DynInboxStore<String>>,
+    configure: impl FnOnce(
+        mongo_social::delivery::DeliveryBuilder<String>,
+    ) -> mongo_social::delivery::DeliveryBuilder<String>,
+) -> (Arc<FollowGraph>, Delivery<String>) {
+    let graph = Arc::new(FollowGraph::new(&t.db));
+    graph.create_indexes().await.unwrap();
+    let delivery = configure(Delivery::builder(&t.db, graph.clone(), inbox))
+        .build()
+        .unwrap();
+    delivery.create_indexes().await.unwrap();
+    (graph, delivery)
+}
+
+/// How many copies of message `id` each recipient holds in the fan-out-on-write collection.
+async fn copies(t: &TestDb, id: bson::oid::ObjectId) -> HashMap<String, usize> {
+    let found: Vec<Document> = t
+        .collection::<Document>(FanOutOnWrite::DEFAULT_COLLECTION)
+        .find(doc! { "id": id })
+        .projection(doc! { "recipient": 1 })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let mut counts = HashMap::new();
+    for copy in &found {
+        *counts
+            .entry(copy.get_str("recipient").unwrap().to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn thousands_of_followers_each_get_one_copy() {
+    let t = testing::test_db("delivery_thousands").await;
+    let (_graph, delivery) =
+        delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b.batch(250)).await;
+    let fans = followers(&t, "star", 2_000).await;
+    let workers: Vec<_> = (0..2).map(|_| delivery.start_worker()).collect();
+    let posted = delivery
+        .post("star", "Hello, everyone".to_owned())
+        .await
+        .unwrap();
+    // The author's copy is written before `post` returns.
+    let own = delivery
+        .inbox()
+        .inbox_page("star", PageRequest::first(5))
+        .await
+        .unwrap();
+    assert_eq!(own.items[0].id, posted.id);
+    delivery
+        .wait_until_delivered(Duration::from_secs(120))
+        .await
+        .unwrap();
+    for worker in workers {
+        assert_eq!(worker.last_error(), None);
+        worker.stop().await;
+    }
+    let counts = copies(&t, posted.id.0).await;
+    assert_eq!(
+        counts.len(),
+        fans.len() + 1,
+        "every follower and the author"
+    );
+    assert!(counts.values().all(|&n| n == 1), "exactly one copy each");
+    assert!(fans.iter().all(|fan| counts.contains_key(fan)));
+    let page = delivery
+        .inbox()
+        .inbox_page("fan01234", PageRequest::first(5))
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].payload, "Hello, everyone");
+    assert_eq!(page.items[0].sent, posted.sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_worker_leaves_its_job_to_another() {
+    let t = testing::test_db("delivery_killed_worker").await;
+    let (_graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| {
+        b.batch(100).lease(Duration::from_millis(700))
+    })
+    .await;
+    let fans = followers(&t, "star", 1_500).await;
+    let posted = delivery
+        .post("star", "Survive this".to_owned())
+        .await
+        .unwrap();
+    let doomed = delivery.start_worker();
+    // Kill the first worker once it has delivered part of the fan-out.
+    let copies_collection = t.collection::<Document>(FanOutOnWrite::DEFAULT_COLLECTION);
+    for _ in 0..2_000 {
+        let delivered = copies_collection
+            .count_documents(doc! { "id": posted.id.0 })
+            .await
+            .unwrap();
+        if delivered > 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    doomed.abort();
+    let partial = copies(&t, posted.id.0).await.len();
+    let rescuer = delivery.start_worker();
+    delivery
+        .wait_until_delivered(Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(rescuer.last_error(), None);
+    rescuer.stop().await;
+    let counts = copies(&t, posted.id.0).await;
+    assert_eq!(
+        counts.len(),
+        fans.len() + 1,
+        "nothing lost (killed after {partial})"
+    );
+    assert!(counts.values().all(|&n| n == 1), "nothing duplicated");
+}
+
+#[tokio::test]
+async fn dormant_followers_get_no_copies_until_seen_again() {
+    let t = testing::test_db("delivery_dormant").await;
+    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b).await;
+    for user in ["author", "active", "dormant", "never"] {
+        graph.add_user(user).await.unwrap();
+    }
+    for fan in ["active", "dormant", "never"] {
+        graph.follow(fan, "author").await.unwrap();
+    }
+    delivery.touch("active").await.unwrap();
+    let eight_days_ago =
+        bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 8 * 86_400_000);
+    t.collection::<Document>("user_activity")
+        .insert_one(doc! { "_id": "dormant", "last_seen": eight_days_ago })
+        .await
+        .unwrap();
+    let first = delivery.post("author", "one".to_owned()).await.unwrap();
+    assert_eq!(delivery.run_pending().await.unwrap(), 1);
+    let counts = copies(&t, first.id.0).await;
+    let mut reached: Vec<&str> = counts.keys().map(String::as_str).collect();
+    reached.sort();
+    assert_eq!(reached, ["active", "author"]);
+
+    delivery.touch("dormant").await.unwrap();
+    let second = delivery.post("author", "two".to_owned()).await.unwrap();
+    delivery.run_pending().await.unwrap();
+    let mut reached: Vec<String> = copies(&t, second.id.0).await.into_keys().collect();
+    reached.sort();
+    assert_eq!(reached, ["active", "author", "dormant"]);
+}
+
+#[tokio::test]
+async fn fan_out_works_through_every_inbox_strategy() {
+    type MakeStore = fn(&mongodb::Database) -> Arc<DynInboxStore<String>>;
+    let stores: Vec<(&str, MakeStore)> = vec![
+        ("read", |db| Arc::new(FanOutOnRead::new(db))),
+        ("write", |db| Arc::new(FanOutOnWrite::new(db))),
+        ("buckets", |db| Arc::new(BucketedFanOut::new(db))),
+    ];
+    for (name, make) in stores {
+        let t = testing::test_db(&format!("delivery_strategy_{name}")).await;
+        let (_graph, delivery) = delivery(&t, make(&t.db), |b| b.batch(16)).await;
+        let fans = followers(&t, "author", 40).await;
+        let mut posted = Vec::new();
+        for i in 0..3 {
+            posted.push(delivery.post("author", format!("post {i}")).await.unwrap());
+        }
+        // Each post's fan-out runs twice over, as after a crash: still one copy each.
+        delivery.run_pending().await.unwrap();
+        for message in &posted {
+            delivery
+                .inbox()
+                .deliver(message, &fans[..20])
+                .await
+                .unwrap();
+        }
+        for fan in fans.iter().step_by(7) {
+            let page = delivery
+                .inbox()
+                .inbox_page(fan, PageRequest::first(10))
+                .await
+                .unwrap();
+            let mut texts: Vec<&str> = page.items.iter().map(|m| m.payload.as_str()).collect();
+            if delivery.inbox().strategy() == mongo_social::Strategy::BucketedFanOut {
+                // Buckets keep arrival order, and the three fan-outs ran interleaved.
+                texts.sort_unstable_by(|a, b| b.cmp(a));
+            }
+            assert_eq!(texts, ["post 2", "post 1", "post 0"], "{name}: {fan}");
+        }
+        assert_eq!(delivery.jobs().pending().await.unwrap(), 0);
+    }
+}
+
+#[tokio::test]
+async fn bad_input_writes_nothing() {
+    let t = testing::test_db("delivery_bad_input").await;
+    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b).await;
+    graph.add_user("someone").await.unwrap();
+    let before = t.documents(&[]).await;
+    let error = delivery.post("nobody", "x".to_owned()).await.unwrap_err();
+    assert!(
+        matches!(error, Error::NotFound { what: "user", .. }),
+        "{error}"
+    );
+    let error = delivery.post("", "x".to_owned()).await.unwrap_err();
+    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    let error = delivery.touch("").await.unwrap_err();
+    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    assert_eq!(t.documents(&[]).await, before, "nothing written");
+    let error =
+        Delivery::<String>::builder(&t.db, graph.clone(), Arc::new(FanOutOnWrite::new(&t.db)))
+            .batch(0)
+            .build()
+            .unwrap_err();
+    assert!(matches!(error, Error::InvalidConfig { .. }), "{error}");
+}
