@@ -175,7 +175,12 @@ async fn dormant_followers_get_no_copies_until_seen_again() {
     for fan in ["active", "dormant", "never"] {
         graph.follow(fan, "author").await.unwrap();
     }
-    delivery.touch("active").await.unwrap();
+    assert!(
+        delivery.touch("active").await.unwrap(),
+        "never seen before: returning"
+    );
+    delivery.run_pending().await.unwrap(); // its (empty) rebuild
+    assert!(!delivery.touch("active").await.unwrap(), "seen just now");
     let eight_days_ago =
         bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 8 * 86_400_000);
     t.collection::<Document>("user_activity")
@@ -189,12 +194,203 @@ async fn dormant_followers_get_no_copies_until_seen_again() {
     reached.sort();
     assert_eq!(reached, ["active", "author"]);
 
-    delivery.touch("dormant").await.unwrap();
+    assert!(
+        delivery.touch("dormant").await.unwrap(),
+        "back after 8 days"
+    );
     let second = delivery.post("author", "two".to_owned()).await.unwrap();
     delivery.run_pending().await.unwrap();
     let mut reached: Vec<String> = copies(&t, second.id.0).await.into_keys().collect();
     reached.sort();
     assert_eq!(reached, ["active", "author", "dormant"]);
+    // The returning user's rebuild also brought the post they missed while dormant.
+    let inbox = delivery
+        .inbox()
+        .inbox_page("dormant", PageRequest::first(10))
+        .await
+        .unwrap();
+    let texts: Vec<&str> = inbox.items.iter().map(|m| m.payload.as_str()).collect();
+    assert_eq!(texts, ["two", "one"]);
+}
+
+/// Every page of `owner`'s timeline, `limit` at a time.
+async fn timeline(delivery: &Delivery<String>, owner: &str, limit: usize) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut request = PageRequest::first(limit);
+    loop {
+        let page = delivery.timeline(owner, request).await.unwrap();
+        assert!(page.items.len() <= limit);
+        all.extend(page.items.into_iter().map(|m| m.payload));
+        match page.next {
+            Some(next) => request = PageRequest::after(limit, next),
+            None => return all,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_returning_user_reads_a_complete_timeline_while_the_inbox_rebuilds() {
+    let t = testing::test_db("delivery_returning").await;
+    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b).await;
+    for user in ["sleepy", "ann", "bob"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.follow("sleepy", "ann").await.unwrap();
+    graph.follow("sleepy", "bob").await.unwrap();
+    let long_ago =
+        bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 30 * 86_400_000);
+    t.collection::<Document>("user_activity")
+        .insert_one(doc! { "_id": "sleepy", "last_seen": long_ago })
+        .await
+        .unwrap();
+    let mut expected = Vec::new();
+    for i in 0..6 {
+        let author = if i % 2 == 0 { "ann" } else { "bob" };
+        delivery
+            .post(author, format!("{author} {i}"))
+            .await
+            .unwrap();
+        expected.insert(0, format!("{author} {i}"));
+    }
+    delivery.run_pending().await.unwrap();
+    assert_eq!(
+        delivery.inbox().count("sleepy").await.unwrap(),
+        0,
+        "dormant: no copies"
+    );
+
+    assert!(delivery.touch("sleepy").await.unwrap());
+    // Before any worker ran the rebuild: complete and in order, read from the outbox.
+    for limit in [1, 4, 10] {
+        assert_eq!(
+            timeline(&delivery, "sleepy", limit).await,
+            expected,
+            "pages of {limit}"
+        );
+    }
+    let first = delivery
+        .timeline("sleepy", PageRequest::first(2))
+        .await
+        .unwrap();
+    delivery.run_pending().await.unwrap();
+    assert_eq!(
+        delivery.inbox().count("sleepy").await.unwrap(),
+        6,
+        "rebuilt"
+    );
+    // A cursor from the rebuilding phase carries on over the rebuilt inbox.
+    let rest = delivery
+        .timeline("sleepy", PageRequest::after(10, first.next.unwrap()))
+        .await
+        .unwrap();
+    let mut read: Vec<String> = first.items.into_iter().map(|m| m.payload).collect();
+    read.extend(rest.items.into_iter().map(|m| m.payload));
+    assert_eq!(read, expected);
+    assert_eq!(timeline(&delivery, "sleepy", 4).await, expected);
+}
+
+#[tokio::test]
+async fn celebrities_are_merged_at_read_time() {
+    let t = testing::test_db("delivery_celebrity").await;
+    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| {
+        b.celebrity_followers(Some(3))
+    })
+    .await;
+    for user in ["star", "pal", "fan1", "fan2", "fan3", "loner"] {
+        graph.add_user(user).await.unwrap();
+        delivery.touch(user).await.unwrap();
+    }
+    delivery.run_pending().await.unwrap();
+    for fan in ["fan1", "fan2", "fan3"] {
+        graph.follow(fan, "star").await.unwrap();
+    }
+    graph.follow("fan1", "pal").await.unwrap();
+    let mut expected = Vec::new();
+    for i in 0..8 {
+        let author = if i % 3 == 0 { "pal" } else { "star" };
+        delivery
+            .post(author, format!("{author} {i}"))
+            .await
+            .unwrap();
+        expected.insert(0, format!("{author} {i}"));
+    }
+    assert!(delivery.is_celebrity("star").await.unwrap());
+    assert!(!delivery.is_celebrity("pal").await.unwrap());
+    delivery.run_pending().await.unwrap();
+    // Only pal's posts were copied; star's are merged in when fan1 reads.
+    assert_eq!(delivery.inbox().count("fan1").await.unwrap(), 3);
+    for limit in [1, 2, 3, 5, 20] {
+        assert_eq!(
+            timeline(&delivery, "fan1", limit).await,
+            expected,
+            "pages of {limit}"
+        );
+    }
+    let star_only: Vec<String> = expected
+        .iter()
+        .filter(|p| p.starts_with("star"))
+        .cloned()
+        .collect();
+    assert_eq!(timeline(&delivery, "fan2", 2).await, star_only);
+    assert!(timeline(&delivery, "loner", 5).await.is_empty());
+    // Unfollowing a celebrity takes their posts out of the timeline at once.
+    delivery.unfollow("fan2", "star").await.unwrap();
+    assert!(timeline(&delivery, "fan2", 5).await.is_empty());
+}
+
+#[tokio::test]
+async fn following_backfills_and_unfollowing_cleans_up() {
+    let t = testing::test_db("delivery_backfill").await;
+    let (graph, delivery) =
+        delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b.backfill(3)).await;
+    for user in ["author", "other", "newcomer"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.follow("newcomer", "other").await.unwrap();
+    delivery.touch("newcomer").await.unwrap();
+    delivery.run_pending().await.unwrap();
+    for i in 0..5 {
+        delivery.post("author", format!("a{i}")).await.unwrap();
+    }
+    delivery.post("other", "o0".to_owned()).await.unwrap();
+    delivery.run_pending().await.unwrap();
+    assert_eq!(timeline(&delivery, "newcomer", 10).await, ["o0"]);
+
+    assert!(delivery.follow("newcomer", "author").await.unwrap());
+    assert_eq!(
+        timeline(&delivery, "newcomer", 2).await,
+        ["o0", "a4", "a3", "a2"]
+    );
+    assert!(
+        !delivery.follow("newcomer", "author").await.unwrap(),
+        "again: nothing new"
+    );
+    assert_eq!(
+        delivery.inbox().count("newcomer").await.unwrap(),
+        4,
+        "no second copies"
+    );
+
+    assert!(delivery.unfollow("newcomer", "author").await.unwrap());
+    assert_eq!(timeline(&delivery, "newcomer", 10).await, ["o0"]);
+    assert!(!delivery.unfollow("newcomer", "author").await.unwrap());
+
+    // A bucketed inbox cannot remove messages: a typed error, after the unfollow itself.
+    let t = testing::test_db("delivery_backfill_buckets").await;
+    let (graph, bucketed) = self::delivery(&t, Arc::new(BucketedFanOut::new(&t.db)), |b| b).await;
+    for user in ["author", "newcomer"] {
+        graph.add_user(user).await.unwrap();
+    }
+    bucketed.post("author", "a0".to_owned()).await.unwrap();
+    bucketed.follow("newcomer", "author").await.unwrap();
+    assert_eq!(bucketed.inbox().count("newcomer").await.unwrap(), 1);
+    let error = bucketed.unfollow("newcomer", "author").await.unwrap_err();
+    assert!(matches!(error, Error::NotSupported { .. }), "{error}");
+    assert!(graph
+        .subscription("newcomer", "author")
+        .await
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
@@ -261,4 +457,14 @@ async fn bad_input_writes_nothing() {
             .build()
             .unwrap_err();
     assert!(matches!(error, Error::InvalidConfig { .. }), "{error}");
+    let error = Delivery::<String>::builder(&t.db, graph, Arc::new(BucketedFanOut::new(&t.db)))
+        .celebrity_followers(Some(10))
+        .build()
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidConfig { .. }), "{error}");
+    let error = delivery
+        .timeline("someone", PageRequest::after(5, "b.3".parse().unwrap()))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
 }

@@ -47,24 +47,28 @@
 //! `insert` and `delete`, a `delete`), 1 `find` of followers, 1 `find` of their activity, the
 //! strategy's delivery, and 1 `insert` of the next job.
 
+mod timeline;
+mod worker;
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bson::{doc, Document};
-use futures::TryStreamExt;
+use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database, IndexModel};
 
-use crate::graph::{FollowGraph, GraphCursor, GraphQuery};
-use crate::inbox::{check_collection_name, derived_id, DynInboxStore, Message, MessageId};
-use crate::jobs::{Job, JobHandler, JobQueue, Worker};
+use crate::graph::{FollowGraph, GraphQuery};
+use crate::inbox::{check_collection_names, DynInboxStore, Message, MessageId};
+use crate::jobs::{JobQueue, Worker};
 use crate::sharding::ShardKey;
-use crate::{Error, Payload, Result};
+use crate::{Error, Payload, Result, Strategy};
 
 /// The job kind of a page of fan-out.
 const FAN_OUT: &str = "fan_out";
+/// The job kind of a returning user's inbox rebuild.
+const REBUILD: &str = "rebuild";
 
 /// Posts delivered to followers by background workers. See the [module docs](self).
 ///
@@ -117,9 +121,13 @@ struct Inner<P: Payload> {
     inbox: Arc<DynInboxStore<P>>,
     outbox: Collection<Document>,
     activity: Collection<Document>,
+    celebrities: Collection<Document>,
     jobs: JobQueue,
     batch: usize,
     dormant_after: Duration,
+    celebrity_followers: Option<u64>,
+    backfill: usize,
+    rebuild_limit: usize,
     payload: PhantomData<fn() -> P>,
 }
 
@@ -131,6 +139,7 @@ impl<P: Payload> fmt::Debug for Inner<P> {
             .field("activity", &self.activity.name())
             .field("batch", &self.batch)
             .field("dormant_after", &self.dormant_after)
+            .field("celebrity_followers", &self.celebrity_followers)
             .finish_non_exhaustive()
     }
 }
@@ -142,10 +151,14 @@ pub struct DeliveryBuilder<P: Payload> {
     inbox: Arc<DynInboxStore<P>>,
     outbox: String,
     activity: String,
+    celebrities: String,
     jobs: String,
     batch: usize,
     dormant_after: Duration,
     lease: Duration,
+    celebrity_followers: Option<u64>,
+    backfill: usize,
+    rebuild_limit: usize,
 }
 
 impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
@@ -180,10 +193,39 @@ impl<P: Payload> DeliveryBuilder<P> {
         self
     }
 
-    /// The collections' names (defaults `outbox`, `user_activity`, `delivery_jobs`).
-    pub fn collections(mut self, outbox: &str, activity: &str, jobs: &str) -> Self {
+    /// Authors with at least this many followers are celebrities: their posts are not copied,
+    /// readers merge them in at read time (default 10,000; `None`: no one is). Needs an inbox
+    /// read in send-time order ([`FanOutOnWrite`](crate::FanOutOnWrite) or
+    /// [`FanOutOnRead`](crate::FanOutOnRead)), the order the merge pages in.
+    pub fn celebrity_followers(mut self, followers: Option<u64>) -> Self {
+        self.celebrity_followers = followers;
+        self
+    }
+
+    /// How many of a user's newest posts a new follower receives (default 20; 0: none).
+    pub fn backfill(mut self, posts: usize) -> Self {
+        self.backfill = posts;
+        self
+    }
+
+    /// How many posts a returning dormant user's inbox is refilled with (default 200).
+    pub fn rebuild_limit(mut self, posts: usize) -> Self {
+        self.rebuild_limit = posts;
+        self
+    }
+
+    /// The collections' names (defaults `outbox`, `user_activity`, `celebrities`,
+    /// `delivery_jobs`).
+    pub fn collections(
+        mut self,
+        outbox: &str,
+        activity: &str,
+        celebrities: &str,
+        jobs: &str,
+    ) -> Self {
         self.outbox = outbox.to_owned();
         self.activity = activity.to_owned();
+        self.celebrities = celebrities.to_owned();
         self.jobs = jobs.to_owned();
         self
     }
@@ -192,11 +234,22 @@ impl<P: Payload> DeliveryBuilder<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a batch of 0 or above [`GraphQuery::MAX_LIMIT`], or an
-    /// unusable collection name.
+    /// [`Error::InvalidConfig`] for a batch of 0 or above [`GraphQuery::MAX_LIMIT`], unusable
+    /// or clashing collection names, or celebrities with a [`BucketedFanOut`](crate::BucketedFanOut)
+    /// inbox.
     pub fn build(self) -> Result<Delivery<P>> {
-        check_collection_name(&self.outbox)?;
-        check_collection_name(&self.activity)?;
+        check_collection_names(
+            &[&self.outbox, &self.activity, &self.celebrities, &self.jobs],
+            "outbox, activity, celebrities and jobs",
+        )?;
+        if self.celebrity_followers.is_some() && self.inbox.strategy() == Strategy::BucketedFanOut {
+            return Err(Error::InvalidConfig {
+                reason: "celebrities are merged into inboxes in send-time order, which a \
+                         bucketed inbox does not keep: use fan-out on write or on read, or \
+                         `celebrity_followers(None)`"
+                    .to_owned(),
+            });
+        }
         if self.batch == 0 || self.batch > GraphQuery::MAX_LIMIT {
             return Err(Error::InvalidConfig {
                 reason: format!(
@@ -216,9 +269,13 @@ impl<P: Payload> DeliveryBuilder<P> {
                 inbox: self.inbox,
                 outbox: self.database.collection(&self.outbox),
                 activity: self.database.collection(&self.activity),
+                celebrities: self.database.collection(&self.celebrities),
                 jobs,
                 batch: self.batch,
                 dormant_after: self.dormant_after,
+                celebrity_followers: self.celebrity_followers,
+                backfill: self.backfill,
+                rebuild_limit: self.rebuild_limit,
                 payload: PhantomData,
             }),
         })
@@ -231,7 +288,11 @@ impl<P: Payload> Delivery<P> {
     /// The default period after which an unseen user is dormant: 7 days.
     pub const DEFAULT_DORMANT_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
 
-    /// A builder delivering through `inbox` to the followers `graph` knows.
+    /// The default follower count from which an author is a celebrity.
+    pub const DEFAULT_CELEBRITY_FOLLOWERS: u64 = 10_000;
+
+    /// A builder delivering through `inbox` to the followers `graph` knows. Celebrities are on
+    /// (from [`Self::DEFAULT_CELEBRITY_FOLLOWERS`]) unless the inbox is bucketed.
     pub fn builder(
         database: &Database,
         graph: Arc<FollowGraph>,
@@ -240,13 +301,18 @@ impl<P: Payload> Delivery<P> {
         DeliveryBuilder {
             database: database.clone(),
             graph,
-            inbox,
+            celebrity_followers: (inbox.strategy() != Strategy::BucketedFanOut)
+                .then_some(Self::DEFAULT_CELEBRITY_FOLLOWERS),
             outbox: "outbox".to_owned(),
             activity: "user_activity".to_owned(),
+            celebrities: "celebrities".to_owned(),
             jobs: "delivery_jobs".to_owned(),
             batch: Self::DEFAULT_BATCH,
             dormant_after: Self::DEFAULT_DORMANT_AFTER,
             lease: Duration::from_secs(60),
+            backfill: 20,
+            rebuild_limit: 200,
+            inbox,
         }
     }
 
@@ -284,6 +350,11 @@ impl<P: Payload> Delivery<P> {
                 doc! { "_id": "hashed" },
                 "activity is read and written one user at a time",
             ),
+            ShardKey::new(
+                self.inner.celebrities.name(),
+                doc! { "_id": 1 },
+                "a short list, read whole on every timeline page; unsharded in practice",
+            ),
         ];
         keys.extend(self.inner.jobs.shard_keys());
         keys
@@ -301,7 +372,11 @@ impl<P: Payload> Delivery<P> {
         if author.is_empty() {
             return Err(Error::EmptyUserId { what: "sender" });
         }
-        self.inner.graph.stats(author).await?;
+        let stats = self.inner.graph.stats(author).await?;
+        let celebrity = self
+            .inner
+            .celebrity_followers
+            .is_some_and(|threshold| stats.followers >= threshold);
         let message = Message {
             id: MessageId::new(),
             from: author.to_owned(),
@@ -310,18 +385,32 @@ impl<P: Payload> Delivery<P> {
             payload,
         };
         let document = bson::to_document(&message)?;
-        // The job first: if the outbox write then fails, the job is withdrawn; if the process
-        // dies in between, the followers still get the post.
-        let job = self
-            .inner
-            .jobs
-            .enqueue(FAN_OUT, doc! { "message": document.clone() })
-            .await?;
-        let mut outbox = document;
+        let mut outbox = document.clone();
+        outbox.remove("id");
         outbox.insert("_id", message.id.0);
-        if let Err(error) = self.inner.outbox.insert_one(outbox).await {
-            self.inner.jobs.cancel(job).await?;
-            return Err(error.into());
+        if celebrity {
+            // Readers merge a celebrity's posts in; nothing is copied.
+            self.inner
+                .celebrities
+                .update_one(
+                    doc! { "_id": author },
+                    doc! { "$set": { "since": message.sent } },
+                )
+                .upsert(true)
+                .await?;
+            self.inner.outbox.insert_one(outbox).await?;
+        } else {
+            // The job first: if the outbox write then fails, the job is withdrawn; if the
+            // process dies in between, the followers still get the post.
+            let job = self
+                .inner
+                .jobs
+                .enqueue(FAN_OUT, doc! { "message": document })
+                .await?;
+            if let Err(error) = self.inner.outbox.insert_one(outbox).await {
+                self.inner.jobs.cancel(job).await?;
+                return Err(error.into());
+            }
         }
         self.inner
             .inbox
@@ -330,32 +419,99 @@ impl<P: Payload> Delivery<P> {
         Ok(message)
     }
 
-    /// Records that `user` was seen now (they signed in, or read their inbox).
-    pub async fn touch(&self, user: &str) -> Result<()> {
+    /// Records that `user` was seen now (they signed in, or read their inbox). Returns whether
+    /// they were dormant (or never seen): then their inbox, which missed copies meanwhile, is
+    /// rebuilt by a worker from the newest posts of whom they follow, and until it is,
+    /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
+    /// inbox.
+    pub async fn touch(&self, user: &str) -> Result<bool> {
         if user.is_empty() {
             return Err(Error::EmptyUserId { what: "user" });
         }
-        self.inner
+        let now = bson::DateTime::now();
+        let before = self
+            .inner
             .activity
-            .update_one(
-                doc! { "_id": user },
-                doc! { "$set": { "last_seen": bson::DateTime::now() } },
-            )
+            .find_one_and_update(doc! { "_id": user }, doc! { "$set": { "last_seen": now } })
             .upsert(true)
+            .return_document(ReturnDocument::Before)
             .await?;
-        Ok(())
+        let since = now.timestamp_millis() - self.inner.dormant_after.as_millis() as i64;
+        let returning = match before.as_ref().map(|d| d.get_datetime("last_seen")) {
+            Some(Ok(last_seen)) => last_seen.timestamp_millis() < since,
+            _ => true,
+        };
+        if returning {
+            self.inner
+                .activity
+                .update_one(
+                    doc! { "_id": user },
+                    doc! { "$set": { "rebuilding": true } },
+                )
+                .await?;
+            self.inner
+                .jobs
+                .enqueue(REBUILD, doc! { "user": user })
+                .await?;
+        }
+        Ok(returning)
+    }
+
+    /// `owner` follows `user` (see [`FollowGraph::follow`]) and receives `user`'s newest posts
+    /// ([`DeliveryBuilder::backfill`]; none for a celebrity, whose posts are merged at read
+    /// time). Returns whether the follow is new.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::follow`].
+    pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
+        let new = self.inner.graph.follow(owner, user).await?;
+        if !self.is_celebrity(user).await? {
+            let posts = self
+                .inner
+                .newest_posts(&[user.to_owned()], self.inner.backfill)
+                .await?;
+            self.inner.backfill(owner, &posts).await?;
+        }
+        Ok(new)
+    }
+
+    /// `owner` stops following `user` directly (see [`FollowGraph::unfollow`]); if no route to
+    /// `user` is left, `user`'s posts leave `owner`'s inbox. Returns whether there was a direct
+    /// follow.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::unfollow`]; [`Error::NotSupported`] from a bucketed inbox, which cannot
+    /// remove messages (the follow is gone by then).
+    pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
+        let existed = self.inner.graph.unfollow(owner, user).await?;
+        if self.inner.graph.subscription(owner, user).await?.is_none() {
+            self.inner.inbox.remove_from(owner, user).await?;
+        }
+        Ok(existed)
+    }
+
+    /// Whether `user`'s posts are merged at read time rather than copied.
+    pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
+        Ok(self
+            .inner
+            .celebrities
+            .find_one(doc! { "_id": user })
+            .await?
+            .is_some())
     }
 
     /// Starts a worker that runs fan-out jobs until stopped.
     pub fn start_worker(&self) -> Worker {
         self.inner
             .jobs
-            .start_worker(Arc::new(FanOut(self.inner.clone())))
+            .start_worker(Arc::new(worker::Handler(self.inner.clone())))
     }
 
     /// Runs the fan-out jobs that are due now, in this task; returns how many ran.
     pub async fn run_pending(&self) -> Result<usize> {
-        let handler = FanOut(self.inner.clone());
+        let handler = worker::Handler(self.inner.clone());
         let mut ran = 0;
         loop {
             let now = self.inner.jobs.run_once(&handler).await?;
@@ -374,76 +530,5 @@ impl<P: Payload> Delivery<P> {
     /// [`Error::Timeout`] after `timeout`.
     pub async fn wait_until_delivered(&self, timeout: Duration) -> Result<()> {
         self.inner.jobs.wait_until_drained(timeout).await
-    }
-}
-
-impl<P: Payload> Inner<P> {
-    /// The ones of `users` seen within the dormancy period.
-    async fn active(&self, users: &[String]) -> Result<Vec<String>> {
-        let since = bson::DateTime::from_millis(
-            bson::DateTime::now().timestamp_millis() - self.dormant_after.as_millis() as i64,
-        );
-        let seen: Vec<Document> = self
-            .activity
-            .find(doc! { "_id": { "$in": users }, "last_seen": { "$gte": since } })
-            .projection(doc! { "_id": 1 })
-            .await?
-            .try_collect()
-            .await?;
-        let seen: std::collections::HashSet<&str> =
-            seen.iter().filter_map(|d| d.get_str("_id").ok()).collect();
-        Ok(users
-            .iter()
-            .filter(|user| seen.contains(user.as_str()))
-            .cloned()
-            .collect())
-    }
-}
-
-/// The fan-out job handler.
-struct FanOut<P: Payload>(Arc<Inner<P>>);
-
-impl<P: Payload> fmt::Debug for FanOut<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("FanOut").field(&self.0).finish()
-    }
-}
-
-#[async_trait]
-impl<P: Payload> JobHandler for FanOut<P> {
-    async fn handle(&self, job: &Job) -> Result<()> {
-        let inner = &self.0;
-        let document = job
-            .payload
-            .get_document("message")
-            .map_err(|_| Error::Decode(serde::de::Error::custom("fan-out job without message")))?;
-        let message: Message<P> = bson::from_document(document.clone())?;
-        let after = match job.payload.get_str("after") {
-            Ok(cursor) => Some(cursor.parse::<GraphCursor>()?),
-            Err(_) => None,
-        };
-        let query = GraphQuery {
-            limit: inner.batch,
-            after,
-        };
-        let page = inner.graph.followers(&message.from, &query).await?;
-        let followers: Vec<String> = page.items.into_iter().map(|s| s.owner).collect();
-        let active = inner.active(&followers).await?;
-        if !active.is_empty() {
-            inner.inbox.deliver(&message, &active).await?;
-        }
-        if let Some(next) = page.next {
-            // Queued under an id derived from the message and the cursor: once, however often
-            // this job runs.
-            inner
-                .jobs
-                .enqueue_once(
-                    derived_id(message.id, next.as_str()),
-                    FAN_OUT,
-                    doc! { "message": document.clone(), "after": next.as_str() },
-                )
-                .await?;
-        }
-        Ok(())
     }
 }

@@ -668,6 +668,24 @@ impl FollowGraph {
         Ok(GraphPage { items: ids, next })
     }
 
+    /// Which of `users` `owner` follows, by any route (one query).
+    pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Document> = self
+            .subscriptions
+            .find(doc! { "owner": owner, "user": { "$in": users } })
+            .projection(doc! { "user": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+            .collect())
+    }
+
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
         let found = self

@@ -533,6 +533,17 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         self.deliver_entry(message, remaining).await
     }
 
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
+        validate::check_user_id("owner", owner)?;
+        validate::check_user_id("sender", sender)?;
+        Err(Error::NotSupported {
+            feature: "removing messages from a bucketed inbox",
+            reason: "every bucket but the newest is full, and positions (and cursors) depend on \
+                     it; removing a message would shift them"
+                .to_owned(),
+        })
+    }
+
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         validate::check_page(owner, &page)?;
         let size = self.bucket_size as u64;

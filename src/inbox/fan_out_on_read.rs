@@ -172,6 +172,25 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         }
     }
 
+    /// Deletes the owner's own delivered copies and takes the owner out of the `to` of messages
+    /// sent to several recipients (2 commands).
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
+        validate::check_user_id("owner", owner)?;
+        validate::check_user_id("sender", sender)?;
+        let alone = self
+            .messages
+            .delete_many(doc! { "from": sender, "to": [owner] })
+            .await?;
+        let shared = self
+            .messages
+            .update_many(
+                doc! { "from": sender, "to": owner },
+                doc! { "$pull": { "to": owner } },
+            )
+            .await?;
+        Ok(alone.deleted_count + shared.modified_count)
+    }
+
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         time_ordered::read_page(&self.messages, LAYOUT, owner, page).await
     }

@@ -150,6 +150,16 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
         }
     }
 
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
+        validate::check_user_id("owner", owner)?;
+        validate::check_user_id("sender", sender)?;
+        let removed = self
+            .copies
+            .delete_many(doc! { "recipient": owner, "from": sender })
+            .await?;
+        Ok(removed.deleted_count)
+    }
+
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         time_ordered::read_page(&self.copies, LAYOUT, owner, page).await
     }

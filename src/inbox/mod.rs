@@ -269,6 +269,15 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// written.
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()>;
 
+    /// Removes every message from `sender` out of `owner`'s inbox (when `owner` stops following
+    /// `sender`); returns how many went. Other recipients keep their copies.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotSupported`] for [`BucketedFanOut`], whose positions would shift (a
+    /// bucketed inbox keeps what it received); [`crate::Error::EmptyUserId`].
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
+
     /// One page of `owner`'s inbox, newest first.
     ///
     /// # Errors

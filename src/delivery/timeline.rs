@@ -1,0 +1,153 @@
+//! Reading a timeline: the inbox, celebrities merged in, and the fan-out-on-read view that
+//! stands in while a returning user's inbox is rebuilt.
+
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+
+use super::worker::decode_post;
+use super::Delivery;
+use crate::inbox::{Message, Page, PageCursor, PageRequest};
+use crate::{Error, Payload, Result, Strategy};
+
+impl<P: Payload> Delivery<P> {
+    /// One page of `owner`'s timeline, newest first, with the inbox's cursor API.
+    ///
+    /// - Normally: `owner`'s inbox, with the posts of the celebrities `owner` follows merged in
+    ///   by send time (those are never copied). Messages in both (posted before their author
+    ///   became a celebrity) appear once.
+    /// - While `owner`'s inbox is being rebuilt after a dormant spell (see [`Delivery::touch`]):
+    ///   the posts of everyone `owner` follows, and `owner`'s own, read straight from the
+    ///   outbox (fan-out on read), so the page is complete and ordered even before the rebuild
+    ///   ends. Cursors are the same `(sent, id)` keys either way, so paging carries on across
+    ///   the switch.
+    ///
+    /// With a [`BucketedFanOut`](crate::BucketedFanOut) inbox (arrival order, position
+    /// cursors) this is the inbox page alone.
+    ///
+    /// Costs: 3 commands (`find` of activity, the inbox page, `find` of the celebrities), plus
+    /// 1 when celebrities exist (which of them `owner` follows) and 1 when `owner` follows any
+    /// (their posts). While rebuilding: 1, the followees' pages, and 1.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::InboxStore::inbox_page`].
+    pub async fn timeline(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        let inner = &self.inner;
+        if inner.inbox.strategy() == Strategy::BucketedFanOut {
+            return inner.inbox.inbox_page(owner, page).await;
+        }
+        if owner.is_empty() {
+            return Err(Error::EmptyUserId { what: "owner" });
+        }
+        if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
+            return Err(Error::InvalidPageLimit {
+                limit: page.limit,
+                max: PageRequest::MAX_LIMIT,
+            });
+        }
+        let after = page.after.as_ref().map(time_key).transpose()?;
+        let rebuilding = inner
+            .activity
+            .find_one(doc! { "_id": owner, "rebuilding": true })
+            .projection(doc! { "_id": 1 })
+            .await?
+            .is_some();
+        if rebuilding {
+            let mut authors = inner.followees(owner).await?;
+            authors.push(owner.to_owned());
+            return self.outbox_page(&authors, after, page.limit).await;
+        }
+        let limit = page.limit;
+        let mut merged = inner.inbox.inbox_page(owner, page).await?;
+        let celebrities: Vec<String> = inner
+            .celebrities
+            .find(doc! {})
+            .projection(doc! { "_id": 1 })
+            .await?
+            .try_collect::<Vec<Document>>()
+            .await?
+            .iter()
+            .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
+            .collect();
+        let followed = inner.graph.follows_any(owner, &celebrities).await?;
+        if followed.is_empty() {
+            return Ok(merged);
+        }
+        let theirs = self.outbox_page(&followed, after, limit).await?;
+        let more = merged.next.is_some() || theirs.next.is_some();
+        merged.items.extend(theirs.items);
+        merged
+            .items
+            .sort_by(|a, b| (b.sent, b.id).cmp(&(a.sent, a.id)));
+        merged.items.dedup_by_key(|message| message.id);
+        let cut = merged.items.len() > limit;
+        merged.items.truncate(limit);
+        merged.next = match merged.items.last() {
+            Some(last) if more || cut => Some(cursor_after(last)),
+            _ => None,
+        };
+        Ok(merged)
+    }
+
+    /// The newest posts of `authors` after `after`, from the outbox: one `find`.
+    async fn outbox_page(
+        &self,
+        authors: &[String],
+        after: Option<(bson::DateTime, ObjectId)>,
+        limit: usize,
+    ) -> Result<Page<Message<P>>> {
+        let mut filter = doc! { "from": { "$in": authors } };
+        if let Some((sent, id)) = after {
+            filter.insert("sent", doc! { "$lte": sent });
+            filter.insert(
+                "$or",
+                vec![
+                    Bson::Document(doc! { "sent": { "$lt": sent } }),
+                    Bson::Document(doc! { "_id": { "$lt": id } }),
+                ],
+            );
+        }
+        let found: Vec<Document> = self
+            .inner
+            .outbox
+            .find(filter)
+            .sort(doc! { "sent": -1, "_id": -1 })
+            .limit(limit as i64 + 1)
+            .await?
+            .try_collect()
+            .await?;
+        let mut items = found
+            .into_iter()
+            .map(decode_post)
+            .collect::<Result<Vec<Message<P>>>>()?;
+        let more = items.len() > limit;
+        items.truncate(limit);
+        let next = match items.last() {
+            Some(last) if more => Some(cursor_after(last)),
+            _ => None,
+        };
+        Ok(Page { items, next })
+    }
+}
+
+/// The cursor of the time-ordered inboxes after `message`: `t.<sent millis>.<id>`.
+fn cursor_after<P>(message: &Message<P>) -> PageCursor {
+    PageCursor::from(format!(
+        "t.{}.{}",
+        message.sent.timestamp_millis(),
+        message.id.0.to_hex()
+    ))
+}
+
+/// The `(sent, id)` a time-ordered cursor continues after.
+fn time_key(cursor: &PageCursor) -> Result<(bson::DateTime, ObjectId)> {
+    let invalid = || Error::InvalidCursor {
+        reason: "not a cursor of a time-ordered inbox".to_owned(),
+    };
+    let rest = cursor.as_str().strip_prefix("t.").ok_or_else(invalid)?;
+    let (millis, id) = rest.split_once('.').ok_or_else(invalid)?;
+    let millis: i64 = millis.parse().map_err(|_| invalid())?;
+    let id = ObjectId::parse_str(id).map_err(|_| invalid())?;
+    Ok((bson::DateTime::from_millis(millis), id))
+}

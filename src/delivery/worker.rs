@@ -1,0 +1,167 @@
+//! The jobs workers run: a page of a post's fan-out, and the rebuild of a returning user's inbox.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+
+use super::{Inner, FAN_OUT, REBUILD};
+use crate::graph::{GraphCursor, GraphQuery};
+use crate::inbox::{derived_id, Message};
+use crate::jobs::{Job, JobHandler};
+use crate::{Error, Payload, Result};
+
+impl<P: Payload> Inner<P> {
+    /// The ones of `users` seen within the dormancy period.
+    pub(super) async fn active(&self, users: &[String]) -> Result<Vec<String>> {
+        let since = bson::DateTime::from_millis(
+            bson::DateTime::now().timestamp_millis() - self.dormant_after.as_millis() as i64,
+        );
+        let seen: Vec<Document> = self
+            .activity
+            .find(doc! { "_id": { "$in": users }, "last_seen": { "$gte": since } })
+            .projection(doc! { "_id": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let seen: std::collections::HashSet<&str> =
+            seen.iter().filter_map(|d| d.get_str("_id").ok()).collect();
+        Ok(users
+            .iter()
+            .filter(|user| seen.contains(user.as_str()))
+            .cloned()
+            .collect())
+    }
+
+    /// Everyone `user` follows, by any route.
+    pub(super) async fn followees(&self, user: &str) -> Result<Vec<String>> {
+        let mut all = Vec::new();
+        let mut query = GraphQuery::first(GraphQuery::MAX_LIMIT);
+        loop {
+            let page = self.graph.following(user, &query).await?;
+            all.extend(page.items.into_iter().map(|s| s.user));
+            match page.next {
+                Some(next) => query = GraphQuery::after(GraphQuery::MAX_LIMIT, next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    /// The newest `limit` posts of `authors` from the outbox, newest first.
+    pub(super) async fn newest_posts(
+        &self,
+        authors: &[String],
+        limit: usize,
+    ) -> Result<Vec<Message<P>>> {
+        if authors.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Document> = self
+            .outbox
+            .find(doc! { "from": { "$in": authors } })
+            .sort(doc! { "sent": -1, "_id": -1 })
+            .limit(limit as i64)
+            .await?
+            .try_collect()
+            .await?;
+        found.into_iter().map(decode_post).collect()
+    }
+
+    /// Delivers `posts` (newest first) to `owner`, oldest first, so that even an inbox kept in
+    /// arrival order receives them in time order.
+    pub(super) async fn backfill(&self, owner: &str, posts: &[Message<P>]) -> Result<()> {
+        let owner = [owner.to_owned()];
+        for post in posts.iter().rev() {
+            self.inbox.deliver(post, &owner).await?;
+        }
+        Ok(())
+    }
+
+    /// One page of a post's fan-out, and the job for the next page.
+    async fn fan_out(&self, job: &Job) -> Result<()> {
+        let document = job
+            .payload
+            .get_document("message")
+            .map_err(|_| corrupt("fan-out job without message"))?;
+        let message: Message<P> = bson::from_document(document.clone())?;
+        let after = match job.payload.get_str("after") {
+            Ok(cursor) => Some(cursor.parse::<GraphCursor>()?),
+            Err(_) => None,
+        };
+        let query = GraphQuery {
+            limit: self.batch,
+            after,
+        };
+        let page = self.graph.followers(&message.from, &query).await?;
+        let followers: Vec<String> = page.items.into_iter().map(|s| s.owner).collect();
+        let active = self.active(&followers).await?;
+        if !active.is_empty() {
+            self.inbox.deliver(&message, &active).await?;
+        }
+        if let Some(next) = page.next {
+            // Queued under an id derived from the message and the cursor: once, however often
+            // this job runs.
+            self.jobs
+                .enqueue_once(
+                    derived_id(message.id, next.as_str()),
+                    FAN_OUT,
+                    doc! { "message": document.clone(), "after": next.as_str() },
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Refills a returning user's inbox with the newest posts of whom they follow, then marks
+    /// the inbox complete again.
+    async fn rebuild(&self, job: &Job) -> Result<()> {
+        let user = job
+            .payload
+            .get_str("user")
+            .map_err(|_| corrupt("rebuild job without user"))?;
+        let followees = self.followees(user).await?;
+        let posts = self.newest_posts(&followees, self.rebuild_limit).await?;
+        self.backfill(user, &posts).await?;
+        self.activity
+            .update_one(
+                doc! { "_id": user },
+                doc! { "$unset": { "rebuilding": "" } },
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// A post as stored in the outbox.
+pub(super) fn decode_post<P: Payload>(mut document: Document) -> Result<Message<P>> {
+    if let Some(id) = document.remove("_id") {
+        document.insert("id", id);
+    }
+    Ok(bson::from_document(document)?)
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Decode(serde::de::Error::custom(what))
+}
+
+/// The job handler of a [`super::Delivery`].
+pub(super) struct Handler<P: Payload>(pub(super) Arc<Inner<P>>);
+
+impl<P: Payload> fmt::Debug for Handler<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Handler").field(&self.0).finish()
+    }
+}
+
+#[async_trait]
+impl<P: Payload> JobHandler for Handler<P> {
+    async fn handle(&self, job: &Job) -> Result<()> {
+        match job.kind.as_str() {
+            FAN_OUT => self.0.fan_out(job).await,
+            REBUILD => self.0.rebuild(job).await,
+            other => Err(corrupt(&format!("unknown delivery job kind `{other}`"))),
+        }
+    }
+}
