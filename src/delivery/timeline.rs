@@ -79,7 +79,7 @@ impl<P: Payload> Delivery<P> {
         merged.items.extend(theirs.items);
         merged
             .items
-            .sort_by(|a, b| (b.sent, b.id).cmp(&(a.sent, a.id)));
+            .sort_by_key(|message| std::cmp::Reverse((message.sent, message.id)));
         merged.items.dedup_by_key(|message| message.id);
         let cut = merged.items.len() > limit;
         merged.items.truncate(limit);
