@@ -11,7 +11,8 @@
 //! Every (group, design, M) gets its own database, `mongo_social_bench_comments_<group>_<design>_m<M>`,
 //! dropped before it is filled (on FerretDB 1.x every query but `{_id: x}` scans its whole
 //! collection, so sharing one would measure the neighbours). Discussions are filled with M
-//! top-level comments of 64 characters from 8 authors: our designs through the store's `post`,
+//! top-level comments of 64 characters from 8 authors, the six designs' discussions at the same
+//! time (untimed): our designs through the store's `post`,
 //! `MONGO_SOCIAL_BENCH_FILL_TASKS` at a time (one at a time for embedded and hybrid pages on a
 //! server without atomic updates, where a discussion lock serialises them anyway); the seed
 //! baselines through their own post (per-comment concurrently; embedded concurrently only where
@@ -356,9 +357,7 @@ impl Subject {
                     .expect("create the discussion");
             }
             Kind::Seed(seed) => {
-                seed.create_indexes(&self.db)
-                    .await
-                    .expect("create indexes");
+                seed.create_indexes(&self.db).await.expect("create indexes");
                 seed.create_discussion(&self.db, DISCUSSION)
                     .await
                     .expect("create the discussion");
@@ -377,7 +376,13 @@ impl Subject {
                     .link,
             ),
             Kind::Seed(seed) => seed
-                .post(&self.db, env.seed_server, DISCUSSION, &seed_author(i), &text(i))
+                .post(
+                    &self.db,
+                    env.seed_server,
+                    DISCUSSION,
+                    &seed_author(i),
+                    &text(i),
+                )
                 .await
                 .expect("post"),
         }
@@ -602,17 +607,27 @@ impl Posting {
     }
 }
 
+/// Fills every subject's discussion with `m` comments, all subjects at once (each its own
+/// database and discussion, so they do not interfere beyond sharing the server); returns each
+/// one's top-level links and how long its fill took, in seconds.
+fn fill_all(env: &Env, subjects: &[Subject], m: u64) -> Vec<(Vec<String>, f64)> {
+    env.rt
+        .block_on(futures::future::join_all(subjects.iter().map(
+            |subject| async move {
+                let started = Instant::now();
+                let links = subject.fill(env, m).await;
+                (links, started.elapsed().as_secs_f64())
+            },
+        )))
+}
+
 fn bench_post(c: &mut Criterion, env: &Env) {
     let mut postings = Vec::new();
     for &m in &env.config.post_m {
-        for subject in subjects(env, "post", m) {
-            let started = Instant::now();
-            let links = env.rt.block_on(subject.fill(env, m));
-            eprintln!(
-                "post M={m}: {} filled in {:.1} s",
-                subject.name,
-                started.elapsed().as_secs_f64()
-            );
+        let subjects = subjects(env, "post", m);
+        let fills = fill_all(env, &subjects, m);
+        for (subject, (links, filled)) in subjects.into_iter().zip(fills) {
+            eprintln!("post M={m}: {} filled in {filled:.1} s", subject.name);
             postings.push(Posting {
                 m,
                 subject,
@@ -695,6 +710,7 @@ fn bench_page(c: &mut Criterion, env: &Env) {
     no_slice_note(env, "page");
     let mut cases: Vec<(u64, Subject, Vec<PageCase>)> = Vec::new();
     for &m in &env.config.page_m {
+        let mut fitting = Vec::new();
         for subject in subjects(env, "page", m) {
             if subject.is_embedded() {
                 let per_comment = subject.embedded_comment_bytes();
@@ -711,9 +727,10 @@ fn bench_page(c: &mut Criterion, env: &Env) {
                     continue;
                 }
             }
-            let started = Instant::now();
-            env.rt.block_on(subject.fill(env, m));
-            let filled = started.elapsed().as_secs_f64();
+            fitting.push(subject);
+        }
+        let fills = fill_all(env, &fitting, m);
+        for (subject, (_, filled)) in fitting.into_iter().zip(fills) {
             let views: &[View] = if subject.threaded() {
                 &[View::Chronological, View::Threaded]
             } else {

@@ -103,7 +103,10 @@ impl SeedComments {
             SeedComments::Embedded => Vec::new(),
             SeedComments::Hybrid => vec![
                 ("comment_pages", doc! { "discussion_id": 1, "page": 1 }),
-                ("comment_pages", doc! { "discussion_id": 1, "comments.slug": 1 }),
+                (
+                    "comment_pages",
+                    doc! { "discussion_id": 1, "comments.slug": 1 },
+                ),
             ],
         };
         for (collection, keys) in keys {
@@ -215,14 +218,8 @@ impl SeedComments {
                 embedded_thread_page(db, discussion_id, page_num, page_size).await
             }
             (SeedComments::Hybrid, SeedView::Chronological) => {
-                hybrid_find_comments(
-                    db,
-                    server,
-                    discussion_id,
-                    page_num * page_size,
-                    page_size,
-                )
-                .await
+                hybrid_find_comments(db, server, discussion_id, page_num * page_size, page_size)
+                    .await
             }
             (SeedComments::Hybrid, SeedView::Threaded) => Err(mongodb::error::Error::custom(
                 "the manual's hybrid design has no threaded view",
@@ -369,9 +366,7 @@ pub async fn embedded_page(
     let discussion = db.collection::<Document>("discussion");
     let mut find = discussion.find_one(doc! { "_id": discussion_id });
     if server.slice_projection {
-        find = find.projection(
-            doc! { "comments": { "$slice": [skip as i64, page_size as i64] } },
-        );
+        find = find.projection(doc! { "comments": { "$slice": [skip as i64, page_size as i64] } });
     }
     let Some(found) = find.await? else {
         return Ok(Vec::new());
