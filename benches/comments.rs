@@ -55,7 +55,9 @@
 //!
 //! Criterion defaults here are 10 samples (flat sampling), 1 s warm-up, 2 s measurement; the usual flags
 //! (`--sample-size`, `--measurement-time`, `--warm-up-time`, a name filter) override them. At
-//! the default scale on the local FerretDB the whole run takes about 5 minutes.
+//! the default scale on the local FerretDB the whole run took about 14 minutes on a busy 2-core
+//! VM, most of it filling the 1,000-comment embedded and hybrid discussions (FerretDB rewrites the
+//! growing document on every post); `MONGO_SOCIAL_BENCH_COMMENT_PAGE=100` skips that.
 
 use std::cell::Cell;
 use std::sync::Arc;
