@@ -468,3 +468,22 @@ async fn bad_input_writes_nothing() {
         .unwrap_err();
     assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
 }
+
+#[tokio::test]
+async fn a_post_and_a_timeline_page_cost_what_the_docs_say() {
+    let t = testing::test_db("delivery_commands").await;
+    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b).await;
+    for user in ["ann", "bob"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.follow("bob", "ann").await.unwrap();
+    t.commands.reset();
+    delivery.post("ann", "counted".to_owned()).await.unwrap();
+    assert_eq!(t.commands.names(), ["find", "insert", "insert", "insert"]);
+    t.commands.reset();
+    delivery
+        .timeline("bob", PageRequest::first(10))
+        .await
+        .unwrap();
+    assert_eq!(t.commands.names(), ["find", "find", "find"]);
+}
