@@ -76,6 +76,9 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
+#[path = "support/bench_env.rs"]
+mod bench_env;
+
 #[path = "support/seed_comments.rs"]
 mod seed_comments;
 
@@ -120,7 +123,7 @@ impl Config {
                 default.to_vec()
             }
         };
-        let mut page_m = list(
+        let mut page_m = bench_env::list(
             "MONGO_SOCIAL_BENCH_COMMENT_PAGE",
             pick(&[1000, 10_000, 100_000], &[100, 400]),
         );
@@ -128,50 +131,21 @@ impl Config {
         page_m.sort_unstable();
         Self {
             full,
-            post_m: list(
+            post_m: bench_env::list(
                 "MONGO_SOCIAL_BENCH_COMMENT_POST",
                 pick(&[100, 10_000], &[100]),
             ),
             page_m,
-            fill_tasks: number("MONGO_SOCIAL_BENCH_FILL_TASKS", if full { 16 } else { 4 }),
-            groups: std::env::var("MONGO_SOCIAL_BENCH_GROUPS")
-                .ok()
-                .filter(|groups| !groups.trim().is_empty())
-                .map(|groups| groups.split(',').map(|g| g.trim().to_owned()).collect()),
+            fill_tasks: bench_env::number(
+                "MONGO_SOCIAL_BENCH_FILL_TASKS",
+                if full { 16 } else { 4 },
+            ),
+            groups: bench_env::groups(),
         }
     }
 
     fn runs(&self, group: &str) -> bool {
-        self.groups
-            .as_ref()
-            .is_none_or(|groups| groups.iter().any(|g| g == group))
-    }
-}
-
-/// A comma-separated list of positive numbers from `var`, or `default`.
-fn list(var: &str, default: Vec<u64>) -> Vec<u64> {
-    match std::env::var(var) {
-        Ok(value) if !value.trim().is_empty() => value
-            .split(',')
-            .map(|n| match n.trim().parse::<u64>() {
-                Ok(n) if n > 0 => n,
-                _ => panic!(
-                    "{var} must be a comma-separated list of positive numbers, not {value:?}"
-                ),
-            })
-            .collect(),
-        _ => default,
-    }
-}
-
-/// A positive number from `var`, or `default`.
-fn number(var: &str, default: usize) -> usize {
-    match std::env::var(var) {
-        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => panic!("{var} must be a positive number, not {value:?}"),
-        },
-        _ => default,
+        bench_env::runs(&self.groups, group)
     }
 }
 

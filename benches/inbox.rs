@@ -66,6 +66,9 @@ use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
+#[path = "support/bench_env.rs"]
+mod bench_env;
+
 #[path = "support/seed_baselines.rs"]
 mod seed_baselines;
 
@@ -112,30 +115,30 @@ impl Config {
         };
         Self {
             full,
-            send_n: list(
+            send_n: bench_env::list(
                 "MONGO_SOCIAL_BENCH_SEND",
                 pick(&[1, 10, 100, 1000, 10_000], &[1, 10, 100]),
             ),
             seed_send_max: match std::env::var("MONGO_SOCIAL_BENCH_SEED_SEND_MAX") {
                 Ok(value) if !value.trim().is_empty() => {
-                    Some(number("MONGO_SOCIAL_BENCH_SEED_SEND_MAX", 10) as u64)
+                    Some(bench_env::number("MONGO_SOCIAL_BENCH_SEED_SEND_MAX", 10) as u64)
                 }
                 _ => (!full).then_some(10),
             },
-            page_m: list(
+            page_m: bench_env::list(
                 "MONGO_SOCIAL_BENCH_PAGE",
                 pick(&[1000, 10_000, 100_000], &[100, 1000]),
             ),
-            concurrent_k: list("MONGO_SOCIAL_BENCH_CONCURRENT", pick(&[10, 100], &[5])),
-            fill_tasks: number("MONGO_SOCIAL_BENCH_FILL_TASKS", if full { 16 } else { 4 }),
-            bucket_size: number(
+            concurrent_k: bench_env::list("MONGO_SOCIAL_BENCH_CONCURRENT", pick(&[10, 100], &[5])),
+            fill_tasks: bench_env::number(
+                "MONGO_SOCIAL_BENCH_FILL_TASKS",
+                if full { 16 } else { 4 },
+            ),
+            bucket_size: bench_env::number(
                 "MONGO_SOCIAL_BENCH_BUCKET_SIZE",
                 BucketedFanOut::DEFAULT_BUCKET_SIZE as usize,
             ) as u32,
-            groups: std::env::var("MONGO_SOCIAL_BENCH_GROUPS")
-                .ok()
-                .filter(|groups| !groups.trim().is_empty())
-                .map(|groups| groups.split(',').map(|g| g.trim().to_owned()).collect()),
+            groups: bench_env::groups(),
         }
     }
 
@@ -145,36 +148,7 @@ impl Config {
     }
 
     fn runs(&self, group: &str) -> bool {
-        self.groups
-            .as_ref()
-            .is_none_or(|groups| groups.iter().any(|g| g == group))
-    }
-}
-
-/// A comma-separated list of positive numbers from `var`, or `default`.
-fn list(var: &str, default: Vec<u64>) -> Vec<u64> {
-    match std::env::var(var) {
-        Ok(value) if !value.trim().is_empty() => value
-            .split(',')
-            .map(|n| match n.trim().parse::<u64>() {
-                Ok(n) if n > 0 => n,
-                _ => panic!(
-                    "{var} must be a comma-separated list of positive numbers, not {value:?}"
-                ),
-            })
-            .collect(),
-        _ => default,
-    }
-}
-
-/// A positive number from `var`, or `default`.
-fn number(var: &str, default: usize) -> usize {
-    match std::env::var(var) {
-        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
-            Ok(n) if n > 0 => n,
-            _ => panic!("{var} must be a positive number, not {value:?}"),
-        },
-        _ => default,
+        bench_env::runs(&self.groups, group)
     }
 }
 

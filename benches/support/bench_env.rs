@@ -1,0 +1,43 @@
+//! Reading bench sizes from the environment, shared by the benches.
+
+/// A comma-separated list of positive numbers from `var`, or `default`.
+pub fn list(var: &str, default: Vec<u64>) -> Vec<u64> {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => value
+            .split(',')
+            .map(|n| match n.trim().parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => panic!(
+                    "{var} must be a comma-separated list of positive numbers, not {value:?}"
+                ),
+            })
+            .collect(),
+        _ => default,
+    }
+}
+
+/// A positive number from `var`, or `default`.
+pub fn number(var: &str, default: usize) -> usize {
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{var} must be a positive number, not {value:?}"),
+        },
+        _ => default,
+    }
+}
+
+/// The groups named in `MONGO_SOCIAL_BENCH_GROUPS` (comma-separated), or `None` for all.
+pub fn groups() -> Option<Vec<String>> {
+    std::env::var("MONGO_SOCIAL_BENCH_GROUPS")
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+        .map(|groups| groups.split(',').map(|g| g.trim().to_owned()).collect())
+}
+
+/// Whether `group` is among `groups` (all run when `None`).
+pub fn runs(groups: &Option<Vec<String>>, group: &str) -> bool {
+    groups
+        .as_ref()
+        .is_none_or(|groups| groups.iter().any(|g| g == group))
+}
