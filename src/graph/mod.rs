@@ -344,6 +344,19 @@ impl FollowGraphBuilder {
     }
 }
 
+/// A change of a group's relations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GroupChange {
+    /// A user follows the group.
+    Follow,
+    /// A user unfollows the group.
+    Unfollow,
+    /// A user joins the group.
+    Join,
+    /// A user leaves the group.
+    Leave,
+}
+
 /// Which relation a `follows` document records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -514,23 +527,7 @@ impl FollowGraph {
     ///
     /// [`Error::EmptyField`], [`Error::NotFound`] for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        self.check_user_and_group(owner, group).await?;
-        let origin = Origin::Group(group.to_owned());
-        self.group_locks
-            .with_lease(&group_key(group), |lease| async move {
-                let new = self.relate(owner, Kind::Group, group).await?;
-                let (owners, origin) = (&[owner.to_owned()], &origin);
-                self.each_page(
-                    &self.members,
-                    doc! { "group": group },
-                    "user",
-                    Some(&lease),
-                    |members| async move { self.add_origin(owners, &members, origin).await },
-                )
-                .await?;
-                Ok(new)
-            })
-            .await
+        self.change_group(group, owner, GroupChange::Follow).await
     }
 
     /// `owner` stops following `group`; subscriptions with another route stay. Returns whether
@@ -540,23 +537,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        self.check_user_and_group(owner, group).await?;
-        let origin = Origin::Group(group.to_owned());
-        self.group_locks
-            .with_lease(&group_key(group), |lease| async move {
-                let existed = self.unrelate(owner, Kind::Group, group).await?;
-                let (owners, origin) = (&[owner.to_owned()], &origin);
-                self.each_page(
-                    &self.members,
-                    doc! { "group": group },
-                    "user",
-                    Some(&lease),
-                    |members| async move { self.remove_origin(owners, &members, origin).await },
-                )
-                .await?;
-                Ok(existed)
-            })
-            .await
+        self.change_group(group, owner, GroupChange::Unfollow).await
     }
 
     /// Adds `user` to `group`: every follower of the group now follows `user` too. Returns
@@ -566,27 +547,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
-        self.check_user_and_group(user, group).await?;
-        let origin = Origin::Group(group.to_owned());
-        self.group_locks
-            .with_lease(&group_key(group), |lease| async move {
-                let new = insert_once(
-                    &self.members,
-                    doc! { "group": group, "user": user, "since": bson::DateTime::now() },
-                )
-                .await?;
-                let (users, origin) = (&[user.to_owned()], &origin);
-                self.each_page(
-                    &self.follows,
-                    self.group_followers(group),
-                    "owner",
-                    Some(&lease),
-                    |owners: Vec<String>| async move { self.add_origin(&owners, users, origin).await },
-                )
-                .await?;
-                Ok(new)
-            })
-            .await
+        self.change_group(group, user, GroupChange::Join).await
     }
 
     /// Removes `user` from `group`: the group's followers stop following `user` unless they
@@ -596,28 +557,53 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
+        self.change_group(group, user, GroupChange::Leave).await
+    }
+
+    /// Records `change` of `user` and `group`, then adds or removes the group's origin on every
+    /// subscription it concerns: `user`'s to each member (follow, unfollow), or each follower's
+    /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
+    async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
         self.check_user_and_group(user, group).await?;
         let origin = Origin::Group(group.to_owned());
+        let add = matches!(change, GroupChange::Follow | GroupChange::Join);
         self.group_locks
             .with_lease(&group_key(group), |lease| async move {
-                let existed = self
-                    .members
-                    .delete_one(doc! { "group": group, "user": user })
-                    .await?
-                    .deleted_count
-                    > 0;
-                let (users, origin) = (&[user.to_owned()], &origin);
+                let changed = match change {
+                    GroupChange::Follow => self.relate(user, Kind::Group, group).await?,
+                    GroupChange::Unfollow => self.unrelate(user, Kind::Group, group).await?,
+                    GroupChange::Join => {
+                        let member =
+                            doc! { "group": group, "user": user, "since": bson::DateTime::now() };
+                        insert_once(&self.members, member).await?
+                    }
+                    GroupChange::Leave => {
+                        let member = doc! { "group": group, "user": user };
+                        self.members.delete_one(member).await?.deleted_count > 0
+                    }
+                };
+                let (one, origin) = (&[user.to_owned()], &origin);
+                let by_members = matches!(change, GroupChange::Follow | GroupChange::Unfollow);
+                let (collection, filter, field) = if by_members {
+                    (&self.members, doc! { "group": group }, "user")
+                } else {
+                    (&self.follows, self.group_followers(group), "owner")
+                };
                 self.each_page(
-                    &self.follows,
-                    self.group_followers(group),
-                    "owner",
+                    collection,
+                    filter,
+                    field,
                     Some(&lease),
-                    |owners: Vec<String>| async move {
-                        self.remove_origin(&owners, users, origin).await
+                    |others| async move {
+                        if by_members {
+                            self.change_origin(one, &others, origin, add).await
+                        } else {
+                            self.change_origin(&others, one, origin, add).await
+                        }
                     },
                 )
                 .await?;
-                Ok(existed)
+                Ok(changed)
             })
             .await
     }

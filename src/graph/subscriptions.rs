@@ -28,30 +28,10 @@ impl Count {
 }
 
 impl FollowGraph {
-    /// Adds `origin` to every subscription in `owners` × `users` (one side holds one id), creating
-    /// the missing ones, never one of a user to itself; the counts follow.
-    pub(super) async fn add_origin(
-        &self,
-        owners: &[String],
-        users: &[String],
-        origin: &Origin,
-    ) -> Result<()> {
-        self.change_origin(owners, users, origin, true).await
-    }
-
-    /// Removes `origin` from every subscription in `owners` × `users`, deleting the ones left
-    /// without a route; the counts follow.
-    pub(super) async fn remove_origin(
-        &self,
-        owners: &[String],
-        users: &[String],
-        origin: &Origin,
-    ) -> Result<()> {
-        self.change_origin(owners, users, origin, false).await
-    }
-
-    /// Adds or removes `origin`, in rounds holding the owners' locks.
-    async fn change_origin(
+    /// Adds `origin` to every subscription in `owners` × `users` (one side holds one id),
+    /// creating the missing ones and never one of a user to itself, or removes it, deleting the
+    /// ones left without a route; the counts follow. Runs in rounds holding the owners' locks.
+    pub(super) async fn change_origin(
         &self,
         owners: &[String],
         users: &[String],
