@@ -43,8 +43,8 @@
 //!
 //! A post: 1 `find` (the author exists), 1 `insert` (the job), 1 `insert` (the outbox), and
 //! the inbox strategy's delivery to the author. Each fan-out job for a page of up to
-//! [`DeliveryBuilder::batch`] followers (default 500): the job queue's own (a `find`, a lock
-//! `insert` and `delete`, a `delete`), 1 `find` of followers, 1 `find` of their activity, the
+//! [`DeliveryBuilder::batch`] followers (default 500): the job queue's own 5 (see
+//! [`crate::jobs`]), 1 `find` of followers, 1 `find` of their activity, the
 //! strategy's delivery, and 1 `insert` of the next job.
 
 mod timeline;
