@@ -375,7 +375,7 @@ async fn following_backfills_and_unfollowing_cleans_up() {
     assert_eq!(timeline(&delivery, "newcomer", 10).await, ["o0"]);
     assert!(!delivery.unfollow("newcomer", "author").await.unwrap());
 
-    // A bucketed inbox cannot remove messages: a typed error, after the unfollow itself.
+    // A bucketed inbox cannot remove messages: a typed error, before anything is written.
     let t = testing::test_db("delivery_backfill_buckets").await;
     let (graph, bucketed) = self::delivery(&t, Arc::new(BucketedFanOut::new(&t.db)), |b| b).await;
     for user in ["author", "newcomer"] {
@@ -390,7 +390,7 @@ async fn following_backfills_and_unfollowing_cleans_up() {
         .subscription("newcomer", "author")
         .await
         .unwrap()
-        .is_none());
+        .is_some());
 }
 
 #[tokio::test]
@@ -450,6 +450,18 @@ async fn bad_input_writes_nothing() {
     assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
     let error = delivery.touch("").await.unwrap_err();
     assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    assert_eq!(t.documents(&[]).await, before, "nothing written");
+    // Larger than the inbox takes: refused before the job, the outbox or any copy.
+    let buckets =
+        Delivery::<String>::builder(&t.db, graph.clone(), Arc::new(BucketedFanOut::new(&t.db)))
+            .collections("outbox_b", "activity_b", "celebrities_b", "jobs_b")
+            .build()
+            .unwrap();
+    let error = buckets
+        .post("someone", "x".repeat(400_000))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::MessageTooLarge { .. }), "{error}");
     assert_eq!(t.documents(&[]).await, before, "nothing written");
     let error =
         Delivery::<String>::builder(&t.db, graph.clone(), Arc::new(FanOutOnWrite::new(&t.db)))

@@ -55,14 +55,15 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bson::oid::ObjectId;
 use bson::{doc, Document};
-use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::graph::{FollowGraph, GraphQuery};
-use crate::inbox::{check_collection_names, DynInboxStore, Message, MessageId};
+use crate::inbox::{check_collection_names, derived_id, DynInboxStore, Message, MessageId};
 use crate::jobs::{JobQueue, Worker};
 use crate::sharding::ShardKey;
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, Payload, Result, Strategy};
 
 /// The job kind of a page of fan-out.
@@ -385,6 +386,11 @@ impl<P: Payload> Delivery<P> {
             payload,
         };
         let document = bson::to_document(&message)?;
+        let size = bson::to_vec(&document)?.len();
+        let limit = self.inner.inbox.max_message_bytes();
+        if size > limit {
+            return Err(Error::MessageTooLarge { size, limit });
+        }
         let mut outbox = document.clone();
         outbox.remove("id");
         outbox.insert("_id", message.id.0);
@@ -401,7 +407,7 @@ impl<P: Payload> Delivery<P> {
             self.inner.outbox.insert_one(outbox).await?;
         } else {
             // The job first: if the outbox write then fails, the job is withdrawn; if the
-            // process dies in between, the followers still get the post.
+            // process dies in between, the job's first page writes the outbox entry itself.
             let job = self
                 .inner
                 .jobs
@@ -428,32 +434,56 @@ impl<P: Payload> Delivery<P> {
         if user.is_empty() {
             return Err(Error::EmptyUserId { what: "user" });
         }
+        let inner = &self.inner;
         let now = bson::DateTime::now();
-        let before = self
-            .inner
+        let before = inner
             .activity
-            .find_one_and_update(doc! { "_id": user }, doc! { "$set": { "last_seen": now } })
-            .upsert(true)
-            .return_document(ReturnDocument::Before)
+            .find_one(doc! { "_id": user })
+            .projection(doc! { "last_seen": 1 })
             .await?;
-        let since = now.timestamp_millis() - self.inner.dormant_after.as_millis() as i64;
-        let returning = match before.as_ref().map(|d| d.get_datetime("last_seen")) {
-            Some(Ok(last_seen)) => last_seen.timestamp_millis() < since,
-            _ => true,
-        };
+        let last_seen = before.and_then(|d| d.get_datetime("last_seen").ok().copied());
+        let dormant_ms = inner.dormant_after.as_millis() as i64;
+        let returning = last_seen
+            .is_none_or(|seen| seen.timestamp_millis() < now.timestamp_millis() - dormant_ms);
         if returning {
-            self.inner
+            // Marked and queued before `last_seen` moves: a crash in between leaves the user
+            // still dormant, so the next touch queues the rebuild again. The job's id derives
+            // from the user and the old `last_seen`, so concurrent touches queue it once.
+            let key = format!(
+                "rebuild:{user}:{}",
+                last_seen.map_or(-1, |seen| seen.timestamp_millis())
+            );
+            let mut job = doc! { "user": user };
+            if let Some(seen) = last_seen {
+                // Copies stopped once the user was dormant; an hour's margin covers fan-outs
+                // that ran late. Earlier posts are in the inbox already.
+                let since = seen.timestamp_millis() + dormant_ms - 3_600_000;
+                job.insert("since", bson::DateTime::from_millis(since));
+            }
+            inner
                 .activity
                 .update_one(
                     doc! { "_id": user },
                     doc! { "$set": { "rebuilding": true } },
                 )
-                .await?;
-            self.inner
+                .upsert(true)
+                .await
+                .or_else(ignore_duplicate)?;
+            inner
                 .jobs
-                .enqueue(REBUILD, doc! { "user": user })
+                .enqueue_once(
+                    derived_id(MessageId(ObjectId::from_bytes([0; 12])), &key),
+                    REBUILD,
+                    job,
+                )
                 .await?;
         }
+        inner
+            .activity
+            .update_one(doc! { "_id": user }, doc! { "$set": { "last_seen": now } })
+            .upsert(true)
+            .await
+            .or_else(ignore_duplicate)?;
         Ok(returning)
     }
 
@@ -466,12 +496,16 @@ impl<P: Payload> Delivery<P> {
     /// As [`FollowGraph::follow`].
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         let new = self.inner.graph.follow(owner, user).await?;
-        if !self.is_celebrity(user).await? {
+        if new && !self.is_celebrity(user).await? {
             let posts = self
                 .inner
-                .newest_posts(&[user.to_owned()], self.inner.backfill)
+                .newest_posts(&[user.to_owned()], None, self.inner.backfill)
                 .await?;
             self.inner.backfill(owner, &posts).await?;
+            // An unfollow that ran meanwhile may have cleaned up before these copies landed.
+            self.inner
+                .take_back_unless_following(user, &[owner.to_owned()])
+                .await?;
         }
         Ok(new)
     }
@@ -482,9 +516,17 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// As [`FollowGraph::unfollow`]; [`Error::NotSupported`] from a bucketed inbox, which cannot
-    /// remove messages (the follow is gone by then).
+    /// As [`FollowGraph::unfollow`]; [`Error::NotSupported`], before anything is written, with a
+    /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
+    /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
+        if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
+            return Err(Error::NotSupported {
+                feature: "taking an unfollowed user's posts out of a bucketed inbox",
+                reason: "a bucketed inbox keeps what it received (positions would shift)"
+                    .to_owned(),
+            });
+        }
         let existed = self.inner.graph.unfollow(owner, user).await?;
         if self.inner.graph.subscription(owner, user).await?.is_none() {
             self.inner.inbox.remove_from(owner, user).await?;
@@ -530,5 +572,14 @@ impl<P: Payload> Delivery<P> {
     /// [`Error::Timeout`] after `timeout`.
     pub async fn wait_until_delivered(&self, timeout: Duration) -> Result<()> {
         self.inner.jobs.wait_until_drained(timeout).await
+    }
+}
+
+/// Treats a duplicate key error (a concurrent upsert created the document first) as done.
+fn ignore_duplicate(error: mongodb::error::Error) -> Result<mongodb::results::UpdateResult> {
+    if is_duplicate_key(&error) {
+        Ok(mongodb::results::UpdateResult::default())
+    } else {
+        Err(error.into())
     }
 }

@@ -17,17 +17,19 @@ impl<P: Payload> Delivery<P> {
     ///   by send time (those are never copied). Messages in both (posted before their author
     ///   became a celebrity) appear once.
     /// - While `owner`'s inbox is being rebuilt after a dormant spell (see [`Delivery::touch`]):
-    ///   the posts of everyone `owner` follows, and `owner`'s own, read straight from the
-    ///   outbox (fan-out on read), so the page is complete and ordered even before the rebuild
-    ///   ends. Cursors are the same `(sent, id)` keys either way, so paging carries on across
-    ///   the switch.
+    ///   the inbox merged with the posts of everyone `owner` follows, and `owner`'s own, read
+    ///   straight from the outbox (fan-out on read), so the page is complete and ordered even
+    ///   before the rebuild ends. Cursors are the same `(sent, id)` keys either way, so paging
+    ///   carries on across the switch. (The rebuild copies at most
+    ///   [`super::DeliveryBuilder::rebuild_limit`] of the missed posts; a user who missed more
+    ///   sees the older ones only while the rebuild runs.)
     ///
     /// With a [`BucketedFanOut`](crate::BucketedFanOut) inbox (arrival order, position
     /// cursors) this is the inbox page alone.
     ///
     /// Costs: 3 commands (`find` of activity, the inbox page, `find` of the celebrities), plus
     /// 1 when celebrities exist (which of them `owner` follows) and 1 when `owner` follows any
-    /// (their posts). While rebuilding: 1, the followees' pages, and 1.
+    /// (their posts). While rebuilding: 2, the followees' pages (one per 10,000), and 1.
     ///
     /// # Errors
     ///
@@ -53,41 +55,33 @@ impl<P: Payload> Delivery<P> {
             .projection(doc! { "_id": 1 })
             .await?
             .is_some();
-        if rebuilding {
+        let limit = page.limit;
+        let inbox = inner.inbox.inbox_page(owner, page).await?;
+        // Whose outbox posts join the inbox: while the inbox is rebuilt, everyone `owner`
+        // follows (and `owner`), whose missed posts are on their way; otherwise the
+        // celebrities `owner` follows, whose posts are never copied.
+        let others = if rebuilding {
             let mut authors = inner.followees(owner).await?;
             authors.push(owner.to_owned());
-            return self.outbox_page(&authors, after, page.limit).await;
-        }
-        let limit = page.limit;
-        let mut merged = inner.inbox.inbox_page(owner, page).await?;
-        let celebrities: Vec<String> = inner
-            .celebrities
-            .find(doc! {})
-            .projection(doc! { "_id": 1 })
-            .await?
-            .try_collect::<Vec<Document>>()
-            .await?
-            .iter()
-            .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
-            .collect();
-        let followed = inner.graph.follows_any(owner, &celebrities).await?;
-        if followed.is_empty() {
-            return Ok(merged);
-        }
-        let theirs = self.outbox_page(&followed, after, limit).await?;
-        let more = merged.next.is_some() || theirs.next.is_some();
-        merged.items.extend(theirs.items);
-        merged
-            .items
-            .sort_by_key(|message| std::cmp::Reverse((message.sent, message.id)));
-        merged.items.dedup_by_key(|message| message.id);
-        let cut = merged.items.len() > limit;
-        merged.items.truncate(limit);
-        merged.next = match merged.items.last() {
-            Some(last) if more || cut => Some(cursor_after(last)),
-            _ => None,
+            authors
+        } else {
+            let celebrities: Vec<String> = inner
+                .celebrities
+                .find(doc! {})
+                .projection(doc! { "_id": 1 })
+                .await?
+                .try_collect::<Vec<Document>>()
+                .await?
+                .iter()
+                .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
+                .collect();
+            inner.graph.follows_any(owner, &celebrities).await?
         };
-        Ok(merged)
+        if others.is_empty() {
+            return Ok(inbox);
+        }
+        let theirs = self.outbox_page(&others, after, limit).await?;
+        Ok(merge(inbox, theirs, limit))
     }
 
     /// The newest posts of `authors` after `after`, from the outbox: one `find`.
@@ -129,6 +123,27 @@ impl<P: Payload> Delivery<P> {
         };
         Ok(Page { items, next })
     }
+}
+
+/// Two pages of the same `(sent, id)` order after the same cursor, merged: the newest `limit`
+/// of both, each message once, and a cursor after the last one kept if either had more.
+fn merge<P>(
+    mut ours: Page<Message<P>>,
+    theirs: Page<Message<P>>,
+    limit: usize,
+) -> Page<Message<P>> {
+    let more = ours.next.is_some() || theirs.next.is_some();
+    ours.items.extend(theirs.items);
+    ours.items
+        .sort_by_key(|message| std::cmp::Reverse((message.sent, message.id)));
+    ours.items.dedup_by_key(|message| message.id);
+    let cut = ours.items.len() > limit;
+    ours.items.truncate(limit);
+    ours.next = match ours.items.last() {
+        Some(last) if more || cut => Some(cursor_after(last)),
+        _ => None,
+    };
+    ours
 }
 
 /// The cursor of the time-ordered inboxes after `message`: `t.<sent millis>.<id>`.

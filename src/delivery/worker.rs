@@ -11,6 +11,7 @@ use super::{Inner, FAN_OUT, REBUILD};
 use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, Payload, Result};
 
 impl<P: Payload> Inner<P> {
@@ -49,18 +50,24 @@ impl<P: Payload> Inner<P> {
         }
     }
 
-    /// The newest `limit` posts of `authors` from the outbox, newest first.
+    /// The newest `limit` posts of `authors` (sent at or after `since`, if given) from the
+    /// outbox, newest first.
     pub(super) async fn newest_posts(
         &self,
         authors: &[String],
+        since: Option<bson::DateTime>,
         limit: usize,
     ) -> Result<Vec<Message<P>>> {
         if authors.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        let mut filter = doc! { "from": { "$in": authors } };
+        if let Some(since) = since {
+            filter.insert("sent", doc! { "$gte": since });
+        }
         let found: Vec<Document> = self
             .outbox
-            .find(doc! { "from": { "$in": authors } })
+            .find(filter)
             .sort(doc! { "sent": -1, "_id": -1 })
             .limit(limit as i64)
             .await?
@@ -79,6 +86,27 @@ impl<P: Payload> Inner<P> {
         Ok(())
     }
 
+    /// Takes `author`'s delivered posts back out of the inboxes of those `recipients` who no
+    /// longer follow `author` (they unfollowed while a delivery to them was under way). One
+    /// `find`, plus a removal per such recipient; a bucketed inbox keeps what it received.
+    pub(super) async fn take_back_unless_following(
+        &self,
+        author: &str,
+        recipients: &[String],
+    ) -> Result<()> {
+        let still = self.graph.followers_among(author, recipients).await?;
+        for gone in recipients
+            .iter()
+            .filter(|r| !still.contains(r) && r.as_str() != author)
+        {
+            match self.inbox.remove_from(gone, author).await {
+                Ok(_) | Err(Error::NotSupported { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
     /// One page of a post's fan-out, and the job for the next page.
     async fn fan_out(&self, job: &Job) -> Result<()> {
         let document = job
@@ -86,10 +114,20 @@ impl<P: Payload> Inner<P> {
             .get_document("message")
             .map_err(|_| corrupt("fan-out job without message"))?;
         let message: Message<P> = bson::from_document(document.clone())?;
-        let after = match job.payload.get_str("after") {
-            Ok(cursor) => Some(cursor.parse::<GraphCursor>()?),
-            Err(_) => None,
-        };
+        let after_text = job.payload.get_str("after").ok();
+        let after = after_text.map(str::parse::<GraphCursor>).transpose()?;
+        if after.is_none() {
+            // The post's own outbox entry, in case the process that queued this job died
+            // before writing it.
+            let mut outbox = document.clone();
+            outbox.remove("id");
+            outbox.insert("_id", message.id.0);
+            match self.outbox.insert_one(outbox).await {
+                Ok(_) => {}
+                Err(error) if is_duplicate_key(&error) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
         let query = GraphQuery {
             limit: self.batch,
             after,
@@ -99,13 +137,17 @@ impl<P: Payload> Inner<P> {
         let active = self.active(&followers).await?;
         if !active.is_empty() {
             self.inbox.deliver(&message, &active).await?;
+            // A follower who unfollowed after the page was read gets the post taken back.
+            self.take_back_unless_following(&message.from, &active)
+                .await?;
         }
         if let Some(next) = page.next {
-            // Queued under an id derived from the message and the cursor: once, however often
-            // this job runs.
+            // Queued under an id derived from this job's own input (message and cursor), so a
+            // re-run queues the same successor, once, whatever the followers are now.
+            let key = format!("after:{}", after_text.unwrap_or(""));
             self.jobs
                 .enqueue_once(
-                    derived_id(message.id, next.as_str()),
+                    derived_id(message.id, &key),
                     FAN_OUT,
                     doc! { "message": document.clone(), "after": next.as_str() },
                 )
@@ -121,8 +163,11 @@ impl<P: Payload> Inner<P> {
             .payload
             .get_str("user")
             .map_err(|_| corrupt("rebuild job without user"))?;
+        let since = job.payload.get_datetime("since").ok().copied();
         let followees = self.followees(user).await?;
-        let posts = self.newest_posts(&followees, self.rebuild_limit).await?;
+        let posts = self
+            .newest_posts(&followees, since, self.rebuild_limit)
+            .await?;
         self.backfill(user, &posts).await?;
         self.activity
             .update_one(

@@ -672,6 +672,24 @@ impl FollowGraph {
             .collect())
     }
 
+    /// Which of `owners` follow `user`, by any route (one query).
+    pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
+        if owners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Document> = self
+            .subscriptions
+            .find(doc! { "user": user, "owner": { "$in": owners } })
+            .projection(doc! { "owner": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|d| d.get_str("owner").ok().map(str::to_owned))
+            .collect())
+    }
+
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
         let found = self

@@ -533,6 +533,10 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         self.deliver_entry(message, remaining).await
     }
 
+    fn max_message_bytes(&self) -> usize {
+        BucketedFanOut::max_message_bytes(self)
+    }
+
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         validate::check_user_id("sender", sender)?;

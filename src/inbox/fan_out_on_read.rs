@@ -135,12 +135,19 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
         validate::check_recipients(recipients)?;
-        let document = message.to_document()?;
+        let mut document = message.to_document()?;
+        document.insert("delivered", true);
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
-        // Recipients of the sent document itself hold the message already.
+        // Recipients of the sent document itself hold the message already. (`from` and `sent`
+        // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
         let holding: Vec<Document> = self
             .messages
-            .find(doc! { "id": message.id.0, "to": { "$in": recipients } })
+            .find(doc! {
+                "from": &message.from,
+                "sent": message.sent,
+                "id": message.id.0,
+                "to": { "$in": recipients },
+            })
             .projection(doc! { "to": 1 })
             .await?
             .try_collect()
@@ -172,23 +179,14 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         }
     }
 
-    /// Deletes the owner's own delivered copies and takes the owner out of the `to` of messages
-    /// sent to several recipients (2 commands).
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         validate::check_user_id("sender", sender)?;
-        let alone = self
+        let removed = self
             .messages
-            .delete_many(doc! { "from": sender, "to": [owner] })
+            .delete_many(doc! { "from": sender, "to": owner, "delivered": true })
             .await?;
-        let shared = self
-            .messages
-            .update_many(
-                doc! { "from": sender, "to": owner },
-                doc! { "$pull": { "to": owner } },
-            )
-            .await?;
-        Ok(alone.deleted_count + shared.modified_count)
+        Ok(removed.deleted_count)
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {

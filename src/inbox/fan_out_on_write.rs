@@ -65,13 +65,18 @@ impl FanOutOnWriteBuilder {
 }
 
 impl FanOutOnWrite {
-    /// Inserts one copy of `message` per recipient, in one unordered `insert`.
+    /// Inserts one copy of `message` per recipient, in one unordered `insert`; `delivered`
+    /// marks copies written by [`InboxStore::deliver`], which `remove_from` may take back.
     async fn insert_copies<P: Payload>(
         &self,
         message: &Message<P>,
         recipients: &[String],
+        delivered: bool,
     ) -> Result<()> {
-        let document = message.to_document()?;
+        let mut document = message.to_document()?;
+        if delivered {
+            document.insert("delivered", true);
+        }
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
@@ -137,13 +142,13 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
     async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
-        self.insert_copies(&message, &message.to).await?;
+        self.insert_copies(&message, &message.to, false).await?;
         Ok(message)
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
         validate::check_recipients(recipients)?;
-        match self.insert_copies(message, recipients).await {
+        match self.insert_copies(message, recipients, true).await {
             // Copies already there: the unique index refused them, as it should.
             Err(Error::Database(error)) if is_duplicate_key(&error) => Ok(()),
             outcome => outcome,
@@ -155,7 +160,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
         validate::check_user_id("sender", sender)?;
         let removed = self
             .copies
-            .delete_many(doc! { "recipient": owner, "from": sender })
+            .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
             .await?;
         Ok(removed.deleted_count)
     }

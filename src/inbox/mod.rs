@@ -269,14 +269,21 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// written.
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()>;
 
-    /// Removes every message from `sender` out of `owner`'s inbox (when `owner` stops following
-    /// `sender`); returns how many went. Other recipients keep their copies.
+    /// Removes from `owner`'s inbox the messages from `sender` that reached it through
+    /// [`InboxStore::deliver`] (posts to followers, backfills), when `owner` stops following
+    /// `sender`; messages sent to `owner` with [`InboxStore::send`] stay. Returns how many went.
     ///
     /// # Errors
     ///
     /// [`crate::Error::NotSupported`] for [`BucketedFanOut`], whose positions would shift (a
     /// bucketed inbox keeps what it received); [`crate::Error::EmptyUserId`].
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
+
+    /// The largest message (encoded, in bytes) the store accepts, so a caller can refuse a
+    /// larger one before writing anything else.
+    fn max_message_bytes(&self) -> usize {
+        MAX_DOCUMENT_BYTES - 1024
+    }
 
     /// One page of `owner`'s inbox, newest first.
     ///
