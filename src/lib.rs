@@ -2,6 +2,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod bson_ext;
 pub mod comments;
 pub mod delivery;
 pub mod error;

@@ -12,6 +12,7 @@ use super::{
     validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
     Features, NewComment, Order, ThreadedComments,
 };
+use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -348,12 +349,7 @@ enum Change<T> {
 
 /// A non-negative count field, 0 when missing.
 fn count_field(document: &Document, field: &str) -> usize {
-    match document.get(field) {
-        Some(Bson::Int32(n)) => (*n).max(0) as usize,
-        Some(Bson::Int64(n)) => (*n).max(0) as usize,
-        Some(Bson::Double(n)) => n.max(0.0) as usize,
-        _ => 0,
-    }
+    bson_ext::count(document, field) as usize
 }
 
 /// A page from `entries` (in view order) after the cursor position, which `is_after` tests.

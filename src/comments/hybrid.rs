@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::options::{FindOptions, IndexOptions};
 use mongodb::{Collection, Database, IndexModel};
@@ -15,6 +15,7 @@ use super::{
     validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
     Design, Features, NewComment, Order, ThreadedComments,
 };
+use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -402,12 +403,7 @@ fn new_slug() -> String {
 
 /// An integer field, 0 when missing.
 fn number(document: &Document, field: &str) -> i64 {
-    match document.get(field) {
-        Some(Bson::Int32(n)) => i64::from(*n),
-        Some(Bson::Int64(n)) => *n,
-        Some(Bson::Double(n)) => *n as i64,
-        _ => 0,
-    }
+    bson_ext::integer(document, field).unwrap_or(0)
 }
 
 #[async_trait]

@@ -25,7 +25,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -191,12 +191,7 @@ impl<X: Payload> FeedStore<X> {
         else {
             return Ok(None);
         };
-        let generation = match found.get("generation") {
-            Some(Bson::Int32(n)) => i64::from(*n),
-            Some(Bson::Int64(n)) => *n,
-            Some(Bson::Double(n)) => *n as i64,
-            _ => 0,
-        };
+        let generation = crate::bson_ext::integer(&found, "generation").unwrap_or(0);
         let mut items = decode_items(Some(found))?;
         sort_items(&mut items);
         Ok(Some((items, generation)))
@@ -232,12 +227,7 @@ impl<X: Payload> FeedStore<X> {
         let mut likes = HashMap::with_capacity(counts.len());
         for count in &counts {
             if let Ok(post) = count.get_object_id("_id") {
-                let n = match count.get("likes") {
-                    Some(Bson::Int32(n)) => *n as u64,
-                    Some(Bson::Int64(n)) => *n as u64,
-                    Some(Bson::Double(n)) => *n as u64,
-                    _ => 0,
-                };
+                let n = crate::bson_ext::count(count, "likes");
                 likes.insert(post, n);
             }
         }

@@ -68,6 +68,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use crate::bson_ext;
 use crate::inbox::check_collection_name;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
@@ -711,14 +712,9 @@ impl FollowGraph {
             .find_one(doc! { "_id": user })
             .await?
             .ok_or_else(|| not_found("user", user))?;
-        let count = |field: &str| match found.get(field) {
-            Some(Bson::Int64(n)) => (*n).max(0) as u64,
-            Some(Bson::Int32(n)) => (*n).max(0) as u64,
-            _ => 0,
-        };
         Ok(UserStats {
-            followers: count("followers"),
-            following: count("following"),
+            followers: bson_ext::count(&found, "followers"),
+            following: bson_ext::count(&found, "following"),
         })
     }
 

@@ -13,6 +13,7 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
+use crate::bson_ext::integer;
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
@@ -615,14 +616,5 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
 
     fn database(&self) -> &Database {
         &self.database
-    }
-}
-
-fn integer(document: &Document, key: &str) -> Option<i64> {
-    match document.get(key)? {
-        Bson::Int32(v) => Some(i64::from(*v)),
-        Bson::Int64(v) => Some(*v),
-        Bson::Double(v) => Some(*v as i64),
-        _ => None,
     }
 }
