@@ -1,12 +1,12 @@
 //! Reading a timeline: the inbox, celebrities merged in, and the fan-out-on-read view that
 //! stands in while a returning user's inbox is rebuilt.
 
-use bson::oid::ObjectId;
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::worker::decode_post;
 use super::Delivery;
+use crate::feed::FollowSource;
 use crate::inbox::{Message, Page, PageCursor, PageRequest};
 use crate::{Error, Payload, Result, Strategy};
 
@@ -48,7 +48,11 @@ impl<P: Payload> Delivery<P> {
                 max: PageRequest::MAX_LIMIT,
             });
         }
-        let after = page.after.as_ref().map(time_key).transpose()?;
+        let after = page
+            .after
+            .as_ref()
+            .map(|cursor| cursor.older_than("_id"))
+            .transpose()?;
         let rebuilding = inner
             .activity
             .find_one(doc! { "_id": owner, "rebuilding": true })
@@ -61,7 +65,7 @@ impl<P: Payload> Delivery<P> {
         // follows (and `owner`), whose missed posts are on their way; otherwise the
         // celebrities `owner` follows, whose posts are never copied.
         let others = if rebuilding {
-            let mut authors = inner.followees(owner).await?;
+            let mut authors = inner.graph.followees_of(owner).await?;
             authors.push(owner.to_owned());
             authors
         } else {
@@ -88,19 +92,12 @@ impl<P: Payload> Delivery<P> {
     async fn outbox_page(
         &self,
         authors: &[String],
-        after: Option<(bson::DateTime, ObjectId)>,
+        after: Option<Document>,
         limit: usize,
     ) -> Result<Page<Message<P>>> {
         let mut filter = doc! { "from": { "$in": authors } };
-        if let Some((sent, id)) = after {
-            filter.insert("sent", doc! { "$lte": sent });
-            filter.insert(
-                "$or",
-                vec![
-                    Bson::Document(doc! { "sent": { "$lt": sent } }),
-                    Bson::Document(doc! { "_id": { "$lt": id } }),
-                ],
-            );
+        if let Some(after) = after {
+            filter.extend(after);
         }
         let found: Vec<Document> = self
             .inner
@@ -118,7 +115,7 @@ impl<P: Payload> Delivery<P> {
         let more = items.len() > limit;
         items.truncate(limit);
         let next = match items.last() {
-            Some(last) if more => Some(cursor_after(last)),
+            Some(last) if more => Some(PageCursor::after_time(last.sent, last.id)),
             _ => None,
         };
         Ok(Page { items, next })
@@ -140,29 +137,8 @@ fn merge<P>(
     let cut = ours.items.len() > limit;
     ours.items.truncate(limit);
     ours.next = match ours.items.last() {
-        Some(last) if more || cut => Some(cursor_after(last)),
+        Some(last) if more || cut => Some(PageCursor::after_time(last.sent, last.id)),
         _ => None,
     };
     ours
-}
-
-/// The cursor of the time-ordered inboxes after `message`: `t.<sent millis>.<id>`.
-fn cursor_after<P>(message: &Message<P>) -> PageCursor {
-    PageCursor::from(format!(
-        "t.{}.{}",
-        message.sent.timestamp_millis(),
-        message.id.0.to_hex()
-    ))
-}
-
-/// The `(sent, id)` a time-ordered cursor continues after.
-fn time_key(cursor: &PageCursor) -> Result<(bson::DateTime, ObjectId)> {
-    let invalid = || Error::InvalidCursor {
-        reason: "not a cursor of a time-ordered inbox".to_owned(),
-    };
-    let rest = cursor.as_str().strip_prefix("t.").ok_or_else(invalid)?;
-    let (millis, id) = rest.split_once('.').ok_or_else(invalid)?;
-    let millis: i64 = millis.parse().map_err(|_| invalid())?;
-    let id = ObjectId::parse_str(id).map_err(|_| invalid())?;
-    Ok((bson::DateTime::from_millis(millis), id))
 }

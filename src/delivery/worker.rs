@@ -8,6 +8,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::{Inner, FAN_OUT, REBUILD};
+use crate::feed::FollowSource;
 use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};
@@ -34,20 +35,6 @@ impl<P: Payload> Inner<P> {
             .filter(|user| seen.contains(user.as_str()))
             .cloned()
             .collect())
-    }
-
-    /// Everyone `user` follows, by any route.
-    pub(super) async fn followees(&self, user: &str) -> Result<Vec<String>> {
-        let mut all = Vec::new();
-        let mut query = GraphQuery::first(GraphQuery::MAX_LIMIT);
-        loop {
-            let page = self.graph.following(user, &query).await?;
-            all.extend(page.items.into_iter().map(|s| s.user));
-            match page.next {
-                Some(next) => query = GraphQuery::after(GraphQuery::MAX_LIMIT, next),
-                None => return Ok(all),
-            }
-        }
     }
 
     /// The newest `limit` posts of `authors` (sent at or after `since`, if given) from the
@@ -164,7 +151,7 @@ impl<P: Payload> Inner<P> {
             .get_str("user")
             .map_err(|_| corrupt("rebuild job without user"))?;
         let since = job.payload.get_datetime("since").ok().copied();
-        let followees = self.followees(user).await?;
+        let followees = self.graph.followees_of(user).await?;
         let posts = self
             .newest_posts(&followees, since, self.rebuild_limit)
             .await?;

@@ -28,7 +28,7 @@ impl PageCursor {
         &self.0
     }
 
-    pub(super) fn after_time(sent: bson::DateTime, id: MessageId) -> Self {
+    pub(crate) fn after_time(sent: bson::DateTime, id: MessageId) -> Self {
         Self(format!("t.{}.{}", sent.timestamp_millis(), id.0.to_hex()))
     }
 
@@ -37,7 +37,7 @@ impl PageCursor {
     }
 
     /// The `(sent, id)` of the last message of the previous page.
-    pub(super) fn time_key(&self) -> Result<(bson::DateTime, MessageId)> {
+    pub(crate) fn time_key(&self) -> Result<(bson::DateTime, MessageId)> {
         let rest = self
             .0
             .strip_prefix("t.")
@@ -48,6 +48,20 @@ impl PageCursor {
         let millis: i64 = millis.parse().map_err(|_| invalid("bad timestamp"))?;
         let id = ObjectId::parse_str(id).map_err(|_| invalid("bad message id"))?;
         Ok((bson::DateTime::from_millis(millis), MessageId(id)))
+    }
+
+    /// The filter for messages after this cursor in newest-first `(sent, id)` order, with the
+    /// message id in `id_field`. `sent <= cursor` bounds the index scan; the `$or` drops the
+    /// cursor's own millisecond up to and including the cursor's message.
+    pub(crate) fn older_than(&self, id_field: &str) -> Result<bson::Document> {
+        let (sent, id) = self.time_key()?;
+        Ok(bson::doc! {
+            "sent": { "$lte": sent },
+            "$or": [
+                { "sent": { "$lt": sent } },
+                { id_field: { "$lt": id.0 } },
+            ],
+        })
     }
 
     /// The position of the last message of the previous page.

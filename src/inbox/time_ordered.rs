@@ -1,7 +1,7 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
 //! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`].
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
@@ -40,17 +40,7 @@ pub(super) async fn read_page<P: Payload>(
     validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
     if let Some(cursor) = &page.after {
-        let (sent, id) = cursor.time_key()?;
-        // `sent <= cursor` bounds the index scan; the `$or` drops the cursor's own millisecond
-        // up to and including the cursor's message.
-        filter.insert("sent", doc! { "$lte": sent });
-        filter.insert(
-            "$or",
-            vec![
-                Bson::Document(doc! { "sent": { "$lt": sent } }),
-                Bson::Document(doc! { layout.id_field: { "$lt": id.0 } }),
-            ],
-        );
+        filter.extend(cursor.older_than(layout.id_field)?);
     }
     let fetch = page.limit + 1;
     let mut documents: Vec<Document> = collection
