@@ -657,37 +657,34 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        if users.is_empty() {
-            return Ok(Vec::new());
-        }
-        let found: Vec<Document> = self
-            .subscriptions
-            .find(doc! { "owner": owner, "user": { "$in": users } })
-            .projection(doc! { "user": 1 })
-            .await?
-            .try_collect()
-            .await?;
-        Ok(found
-            .iter()
-            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
-            .collect())
+        self.subscribed(("owner", owner), ("user", users)).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        if owners.is_empty() {
+        self.subscribed(("user", user), ("owner", owners)).await
+    }
+
+    /// The `other.0` of each subscription whose `fixed.0` is `fixed.1` and whose `other.0` is
+    /// one of `other.1`.
+    async fn subscribed(
+        &self,
+        fixed: (&str, &str),
+        other: (&str, &[String]),
+    ) -> Result<Vec<String>> {
+        if other.1.is_empty() {
             return Ok(Vec::new());
         }
         let found: Vec<Document> = self
             .subscriptions
-            .find(doc! { "user": user, "owner": { "$in": owners } })
-            .projection(doc! { "owner": 1 })
+            .find(doc! { fixed.0: fixed.1, other.0: { "$in": other.1 } })
+            .projection(doc! { other.0: 1 })
             .await?
             .try_collect()
             .await?;
         Ok(found
             .iter()
-            .filter_map(|d| d.get_str("owner").ok().map(str::to_owned))
+            .filter_map(|d| d.get_str(other.0).ok().map(str::to_owned))
             .collect())
     }
 
