@@ -70,9 +70,7 @@ use mongo_social::comments::{
     Author, CommentCursor, CommentQuery, CommentStore, Embedded, HybridPages, NewComment,
     PerComment,
 };
-use mongo_social::testing::{self, CommandCounter};
-use mongo_social::ServerInfo;
-use mongodb::options::ClientOptions;
+use mongo_social::testing::CommandCounter;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
@@ -164,22 +162,7 @@ struct Env {
 impl Env {
     fn new() -> Self {
         let config = Config::from_env();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let commands = CommandCounter::new();
-        let (client, info) = rt.block_on(async {
-            let mut options = ClientOptions::parse(testing::server_uri())
-                .await
-                .expect("parse the server URI");
-            commands.attach(&mut options);
-            let client = Client::with_options(options).expect("client");
-            let info = ServerInfo::detect(&client)
-                .await
-                .expect("detect the server");
-            (client, info)
-        });
+        let (rt, client, commands, info) = bench_env::connect();
         let capabilities = info.capabilities();
         eprintln!(
             "server: {}; scale: {}; {config:?}",

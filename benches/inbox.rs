@@ -57,12 +57,10 @@ use std::time::{Duration, Instant};
 use bson::Document;
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use futures::{StreamExt, TryStreamExt};
-use mongo_social::testing::{self, CommandCounter};
+use mongo_social::testing::CommandCounter;
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
-    ServerInfo, Strategy,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest, Strategy,
 };
-use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
@@ -165,22 +163,7 @@ struct Env {
 impl Env {
     fn new() -> Self {
         let config = Config::from_env();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("tokio runtime");
-        let commands = CommandCounter::new();
-        let (client, info) = rt.block_on(async {
-            let mut options = ClientOptions::parse(testing::server_uri())
-                .await
-                .expect("parse the server URI");
-            commands.attach(&mut options);
-            let client = Client::with_options(options).expect("client");
-            let info = ServerInfo::detect(&client)
-                .await
-                .expect("detect the server");
-            (client, info)
-        });
+        let (rt, client, commands, info) = bench_env::connect();
         eprintln!(
             "server: {}; scale: {}; {config:?}",
             info.describe(),

@@ -41,3 +41,31 @@ pub fn runs(groups: &Option<Vec<String>>, group: &str) -> bool {
         .as_ref()
         .is_none_or(|groups| groups.iter().any(|g| g == group))
 }
+
+/// A multi-threaded runtime and, made in it, a client of the test server (`MONGODB_URI`, or the
+/// fixture's FerretDB) with a [`CommandCounter`] attached, and what the server is.
+pub fn connect() -> (
+    tokio::runtime::Runtime,
+    mongodb::Client,
+    mongo_social::testing::CommandCounter,
+    mongo_social::ServerInfo,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let commands = mongo_social::testing::CommandCounter::new();
+    let (client, info) = rt.block_on(async {
+        let mut options =
+            mongodb::options::ClientOptions::parse(mongo_social::testing::server_uri())
+                .await
+                .expect("parse the server URI");
+        commands.attach(&mut options);
+        let client = mongodb::Client::with_options(options).expect("client");
+        let info = mongo_social::ServerInfo::detect(&client)
+            .await
+            .expect("detect the server");
+        (client, info)
+    });
+    (rt, client, commands, info)
+}
