@@ -263,17 +263,21 @@ impl Embedded {
         Ok(found.map(|found| count_field(&found, "bytes")))
     }
 
-    /// The error for a write whose filter did not match: the discussion is missing or full.
-    async fn refused(&self, discussion: &str, growth: i64) -> Error {
-        match self.bytes(discussion).await {
-            Ok(None) => validate::no_discussion(discussion),
-            Ok(Some(bytes)) => Error::DiscussionFull {
-                discussion: discussion.to_owned(),
-                size: (bytes as i64 + growth).max(0) as usize,
-                limit: self.max_document_bytes,
-            },
-            Err(error) => error,
-        }
+    /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
+    /// or would pass its limit (one read). `None`: there is room, so a filter that did not
+    /// match lost to another writer.
+    async fn refusal(&self, discussion: &str, growth: i64) -> Result<Option<Error>> {
+        Ok(match self.bytes(discussion).await? {
+            None => Some(validate::no_discussion(discussion)),
+            Some(bytes) if bytes as i64 + growth > self.max_document_bytes as i64 => {
+                Some(Error::DiscussionFull {
+                    discussion: discussion.to_owned(),
+                    size: (bytes as i64 + growth).max(0) as usize,
+                    limit: self.max_document_bytes,
+                })
+            }
+            Some(_) => None,
+        })
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -315,21 +319,15 @@ impl Embedded {
                     if result.matched_count == 1 {
                         return Ok(value);
                     }
-                    if growth > 0 && self.over_limit(discussion, growth).await? {
-                        return Err(self.refused(discussion, growth).await);
+                    if growth > 0 {
+                        if let Some(refusal) = self.refusal(discussion, growth).await? {
+                            return Err(refusal);
+                        }
                     }
                 }
                 Err(Error::Contention { attempts: ATTEMPTS })
             })
             .await
-    }
-
-    /// Whether `growth` more bytes would pass the limit.
-    async fn over_limit(&self, discussion: &str, growth: i64) -> Result<bool> {
-        Ok(match self.bytes(discussion).await? {
-            Some(bytes) => bytes as i64 + growth > self.max_document_bytes as i64,
-            None => true,
-        })
     }
 }
 
@@ -464,7 +462,11 @@ impl CommentStore for Embedded {
                 let index = count_field(&document, "slots") - 1;
                 Ok(node.comment(&[index]))
             }
-            None => Err(self.refused(discussion, growth).await),
+            // Room appeared between the push and this read: a concurrent edit or delete.
+            None => Err(self
+                .refusal(discussion, growth)
+                .await?
+                .unwrap_or(Error::Contention { attempts: 1 })),
         }
     }
 
@@ -660,8 +662,8 @@ impl ThreadedComments for Embedded {
                     {
                         return Ok(index);
                     }
-                    if self.over_limit(discussion, growth).await? {
-                        return Err(self.refused(discussion, growth).await);
+                    if let Some(refusal) = self.refusal(discussion, growth).await? {
+                        return Err(refusal);
                     }
                 }
                 Err(Error::Contention { attempts: ATTEMPTS })
