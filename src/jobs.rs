@@ -243,22 +243,15 @@ impl JobQueue {
     /// follow-up that already ran and left the queue is queued again; its handler must be
     /// idempotent, as every handler must.)
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
-        let inserted = self
-            .jobs
-            .insert_one(doc! {
-                "_id": id,
-                "kind": kind,
-                "payload": payload,
-                "attempts": 0,
-                "not_before": bson::DateTime::now(),
-                "failed": false,
-            })
-            .await;
-        match inserted {
-            Ok(_) => Ok(true),
-            Err(error) if crate::update_batch::is_duplicate_key(&error) => Ok(false),
-            Err(error) => Err(error.into()),
-        }
+        let job = doc! {
+            "_id": id,
+            "kind": kind,
+            "payload": payload,
+            "attempts": 0,
+            "not_before": bson::DateTime::now(),
+            "failed": false,
+        };
+        crate::update_batch::insert_once(&self.jobs, job).await
     }
 
     /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,

@@ -167,9 +167,24 @@ pub(crate) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
     match &*error.kind {
         ErrorKind::Write(WriteFailure::WriteError(write)) => write.code == DUPLICATE_KEY,
         ErrorKind::Command(command) => command.code == DUPLICATE_KEY,
-        ErrorKind::InsertMany(failure) => failure.write_errors.as_ref().is_some_and(|errors| {
-            !errors.is_empty() && errors.iter().all(|write| write.code == DUPLICATE_KEY)
-        }),
+        ErrorKind::InsertMany(failure) => {
+            failure.write_concern_error.is_none()
+                && failure.write_errors.as_ref().is_some_and(|errors| {
+                    !errors.is_empty() && errors.iter().all(|write| write.code == DUPLICATE_KEY)
+                })
+        }
         _ => false,
+    }
+}
+
+/// Inserts `document`; `false` (and nothing written) if a unique index already held its key.
+pub(crate) async fn insert_once(
+    collection: &mongodb::Collection<Document>,
+    document: Document,
+) -> crate::Result<bool> {
+    match collection.insert_one(document).await {
+        Ok(_) => Ok(true),
+        Err(error) if is_duplicate_key(&error) => Ok(false),
+        Err(error) => Err(error.into()),
     }
 }

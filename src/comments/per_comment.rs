@@ -17,7 +17,7 @@ use super::{
 };
 use crate::inbox::check_collection_names;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::{insert_once, is_duplicate_key};
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.
@@ -377,15 +377,7 @@ impl PerComment {
             });
         }
         for tombstone in missing {
-            match self
-                .comments
-                .insert_one(bson::to_document(&tombstone)?)
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if is_duplicate_key(&error) => {}
-                Err(error) => return Err(error.into()),
-            }
+            insert_once(&self.comments, bson::to_document(&tombstone)?).await?;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::insert_once;
 use crate::Result;
 
 #[derive(Clone, Debug)]
@@ -21,11 +21,7 @@ impl Registry {
     /// nothing.
     pub(super) async fn create(&self, discussion: &str, mut fields: Document) -> Result<()> {
         fields.insert("_id", discussion);
-        match self.discussions.insert_one(fields).await {
-            Ok(_) => Ok(()),
-            Err(error) if is_duplicate_key(&error) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        insert_once(&self.discussions, fields).await.map(drop)
     }
 
     /// The discussion's registration document, if it was registered.

@@ -12,7 +12,7 @@ use crate::feed::FollowSource;
 use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::insert_once;
 use crate::{Error, Payload, Result};
 
 impl<P: Payload> Inner<P> {
@@ -109,11 +109,7 @@ impl<P: Payload> Inner<P> {
             let mut outbox = document.clone();
             outbox.remove("id");
             outbox.insert("_id", message.id.0);
-            match self.outbox.insert_one(outbox).await {
-                Ok(_) => {}
-                Err(error) if is_duplicate_key(&error) => {}
-                Err(error) => return Err(error.into()),
-            }
+            insert_once(&self.outbox, outbox).await?;
         }
         let query = GraphQuery {
             limit: self.batch,

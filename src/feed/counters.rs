@@ -79,7 +79,7 @@ impl<X: Payload> FeedStore<X> {
         self.serialized(&[counter_lock(post)], async {
             match self.collections.likes.insert_one(like).await {
                 Ok(_) => {}
-                Err(error) if super::only_duplicate_keys(&error) => return Ok(false),
+                Err(error) if crate::update_batch::is_duplicate_key(&error) => return Ok(false),
                 Err(error) => return Err(error.into()),
             }
             if let Err(error) = self.increment_unlocked(post, "likes", 1).await {

@@ -405,7 +405,7 @@ impl<X: Payload> FeedStore<X> {
             .ordered(false)
             .await
         {
-            if !super::only_duplicate_keys(&error) {
+            if !crate::update_batch::is_duplicate_key(&error) {
                 return Err(error.into());
             }
         }

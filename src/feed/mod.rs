@@ -565,21 +565,3 @@ impl<X: Payload> FeedStore<X> {
         Ok(value)
     }
 }
-
-/// Whether a driver error is only duplicate key errors (code 11000).
-pub(crate) fn only_duplicate_keys(error: &mongodb::error::Error) -> bool {
-    use mongodb::error::{ErrorKind, WriteFailure};
-    const DUPLICATE_KEY: i32 = 11000;
-    match &*error.kind {
-        ErrorKind::Write(WriteFailure::WriteError(e)) => e.code == DUPLICATE_KEY,
-        ErrorKind::InsertMany(failure) => {
-            failure.write_concern_error.is_none()
-                && failure
-                    .write_errors
-                    .iter()
-                    .flatten()
-                    .all(|e| e.code == DUPLICATE_KEY)
-        }
-        _ => false,
-    }
-}

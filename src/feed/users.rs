@@ -152,7 +152,7 @@ impl<X: Payload> FeedStore<X> {
             .await
         {
             Ok(_) => Ok(user),
-            Err(error) if super::only_duplicate_keys(&error) => {
+            Err(error) if crate::update_batch::is_duplicate_key(&error) => {
                 // Servers differ in naming the index in the message: ask which one clashed.
                 let id_taken = self
                     .collections

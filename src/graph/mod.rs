@@ -73,7 +73,7 @@ use crate::inbox::check_collection_name;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::insert_once;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
@@ -930,15 +930,6 @@ fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Optio
     items.truncate(limit);
     more.then(|| items.last().map(|last| GraphCursor::after(&id(last))))
         .flatten()
-}
-
-/// Inserts `document`; `false` if a unique index already held its key.
-async fn insert_once(collection: &Collection<Document>, document: Document) -> Result<bool> {
-    match collection.insert_one(document).await {
-        Ok(_) => Ok(true),
-        Err(error) if is_duplicate_key(&error) => Ok(false),
-        Err(error) => Err(error.into()),
-    }
 }
 
 fn check_id(field: &'static str, id: &str) -> Result<()> {
