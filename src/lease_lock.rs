@@ -78,7 +78,7 @@ impl LeaseLocks {
     /// # Errors
     ///
     /// [`Error::Contention`] after `max_waits` rounds; any server error.
-    pub(crate) async fn acquire_all(
+    async fn acquire_all(
         &self,
         keys: &[String],
         token: ObjectId,
@@ -112,43 +112,22 @@ impl LeaseLocks {
         Ok(())
     }
 
-    /// Takes the lock on one `key` under `token`, waiting (with [`backoff`]) while another holder
-    /// has it, and taking it over once that holder's lease has run out.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contention`] after [`MAX_LOCK_WAITS`] waits; server errors as they come.
-    pub(crate) async fn acquire(&self, key: &str, token: ObjectId) -> Result<()> {
-        let keys = [key.to_owned()];
-        for waits in 1..=MAX_LOCK_WAITS {
-            if !self.try_acquire(&keys, token).await?.is_empty() {
-                return Ok(());
-            }
-            // Locks outlive a dead holder by their lease: looking for expired ones on the first
-            // wait and every 16th after is enough, and spares a `delete` per wait.
-            if waits % 16 == 1 {
-                self.break_expired(&keys).await?;
-            }
-            tokio::time::sleep(backoff(waits)).await;
-        }
-        Err(Error::Contention {
-            attempts: MAX_LOCK_WAITS,
-        })
+    /// Runs `work` while holding the locks on all of `keys` (taken together, waiting while
+    /// another holder has any of them, see [`LeaseLocks::acquire_all`]), and releases them
+    /// whatever `work` returns.
+    pub(crate) async fn with_locks<T, F>(&self, keys: &[String], work: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        self.holding(keys, ObjectId::new(), work).await
     }
 
-    /// Runs `work` while holding the lock on `key`, and releases the lock whatever `work`
-    /// returns.
+    /// [`LeaseLocks::with_locks`] for one key.
     pub(crate) async fn with_lock<T, F>(&self, key: &str, work: F) -> Result<T>
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        let token = ObjectId::new();
-        self.acquire(key, token).await?;
-        let outcome = work.await;
-        let released = self.release(&[key.to_owned()], token).await;
-        let value = outcome?;
-        released?;
-        Ok(value)
+        self.with_locks(&[key.to_owned()], work).await
     }
 
     /// Runs `work` while holding the lock on `key`, handing it the [`Lease`] so long work can
@@ -158,15 +137,23 @@ impl LeaseLocks {
         F: FnOnce(Lease) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let token = ObjectId::new();
-        self.acquire(key, token).await?;
         let lease = Lease {
             locks: self.clone(),
             key: key.to_owned(),
-            token,
+            token: ObjectId::new(),
         };
-        let outcome = work(lease).await;
-        let released = self.release(&[key.to_owned()], token).await;
+        let token = lease.token;
+        self.holding(&[key.to_owned()], token, work(lease)).await
+    }
+
+    /// Takes `keys` under `token`, runs `work`, releases them; `work`'s error comes first.
+    async fn holding<T, F>(&self, keys: &[String], token: ObjectId, work: F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        self.acquire_all(keys, token, MAX_LOCK_WAITS).await?;
+        let outcome = work.await;
+        let released = self.release(keys, token).await;
         let value = outcome?;
         released?;
         Ok(value)

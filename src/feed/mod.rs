@@ -62,7 +62,7 @@ pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
 
 use crate::inbox::{check_collection_name, Payload};
 use crate::jobs::{JobQueue, Worker};
-use crate::lease_lock::{LeaseLocks, MAX_LOCK_WAITS};
+use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, ServerInfo};
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
@@ -556,12 +556,6 @@ impl<X: Payload> FeedStore<X> {
         if self.capabilities.atomic_updates {
             return f.await;
         }
-        let token = ObjectId::new();
-        self.locks.acquire_all(keys, token, MAX_LOCK_WAITS).await?;
-        let outcome = f.await;
-        let released = self.locks.release(keys, token).await;
-        let value = outcome?;
-        released?;
-        Ok(value)
+        self.locks.with_locks(keys, f).await
     }
 }
