@@ -78,12 +78,7 @@ impl LeaseLocks {
     /// # Errors
     ///
     /// [`Error::Contention`] after `max_waits` rounds; any server error.
-    async fn acquire_all(
-        &self,
-        keys: &[String],
-        token: ObjectId,
-        max_waits: usize,
-    ) -> Result<()> {
+    async fn acquire_all(&self, keys: &[String], token: ObjectId, max_waits: usize) -> Result<()> {
         let mut waits = 0;
         loop {
             let taken = self.try_acquire(keys, token).await?;
