@@ -60,16 +60,9 @@
 //! growing document on every post); `MONGO_SOCIAL_BENCH_COMMENT_PAGE=100` skips that.
 
 use std::cell::Cell;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{doc, Document};
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use futures::StreamExt;
-use mongo_social::comments::{
-    Author, CommentCursor, CommentQuery, CommentStore, Embedded, HybridPages, NewComment,
-    PerComment,
-};
 use mongo_social::testing::CommandCounter;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
@@ -80,20 +73,10 @@ mod bench_env;
 #[path = "support/seed_comments.rs"]
 mod seed_comments;
 
-use seed_comments::{SeedComments, SeedServer, SeedView};
+#[path = "support/comment_subjects.rs"]
+mod comment_subjects;
 
-/// Comments per page read in the `page` group.
-const PAGE: usize = 50;
-/// The discussion every subject posts to and reads.
-const DISCUSSION: &str = "article-1";
-/// Authors taking turns.
-const AUTHORS: u64 = 8;
-/// The 16 MiB document limit an embedded discussion must fit, less the 64 KiB our embedded
-/// design keeps for the application's own fields.
-const EMBEDDED_MAX_BYTES: usize = 16 * 1024 * 1024 - 64 * 1024;
-/// Bytes an embedded comment costs its document beyond its encoding (array index key, and some
-/// slack), as our embedded design counts them.
-const EMBEDDED_ELEMENT_OVERHEAD: usize = 32;
+use comment_subjects::{Server, Subject, PAGE};
 
 /// Sizes and switches, from the environment.
 #[derive(Debug)]
@@ -153,17 +136,14 @@ struct Env {
     client: Client,
     commands: CommandCounter,
     config: Config,
-    /// Whether the server's single-document updates are atomic (MongoDB; not FerretDB 1.x).
-    atomic_updates: bool,
-    /// What the seed baselines may ask of the server.
-    seed_server: SeedServer,
+    /// What the server offers that changes how the designs run.
+    server: Server,
 }
 
 impl Env {
     fn new() -> Self {
         let config = Config::from_env();
         let (rt, client, commands, info) = bench_env::connect();
-        let capabilities = info.capabilities();
         eprintln!(
             "server: {}; scale: {}; {config:?}",
             info.describe(),
@@ -174,11 +154,7 @@ impl Env {
             client,
             commands,
             config,
-            atomic_updates: capabilities.atomic_updates,
-            seed_server: SeedServer {
-                slice_projection: capabilities.slice_projection,
-                find_and_modify_projection: capabilities.find_and_modify_projection,
-            },
+            server: Server::of(&info),
         }
     }
 
@@ -194,300 +170,13 @@ impl Env {
     }
 }
 
-/// What is measured: one of our designs or one of the manual's.
-enum Kind {
-    Ours(Arc<dyn CommentStore>),
-    Seed(SeedComments),
-}
-
-/// A design in its own database.
-struct Subject {
-    kind: Kind,
-    db: Database,
-    name: &'static str,
-}
-
-/// Which order a page is read in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum View {
-    Chronological,
-    Threaded,
-}
-
-impl View {
-    fn name(self) -> &'static str {
-        match self {
-            View::Chronological => "chronological",
-            View::Threaded => "threaded",
-        }
-    }
-
-    fn seed(self) -> SeedView {
-        match self {
-            View::Chronological => SeedView::Chronological,
-            View::Threaded => SeedView::Threaded,
-        }
-    }
-}
-
-/// One page to read: where it starts, and how each kind of subject gets there.
-struct PageCase {
-    view: View,
-    /// `first` or `end`.
-    place: &'static str,
-    /// Our designs: the keyset cursor before the page (`None` for the first page).
-    cursor: Option<CommentCursor>,
-    /// The seeds: `page_num` for `skip(page_num * 50)`.
-    page_num: usize,
-}
-
-/// Comment `i`: a 64-character text.
-fn text(i: u64) -> String {
-    format!("{:.<64}", format!("comment {i} by user{} ", i % AUTHORS))
-}
-
-/// The author of comment `i`.
-fn author(i: u64) -> Author {
-    let user = i % AUTHORS;
-    Author::new(format!("user{user}"), format!("User {user}"))
-}
-
-/// The manual's `author_info`: `{id, name}`.
-fn seed_author(i: u64) -> Document {
-    let author = author(i);
-    doc! { "id": author.id, "name": author.name }
-}
-
 /// Our three designs and the manual's three, each in the (dropped) database
 /// `mongo_social_bench_comments_<group>_<design>_m<m>`.
 fn subjects(env: &Env, group: &str, m: u64) -> Vec<Subject> {
-    let database = |name: &str| {
+    comment_subjects::subjects(|name| {
         let design = name.replace([' ', '-'], "_");
         env.database(&format!("{group}_{design}_m{m}"))
-    };
-    let mut subjects = Vec::new();
-    for name in ["per-comment", "embedded", "hybrid-pages"] {
-        let db = database(name);
-        let store: Arc<dyn CommentStore> = match name {
-            "per-comment" => Arc::new(PerComment::new(&db)),
-            "embedded" => Arc::new(Embedded::new(&db)),
-            _ => Arc::new(HybridPages::new(&db)),
-        };
-        debug_assert_eq!(store.design().name(), name);
-        subjects.push(Subject {
-            kind: Kind::Ours(store),
-            db,
-            name,
-        });
-    }
-    for seed in SeedComments::ALL {
-        subjects.push(Subject {
-            kind: Kind::Seed(seed),
-            db: database(seed.name()),
-            name: seed.name(),
-        });
-    }
-    subjects
-}
-
-impl Subject {
-    fn threaded(&self) -> bool {
-        match &self.kind {
-            Kind::Ours(store) => store.threaded().is_some(),
-            Kind::Seed(seed) => seed.threaded(),
-        }
-    }
-
-    fn is_embedded(&self) -> bool {
-        match &self.kind {
-            Kind::Ours(store) => store.design().name() == "embedded",
-            Kind::Seed(seed) => *seed == SeedComments::Embedded,
-        }
-    }
-
-    /// Indexes and the discussion.
-    async fn setup(&self) {
-        match &self.kind {
-            Kind::Ours(store) => {
-                store.create_indexes().await.expect("create indexes");
-                store
-                    .create_discussion(DISCUSSION)
-                    .await
-                    .expect("create the discussion");
-            }
-            Kind::Seed(seed) => {
-                seed.create_indexes(&self.db).await.expect("create indexes");
-                seed.create_discussion(&self.db, DISCUSSION)
-                    .await
-                    .expect("create the discussion");
-            }
-        }
-    }
-
-    /// Posts top-level comment `i`; returns its link where the design hands one back.
-    async fn post(&self, env: &Env, i: u64) -> Option<String> {
-        match &self.kind {
-            Kind::Ours(store) => Some(
-                store
-                    .post(DISCUSSION, NewComment::new(author(i), text(i)))
-                    .await
-                    .expect("post")
-                    .link,
-            ),
-            Kind::Seed(seed) => seed
-                .post(
-                    &self.db,
-                    env.seed_server,
-                    DISCUSSION,
-                    &seed_author(i),
-                    &text(i),
-                )
-                .await
-                .expect("post"),
-        }
-    }
-
-    /// Posts comment `i` as a reply to `parent`.
-    async fn reply(&self, parent: &str, i: u64) {
-        match &self.kind {
-            Kind::Ours(store) => {
-                store
-                    .threaded()
-                    .expect("a threaded design")
-                    .reply(DISCUSSION, parent, NewComment::new(author(i), text(i)))
-                    .await
-                    .expect("reply");
-            }
-            Kind::Seed(seed) => {
-                seed.reply(&self.db, DISCUSSION, parent, &seed_author(i), &text(i))
-                    .await
-                    .expect("reply");
-            }
-        }
-    }
-
-    /// How many posts may run at once while filling without breaking the design.
-    fn fill_tasks(&self, env: &Env) -> usize {
-        let concurrent = match &self.kind {
-            Kind::Ours(store) => store.design().name() == "per-comment" || env.atomic_updates,
-            Kind::Seed(SeedComments::PerComment) => true,
-            Kind::Seed(SeedComments::Embedded) => env.atomic_updates,
-            Kind::Seed(SeedComments::Hybrid) => false,
-        };
-        if concurrent {
-            env.config.fill_tasks
-        } else {
-            1
-        }
-    }
-
-    /// Sets the design up and posts `m` top-level comments; returns their links (positions for
-    /// the seed's embedded design).
-    async fn fill(&self, env: &Env, m: u64) -> Vec<String> {
-        self.setup().await;
-        let links: Vec<Option<String>> = futures::stream::iter(0..m)
-            .map(|i| self.post(env, i))
-            .buffer_unordered(self.fill_tasks(env))
-            .collect()
-            .await;
-        let links: Vec<String> = links.into_iter().flatten().collect();
-        if let Kind::Ours(store) = &self.kind {
-            assert_eq!(store.count(DISCUSSION).await.expect("count"), m);
-        }
-        if links.is_empty() && self.threaded() {
-            // The seed's embedded design: position paths.
-            (0..m).map(|i| i.to_string()).collect()
-        } else {
-            links
-        }
-    }
-
-    /// The page `case` describes; returns how many comments it held.
-    async fn read(&self, env: &Env, case: &PageCase) -> usize {
-        match &self.kind {
-            Kind::Ours(store) => {
-                let mut query = CommentQuery::oldest_first(PAGE);
-                if let Some(cursor) = &case.cursor {
-                    query = query.after(cursor.clone());
-                }
-                let page = match case.view {
-                    View::Chronological => store.chronological(DISCUSSION, &query).await,
-                    View::Threaded => {
-                        store
-                            .threaded()
-                            .expect("a threaded design")
-                            .thread_page(DISCUSSION, &query)
-                            .await
-                    }
-                };
-                page.expect("page").comments.len()
-            }
-            Kind::Seed(seed) => seed
-                .page(
-                    &self.db,
-                    env.seed_server,
-                    DISCUSSION,
-                    case.view.seed(),
-                    case.page_num,
-                    PAGE,
-                )
-                .await
-                .expect("page")
-                .len(),
-        }
-    }
-
-    /// Our designs: the cursor after the first `offset` comments of `view`, found by paging
-    /// through (up to 1,000 comments a page).
-    async fn cursor_at(&self, view: View, offset: usize) -> Option<CommentCursor> {
-        let Kind::Ours(store) = &self.kind else {
-            return None;
-        };
-        let mut cursor = None;
-        let mut remaining = offset;
-        while remaining > 0 {
-            let take = remaining.min(CommentQuery::MAX_LIMIT);
-            let mut query = CommentQuery::oldest_first(take);
-            if let Some(cursor) = cursor.take() {
-                query = query.after(cursor);
-            }
-            let page = match view {
-                View::Chronological => store.chronological(DISCUSSION, &query).await,
-                View::Threaded => {
-                    store
-                        .threaded()
-                        .expect("a threaded design")
-                        .thread_page(DISCUSSION, &query)
-                        .await
-                }
-            }
-            .expect("page through");
-            assert_eq!(page.comments.len(), take, "{} {}", self.name, view.name());
-            cursor = page.next;
-            remaining -= take;
-        }
-        cursor
-    }
-
-    /// The bytes one comment of this embedded design adds to the discussion document.
-    fn embedded_comment_bytes(&self) -> usize {
-        let comment = match &self.kind {
-            // Our embedded node: id, posted, author, text, deleted.
-            Kind::Ours(_) => doc! {
-                "id": bson::oid::ObjectId::new(),
-                "posted": bson::DateTime::now(),
-                "author": seed_author(0),
-                "text": text(100_000),
-                "deleted": false,
-            },
-            Kind::Seed(_) => doc! {
-                "posted": bson::DateTime::now(),
-                "author": seed_author(0),
-                "text": text(100_000),
-            },
-        };
-        bson::to_vec(&comment).expect("encode").len() + EMBEDDED_ELEMENT_OVERHEAD
-    }
+    })
 }
 
 /// `4 commands [insert, find, update x2]`: the count and the names, repeats folded.
@@ -515,7 +204,7 @@ fn describe(names: &[String]) -> String {
 
 /// The note printed when the server has no `$slice` projection.
 fn no_slice_note(env: &Env, group: &str) {
-    if !env.seed_server.slice_projection {
+    if !env.server.seed.slice_projection {
         eprintln!(
             "{group}: this server has no $slice projection: the seed's embedded and hybrid pages \
              (and our embedded design) read whole documents and slice them client-side"
@@ -555,12 +244,12 @@ impl Posting {
         self.next.set(i + 1);
         match op {
             Op::Post => {
-                self.subject.post(env, i).await;
+                self.subject.post(env.server, i).await.expect("post");
             }
             Op::Reply => {
                 // Spread replies over the fill's comments, so no thread grows much.
                 let parent = &self.links[(i as usize * 7) % self.links.len()];
-                self.subject.reply(parent, i).await;
+                self.subject.reply(parent, i).await.expect("reply");
             }
         }
     }
@@ -574,7 +263,11 @@ fn fill_all(env: &Env, subjects: &[Subject], m: u64) -> Vec<(Vec<String>, f64)> 
         .block_on(futures::future::join_all(subjects.iter().map(
             |subject| async move {
                 let started = Instant::now();
-                let links = subject.fill(env, m).await;
+                subject.setup().await.expect("set the discussion up");
+                let links = subject
+                    .fill(env.server, 0, m, env.config.fill_tasks)
+                    .await
+                    .expect("fill the discussion");
                 (links, started.elapsed().as_secs_f64())
             },
         )))
@@ -667,56 +360,29 @@ fn bench_post(c: &mut Criterion, env: &Env) {
 
 fn bench_page(c: &mut Criterion, env: &Env) {
     no_slice_note(env, "page");
-    let mut cases: Vec<(u64, Subject, Vec<PageCase>)> = Vec::new();
+    let mut cases: Vec<(u64, Subject, Vec<comment_subjects::PageCase>)> = Vec::new();
     for &m in &env.config.page_m {
         let mut fitting = Vec::new();
         for subject in subjects(env, "page", m) {
-            if subject.is_embedded() {
-                let per_comment = subject.embedded_comment_bytes();
-                let bytes = per_comment as u64 * m;
-                if bytes > EMBEDDED_MAX_BYTES as u64 {
-                    eprintln!(
-                        "page M={m}: {} skipped: {m} comments of about {per_comment} bytes each \
-                         (encoded, with array overhead) come to about {:.1} MiB, past the 16 MiB \
-                         document limit less 64 KiB (room for about {} comments)",
-                        subject.name,
-                        bytes as f64 / (1024.0 * 1024.0),
-                        EMBEDDED_MAX_BYTES / per_comment,
-                    );
-                    continue;
-                }
+            if let Err(reason) = subject.fits(m) {
+                eprintln!("page M={m}: {} skipped: {reason}", subject.name);
+                continue;
             }
             fitting.push(subject);
         }
         let fills = fill_all(env, &fitting, m);
         for (subject, (_, filled)) in fitting.into_iter().zip(fills) {
-            let views: &[View] = if subject.threaded() {
-                &[View::Chronological, View::Threaded]
-            } else {
-                &[View::Chronological]
-            };
-            let end = (m as usize).saturating_sub(PAGE);
-            let mut subject_cases = Vec::new();
-            for &view in views {
-                for (place, offset) in [("first", 0), ("end", end)] {
-                    if place == "end" && offset == 0 {
-                        continue;
-                    }
-                    let cursor = env.rt.block_on(subject.cursor_at(view, offset));
-                    subject_cases.push(PageCase {
-                        view,
-                        place,
-                        cursor,
-                        page_num: offset / PAGE,
-                    });
-                }
-            }
+            let subject_cases = env
+                .rt
+                .block_on(subject.page_cases(m))
+                .expect("page through to the end");
             for case in &subject_cases {
                 let (len, names) = env.rt.block_on(async {
                     // The first read detects the server; the second is a steady one.
-                    subject.read(env, case).await;
-                    env.commands.measure(subject.read(env, case)).await
+                    subject.read(env.server, case).await.expect("page");
+                    env.commands.measure(subject.read(env.server, case)).await
                 });
+                let len = len.expect("page");
                 assert_eq!(
                     len,
                     PAGE.min(m as usize),
@@ -750,7 +416,7 @@ fn bench_page(c: &mut Criterion, env: &Env) {
             );
             group.bench_with_input(id, m, |b, _| {
                 b.to_async(&env.rt)
-                    .iter(|| async { subject.read(env, case).await });
+                    .iter(|| async { subject.read(env.server, case).await.expect("page") });
             });
         }
     }
