@@ -179,29 +179,6 @@ fn subjects(env: &Env, group: &str, m: u64) -> Vec<Subject> {
     })
 }
 
-/// `4 commands [insert, find, update x2]`: the count and the names, repeats folded.
-fn describe(names: &[String]) -> String {
-    let mut runs: Vec<(String, usize)> = Vec::new();
-    for name in names {
-        match runs.last_mut() {
-            Some((last, count)) if last == name => *count += 1,
-            _ => runs.push((name.clone(), 1)),
-        }
-    }
-    let folded: Vec<String> = runs
-        .into_iter()
-        .map(|(name, count)| {
-            if count == 1 {
-                name
-            } else {
-                format!("{name} x{count}")
-            }
-        })
-        .collect();
-    let plural = if names.len() == 1 { "" } else { "s" };
-    format!("{} command{plural} [{}]", names.len(), folded.join(", "))
-}
-
 /// The note printed when the server has no `$slice` projection.
 fn no_slice_note(env: &Env, group: &str) {
     if !env.server.seed.slice_projection {
@@ -307,7 +284,7 @@ fn bench_post(c: &mut Criterion, env: &Env) {
                 p.m,
                 p.subject.name,
                 op.name(),
-                describe(&names)
+                bench_env::describe(&names)
             );
         }
     }
@@ -396,7 +373,7 @@ fn bench_page(c: &mut Criterion, env: &Env) {
                     subject.name,
                     case.view.name(),
                     case.place,
-                    describe(&names),
+                    bench_env::describe(&names),
                 );
             }
             cases.push((m, subject, subject_cases));

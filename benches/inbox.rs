@@ -25,7 +25,14 @@
 //!   group runs. Throughput counts the 50 messages a page returns. Each (seed baseline, M) is
 //!   filled once the same way through the baseline's `send` (the seed's bucketed design one send
 //!   at a time: its upserts have no unique index, so concurrent sends to one owner could
-//!   duplicate its `users` count) and read with the baseline's `read(owner, 50)`.
+//!   duplicate its `users` count) and read with the baseline's `read(owner, 50)`. Past
+//!   `MONGO_SOCIAL_BENCH_BUCKET_SEND_FILL_MAX` messages, bucketed inboxes (ours and the seed's)
+//!   are instead loaded in bulk with the documents M - 1 sends would leave (full buckets and the
+//!   head, or the seed's `users` count), and the last message is sent through `send`, which
+//!   checks that the layout takes writes; the count is checked through the store either way.
+//!   By default that happens only on servers without atomic updates (FerretDB 1.x), past 1,000
+//!   messages: there every bucketed `send` scans the whole buckets collection, so filling
+//!   through it grows with the square of M (about an hour for 10,000). The group samples flat.
 //! - `concurrent_send`: 8 tasks each send k messages to 3 recipients that overlap with their
 //!   neighbours' (pool of 8 users). Throughput counts messages (8k per iteration); every sample
 //!   starts from empty collections and one untimed message per sender.
@@ -42,6 +49,7 @@
 //! | `MONGO_SOCIAL_BENCH_SEND` (recipients N) | `1,10,100` | `1,10,100,1000,10000` |
 //! | `MONGO_SOCIAL_BENCH_SEED_SEND_MAX` (largest N for the seed baselines in `send`) | `10` | no limit |
 //! | `MONGO_SOCIAL_BENCH_PAGE` (inbox size M) | `100,1000` | `1000,10000,100000` |
+//! | `MONGO_SOCIAL_BENCH_BUCKET_SEND_FILL_MAX` (largest bucketed M filled through `send`) | no limit on MongoDB, `1000` without atomic updates | same |
 //! | `MONGO_SOCIAL_BENCH_CONCURRENT` (k per sender) | `5` | `10,100` |
 //! | `MONGO_SOCIAL_BENCH_FILL_TASKS` (concurrent sends while filling) | `4` | `16` |
 //! | `MONGO_SOCIAL_BENCH_BUCKET_SIZE` | `50` | `50` |
@@ -59,7 +67,8 @@ use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::testing::CommandCounter;
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest, Strategy,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, MessageId, NewMessage,
+    PageRequest, Strategy,
 };
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
@@ -89,6 +98,10 @@ struct Config {
     /// The largest N the seed baselines run for in `send`; `None`: every N.
     seed_send_max: Option<u64>,
     page_m: Vec<u64>,
+    /// The largest M a bucketed inbox (ours or the seed's) is filled to through `send` in
+    /// `inbox_page`; `None`: the server decides (no limit where updates are atomic, 1,000
+    /// elsewhere).
+    bucket_send_fill_max: Option<u64>,
     concurrent_k: Vec<u64>,
     fill_tasks: usize,
     bucket_size: u32,
@@ -127,6 +140,12 @@ impl Config {
                 "MONGO_SOCIAL_BENCH_PAGE",
                 pick(&[1000, 10_000, 100_000], &[100, 1000]),
             ),
+            bucket_send_fill_max: match std::env::var("MONGO_SOCIAL_BENCH_BUCKET_SEND_FILL_MAX") {
+                Ok(value) if !value.trim().is_empty() => {
+                    Some(bench_env::number("MONGO_SOCIAL_BENCH_BUCKET_SEND_FILL_MAX", 1000) as u64)
+                }
+                _ => None,
+            },
             concurrent_k: bench_env::list("MONGO_SOCIAL_BENCH_CONCURRENT", pick(&[10, 100], &[5])),
             fill_tasks: bench_env::number(
                 "MONGO_SOCIAL_BENCH_FILL_TASKS",
@@ -147,6 +166,17 @@ impl Config {
 
     fn runs(&self, group: &str) -> bool {
         bench_env::runs(&self.groups, group)
+    }
+
+    /// Whether a bucketed inbox of `m` messages is filled through `send` (else loaded in bulk,
+    /// and only its last message sent). Without atomic updates (FerretDB 1.x) every bucketed
+    /// `send` scans the whole buckets collection, so filling through it grows with the square of
+    /// M: about an hour for 10,000 messages.
+    fn buckets_sent(&self, m: u64, atomic_updates: bool) -> bool {
+        match self.bucket_send_fill_max {
+            Some(max) => m <= max,
+            None => atomic_updates || m <= 1000,
+        }
     }
 }
 
@@ -383,29 +413,6 @@ fn text(from: &str, i: u64) -> String {
     format!("{:.<64}", format!("message {i} from {from} "))
 }
 
-/// `4 commands [insert, find, update x2]`: the count and the names, repeats folded.
-fn describe(names: &[String]) -> String {
-    let mut runs: Vec<(String, usize)> = Vec::new();
-    for name in names {
-        match runs.last_mut() {
-            Some((last, count)) if last == name => *count += 1,
-            _ => runs.push((name.clone(), 1)),
-        }
-    }
-    let folded: Vec<String> = runs
-        .into_iter()
-        .map(|(name, count)| {
-            if count == 1 {
-                name
-            } else {
-                format!("{name} x{count}")
-            }
-        })
-        .collect();
-    let plural = if names.len() == 1 { "" } else { "s" };
-    format!("{} command{plural} [{}]", names.len(), folded.join(", "))
-}
-
 /// Operations and commands seen by the timed runs of one benchmark.
 #[derive(Default)]
 struct Tally {
@@ -450,7 +457,7 @@ fn bench_send(c: &mut Criterion, env: &Env) {
                 }
                 env.commands.names()
             });
-            eprintln!("send N={n}: {} {}", k.name(), describe(&names));
+            eprintln!("send N={n}: {} {}", k.name(), bench_env::describe(&names));
         }
     }
 
@@ -485,13 +492,20 @@ fn bench_send(c: &mut Criterion, env: &Env) {
     group.finish();
 }
 
-/// Sends `m` messages to [`OWNER`] from 8 senders, `tasks` at a time, through the store.
-async fn fill(k: &Contender, m: u64, tasks: usize) {
-    futures::stream::iter(0..m)
+/// Message `i` of an inbox fill: `(from, text)`, from 8 senders in turn.
+fn fill_message(i: u64) -> (String, String) {
+    let from = format!("sender{}", i % SENDERS as u64);
+    let text = text(&from, i);
+    (from, text)
+}
+
+/// Sends messages `from..m` of the fill to [`OWNER`], `tasks` at a time, through the store;
+/// then checks that the inbox holds `m`.
+async fn fill(k: &Contender, from: u64, m: u64, tasks: usize) {
+    futures::stream::iter(from..m)
         .map(|i| {
-            let from = format!("sender{}", i % SENDERS as u64);
-            let message = NewMessage::new(from.as_str(), [OWNER], text(&from, i));
-            k.store.send(message)
+            let (from, text) = fill_message(i);
+            k.store.send(NewMessage::new(from, [OWNER], text))
         })
         .buffer_unordered(tasks)
         .try_for_each(|_| async { Ok(()) })
@@ -505,14 +519,13 @@ async fn fill(k: &Contender, m: u64, tasks: usize) {
     );
 }
 
-/// Sends `m` messages to [`OWNER`] from 8 senders, `tasks` at a time, through the seed
-/// baseline's `send`.
-async fn fill_seed(s: &Seed, m: u64, tasks: usize) {
+/// Sends messages `from..m` of the fill to [`OWNER`], `tasks` at a time, through the seed
+/// baseline's `send`; then checks that the inbox holds `m`.
+async fn fill_seed(s: &Seed, from: u64, m: u64, tasks: usize) {
     let to = [OWNER.to_owned()];
-    futures::stream::iter(0..m)
+    futures::stream::iter(from..m)
         .map(|i| {
-            let from = format!("sender{}", i % SENDERS as u64);
-            let message = text(&from, i);
+            let (from, message) = fill_message(i);
             let to = &to;
             async move { s.seed.send(&s.db, &from, to, &message).await }
         })
@@ -528,6 +541,50 @@ async fn fill_seed(s: &Seed, m: u64, tasks: usize) {
     assert_eq!(read.len() as u64, m, "{}", s.name());
 }
 
+/// Writes what sending fill messages `0..m` to [`OWNER`] one at a time would leave in a
+/// bucketed store's collections (`{owner, sequence, count, messages}` buckets, full but the
+/// last, and the owner's head), in bulk `insert`s; `sent` one millisecond apart, increasing.
+async fn load_buckets(k: &Contender, bucket_size: u32, m: u64) {
+    let db = k.store.database();
+    let start = bson::DateTime::now().timestamp_millis() - m as i64;
+    let mut buckets = Vec::new();
+    for (sequence, chunk) in (0..m)
+        .collect::<Vec<_>>()
+        .chunks(bucket_size as usize)
+        .enumerate()
+    {
+        let messages: Vec<bson::Bson> = chunk
+            .iter()
+            .map(|&i| {
+                let (from, text) = fill_message(i);
+                let message = Message {
+                    id: MessageId::new(),
+                    from,
+                    to: vec![OWNER.to_owned()],
+                    sent: bson::DateTime::from_millis(start + i as i64),
+                    payload: text,
+                };
+                bson::to_bson(&message).expect("encode a message")
+            })
+            .collect();
+        buckets.push(bson::doc! {
+            "owner": OWNER,
+            "sequence": sequence as i64,
+            "count": messages.len() as i64,
+            "messages": messages,
+        });
+    }
+    let head = buckets.len().saturating_sub(1) as i64;
+    db.collection::<Document>(&k.collections[0])
+        .insert_many(buckets)
+        .await
+        .expect("load the buckets");
+    db.collection::<Document>(&k.collections[1])
+        .insert_one(bson::doc! { "_id": OWNER, "head": head })
+        .await
+        .expect("load the head");
+}
+
 fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     let db = env.database("inbox_page");
     let mut filled = Vec::new();
@@ -540,10 +597,17 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
             } else {
                 env.config.fill_tasks
             };
+            let bucketed = k.store.strategy() == Strategy::BucketedFanOut;
+            let loaded = bucketed && !env.config.buckets_sent(m, env.atomic_updates);
             let started = Instant::now();
             let (documents, names) = env.rt.block_on(async {
                 k.reset().await;
-                fill(&k, m, tasks).await;
+                if loaded {
+                    load_buckets(&k, env.config.bucket_size, m - 1).await;
+                    fill(&k, m - 1, m, tasks).await;
+                } else {
+                    fill(&k, 0, m, tasks).await;
+                }
                 let documents = db
                     .collection::<Document>(&k.collections[0])
                     .estimated_document_count()
@@ -563,9 +627,14 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
                 (documents, names)
             });
             eprintln!(
-                "inbox_page M={m}: {} {} (filled in {:.1} s; {documents} documents in {})",
+                "inbox_page M={m}: {} {} ({} in {:.1} s; {documents} documents in {})",
                 k.name(),
-                describe(&names),
+                bench_env::describe(&names),
+                if loaded {
+                    "loaded in bulk but the last message, sent,"
+                } else {
+                    "filled through send"
+                },
                 started.elapsed().as_secs_f64(),
                 k.collections[0],
             );
@@ -580,10 +649,20 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
             } else {
                 env.config.fill_tasks
             };
+            let loaded =
+                s.seed == SeedBaseline::Bucketed && !env.config.buckets_sent(m, env.atomic_updates);
             let started = Instant::now();
             let (documents, names) = env.rt.block_on(async {
                 s.reset().await;
-                fill_seed(&s, m, tasks).await;
+                if loaded {
+                    let messages: Vec<_> = (0..m - 1).map(fill_message).collect();
+                    seed_baselines::bucketed_load(&s.db, OWNER, &messages)
+                        .await
+                        .expect("load the seed's buckets");
+                    fill_seed(&s, m - 1, m, tasks).await;
+                } else {
+                    fill_seed(&s, 0, m, tasks).await;
+                }
                 let documents =
                     s.db.collection::<Document>("inbox")
                         .estimated_document_count()
@@ -596,9 +675,14 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
                 (documents, names)
             });
             eprintln!(
-                "inbox_page M={m}: {} {} (filled in {:.1} s; {documents} documents in {}.inbox)",
+                "inbox_page M={m}: {} {} ({} in {:.1} s; {documents} documents in {}.inbox)",
                 s.name(),
-                describe(&names),
+                bench_env::describe(&names),
+                if loaded {
+                    "loaded in bulk but the last message, sent,"
+                } else {
+                    "filled through send"
+                },
                 started.elapsed().as_secs_f64(),
                 s.db.name(),
             );
@@ -607,6 +691,9 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     }
 
     let mut group = c.benchmark_group("inbox_page");
+    // Flat: on a server that scans (FerretDB) a read of a 100,000-message inbox takes seconds,
+    // and criterion's linear sampling (55 iterations for 10 samples) would run for minutes.
+    group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Elements(PAGE as u64));
     for (m, k) in &filled {
         match k {

@@ -69,3 +69,26 @@ pub fn connect() -> (
     });
     (rt, client, commands, info)
 }
+
+/// `4 commands [insert, find, update x2]`: the count and the names, repeats folded.
+pub fn describe(names: &[String]) -> String {
+    let mut runs: Vec<(String, usize)> = Vec::new();
+    for name in names {
+        match runs.last_mut() {
+            Some((last, count)) if last == name => *count += 1,
+            _ => runs.push((name.clone(), 1)),
+        }
+    }
+    let folded: Vec<String> = runs
+        .into_iter()
+        .map(|(name, count)| {
+            if count == 1 {
+                name
+            } else {
+                format!("{name} x{count}")
+            }
+        })
+        .collect();
+    let plural = if names.len() == 1 { "" } else { "s" };
+    format!("{} command{plural} [{}]", names.len(), folded.join(", "))
+}

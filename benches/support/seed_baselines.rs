@@ -243,6 +243,43 @@ pub async fn bucketed_send(
     Ok(())
 }
 
+/// Writes what `messages.len()` calls of [`bucketed_send`] to `owner` alone would leave, in a
+/// few bulk `insert`s: the `users` document with `msg_count`, and the buckets, message `k`
+/// (counting from 1, as `$inc` does) in bucket `floor(k / 50)`, `sent` one millisecond apart
+/// and increasing. For filling big inboxes on servers where each `bucketed_send` scans the whole
+/// `inbox` collection (FerretDB 1.x), which makes filling through it quadratic. `messages` are
+/// `(from, text)` pairs, oldest first; the inbox must be empty.
+pub async fn bucketed_load(
+    db: &Database,
+    owner: &str,
+    messages: &[(String, String)],
+) -> mongodb::error::Result<()> {
+    let to = [owner.to_owned()];
+    let start = bson::DateTime::now().timestamp_millis() - messages.len() as i64;
+    let mut buckets: Vec<Document> = Vec::new();
+    for (i, (from, text)) in messages.iter().enumerate() {
+        let count = i as i64 + 1;
+        let sequence = count / SEED_BUCKET_SIZE;
+        let mut msg = seed_message(from, &to, text);
+        msg.insert("sent", bson::DateTime::from_millis(start + i as i64));
+        if buckets.len() as i64 <= sequence {
+            buckets.push(doc! { "owner": owner, "sequence": sequence, "messages": [] });
+        }
+        if let Some(Bson::Array(bucket)) = buckets.last_mut().and_then(|b| b.get_mut("messages")) {
+            bucket.push(Bson::Document(msg));
+        }
+    }
+    if !buckets.is_empty() {
+        db.collection::<Document>("inbox")
+            .insert_many(buckets)
+            .await?;
+    }
+    db.collection::<Document>("users")
+        .insert_one(doc! { "user_name": owner, "msg_count": messages.len() as i64 })
+        .await?;
+    Ok(())
+}
+
 /// `db.inbox.find({owner}).sort({sequence: -1}).limit(k)` with `k = n / 50 + 1` buckets (the
 /// post: "the most recent 50 messages ... at most two reads; 100 ... at most three"), then the
 /// newest `n` messages of those buckets, newest first.
