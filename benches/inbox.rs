@@ -67,14 +67,16 @@ use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::testing::CommandCounter;
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, MessageId, NewMessage,
-    PageRequest, Strategy,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest, Strategy,
 };
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 
 #[path = "support/bench_env.rs"]
 mod bench_env;
+
+#[path = "support/bucket_load.rs"]
+mod bucket_load;
 
 #[path = "support/seed_baselines.rs"]
 mod seed_baselines;
@@ -541,50 +543,6 @@ async fn fill_seed(s: &Seed, from: u64, m: u64, tasks: usize) {
     assert_eq!(read.len() as u64, m, "{}", s.name());
 }
 
-/// Writes what sending fill messages `0..m` to [`OWNER`] one at a time would leave in a
-/// bucketed store's collections (`{owner, sequence, count, messages}` buckets, full but the
-/// last, and the owner's head), in bulk `insert`s; `sent` one millisecond apart, increasing.
-async fn load_buckets(k: &Contender, bucket_size: u32, m: u64) {
-    let db = k.store.database();
-    let start = bson::DateTime::now().timestamp_millis() - m as i64;
-    let mut buckets = Vec::new();
-    for (sequence, chunk) in (0..m)
-        .collect::<Vec<_>>()
-        .chunks(bucket_size as usize)
-        .enumerate()
-    {
-        let messages: Vec<bson::Bson> = chunk
-            .iter()
-            .map(|&i| {
-                let (from, text) = fill_message(i);
-                let message = Message {
-                    id: MessageId::new(),
-                    from,
-                    to: vec![OWNER.to_owned()],
-                    sent: bson::DateTime::from_millis(start + i as i64),
-                    payload: text,
-                };
-                bson::to_bson(&message).expect("encode a message")
-            })
-            .collect();
-        buckets.push(bson::doc! {
-            "owner": OWNER,
-            "sequence": sequence as i64,
-            "count": messages.len() as i64,
-            "messages": messages,
-        });
-    }
-    let head = buckets.len().saturating_sub(1) as i64;
-    db.collection::<Document>(&k.collections[0])
-        .insert_many(buckets)
-        .await
-        .expect("load the buckets");
-    db.collection::<Document>(&k.collections[1])
-        .insert_one(bson::doc! { "_id": OWNER, "head": head })
-        .await
-        .expect("load the head");
-}
-
 fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     let db = env.database("inbox_page");
     let mut filled = Vec::new();
@@ -603,7 +561,17 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
             let (documents, names) = env.rt.block_on(async {
                 k.reset().await;
                 if loaded {
-                    load_buckets(&k, env.config.bucket_size, m - 1).await;
+                    let messages: Vec<_> = (0..m - 1).map(fill_message).collect();
+                    bucket_load::load_buckets(
+                        k.store.database(),
+                        &k.collections[0],
+                        &k.collections[1],
+                        env.config.bucket_size,
+                        OWNER,
+                        &messages,
+                    )
+                    .await
+                    .expect("load the buckets");
                     fill(&k, m - 1, m, tasks).await;
                 } else {
                     fill(&k, 0, m, tasks).await;

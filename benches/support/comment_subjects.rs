@@ -68,7 +68,7 @@ pub struct Subject {
 }
 
 /// Our three designs and the manual's three, each in the database `database(name)` gives.
-pub fn subjects(database: impl Fn(&str) -> Database) -> Vec<Subject> {
+pub fn subjects(mut database: impl FnMut(&str) -> Database) -> Vec<Subject> {
     let mut subjects = Vec::new();
     for name in ["per-comment", "embedded", "hybrid-pages"] {
         let db = database(name);

@@ -1,0 +1,58 @@
+//! Filling a big bucketed inbox in bulk, for the benches and `examples/compare`.
+//!
+//! On servers without atomic updates (FerretDB 1.x) every bucketed `send` scans the whole
+//! buckets collection, so filling an inbox of M messages through it takes time growing with M²
+//! (about an hour for 10,000). [`load_buckets`] writes instead what those sends would have left.
+
+use bson::{doc, Bson, Document};
+use mongo_social::{Message, MessageId};
+use mongodb::Database;
+
+/// Writes what sending `messages` (`(from, text)` pairs, oldest first) to `owner` one at a time
+/// would leave in a `BucketedFanOut` with `bucket_size`: buckets `{owner, sequence, count,
+/// messages}`, every one full but the last, and the owner's head `{_id: owner, head}`; `sent`
+/// one millisecond apart, increasing. Bulk `insert`s; `owner`'s inbox must be empty.
+pub async fn load_buckets(
+    db: &Database,
+    buckets_collection: &str,
+    heads_collection: &str,
+    bucket_size: u32,
+    owner: &str,
+    messages: &[(String, String)],
+) -> mongodb::error::Result<()> {
+    let start = bson::DateTime::now().timestamp_millis() - messages.len() as i64;
+    let mut buckets = Vec::new();
+    for (sequence, chunk) in messages.chunks(bucket_size as usize).enumerate() {
+        let first = sequence * bucket_size as usize;
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, (from, text))| {
+                bson::to_bson(&Message {
+                    id: MessageId::new(),
+                    from: from.clone(),
+                    to: vec![owner.to_owned()],
+                    sent: bson::DateTime::from_millis(start + (first + j) as i64),
+                    payload: text.clone(),
+                })
+            })
+            .collect::<Result<Vec<Bson>, _>>()
+            .map_err(mongodb::error::Error::custom)?;
+        buckets.push(doc! {
+            "owner": owner,
+            "sequence": sequence as i64,
+            "count": entries.len() as i64,
+            "messages": entries,
+        });
+    }
+    let Some(head) = buckets.len().checked_sub(1) else {
+        return Ok(());
+    };
+    db.collection::<Document>(buckets_collection)
+        .insert_many(buckets)
+        .await?;
+    db.collection::<Document>(heads_collection)
+        .insert_one(doc! { "_id": owner, "head": head as i64 })
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,547 @@
+//! The inbox half of `compare`: the library's three strategies, the seed blog post's three
+//! designs and `FanOutOnWrite`'s layout written by hand, sending and reading.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bson::{doc, Bson, Document, RawDocumentBuf};
+use futures::{StreamExt, TryStreamExt};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
+};
+use mongodb::{Collection, Database};
+
+use crate::bucket_load::load_buckets;
+use crate::report::{Area, Kind, Operation, Row, Storage, Who};
+use crate::seed_baselines::SeedBaseline;
+use crate::{Bench, BoxResult};
+
+/// The payload every message carries (100 bytes, a short chat message).
+const PAYLOAD: &str =
+    "Hi! Are we still on for the design review at 3? I moved the slides to the shared drive. -j";
+/// The inbox the `read newest` figures read from, and whose storage is reported.
+const READ_INBOX: usize = 1000;
+/// How many of the newest messages each `read newest` figure asks for.
+const READ_SIZES: [usize; 3] = [50, 100, 500];
+/// The owner of the read inbox.
+const OWNER: &str = "bob";
+/// Concurrent senders in the `8 senders` figure, and the messages each sends per repetition.
+const SENDERS: usize = 8;
+const MESSAGES_PER_SENDER: usize = 5;
+/// Recipients of each message in the `8 senders` figure, from a ring of [`SENDERS`] users.
+const RECIPIENTS_PER_MESSAGE: usize = 3;
+
+pub const SEND: &str = "send";
+pub const NEWEST_50: &str = "newest 50";
+pub const READ_NEWEST: &str = "read newest";
+pub const CONCURRENT: &str = "8 senders";
+
+/// The inbox operations, in the order the table shows them.
+pub const OPERATIONS: [Operation; 4] = [
+    Operation {
+        name: SEND,
+        area: Area::Inbox,
+        size: "recipients of one message",
+    },
+    Operation {
+        name: NEWEST_50,
+        area: Area::Inbox,
+        size: "messages in the inbox read",
+    },
+    Operation {
+        name: READ_NEWEST,
+        area: Area::Inbox,
+        size: "newest messages read from an inbox of 1,000",
+    },
+    Operation {
+        name: CONCURRENT,
+        area: Area::Inbox,
+        size: "messages sent in all by 8 concurrent senders, 3 recipients each; latency and \
+               commands for all of them",
+    },
+];
+
+/// Who is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Library(Lib),
+    Seed(SeedBaseline),
+    /// `FanOutOnWrite`'s document layout, written and read with plain driver calls.
+    HandWritten,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lib {
+    FanOutOnRead,
+    FanOutOnWrite,
+    Bucketed,
+}
+
+/// Everyone measured: the library's strategies, the seed's designs, the hand-written calls.
+pub fn subjects() -> Vec<Subject> {
+    let library = [Lib::FanOutOnRead, Lib::FanOutOnWrite, Lib::Bucketed].map(Subject::Library);
+    let seed = SeedBaseline::ALL.map(Subject::Seed);
+    library
+        .into_iter()
+        .chain(seed)
+        .chain([Subject::HandWritten])
+        .collect()
+}
+
+/// The name the hand-written subject is shown under.
+pub const HAND_WRITTEN: &str = "hand-written fan-out-on-write";
+
+impl Subject {
+    pub fn who(self) -> Who {
+        let seed = match self {
+            Subject::Library(Lib::FanOutOnRead) => SeedBaseline::FanOutOnRead,
+            Subject::Library(Lib::FanOutOnWrite) | Subject::HandWritten => {
+                SeedBaseline::FanOutOnWrite
+            }
+            Subject::Library(Lib::Bucketed) => SeedBaseline::Bucketed,
+            Subject::Seed(seed) => seed,
+        };
+        let (name, kind) = match self {
+            Subject::Library(Lib::FanOutOnRead) => ("fan-out-on-read", Kind::Library),
+            Subject::Library(Lib::FanOutOnWrite) => ("fan-out-on-write", Kind::Library),
+            Subject::Library(Lib::Bucketed) => ("bucketed-fan-out", Kind::Library),
+            Subject::Seed(seed) => (seed.name(), Kind::Seed),
+            Subject::HandWritten => (HAND_WRITTEN, Kind::HandWritten),
+        };
+        Who {
+            name,
+            kind,
+            baseline: seed.name(),
+        }
+    }
+
+    fn is_bucketed(self) -> bool {
+        matches!(
+            self,
+            Subject::Library(Lib::Bucketed) | Subject::Seed(SeedBaseline::Bucketed)
+        )
+    }
+
+    /// How many sends may run at once while filling an inbox.
+    fn fill_tasks(self, bench: &Bench) -> usize {
+        match self {
+            // The seed's upserts have no unique index behind them: concurrent sends to one owner
+            // could create two `users` documents for it.
+            Subject::Seed(SeedBaseline::Bucketed) => 1,
+            // Without atomic updates, bucketed sends to one owner take turns under a lock.
+            Subject::Library(Lib::Bucketed) if !bench.server.atomic_updates => 1,
+            _ => 4,
+        }
+    }
+
+    /// Creates the subject's indexes in `db` and returns something that can send and read there.
+    async fn open(self, db: &Database) -> BoxResult<Target> {
+        Ok(match self {
+            Subject::Library(lib) => {
+                let store: Arc<DynInboxStore<String>> = match lib {
+                    Lib::FanOutOnRead => Arc::new(FanOutOnRead::new(db)),
+                    Lib::FanOutOnWrite => Arc::new(FanOutOnWrite::new(db)),
+                    Lib::Bucketed => Arc::new(BucketedFanOut::new(db)),
+                };
+                store.create_indexes().await?;
+                Target::Store(store)
+            }
+            Subject::Seed(seed) => {
+                seed.create_indexes(db).await?;
+                Target::Seed(seed, db.clone())
+            }
+            Subject::HandWritten => {
+                // The same unique index the library creates.
+                FanOutOnWrite::new(db).create_indexes().await?;
+                Target::Hand(db.collection(FanOutOnWrite::DEFAULT_COLLECTION))
+            }
+        })
+    }
+}
+
+enum Target {
+    Store(Arc<DynInboxStore<String>>),
+    Seed(SeedBaseline, Database),
+    Hand(Collection<Document>),
+}
+
+impl Target {
+    async fn send(&self, from: &str, to: &[String]) -> BoxResult<()> {
+        match self {
+            Target::Store(store) => {
+                store
+                    .send(NewMessage::new(
+                        from,
+                        to.iter().cloned(),
+                        PAYLOAD.to_owned(),
+                    ))
+                    .await?;
+            }
+            Target::Seed(seed, db) => seed.send(db, from, to, PAYLOAD).await?,
+            Target::Hand(copies) => {
+                // What `FanOutOnWrite::send` stores, without the library: one unordered
+                // `insert` of one copy per recipient.
+                let message = doc! {
+                    "id": bson::oid::ObjectId::new(),
+                    "from": from,
+                    "to": to,
+                    "sent": bson::DateTime::now(),
+                    "message": PAYLOAD,
+                };
+                let copies_of = to.iter().map(|recipient| {
+                    let mut copy = message.clone();
+                    copy.insert("recipient", recipient.as_str());
+                    copy
+                });
+                copies.insert_many(copies_of).ordered(false).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the newest `n` messages of `owner` and returns how many came back.
+    async fn read(&self, owner: &str, n: usize) -> BoxResult<usize> {
+        Ok(match self {
+            Target::Store(store) => store
+                .inbox_page(owner, PageRequest::first(n))
+                .await?
+                .items
+                .len(),
+            Target::Seed(seed, db) => seed.read(db, owner, n).await?.len(),
+            Target::Hand(copies) => {
+                let messages: Vec<Message<String>> = copies
+                    .clone_with_type::<Message<String>>()
+                    .find(doc! { "recipient": owner })
+                    .sort(doc! { "sent": -1, "id": -1 })
+                    .limit(n as i64)
+                    .batch_size(n as u32)
+                    .await?
+                    .try_collect()
+                    .await?;
+                messages.len()
+            }
+        })
+    }
+
+    /// Loads messages `0..count` of [`fill_message`] into an empty bucketed inbox of `owner`
+    /// in bulk, as `count` sends would have left it.
+    async fn load(&self, owner: &str, count: usize) -> BoxResult<()> {
+        let messages: Vec<(String, String)> = (0..count).map(fill_message).collect();
+        match self {
+            Target::Store(store) => {
+                load_buckets(
+                    store.database(),
+                    BucketedFanOut::DEFAULT_COLLECTION,
+                    BucketedFanOut::DEFAULT_HEADS_COLLECTION,
+                    BucketedFanOut::DEFAULT_BUCKET_SIZE,
+                    owner,
+                    &messages,
+                )
+                .await?
+            }
+            Target::Seed(SeedBaseline::Bucketed, db) => {
+                crate::seed_baselines::bucketed_load(db, owner, &messages).await?
+            }
+            _ => return Err("only bucketed inboxes are loaded in bulk".into()),
+        }
+        Ok(())
+    }
+}
+
+/// Message `i` of an inbox fill: `(from, payload)`, from four senders in turn.
+fn fill_message(i: usize) -> (String, String) {
+    const FROM: [&str; 4] = ["joe", "jane", "li", "omar"];
+    (FROM[i % FROM.len()].to_owned(), PAYLOAD.to_owned())
+}
+
+fn number(value: Option<&Bson>) -> Option<f64> {
+    match value? {
+        Bson::Int32(v) => Some(f64::from(*v)),
+        Bson::Int64(v) => Some(*v as f64),
+        Bson::Double(v) => Some(*v),
+        _ => None,
+    }
+}
+
+/// Data and index bytes of every collection in `db` (one subject's database), per message.
+async fn storage(db: &Database, subject: Subject, messages: usize) -> BoxResult<Storage> {
+    let mut data = 0.0;
+    let mut index = 0.0;
+    let mut notes = Vec::new();
+    let mut names = match subject {
+        Subject::Seed(seed) => seed.collections().iter().map(|&n| n.to_owned()).collect(),
+        // Everything the store created: the database is the subject's alone.
+        _ => db.list_collection_names().await?,
+    };
+    names.sort();
+    for name in &names {
+        if name.starts_with("system.") {
+            continue;
+        }
+        let stats = db.run_command(doc! { "collStats": name.as_str() }).await?;
+        match number(stats.get("size")) {
+            Some(size) => data += size,
+            None => {
+                // Estimate: the encoded size of every document.
+                let mut cursor = db.collection::<RawDocumentBuf>(name).find(doc! {}).await?;
+                while let Some(document) = cursor.try_next().await? {
+                    data += document.as_bytes().len() as f64;
+                }
+                notes.push(format!("{name}: size missing, estimate from BSON bytes"));
+            }
+        }
+        match number(stats.get("totalIndexSize")) {
+            Some(size) => index += size,
+            None => notes.push(format!("{name}: totalIndexSize missing, estimate 0")),
+        }
+    }
+    let mut note = format!("collections: {}", names.join("+"));
+    if !notes.is_empty() {
+        note = format!("estimate ({}); {note}", notes.join("; "));
+    }
+    Ok(Storage {
+        data_per_message: data / messages as f64,
+        index_per_message: index / messages as f64,
+        note,
+    })
+}
+
+/// A send's latency at `n`, extrapolated from the last two sizes measured: FerretDB's costs grow
+/// faster than linearly with N (every update statement scans its collection), so the growth
+/// exponent is taken from the data, between 1 and 2.5 (2 when only one size is known).
+fn predict(measured: &[(usize, f64)], n: usize) -> Option<f64> {
+    let &(last_n, last_ms) = measured.last()?;
+    let exponent = match measured.len().checked_sub(2).map(|i| measured[i]) {
+        Some((prev_n, prev_ms)) if prev_ms > 0.0 && last_n > prev_n => {
+            ((last_ms / prev_ms).ln() / (last_n as f64 / prev_n as f64).ln()).clamp(1.0, 2.5)
+        }
+        _ => 2.0,
+    };
+    Some(last_ms * (n as f64 / last_n as f64).powf(exponent))
+}
+
+/// Sizes for the inbox half.
+pub struct Sizes {
+    /// Recipients N of the `send` figures.
+    pub recipients: Vec<usize>,
+    /// Inbox sizes M the `newest 50` figures read at, in increasing order.
+    pub inboxes: Vec<usize>,
+}
+
+/// Measures every subject whose name contains `only`.
+pub async fn run(bench: &Bench, sizes: &Sizes, only: &str) -> BoxResult<Vec<Row>> {
+    let mut rows = Vec::new();
+    for subject in subjects() {
+        let who = subject.who();
+        if !who.name.contains(only) {
+            continue;
+        }
+        // (N, median ms) of the sizes measured so far.
+        let mut measured: Vec<(usize, f64)> = Vec::new();
+        let mut storage_row = None;
+        for &n in &sizes.recipients {
+            let (row, storage) = measure_send(bench, subject, n, predict(&measured, n)).await?;
+            bench.progress(&row);
+            if !row.millis.is_empty() {
+                measured.push((n, row.millis_median()));
+            }
+            rows.push(row);
+            storage_row = storage.or(storage_row);
+        }
+        rows.extend(storage_row);
+        rows.extend(measure_reads(bench, subject, &sizes.inboxes).await?);
+        let concurrent = measure_concurrent(bench, subject).await?;
+        bench.progress(&concurrent);
+        rows.push(concurrent);
+    }
+    Ok(rows)
+}
+
+/// Measures a send to `n` recipients. `predicted_ms` (from the previous size) sets how many
+/// repetitions fit in the budget; above the budget the figure is skipped. Returns the storage
+/// per delivered copy too, for `n <= 100`.
+async fn measure_send(
+    bench: &Bench,
+    subject: Subject,
+    n: usize,
+    predicted_ms: Option<f64>,
+) -> BoxResult<(Row, Option<Row>)> {
+    let mut row = Row::new(Area::Inbox, subject.who(), SEND, n);
+    let predicted = predicted_ms.unwrap_or(0.0);
+    if predicted > bench.budget_ms {
+        row.skipped = Some(format!(
+            "skipped: predicted {:.0} s per send > budget {:.0} s (COMPARE_BUDGET_S)",
+            predicted / 1000.0,
+            bench.budget_ms / 1000.0
+        ));
+        return Ok((row, None));
+    }
+    let fit = (bench.budget_ms / predicted.max(1e-3)).floor() as usize;
+    let reps = fit.saturating_sub(1).clamp(1, bench.reps);
+    let warm_up = predicted * (reps as f64 + 1.0) <= bench.budget_ms;
+
+    let db = bench
+        .fresh_db(&format!("{}_send_{n}", subject.who().name))
+        .await?;
+    let target = subject.open(&db).await?;
+    let recipients: Vec<String> = (0..n).map(|i| format!("user{i:05}")).collect();
+    if warm_up {
+        // Connections, and each recipient's first bucket / user document.
+        target.send("joe", &recipients).await?;
+    } else {
+        row.skipped = Some("no warm-up (over budget)".to_owned());
+    }
+    let figure_started = Instant::now();
+    for _ in 0..reps {
+        if !row.millis.is_empty()
+            && figure_started.elapsed().as_secs_f64() * 1000.0 > bench.budget_ms
+        {
+            // Slower than predicted: keep what fits in the budget.
+            break;
+        }
+        let (millis, commands) = bench.time(target.send("joe", &recipients)).await?;
+        row.millis.push(millis);
+        row.commands.push(commands);
+    }
+    // Storage per delivered copy, for a message with many recipients.
+    let storage = if n <= 100 {
+        let deliveries = (row.reps() + usize::from(warm_up)) * n;
+        let mut storage_row = Row::new(Area::Inbox, subject.who(), "storage/delivery, send to", n);
+        storage_row.storage = Some(storage(&db, subject, deliveries).await?);
+        Some(storage_row)
+    } else {
+        None
+    };
+    db.drop().await?;
+    Ok((row, storage))
+}
+
+/// Grows one inbox through `inboxes` sizes, reading the newest 50 at each; at [`READ_INBOX`]
+/// also the newest 100 and 500, and the storage per message. On servers without atomic updates
+/// each bucketed inbox is instead built afresh per size, loaded in bulk but for its last message
+/// (which is sent): filling it through `send` there takes time growing with the square of the
+/// size (`benches/support/bucket_load.rs`).
+async fn measure_reads(bench: &Bench, subject: Subject, inboxes: &[usize]) -> BoxResult<Vec<Row>> {
+    let db = bench
+        .fresh_db(&format!("{}_read", subject.who().name))
+        .await?;
+    let mut target = subject.open(&db).await?;
+    let to = [OWNER.to_owned()];
+    let bulk = subject.is_bucketed() && !bench.server.atomic_updates;
+    let mut rows = Vec::new();
+    let mut sizes: Vec<usize> = inboxes.to_vec();
+    if !sizes.contains(&READ_INBOX) {
+        sizes.push(READ_INBOX);
+    }
+    sizes.sort_unstable();
+    let mut filled = 0;
+    for m in sizes {
+        let started = Instant::now();
+        if bulk {
+            db.drop().await?;
+            target = subject.open(&db).await?;
+            target.load(OWNER, m - 1).await?;
+            filled = m - 1;
+        }
+        futures::stream::iter(filled..m)
+            .map(|i| {
+                let (from, _) = fill_message(i);
+                let target = &target;
+                let to = &to;
+                async move { target.send(&from, to).await }
+            })
+            .buffer_unordered(subject.fill_tasks(bench))
+            .try_collect::<Vec<()>>()
+            .await?;
+        filled = m;
+        eprintln!(
+            "  {:<32} inbox of {m} {} in {:.1} s",
+            subject.who().name,
+            if bulk {
+                "loaded in bulk but the last message"
+            } else {
+                "filled"
+            },
+            started.elapsed().as_secs_f64()
+        );
+        if m == READ_INBOX {
+            let mut storage_row =
+                Row::new(Area::Inbox, subject.who(), "storage/message, inbox of", m);
+            storage_row.storage = Some(storage(&db, subject, m).await?);
+            rows.push(storage_row);
+            for n in READ_SIZES {
+                rows.push(measure_read(bench, &target, subject, READ_NEWEST, m, n).await?);
+            }
+        }
+        if inboxes.contains(&m) {
+            let row = measure_read(bench, &target, subject, NEWEST_50, m, 50).await?;
+            bench.progress(&row);
+            rows.push(row);
+        }
+    }
+    db.drop().await?;
+    Ok(rows)
+}
+
+/// Reads the newest `n` of an inbox of `m`, one untimed warm-up and `bench.reps` timed; the row
+/// is `operation` at size `n` (`READ_NEWEST`) or `m` (`NEWEST_50`).
+async fn measure_read(
+    bench: &Bench,
+    target: &Target,
+    subject: Subject,
+    operation: &'static str,
+    m: usize,
+    n: usize,
+) -> BoxResult<Row> {
+    let size = if operation == NEWEST_50 { m } else { n };
+    let mut row = Row::new(Area::Inbox, subject.who(), operation, size);
+    let got = target.read(OWNER, n).await?;
+    if got != n.min(m) {
+        return Err(format!(
+            "{}: read {got} of the newest {n} of {m}",
+            subject.who().name
+        )
+        .into());
+    }
+    for _ in 0..bench.reps {
+        let (millis, commands) = bench.time(target.read(OWNER, n)).await?;
+        row.millis.push(millis);
+        row.commands.push(commands);
+    }
+    Ok(row)
+}
+
+/// [`SENDERS`] tasks each send [`MESSAGES_PER_SENDER`] messages, each to the sender's three
+/// neighbours in a ring of [`SENDERS`] users (so recipients overlap), all at once; one untimed
+/// round first. A figure is one round: its latency and its commands in all.
+async fn measure_concurrent(bench: &Bench, subject: Subject) -> BoxResult<Row> {
+    let messages = SENDERS * MESSAGES_PER_SENDER;
+    let mut row = Row::new(Area::Inbox, subject.who(), CONCURRENT, messages);
+    let db = bench
+        .fresh_db(&format!("{}_concurrent", subject.who().name))
+        .await?;
+    let target = subject.open(&db).await?;
+    let round = || {
+        futures::future::try_join_all((0..SENDERS).map(|s| {
+            let target = &target;
+            async move {
+                let from = format!("user{s}");
+                let to: Vec<String> = (1..=RECIPIENTS_PER_MESSAGE)
+                    .map(|k| format!("user{}", (s + k) % SENDERS))
+                    .collect();
+                for _ in 0..MESSAGES_PER_SENDER {
+                    target.send(&from, &to).await?;
+                }
+                BoxResult::Ok(())
+            }
+        }))
+    };
+    round().await?;
+    for _ in 0..bench.reps {
+        let (millis, commands) = bench.time(round()).await?;
+        row.millis.push(millis);
+        row.commands.push(commands);
+    }
+    db.drop().await?;
+    Ok(row)
+}
