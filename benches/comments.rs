@@ -30,7 +30,7 @@
 //!   at the end. Throughput: 1 element.
 //! - `page`: 50 comments of a discussion of M comments, `<design> <view> <where>/M` with view
 //!   `chronological` or `threaded` (threaded designs only) and where `first` (offset 0) or `end`
-//!   (offset M - 50, the last 50). Our designs read keyset pages: the `end` cursor is found
+//!   (the last 50: offset M - 50, rounded down to a multiple of 50). Our designs read keyset pages: the `end` cursor is found
 //!   once, untimed, by paging through. The seeds read `skip`-based pages (`page_num = M / 50 -
 //!   1`): per-comment `sort` + `skip` + `limit`; embedded `$slice: [skip, 50]` (threaded: the
 //!   whole document, paged client-side); hybrid walks the pages from the first, one query each,

@@ -177,7 +177,7 @@ impl Config {
     fn buckets_sent(&self, m: u64, atomic_updates: bool) -> bool {
         match self.bucket_send_fill_max {
             Some(max) => m <= max,
-            None => atomic_updates || m <= 1000,
+            None => bucket_load::fill_through_send(m, atomic_updates),
         }
     }
 }

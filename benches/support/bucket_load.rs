@@ -3,6 +3,17 @@
 //! On servers without atomic updates (FerretDB 1.x) every bucketed `send` scans the whole
 //! buckets collection, so filling an inbox of M messages through it takes time growing with M²
 //! (about an hour for 10,000). [`load_buckets`] writes instead what those sends would have left.
+//! The benches and `compare` fill bucketed inboxes through `send` while [`fill_through_send`]
+//! says so, and past that load all but the last message in bulk and send the last one.
+
+/// The largest bucketed inbox filled through `send` on a server without atomic updates.
+pub const SEND_FILL_MAX: u64 = 1000;
+
+/// Whether a bucketed inbox of `m` messages is filled through `send` (else loaded in bulk but
+/// for its last message).
+pub fn fill_through_send(m: u64, atomic_updates: bool) -> bool {
+    atomic_updates || m <= SEND_FILL_MAX
+}
 
 use bson::{doc, Bson, Document};
 use mongo_social::{Message, MessageId};
@@ -10,8 +21,9 @@ use mongodb::Database;
 
 /// Writes what sending `messages` (`(from, text)` pairs, oldest first) to `owner` one at a time
 /// would leave in a `BucketedFanOut` with `bucket_size`: buckets `{owner, sequence, count,
-/// messages}`, every one full but the last, and the owner's head `{_id: owner, head}`; `sent`
-/// one millisecond apart, increasing. Bulk `insert`s; `owner`'s inbox must be empty.
+/// messages}`, every one full but the last, and, once there are two buckets, the owner's head
+/// `{_id: owner, head}` (the first bucket needs none); `sent` one millisecond apart,
+/// increasing. Bulk `insert`s; `owner`'s inbox must be empty.
 pub async fn load_buckets(
     db: &Database,
     buckets_collection: &str,
@@ -45,14 +57,17 @@ pub async fn load_buckets(
             "messages": entries,
         });
     }
-    let Some(head) = buckets.len().checked_sub(1) else {
+    let head = buckets.len().saturating_sub(1);
+    if buckets.is_empty() {
         return Ok(());
-    };
+    }
     db.collection::<Document>(buckets_collection)
         .insert_many(buckets)
         .await?;
-    db.collection::<Document>(heads_collection)
-        .insert_one(doc! { "_id": owner, "head": head as i64 })
-        .await?;
+    if head > 0 {
+        db.collection::<Document>(heads_collection)
+            .insert_one(doc! { "_id": owner, "head": head as i64 })
+            .await?;
+    }
     Ok(())
 }

@@ -341,10 +341,12 @@ impl Subject {
         Ok(cursor)
     }
 
-    /// The first page and the last full page (offset `m - PAGE`) of every view of a discussion
-    /// of `m` comments, with the cursors our designs need to get there.
+    /// The first page and the last full page of every view of a discussion of `m` comments,
+    /// with the cursors our designs need to get there. The last page starts at the last multiple
+    /// of `PAGE` up to `m - PAGE` (so `skip`-based seeds read the same comments as our keyset
+    /// pages): offset `m - PAGE` when `m` is a multiple of `PAGE`.
     pub async fn page_cases(&self, m: u64) -> Result<Vec<PageCase>, BoxError> {
-        let end = (m as usize).saturating_sub(PAGE);
+        let end = (m as usize).saturating_sub(PAGE) / PAGE * PAGE;
         let mut cases = Vec::new();
         for &view in self.views() {
             for (place, offset) in [("first", 0), ("end", end)] {

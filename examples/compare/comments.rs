@@ -35,12 +35,12 @@ pub const OPERATIONS: [Operation; 5] = [
     Operation {
         name: PAGE_LAST,
         area: Area::Comments,
-        size: "comments in the discussion; oldest first, at offset N - 50",
+        size: "comments in the discussion; oldest first, the last full page: offset N - 50 rounded down to a multiple of 50",
     },
     Operation {
         name: THREAD_LAST,
         area: Area::Comments,
-        size: "comments in the discussion; threaded order, at offset N - 50",
+        size: "comments in the discussion; threaded order, the last full page",
     },
 ];
 
@@ -66,8 +66,9 @@ fn who(subject: &Subject) -> Who {
 }
 
 /// Grows one discussion per design through `sizes` (increasing), and at each size reads the
-/// first and the last page of 50 in every view the design has; at the largest size, then posts
-/// (and replies, where the design has threads) `bench.reps` times. Designs whose name contains `only` run.
+/// first and the last page of 50 in every view the design has; at the largest size, then reads
+/// the storage per comment, and posts (and replies, where the design has threads) `bench.reps`
+/// times. Designs whose name contains `only` run.
 pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<Vec<Row>> {
     if !bench.server.seed.slice_projection {
         eprintln!(
@@ -147,9 +148,17 @@ async fn measure(bench: &Bench, subject: &Subject, sizes: &[usize]) -> BoxResult
     if total == 0 {
         return Ok(rows);
     }
+    let m = total;
+    let mut storage_row = Row::new(
+        Area::Comments,
+        who,
+        "storage/comment, discussion of",
+        m as usize,
+    );
+    storage_row.storage = Some(crate::storage::per_item(&subject.db, m as usize).await?);
+    rows.push(storage_row);
     // Posts and replies last: replies would change what the seed's skip-based pages count
     // (its embedded chronological view holds top-level comments only).
-    let m = total;
     let mut post = Row::new(Area::Comments, who, POST, m as usize);
     let mut reply = Row::new(Area::Comments, who, REPLY, m as usize);
     for rep in 0..=bench.reps {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bson::{doc, Bson, Document, RawDocumentBuf};
+use bson::{doc, Document};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
@@ -12,11 +12,11 @@ use mongo_social::{
 use mongodb::{Collection, Database};
 
 use crate::bucket_load::load_buckets;
-use crate::report::{Area, Kind, Operation, Row, Storage, Who};
+use crate::report::{Area, Kind, Operation, Row, Who};
 use crate::seed_baselines::SeedBaseline;
 use crate::{Bench, BoxResult};
 
-/// The payload every message carries (100 bytes, a short chat message).
+/// The payload every message carries (90 bytes, a short chat message).
 const PAYLOAD: &str =
     "Hi! Are we still on for the design review at 3? I moved the slides to the shared drive. -j";
 /// The inbox the `read newest` figures read from, and whose storage is reported.
@@ -66,8 +66,9 @@ pub const OPERATIONS: [Operation; 4] = [
 pub enum Subject {
     Library(Lib),
     Seed(SeedBaseline),
-    /// `FanOutOnWrite`'s document layout, written and read with plain driver calls.
-    HandWritten,
+    /// A library strategy's document layout (fan-out on read or on write), written and read
+    /// with plain driver calls.
+    HandWritten(Lib),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,21 +85,24 @@ pub fn subjects() -> Vec<Subject> {
     library
         .into_iter()
         .chain(seed)
-        .chain([Subject::HandWritten])
+        .chain([Lib::FanOutOnRead, Lib::FanOutOnWrite].map(Subject::HandWritten))
         .collect()
 }
 
-/// The name the hand-written subject is shown under.
-pub const HAND_WRITTEN: &str = "hand-written fan-out-on-write";
+/// Each library strategy written by hand, with the names they show under: (library, by hand).
+pub const HAND_WRITTEN: [(&str, &str); 2] = [
+    ("fan-out-on-read", "hand-written fan-out-on-read"),
+    ("fan-out-on-write", "hand-written fan-out-on-write"),
+];
 
 impl Subject {
     pub fn who(self) -> Who {
         let seed = match self {
-            Subject::Library(Lib::FanOutOnRead) => SeedBaseline::FanOutOnRead,
-            Subject::Library(Lib::FanOutOnWrite) | Subject::HandWritten => {
-                SeedBaseline::FanOutOnWrite
-            }
-            Subject::Library(Lib::Bucketed) => SeedBaseline::Bucketed,
+            Subject::Library(lib) | Subject::HandWritten(lib) => match lib {
+                Lib::FanOutOnRead => SeedBaseline::FanOutOnRead,
+                Lib::FanOutOnWrite => SeedBaseline::FanOutOnWrite,
+                Lib::Bucketed => SeedBaseline::Bucketed,
+            },
             Subject::Seed(seed) => seed,
         };
         let (name, kind) = match self {
@@ -106,7 +110,8 @@ impl Subject {
             Subject::Library(Lib::FanOutOnWrite) => ("fan-out-on-write", Kind::Library),
             Subject::Library(Lib::Bucketed) => ("bucketed-fan-out", Kind::Library),
             Subject::Seed(seed) => (seed.name(), Kind::Seed),
-            Subject::HandWritten => (HAND_WRITTEN, Kind::HandWritten),
+            Subject::HandWritten(Lib::FanOutOnRead) => (HAND_WRITTEN[0].1, Kind::HandWritten),
+            Subject::HandWritten(_) => (HAND_WRITTEN[1].1, Kind::HandWritten),
         };
         Who {
             name,
@@ -150,10 +155,21 @@ impl Subject {
                 seed.create_indexes(db).await?;
                 Target::Seed(seed, db.clone())
             }
-            Subject::HandWritten => {
+            Subject::HandWritten(Lib::FanOutOnRead) => {
+                // The same index the library creates.
+                FanOutOnRead::new(db).create_indexes().await?;
+                Target::Hand(
+                    Lib::FanOutOnRead,
+                    db.collection(FanOutOnRead::DEFAULT_COLLECTION),
+                )
+            }
+            Subject::HandWritten(_) => {
                 // The same unique index the library creates.
                 FanOutOnWrite::new(db).create_indexes().await?;
-                Target::Hand(db.collection(FanOutOnWrite::DEFAULT_COLLECTION))
+                Target::Hand(
+                    Lib::FanOutOnWrite,
+                    db.collection(FanOutOnWrite::DEFAULT_COLLECTION),
+                )
             }
         })
     }
@@ -162,7 +178,7 @@ impl Subject {
 enum Target {
     Store(Arc<DynInboxStore<String>>),
     Seed(SeedBaseline, Database),
-    Hand(Collection<Document>),
+    Hand(Lib, Collection<Document>),
 }
 
 impl Target {
@@ -178,9 +194,7 @@ impl Target {
                     .await?;
             }
             Target::Seed(seed, db) => seed.send(db, from, to, PAYLOAD).await?,
-            Target::Hand(copies) => {
-                // What `FanOutOnWrite::send` stores, without the library: one unordered
-                // `insert` of one copy per recipient.
+            Target::Hand(lib, collection) => {
                 let message = doc! {
                     "id": bson::oid::ObjectId::new(),
                     "from": from,
@@ -188,12 +202,19 @@ impl Target {
                     "sent": bson::DateTime::now(),
                     "message": PAYLOAD,
                 };
-                let copies_of = to.iter().map(|recipient| {
-                    let mut copy = message.clone();
-                    copy.insert("recipient", recipient.as_str());
-                    copy
-                });
-                copies.insert_many(copies_of).ordered(false).await?;
+                if *lib == Lib::FanOutOnRead {
+                    // What `FanOutOnRead::send` stores: one document.
+                    collection.insert_one(message).await?;
+                } else {
+                    // What `FanOutOnWrite::send` stores: one unordered `insert` of one copy
+                    // per recipient.
+                    let copies = to.iter().map(|recipient| {
+                        let mut copy = message.clone();
+                        copy.insert("recipient", recipient.as_str());
+                        copy
+                    });
+                    collection.insert_many(copies).ordered(false).await?;
+                }
             }
         }
         Ok(())
@@ -208,10 +229,15 @@ impl Target {
                 .items
                 .len(),
             Target::Seed(seed, db) => seed.read(db, owner, n).await?.len(),
-            Target::Hand(copies) => {
-                let messages: Vec<Message<String>> = copies
+            Target::Hand(lib, collection) => {
+                let owner_field = if *lib == Lib::FanOutOnRead {
+                    "to"
+                } else {
+                    "recipient"
+                };
+                let messages: Vec<Message<String>> = collection
                     .clone_with_type::<Message<String>>()
-                    .find(doc! { "recipient": owner })
+                    .find(doc! { owner_field: owner })
                     .sort(doc! { "sent": -1, "id": -1 })
                     .limit(n as i64)
                     .batch_size(n as u32)
@@ -252,58 +278,6 @@ impl Target {
 fn fill_message(i: usize) -> (String, String) {
     const FROM: [&str; 4] = ["joe", "jane", "li", "omar"];
     (FROM[i % FROM.len()].to_owned(), PAYLOAD.to_owned())
-}
-
-fn number(value: Option<&Bson>) -> Option<f64> {
-    match value? {
-        Bson::Int32(v) => Some(f64::from(*v)),
-        Bson::Int64(v) => Some(*v as f64),
-        Bson::Double(v) => Some(*v),
-        _ => None,
-    }
-}
-
-/// Data and index bytes of every collection in `db` (one subject's database), per message.
-async fn storage(db: &Database, subject: Subject, messages: usize) -> BoxResult<Storage> {
-    let mut data = 0.0;
-    let mut index = 0.0;
-    let mut notes = Vec::new();
-    let mut names = match subject {
-        Subject::Seed(seed) => seed.collections().iter().map(|&n| n.to_owned()).collect(),
-        // Everything the store created: the database is the subject's alone.
-        _ => db.list_collection_names().await?,
-    };
-    names.sort();
-    for name in &names {
-        if name.starts_with("system.") {
-            continue;
-        }
-        let stats = db.run_command(doc! { "collStats": name.as_str() }).await?;
-        match number(stats.get("size")) {
-            Some(size) => data += size,
-            None => {
-                // Estimate: the encoded size of every document.
-                let mut cursor = db.collection::<RawDocumentBuf>(name).find(doc! {}).await?;
-                while let Some(document) = cursor.try_next().await? {
-                    data += document.as_bytes().len() as f64;
-                }
-                notes.push(format!("{name}: size missing, estimate from BSON bytes"));
-            }
-        }
-        match number(stats.get("totalIndexSize")) {
-            Some(size) => index += size,
-            None => notes.push(format!("{name}: totalIndexSize missing, estimate 0")),
-        }
-    }
-    let mut note = format!("collections: {}", names.join("+"));
-    if !notes.is_empty() {
-        note = format!("estimate ({}); {note}", notes.join("; "));
-    }
-    Ok(Storage {
-        data_per_message: data / messages as f64,
-        index_per_message: index / messages as f64,
-        note,
-    })
 }
 
 /// A send's latency at `n`, extrapolated from the last two sizes measured: FerretDB's costs grow
@@ -390,6 +364,7 @@ async fn measure_send(
         target.send("joe", &recipients).await?;
     } else {
         row.skipped = Some("no warm-up (over budget)".to_owned());
+        row.cold = true;
     }
     let figure_started = Instant::now();
     for _ in 0..reps {
@@ -407,7 +382,7 @@ async fn measure_send(
     let storage = if n <= 100 {
         let deliveries = (row.reps() + usize::from(warm_up)) * n;
         let mut storage_row = Row::new(Area::Inbox, subject.who(), "storage/delivery, send to", n);
-        storage_row.storage = Some(storage(&db, subject, deliveries).await?);
+        storage_row.storage = Some(crate::storage::per_item(&db, deliveries).await?);
         Some(storage_row)
     } else {
         None
@@ -427,7 +402,10 @@ async fn measure_reads(bench: &Bench, subject: Subject, inboxes: &[usize]) -> Bo
         .await?;
     let mut target = subject.open(&db).await?;
     let to = [OWNER.to_owned()];
-    let bulk = subject.is_bucketed() && !bench.server.atomic_updates;
+    let bulk = |m: usize| {
+        subject.is_bucketed()
+            && !crate::bucket_load::fill_through_send(m as u64, bench.server.atomic_updates)
+    };
     let mut rows = Vec::new();
     let mut sizes: Vec<usize> = inboxes.to_vec();
     if !sizes.contains(&READ_INBOX) {
@@ -437,7 +415,7 @@ async fn measure_reads(bench: &Bench, subject: Subject, inboxes: &[usize]) -> Bo
     let mut filled = 0;
     for m in sizes {
         let started = Instant::now();
-        if bulk {
+        if bulk(m) {
             db.drop().await?;
             target = subject.open(&db).await?;
             target.load(OWNER, m - 1).await?;
@@ -457,7 +435,7 @@ async fn measure_reads(bench: &Bench, subject: Subject, inboxes: &[usize]) -> Bo
         eprintln!(
             "  {:<32} inbox of {m} {} in {:.1} s",
             subject.who().name,
-            if bulk {
+            if bulk(m) {
                 "loaded in bulk but the last message"
             } else {
                 "filled"
@@ -467,7 +445,7 @@ async fn measure_reads(bench: &Bench, subject: Subject, inboxes: &[usize]) -> Bo
         if m == READ_INBOX {
             let mut storage_row =
                 Row::new(Area::Inbox, subject.who(), "storage/message, inbox of", m);
-            storage_row.storage = Some(storage(&db, subject, m).await?);
+            storage_row.storage = Some(crate::storage::per_item(&db, m).await?);
             rows.push(storage_row);
             for n in READ_SIZES {
                 rows.push(measure_read(bench, &target, subject, READ_NEWEST, m, n).await?);
@@ -511,9 +489,18 @@ async fn measure_read(
     Ok(row)
 }
 
-/// [`SENDERS`] tasks each send [`MESSAGES_PER_SENDER`] messages, each to the sender's three
-/// neighbours in a ring of [`SENDERS`] users (so recipients overlap), all at once; one untimed
-/// round first. A figure is one round: its latency and its commands in all.
+/// The recipients of sender `s`: itself and its next two neighbours in a ring of [`SENDERS`]
+/// users (as in `benches/inbox.rs`), so every user gets messages from three senders at once.
+fn ring_recipients(s: usize) -> Vec<String> {
+    (0..RECIPIENTS_PER_MESSAGE)
+        .map(|r| format!("user{}", (s + r) % SENDERS))
+        .collect()
+}
+
+/// [`SENDERS`] tasks each send [`MESSAGES_PER_SENDER`] messages to their [`ring_recipients`],
+/// all at once; one untimed round first. A figure is one round: its latency and its commands in
+/// all. Afterwards every user's inbox is counted: a library strategy that lost or duplicated a
+/// message is an error; a seed design that did (the seed's bucketed upserts race) gets a note.
 async fn measure_concurrent(bench: &Bench, subject: Subject) -> BoxResult<Row> {
     let messages = SENDERS * MESSAGES_PER_SENDER;
     let mut row = Row::new(Area::Inbox, subject.who(), CONCURRENT, messages);
@@ -526,9 +513,7 @@ async fn measure_concurrent(bench: &Bench, subject: Subject) -> BoxResult<Row> {
             let target = &target;
             async move {
                 let from = format!("user{s}");
-                let to: Vec<String> = (1..=RECIPIENTS_PER_MESSAGE)
-                    .map(|k| format!("user{}", (s + k) % SENDERS))
-                    .collect();
+                let to = ring_recipients(s);
                 for _ in 0..MESSAGES_PER_SENDER {
                     target.send(&from, &to).await?;
                 }
@@ -541,6 +526,26 @@ async fn measure_concurrent(bench: &Bench, subject: Subject) -> BoxResult<Row> {
         let (millis, commands) = bench.time(round()).await?;
         row.millis.push(millis);
         row.commands.push(commands);
+    }
+    let expected = (bench.reps + 1) * MESSAGES_PER_SENDER * RECIPIENTS_PER_MESSAGE;
+    let mut wrong = Vec::new();
+    for user in 0..SENDERS {
+        let owner = format!("user{user}");
+        let got = target.read(&owner, expected + 1).await?;
+        if got != expected {
+            wrong.push(format!("{owner}: {got}"));
+        }
+    }
+    if !wrong.is_empty() {
+        let what = format!(
+            "inboxes hold the wrong number of messages after concurrent sends (expected \
+             {expected} each): {}",
+            wrong.join(", ")
+        );
+        if subject.who().kind != Kind::Seed {
+            return Err(format!("{}: {what}", subject.who().name).into());
+        }
+        row.skipped = Some(what);
     }
     db.drop().await?;
     Ok(row)

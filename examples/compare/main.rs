@@ -2,44 +2,48 @@
 //! against the seed documents' literal algorithms, on the same server in the same run.
 //!
 //! ```text
-//! cargo run --release --example compare                     # about 6 minutes on FerretDB
-//! COMPARE_SCALE=full cargo run --release --example compare  # adds N = 10000 (slow on FerretDB)
+//! cargo run --release --example compare                     # RUN_TIME on FerretDB
+//! COMPARE_SCALE=full cargo run --release --example compare  # adds N = 10000
 //! COMPARE_REPS=9 cargo run --release --example compare      # repetitions per figure (default 5)
 //! ```
 //!
-//! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB. Measures, for every subject
-//! (a [`CommandCounter`] on the client counts commands; latency is the median wall-clock time of
-//! `COMPARE_REPS` timed repetitions after one untimed warm-up):
+//! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB. For every subject a
+//! [`CommandCounter`] on the client counts the commands of each operation, and latency is the
+//! median wall-clock time of `COMPARE_REPS` timed repetitions after one untimed warm-up:
 //!
 //! - **Inboxes** (`inbox.rs`): the three strategies, the seed blog post's three designs
-//!   (`benches/support/seed_baselines.rs`) and `FanOutOnWrite`'s layout written by hand:
+//!   (`benches/support/seed_baselines.rs`), and fan-out on read and on write written by hand
+//!   with plain driver calls (the library's overhead):
 //!   - `send` to N recipients (`COMPARE_SIZES`, default 1, 10, 100, 1000);
 //!   - `newest 50` of an inbox as it grows through `COMPARE_INBOX_SIZES` messages (default 100,
-//!     1000, 10000), which shows whether the read cost stays flat; and `read newest` 50 / 100 /
-//!     500 of an inbox of 1,000;
-//!   - `8 senders` sending 5 messages each to 3 overlapping recipients at once (throughput);
-//!   - storage per message from `collStats` (`size`, `totalIndexSize`), summed over the
-//!     subject's collections;
-//!   - library overhead: `FanOutOnWrite` through the API next to the same `insert_many` + `find`
-//!     written by hand.
+//!     1000, 10000), which shows whether the read cost stays flat; `read newest` 50 / 100 / 500
+//!     of an inbox of 1,000;
+//!   - `8 senders` each sending 5 messages to 3 overlapping recipients at once (throughput),
+//!     after which every inbox is counted;
+//!   - storage per message from `collStats` (`size`, `totalIndexSize`) over the subject's
+//!     collections, for sends to N <= 100 and for the inbox of 1,000.
 //! - **Comments** (`comments.rs`): the three designs and the MongoDB manual's three
 //!   (`benches/support/seed_comments.rs`), in a discussion grown through
 //!   `COMPARE_DISCUSSION_SIZES` comments (default 100, 400): the first and the last page of 50
-//!   (oldest first, and threaded where the design has threads), then a `post` and a `reply`.
+//!   oldest first, and the last page of 50 in threaded order where the design has threads; at
+//!   the largest size the storage per comment, a `post` and a `reply`.
 //!
 //! Every subject uses its own database, dropped before and after use (on FerretDB 1.x every
 //! query but `{_id: X}` scans its whole collection, so sharing one would measure the
-//! neighbours). Bucketed inboxes past 1,000 messages are loaded in bulk, but for their last
-//! message, on servers without atomic updates (`benches/support/bucket_load.rs` says why).
+//! neighbours). On servers without atomic updates, bucketed inboxes past 1,000 messages are
+//! loaded in bulk but for their last message (`benches/support/bucket_load.rs` says why).
 //!
-//! Prints a table (subject × operation: commands, median latency, each as a ratio to the seed's
-//! design) and writes `target/compare/results.csv` and `target/compare/cost.svg` (commands per
-//! send against N, read latency against inbox size, comment page latency against discussion
-//! size). Latencies are reported, never asserted: they depend on the machine and the server,
-//! and FerretDB figures are not MongoDB's. `COMPARE_ONLY=<text>` measures only the subjects
-//! whose name contains it; `COMPARE_PARTS=inbox` or `comments` runs one half;
-//! `COMPARE_BUDGET_S` (default 10) caps the time of one send figure, skipping sizes predicted
-//! to take longer, and says so.
+//! Prints a table (subject × operation: commands and median latency, each also as a ratio to
+//! the seed's design; no ratio where either figure had no warm-up) and writes
+//! `target/compare/results.csv` and `target/compare/cost.svg`, four log-log panels: commands
+//! per send against N, newest-50 latency against inbox size, and the last comment page's
+//! latency and commands against discussion size. Latencies are reported, never asserted: they
+//! depend on the machine and the server, and FerretDB figures are not MongoDB's.
+//!
+//! `COMPARE_PARTS=inbox` or `comments` runs one half; `COMPARE_ONLY=<text>` measures only the
+//! subjects whose name contains it; `COMPARE_BUDGET_S` (default 10) caps the time of one send
+//! figure, giving fewer repetitions or skipping sizes predicted to take longer, and says so;
+//! `COMPARE_TRACE=1` prints every timed operation's commands.
 
 #[path = "../../benches/support/bucket_load.rs"]
 mod bucket_load;
@@ -53,6 +57,7 @@ mod seed_comments;
 mod comments;
 mod inbox;
 mod report;
+mod storage;
 
 use std::future::Future;
 use std::path::Path;
@@ -107,12 +112,12 @@ impl Bench {
     /// One line on stderr for a finished figure.
     fn progress(&self, row: &Row) {
         eprintln!(
-            "  {:<32} {:<16} N={:<6} {:>6} commands {:>9.2} ms  ({:.0} s elapsed) {}",
+            "  {:<32} {:<16} N={:<6} {:>6} commands {:>9} ms  ({:.0} s elapsed) {}",
             row.who.name,
             row.operation,
             row.n,
-            row.commands_median(),
-            row.millis_median(),
+            report::show(row.commands_median(), 1, ""),
+            report::show(row.millis_median(), 2, ""),
             self.started.elapsed().as_secs_f64(),
             row.skipped.as_deref().unwrap_or("")
         );
@@ -203,12 +208,18 @@ async fn main() -> BoxResult<()> {
         rows.extend(comments::run(&bench, &discussion_sizes, &only).await?);
     }
 
+    if rows.is_empty() {
+        return Err(format!(
+            "nothing measured: COMPARE_ONLY={only:?} matches no subject of COMPARE_PARTS={parts:?}"
+        )
+        .into());
+    }
     let operations: Vec<report::Operation> = inbox::OPERATIONS
         .into_iter()
         .chain(comments::OPERATIONS)
         .collect();
     report::print_table(&rows, &operations);
-    report::print_overhead(&rows, "fan-out-on-write", inbox::HAND_WRITTEN);
+    report::print_overhead(&rows, &inbox::HAND_WRITTEN);
 
     let panels = [
         Panel {

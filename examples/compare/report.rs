@@ -58,16 +58,19 @@ pub struct Row {
     pub n: usize,
     pub commands: Vec<usize>,
     pub millis: Vec<f64>,
-    /// Storage rows: bytes of data and of indexes per message, and a note.
+    /// Storage rows: bytes of data and of indexes per item, and a note.
     pub storage: Option<Storage>,
     /// Why the figure is missing or partial.
     pub skipped: Option<String>,
+    /// Measured without a warm-up (over the time budget): no ratio is given against it.
+    pub cold: bool,
 }
 
+/// Bytes stored per item (message or comment), from `collStats`.
 #[derive(Clone, Debug)]
 pub struct Storage {
-    pub data_per_message: f64,
-    pub index_per_message: f64,
+    pub data_per_item: f64,
+    pub index_per_item: f64,
     pub note: String,
 }
 
@@ -82,6 +85,7 @@ impl Row {
             millis: Vec::new(),
             storage: None,
             skipped: None,
+            cold: false,
         }
     }
 
@@ -98,14 +102,29 @@ impl Row {
         median(&self.millis)
     }
 
-    /// The seed row for the same operation and size.
+    /// The seed row for the same operation and size, when both were measured warm and this
+    /// is not that row.
     fn baseline<'a>(&self, rows: &'a [Row]) -> Option<&'a Row> {
-        rows.iter().find(|other| {
-            other.who.kind == Kind::Seed
-                && other.who.name == self.who.baseline
-                && other.operation == self.operation
-                && other.n == self.n
-        })
+        rows.iter()
+            .find(|other| {
+                other.who.kind == Kind::Seed
+                    && other.who.name == self.who.baseline
+                    && other.operation == self.operation
+                    && other.n == self.n
+                    && other.storage.is_none()
+            })
+            .filter(|base| base.who != self.who && !base.cold && !self.cold)
+    }
+
+    /// Median commands and latency as ratios to the seed's (NaN without a baseline).
+    fn ratios(&self, rows: &[Row]) -> (f64, f64) {
+        match self.baseline(rows) {
+            Some(base) if self.storage.is_none() => (
+                ratio(self.commands_median(), base.commands_median()),
+                ratio(self.millis_median(), base.millis_median()),
+            ),
+            _ => (f64::NAN, f64::NAN),
+        }
     }
 }
 
@@ -140,7 +159,7 @@ fn ratio(value: f64, base: f64) -> f64 {
 }
 
 /// A figure with `decimals` decimals and a unit suffix, or `-` when there is none.
-fn show(value: f64, decimals: usize, suffix: &str) -> String {
+pub fn show(value: f64, decimals: usize, suffix: &str) -> String {
     if value.is_finite() {
         format!("{value:.decimals$}{suffix}")
     } else {
@@ -171,13 +190,7 @@ pub fn print_table(rows: &[Row], operations: &[Operation]) {
             operation.size
         );
         for row in block {
-            let (commands_ratio, millis_ratio) = match row.baseline(rows) {
-                Some(base) if base.who != row.who => (
-                    ratio(row.commands_median(), base.commands_median()),
-                    ratio(row.millis_median(), base.millis_median()),
-                ),
-                _ => (f64::NAN, f64::NAN),
-            };
+            let (commands_ratio, millis_ratio) = row.ratios(rows);
             let min = row.commands.iter().min().copied().unwrap_or(0);
             let max = row.commands.iter().max().copied().unwrap_or(0);
             let commands = if row.commands.is_empty() {
@@ -204,49 +217,53 @@ pub fn print_table(rows: &[Row], operations: &[Operation]) {
     println!("{rule}");
     println!(
         "\n{:<32} {:<30} {:>11} {:>11} {:>11}  note",
-        "strategy", "storage", "data B/msg", "index B/msg", "total B/msg"
+        "subject", "storage", "data B", "index B", "total B"
     );
     for row in rows {
         if let Some(storage) = &row.storage {
             println!(
-                "{:<32} {:<30} {:>11.0} {:>11.0} {:>11.0}  {}",
+                "{:<32} {:<30} {:>11} {:>11} {:>11}  {}",
                 row.who.name,
                 format!("{} {}", row.operation, row.n),
-                storage.data_per_message,
-                storage.index_per_message,
-                storage.data_per_message + storage.index_per_message,
+                show(storage.data_per_item, 0, ""),
+                show(storage.index_per_item, 0, ""),
+                show(storage.data_per_item + storage.index_per_item, 0, ""),
                 storage.note
             );
         }
     }
 }
 
-/// `library` next to `hand`, for every operation and size both have.
-pub fn print_overhead(rows: &[Row], library: &str, hand: &str) {
-    println!("\nlibrary overhead: {library} through the API vs the same calls written by hand");
+/// Each library subject next to the same calls written by hand (`pairs` of names), for every
+/// operation and size both have.
+pub fn print_overhead(rows: &[Row], pairs: &[(&str, &str)]) {
+    println!("\nlibrary overhead: through the API vs the same calls written by hand");
     println!(
-        "{:<18} {:>6} {:>13} {:>13} {:>10} {:>13} {:>13}",
-        "op", "N", "library ms", "by hand ms", "lib/hand", "library cmds", "by hand cmds"
+        "{:<18} {:<18} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9}",
+        "library", "op", "N", "library ms", "by hand ms", "lib/hand", "lib cmds", "hand cmds"
     );
-    for row in rows
-        .iter()
-        .filter(|row| row.who.name == library && row.storage.is_none())
-    {
-        let Some(by_hand) = rows.iter().find(|other| {
-            other.who.name == hand && other.operation == row.operation && other.n == row.n
-        }) else {
-            continue;
-        };
-        println!(
-            "{:<18} {:>6} {:>13.2} {:>13.2} {:>9.2}x {:>13} {:>13}",
-            row.operation,
-            row.n,
-            row.millis_median(),
-            by_hand.millis_median(),
-            ratio(row.millis_median(), by_hand.millis_median()),
-            row.commands_median(),
-            by_hand.commands_median()
-        );
+    for &(library, hand) in pairs {
+        for row in rows
+            .iter()
+            .filter(|row| row.who.name == library && row.storage.is_none())
+        {
+            let Some(by_hand) = rows.iter().find(|other| {
+                other.who.name == hand && other.operation == row.operation && other.n == row.n
+            }) else {
+                continue;
+            };
+            println!(
+                "{:<18} {:<18} {:>6} {:>11} {:>11} {:>9} {:>9} {:>9}",
+                library,
+                row.operation,
+                row.n,
+                show(row.millis_median(), 2, ""),
+                show(by_hand.millis_median(), 2, ""),
+                show(ratio(row.millis_median(), by_hand.millis_median()), 2, "x"),
+                show(row.commands_median(), 0, ""),
+                show(by_hand.commands_median(), 0, "")
+            );
+        }
     }
 }
 
@@ -270,7 +287,7 @@ pub fn csv(rows: &[Row], server: &str, reps: usize) -> String {
     out.push_str(
         "area,subject,kind,baseline,operation,n,reps,commands_median,commands_min,commands_max,\
          latency_ms_median,commands_ratio_vs_seed,latency_ratio_vs_seed,\
-         data_bytes_per_message,index_bytes_per_message,note\n",
+         data_bytes_per_item,index_bytes_per_item,note\n",
     );
     let fmt = |value: f64| {
         if value.is_finite() {
@@ -280,17 +297,12 @@ pub fn csv(rows: &[Row], server: &str, reps: usize) -> String {
         }
     };
     for row in rows {
-        let (commands_ratio, latency_ratio) = match (row.baseline(rows), &row.storage) {
-            (Some(base), None) if base.who != row.who => (
-                fmt(ratio(row.commands_median(), base.commands_median())),
-                fmt(ratio(row.millis_median(), base.millis_median())),
-            ),
-            _ => (String::new(), String::new()),
-        };
+        let (commands_ratio, latency_ratio) = row.ratios(rows);
+        let (commands_ratio, latency_ratio) = (fmt(commands_ratio), fmt(latency_ratio));
         let (data, index, note) = match &row.storage {
             Some(s) => (
-                fmt(s.data_per_message),
-                fmt(s.index_per_message),
+                fmt(s.data_per_item),
+                fmt(s.index_per_item),
                 csv_field(&s.note),
             ),
             None => (
