@@ -2,7 +2,7 @@
 //! against the seed documents' literal algorithms, on the same server in the same run.
 //!
 //! ```text
-//! cargo run --release --example compare                     # RUN_TIME on FerretDB
+//! cargo run --release --example compare                     # about 5 minutes on FerretDB
 //! COMPARE_SCALE=full cargo run --release --example compare  # adds N = 10000
 //! COMPARE_REPS=9 cargo run --release --example compare      # repetitions per figure (default 5)
 //! ```
