@@ -43,6 +43,9 @@
 //! `COMPARE_PARTS=inbox` or `comments` runs one half; `COMPARE_ONLY=<text>` measures only the
 //! subjects whose name contains it; `COMPARE_BUDGET_S` (default 10) caps the time of one send
 //! figure, giving fewer repetitions or skipping sizes predicted to take longer, and says so;
+//! `COMPARE_COUNT_BUDGET_S` (300 with `COMPARE_SCALE=full`, else 0) lets a skipped send still
+//! run once, untimed and without warm-up, to count its commands when it is predicted to take no
+//! longer;
 //! `COMPARE_TRACE=1` prints every timed operation's commands.
 
 #[path = "../../benches/support/bucket_load.rs"]
@@ -79,6 +82,8 @@ pub struct Bench {
     reps: usize,
     /// Longest a send figure may take, all repetitions together (milliseconds).
     budget_ms: f64,
+    /// Longest one untimed send, only to count its commands, may take (milliseconds).
+    count_budget_ms: f64,
     /// Print every timed operation's commands.
     trace: bool,
     server: comment_subjects::Server,
@@ -195,6 +200,7 @@ async fn main() -> BoxResult<()> {
         commands,
         reps,
         budget_ms: budget_s * 1000.0,
+        count_budget_ms: number("COMPARE_COUNT_BUDGET_S", if full { 300.0 } else { 0.0 })? * 1000.0,
         trace: std::env::var_os("COMPARE_TRACE").is_some(),
         server: comment_subjects::Server::of(&info),
         started: Instant::now(),
