@@ -313,8 +313,10 @@ async fn sharding_needs_mongos() {
     let db = testing::test_db("sharding_needs_mongos").await;
     let store = BucketedFanOut::new(&db.db);
     let keys = store.shard_keys();
-    assert_eq!(keys.len(), 2);
+    assert_eq!(keys.len(), 3);
     assert_eq!(keys[0].key, doc! { "owner": 1, "sequence": 1 });
+    assert_eq!(keys[2].collection, "inbox_recipients");
+    assert_eq!(keys[2].key, doc! { "_id": "hashed" });
     assert_eq!(
         FanOutOnRead::new(&db.db).shard_keys()[0].key,
         doc! { "from": 1 }
@@ -400,4 +402,175 @@ async fn expired_recipient_lock_is_taken_over() {
         .await
         .unwrap();
     assert_eq!(locks, 0, "locks left behind");
+}
+
+/// Every message entry stored in `collection`: its documents, or the `messages` of its buckets.
+async fn stored_entries(db: &TestDb, collection: &str) -> Vec<Document> {
+    let documents: Vec<Document> = db
+        .collection::<Document>(collection)
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    documents
+        .into_iter()
+        .flat_map(|document| match document.get_array("messages") {
+            Ok(messages) => messages
+                .iter()
+                .filter_map(|m| m.as_document().cloned())
+                .collect(),
+            Err(_) => vec![document],
+        })
+        .collect()
+}
+
+/// A message to more recipients than a store keeps in every entry stores its list once; pages
+/// give the whole list back, with one more `find` only for pages that hold such messages, and a
+/// repeated delivery stores nothing twice. `send_inserts`: the `insert`s a send of the long
+/// message takes, where they are exact (no locks).
+async fn long_recipient_lists_are_stored_once(
+    db: &TestDb,
+    store: &DynInboxStore<String>,
+    entries: &str,
+    send_inserts: Option<usize>,
+) {
+    store.create_indexes().await.expect("indexes");
+    let group: Vec<String> = (0..5).map(|i| format!("member{i}")).collect();
+    let pair = ["member0", "member1"];
+    let short = store
+        .send(NewMessage::new("joe", pair, "to two".to_owned()))
+        .await
+        .expect("send to two");
+    db.commands.reset();
+    let long = store
+        .send(NewMessage::new("joe", group.clone(), "to five".to_owned()))
+        .await
+        .expect("send to five");
+    if let Some(inserts) = send_inserts {
+        assert_eq!(
+            db.commands.count("insert"),
+            inserts,
+            "{:?}",
+            db.commands.names()
+        );
+    }
+
+    let lists: Vec<Document> = db
+        .collection::<Document>("inbox_recipients")
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        lists.len(),
+        1,
+        "one list, for the long message only: {lists:?}"
+    );
+    assert_eq!(lists[0].get_object_id("_id").unwrap(), long.id.0);
+    let listed: Vec<&str> = lists[0]
+        .get_array("to")
+        .unwrap()
+        .iter()
+        .filter_map(|name| name.as_str())
+        .collect();
+    assert_eq!(listed, group);
+    let stored = stored_entries(db, entries).await;
+    let (long_entries, short_entries): (Vec<&Document>, Vec<&Document>) = stored
+        .iter()
+        .partition(|entry| entry.get_object_id("id").unwrap() == long.id.0);
+    assert_eq!(long_entries.len(), 5);
+    for entry in long_entries {
+        assert!(!entry.contains_key("to"), "{entry:?}");
+        assert_eq!(entry.get_i64("to_count").unwrap(), 5, "{entry:?}");
+    }
+    assert_eq!(short_entries.len(), 2);
+    for entry in short_entries {
+        assert_eq!(entry.get_array("to").unwrap().len(), 2, "{entry:?}");
+    }
+
+    for member in &group {
+        db.commands.reset();
+        let page = store
+            .inbox_page(member, PageRequest::first(10))
+            .await
+            .expect("page");
+        assert_eq!(
+            db.commands.count("find"),
+            2,
+            "the page and its lists: {:?}",
+            db.commands.names()
+        );
+        assert_eq!(page.items[0].id, long.id);
+        assert_eq!(page.items[0].to, group, "{member}");
+        if pair.contains(&member.as_str()) {
+            assert_eq!(page.items.len(), 2, "{member}");
+            assert_eq!(page.items[1].id, short.id);
+            assert_eq!(page.items[1].to, pair, "{member}");
+        } else {
+            assert_eq!(page.items.len(), 1, "{member}");
+        }
+    }
+    // A page without long lists takes one `find`.
+    let newest = store
+        .inbox_page("member0", PageRequest::first(1))
+        .await
+        .unwrap();
+    db.commands.reset();
+    let older = store
+        .inbox_page("member0", PageRequest::after(1, newest.next.unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(db.commands.names(), ["find"]);
+    assert_eq!(older.items[0].to, pair);
+
+    // Delivering the long message again writes no second list and no second entry.
+    store.deliver(&long, &group).await.expect("deliver again");
+    assert_eq!(stored_entries(db, "inbox_recipients").await.len(), 1);
+    assert_eq!(stored_entries(db, entries).await.len(), 7);
+}
+
+#[tokio::test]
+async fn fan_out_on_write_stores_long_recipient_lists_once() {
+    let db = testing::test_db("fan_out_on_write_long_lists").await;
+    let store = FanOutOnWrite::builder(&db.db)
+        .max_inline_recipients(2)
+        .build()
+        .unwrap();
+    // The list, then the copies.
+    long_recipient_lists_are_stored_once(&db, &store, "inbox_copies", Some(2)).await;
+}
+
+#[tokio::test]
+async fn buckets_store_long_recipient_lists_once() {
+    let db = testing::test_db("buckets_long_lists").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .max_inline_recipients(2)
+        .build()
+        .unwrap();
+    // The list and, without atomic updates, the recipient locks.
+    let inserts = db.info.capabilities().atomic_updates.then_some(1);
+    long_recipient_lists_are_stored_once(&db, &store, "inbox_buckets", inserts).await;
+}
+
+#[tokio::test]
+async fn recipient_lists_need_their_own_collection() {
+    let db = testing::test_db("recipient_lists_collection").await;
+    let refused = FanOutOnWrite::builder(&db.db)
+        .recipients_collection("inbox_copies")
+        .build();
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig { .. })),
+        "{refused:?}"
+    );
+    let refused = BucketedFanOut::builder(&db.db)
+        .recipients_collection("inbox_heads")
+        .build();
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig { .. })),
+        "{refused:?}"
+    );
 }

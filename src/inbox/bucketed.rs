@@ -9,6 +9,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::recipient_lists::RecipientLists;
 use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
@@ -35,7 +36,12 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// - `inbox_buckets`: `{owner, sequence, count, messages: [..]}`, unique index
 ///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
 /// - `inbox_heads`: `{_id: owner, head}`, the seed's `users` collection, holding the sequence of
-///   each owner's newest bucket (a hint: a stale head costs a retry, never a wrong result).
+///   each owner's newest bucket (a hint: a stale head costs a retry, never a wrong result);
+/// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
+///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default),
+///   stored once, written before the entries, which carry `to_count` instead of `to`; otherwise a
+///   message to N users would put N names in each of N buckets. A page holding such messages
+///   takes one more `find` to put their lists back.
 ///
 /// # How it improves on the seed
 /// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
@@ -80,6 +86,7 @@ pub struct BucketedFanOut {
     buckets: Collection<Document>,
     heads: Collection<Document>,
     locks: LeaseLocks,
+    recipients: RecipientLists,
     bucket_size: u32,
     capabilities: DetectedCapabilities,
 }
@@ -91,6 +98,8 @@ pub struct BucketedFanOutBuilder {
     buckets: String,
     heads: String,
     locks: String,
+    recipients: String,
+    max_inline: usize,
     bucket_size: u32,
 }
 
@@ -120,6 +129,20 @@ impl BucketedFanOutBuilder {
         self
     }
 
+    /// The collection of recipient lists too long to store in every entry (default
+    /// `inbox_recipients`).
+    pub fn recipients_collection(mut self, name: impl Into<String>) -> Self {
+        self.recipients = name.into();
+        self
+    }
+
+    /// The longest recipient list stored in every bucket entry (default 100); a longer one is
+    /// stored once, in the recipients collection. 0 stores every list once.
+    pub fn max_inline_recipients(mut self, max: usize) -> Self {
+        self.max_inline = max;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -138,13 +161,17 @@ impl BucketedFanOutBuilder {
             });
         }
         super::check_collection_names(
-            &[&self.buckets, &self.heads, &self.locks],
-            "buckets, heads and locks",
+            &[&self.buckets, &self.heads, &self.locks, &self.recipients],
+            "buckets, heads, locks and recipients",
         )?;
         Ok(BucketedFanOut {
             buckets: self.database.collection(&self.buckets),
             heads: self.database.collection(&self.heads),
             locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
+            recipients: RecipientLists::new(
+                self.database.collection(&self.recipients),
+                self.max_inline,
+            ),
             database: self.database,
             bucket_size: self.bucket_size,
             capabilities: DetectedCapabilities::default(),
@@ -204,6 +231,11 @@ impl BucketedFanOut {
                 doc! { "_id": 1 },
                 "one small document per owner, read by id",
             ),
+            ShardKey::new(
+                self.recipients.name(),
+                doc! { "_id": "hashed" },
+                "long recipient lists, one per message, read by id",
+            ),
         ]
     }
 
@@ -228,6 +260,10 @@ impl BucketedFanOut {
                 database.collection(Self::DEFAULT_LOCKS_COLLECTION),
                 LOCK_LEASE,
             ),
+            recipients: RecipientLists::new(
+                database.collection(RecipientLists::DEFAULT_COLLECTION),
+                RecipientLists::DEFAULT_MAX_INLINE,
+            ),
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
             capabilities: DetectedCapabilities::default(),
         }
@@ -249,6 +285,8 @@ impl BucketedFanOut {
             buckets: Self::DEFAULT_COLLECTION.to_owned(),
             heads: Self::DEFAULT_HEADS_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
+            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
         }
     }
@@ -275,8 +313,10 @@ impl BucketedFanOut {
         message: &Message<P>,
         recipients: Vec<String>,
     ) -> Result<()> {
-        let entry = message.to_document()?;
+        let mut entry = message.to_document()?;
+        let list = self.recipients.share(&mut entry, message.id)?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        self.recipients.store(list).await?;
         let capabilities = self.capabilities().await?;
         if capabilities.atomic_updates {
             self.deliver(recipients, &entry, message.id, &capabilities)
@@ -573,7 +613,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
             .try_collect()
             .await?;
 
-        let mut items = Vec::with_capacity(page.limit);
+        let mut entries = Vec::with_capacity(page.limit);
         let mut last_position = None;
         'buckets: for mut bucket in buckets {
             let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
@@ -588,13 +628,18 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
                 let Bson::Document(entry) = entry else {
                     continue;
                 };
-                items.push(bson::from_document(entry)?);
+                entries.push(entry);
                 last_position = Some(position);
-                if items.len() == page.limit {
+                if entries.len() == page.limit {
                     break 'buckets;
                 }
             }
         }
+        self.recipients.restore(&mut entries, "id").await?;
+        let items = entries
+            .into_iter()
+            .map(bson::from_document)
+            .collect::<std::result::Result<Vec<Message<P>>, _>>()?;
         let next = match last_position {
             Some(position) if position > 0 => Some(PageCursor::after_position(position)),
             _ => None,

@@ -190,7 +190,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.messages, LAYOUT, owner, page).await
+        time_ordered::read_page(&self.messages, LAYOUT, owner, page, None).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {

@@ -5,6 +5,7 @@ use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout};
 use super::{
     validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
@@ -27,6 +28,12 @@ const LAYOUT: Layout = Layout {
 /// inbox at most once. All copies go to the server in one unordered `insert` (the driver splits
 /// batches above 100,000 documents or 48 MB), not one round trip per recipient as in the seed.
 ///
+/// A recipient list longer than [`FanOutOnWriteBuilder::max_inline_recipients`] (100 by default)
+/// is stored once, `{_id: message id, to}` in the recipients collection (`inbox_recipients`),
+/// written just before the copies, and the copies carry `to_count` instead: otherwise a message
+/// to N users would store N² names (1.4 GB for 10,000). Such a send takes 2 commands, and a page
+/// holding such messages 2 `find`s; the `to` read back is the whole list either way.
+///
 /// Sharded on `{recipient: 1, sent: 1}`: an inbox lives on one shard (or a few, for very long
 /// histories). Choose it when inboxes are read far more often than messages are sent, and
 /// messages have few recipients; see [`super::BucketedFanOut`] for fewer index entries.
@@ -34,6 +41,7 @@ const LAYOUT: Layout = Layout {
 pub struct FanOutOnWrite {
     database: Database,
     copies: Collection<Document>,
+    recipients: RecipientLists,
 }
 
 /// Configures a [`FanOutOnWrite`] store.
@@ -41,6 +49,8 @@ pub struct FanOutOnWrite {
 pub struct FanOutOnWriteBuilder {
     database: Database,
     collection: String,
+    recipients: String,
+    max_inline: usize,
 }
 
 impl FanOutOnWriteBuilder {
@@ -50,15 +60,37 @@ impl FanOutOnWriteBuilder {
         self
     }
 
+    /// The collection of recipient lists too long to store in every copy (default
+    /// `inbox_recipients`).
+    pub fn recipients_collection(mut self, name: impl Into<String>) -> Self {
+        self.recipients = name.into();
+        self
+    }
+
+    /// The longest recipient list stored in every copy (default 100); a longer one is stored
+    /// once, in the recipients collection. 0 stores every list once.
+    pub fn max_inline_recipients(mut self, max: usize) -> Self {
+        self.max_inline = max;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidConfig`] for an empty collection name.
+    /// [`crate::Error::InvalidConfig`] for an empty or invalid collection name, or the same
+    /// name for both collections.
     pub fn build(self) -> Result<FanOutOnWrite> {
-        super::check_collection_name(&self.collection)?;
+        super::check_collection_names(
+            &[&self.collection, &self.recipients],
+            "copies and recipients",
+        )?;
         Ok(FanOutOnWrite {
             copies: self.database.collection(&self.collection),
+            recipients: RecipientLists::new(
+                self.database.collection(&self.recipients),
+                self.max_inline,
+            ),
             database: self.database,
         })
     }
@@ -77,9 +109,11 @@ impl FanOutOnWrite {
         if delivered {
             document.insert("delivered", true);
         }
+        let list = self.recipients.share(&mut document, message.id)?;
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
+        self.recipients.store(list).await?;
         let copies = recipients.iter().map(|recipient| {
             let mut copy = document.clone();
             copy.insert("recipient", recipient.as_str());
@@ -106,11 +140,18 @@ impl FanOutOnWrite {
 
     /// The shard key each of the strategy's collections should have.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.copies.name(),
-            doc! { "recipient": 1, "sent": 1 },
-            "routes each inbox read to one shard; writes spread by recipient",
-        )]
+        vec![
+            ShardKey::new(
+                self.copies.name(),
+                doc! { "recipient": 1, "sent": 1 },
+                "routes each inbox read to one shard; writes spread by recipient",
+            ),
+            ShardKey::new(
+                self.recipients.name(),
+                doc! { "_id": "hashed" },
+                "long recipient lists, one per message, read by id",
+            ),
+        ]
     }
 
     /// The default collection name.
@@ -121,6 +162,10 @@ impl FanOutOnWrite {
         Self {
             database: database.clone(),
             copies: database.collection(Self::DEFAULT_COLLECTION),
+            recipients: RecipientLists::new(
+                database.collection(RecipientLists::DEFAULT_COLLECTION),
+                RecipientLists::DEFAULT_MAX_INLINE,
+            ),
         }
     }
 
@@ -129,6 +174,8 @@ impl FanOutOnWrite {
         FanOutOnWriteBuilder {
             database: database.clone(),
             collection: Self::DEFAULT_COLLECTION.to_owned(),
+            recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
+            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
         }
     }
 }
@@ -166,7 +213,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.copies, LAYOUT, owner, page).await
+        time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {

@@ -6,6 +6,10 @@
 //! | [`FanOutOnWrite`] | one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
 //! | [`BucketedFanOut`] | 2 commands, 5 when a bucket rolls over, whatever N | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
 //!
+//! The two strategies that copy a message store a recipient list longer than 100 names (their
+//! builders' `max_inline_recipients`) once, in `inbox_recipients`, rather than in every copy:
+//! one `insert` more for such a send, one `find` more for a page holding such messages.
+//!
 //! All three share the message model ([`NewMessage`] in, [`Message`] out), keyset pagination
 //! with an opaque [`PageCursor`], and the input checks in this module, so they can be swapped at
 //! runtime behind an `Arc<DynInboxStore<P>>`.
@@ -14,6 +18,7 @@ mod bucketed;
 mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;
+mod recipient_lists;
 mod time_ordered;
 mod validate;
 

@@ -5,6 +5,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
+use super::recipient_lists::RecipientLists;
 use super::{validate, Message, Page, PageCursor, PageRequest, Payload};
 use crate::Result;
 
@@ -30,12 +31,14 @@ impl Layout {
 }
 
 /// One page, in one `find` command: the index range after the cursor, `limit + 1` documents to
-/// learn whether another page follows.
+/// learn whether another page follows; and where copies share their recipient list
+/// (`recipients`), one more `find` for those lists.
 pub(super) async fn read_page<P: Payload>(
     collection: &Collection<Document>,
     layout: Layout,
     owner: &str,
     page: PageRequest,
+    recipients: Option<&RecipientLists>,
 ) -> Result<Page<Message<P>>> {
     validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
@@ -53,6 +56,9 @@ pub(super) async fn read_page<P: Payload>(
         .await?;
     let more = documents.len() > page.limit;
     documents.truncate(page.limit);
+    if let Some(recipients) = recipients {
+        recipients.restore(&mut documents, layout.id_field).await?;
+    }
     let items = documents
         .into_iter()
         .map(|document| decode(document, layout))

@@ -1,0 +1,135 @@
+//! Long recipient lists, stored once per message instead of once per copy.
+//!
+//! A copy ([`super::FanOutOnWrite`]) or bucket entry ([`super::BucketedFanOut`]) of a message
+//! carries the message's `to`. For a message to N recipients that is N copies of N names, N²
+//! names in all: a message to 10,000 users would store 1.4 GB and take some 40 `insert`
+//! commands of 48 MB. Past a threshold (`max_inline_recipients`, 100 by default) the list is
+//! instead stored once, as `{_id: message id, to: [..]}` in the strategy's recipients
+//! collection, and each copy carries `to_count: N` in place of `to`. Pages put the list back with
+//! one `find` by `_id` for all the page's shared lists, and none when the page has none.
+//!
+//! The list is written before any copy, so a reader never meets a copy without its list. A
+//! retried send or delivery finds the list already there (an `insert` refused by the unique
+//! `_id`, taken as done). A crash between the list and the copies leaves a list that no copy
+//! names: harmless, and small next to the copies it saved.
+
+use std::collections::HashMap;
+
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
+use mongodb::Collection;
+
+use super::{MessageId, MAX_DOCUMENT_BYTES};
+use crate::update_batch::insert_once;
+use crate::{Error, Result};
+
+/// The field that replaces `to` in a copy whose list is stored apart: how many recipients.
+const SHARED: &str = "to_count";
+
+/// A message's list, to store before its copies.
+#[derive(Debug)]
+pub(super) struct SharedList(Document);
+
+/// Where long recipient lists go, and how long a list may be and still ride in every copy.
+#[derive(Clone, Debug)]
+pub(super) struct RecipientLists {
+    lists: Collection<Document>,
+    max_inline: usize,
+}
+
+impl RecipientLists {
+    /// The default longest list kept in every copy.
+    pub(super) const DEFAULT_MAX_INLINE: usize = 100;
+    /// The default collection of shared lists.
+    pub(super) const DEFAULT_COLLECTION: &'static str = "inbox_recipients";
+
+    pub(super) fn new(lists: Collection<Document>, max_inline: usize) -> Self {
+        Self { lists, max_inline }
+    }
+
+    /// The collection's name.
+    pub(super) fn name(&self) -> &str {
+        self.lists.name()
+    }
+
+    /// Turns `entry` (message `id` as stored, with `to`) into what each copy stores. A list
+    /// longer than `max_inline` moves out of `entry` (which gets `to_count`) into the returned
+    /// [`SharedList`], to [`RecipientLists::store`] before the copies. Writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TooLarge`] (`"recipient list"`) when the list would not fit one document.
+    pub(super) fn share(&self, entry: &mut Document, id: MessageId) -> Result<Option<SharedList>> {
+        let long = matches!(entry.get("to"), Some(Bson::Array(to)) if to.len() > self.max_inline);
+        if !long {
+            return Ok(None);
+        }
+        let Some(Bson::Array(to)) = entry.remove("to") else {
+            return Ok(None);
+        };
+        let count = to.len() as i64;
+        let list = doc! { "_id": id.0, "to": to };
+        let size = bson::to_vec(&list)?.len();
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(Error::TooLarge {
+                what: "recipient list",
+                size,
+                limit: MAX_DOCUMENT_BYTES,
+            });
+        }
+        entry.insert(SHARED, count);
+        Ok(Some(SharedList(list)))
+    }
+
+    /// Stores `list` (one `insert`; nothing for `None`). A list already stored, by a retry or an
+    /// earlier delivery of the same message, is taken as done.
+    pub(super) async fn store(&self, list: Option<SharedList>) -> Result<()> {
+        if let Some(SharedList(list)) = list {
+            insert_once(&self.lists, list).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts `to` back into every entry that shares its list: one `find` by `_id` for all of
+    /// them, no command when none does. `id_field` names where entries keep the message id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for a list that is missing (deleted by hand).
+    pub(super) async fn restore(&self, entries: &mut [Document], id_field: &str) -> Result<()> {
+        let ids: Vec<ObjectId> = entries
+            .iter()
+            .filter(|entry| entry.contains_key(SHARED))
+            .filter_map(|entry| entry.get_object_id(id_field).ok())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let lists: HashMap<ObjectId, Bson> = self
+            .lists
+            .find(doc! { "_id": { "$in": &ids } })
+            .batch_size(ids.len() as u32 + 1)
+            .await?
+            .try_collect::<Vec<Document>>()
+            .await?
+            .into_iter()
+            .filter_map(|mut list| Some((list.get_object_id("_id").ok()?, list.remove("to")?)))
+            .collect();
+        for entry in entries
+            .iter_mut()
+            .filter(|entry| entry.contains_key(SHARED))
+        {
+            let Ok(id) = entry.get_object_id(id_field) else {
+                continue;
+            };
+            let to = lists.get(&id).cloned().ok_or_else(|| Error::NotFound {
+                what: "recipient list",
+                id: id.to_hex(),
+            })?;
+            entry.remove(SHARED);
+            entry.insert("to", to);
+        }
+        Ok(())
+    }
+}
