@@ -23,6 +23,8 @@ const PAYLOAD: &str =
 const READ_INBOX: usize = 1000;
 /// How many of the newest messages each `read newest` figure asks for.
 const READ_SIZES: [usize; 3] = [50, 100, 500];
+/// The longest recipient list `FanOutOnWrite` (and its hand-written twin) keeps in every copy.
+const MAX_INLINE_RECIPIENTS: usize = 100;
 /// The owner of the read inbox.
 const OWNER: &str = "bob";
 /// Concurrent senders in the `8 senders` figure, and the messages each sends per repetition.
@@ -195,8 +197,9 @@ impl Target {
             }
             Target::Seed(seed, db) => seed.send(db, from, to, PAYLOAD).await?,
             Target::Hand(lib, collection) => {
-                let message = doc! {
-                    "id": bson::oid::ObjectId::new(),
+                let id = bson::oid::ObjectId::new();
+                let mut message = doc! {
+                    "id": id,
                     "from": from,
                     "to": to,
                     "sent": bson::DateTime::now(),
@@ -206,8 +209,15 @@ impl Target {
                     // What `FanOutOnRead::send` stores: one document.
                     collection.insert_one(message).await?;
                 } else {
-                    // What `FanOutOnWrite::send` stores: one unordered `insert` of one copy
-                    // per recipient.
+                    // What `FanOutOnWrite::send` stores: a list of more than 100 recipients
+                    // once, then one unordered `insert` of one copy per recipient.
+                    if to.len() > MAX_INLINE_RECIPIENTS {
+                        message.remove("to");
+                        message.insert("to_count", to.len() as i64);
+                        hand_lists(collection)
+                            .insert_one(doc! { "_id": id, "to": to })
+                            .await?;
+                    }
                     let copies = to.iter().map(|recipient| {
                         let mut copy = message.clone();
                         copy.insert("recipient", recipient.as_str());
@@ -235,8 +245,7 @@ impl Target {
                 } else {
                     "recipient"
                 };
-                let messages: Vec<Message<String>> = collection
-                    .clone_with_type::<Message<String>>()
+                let mut found: Vec<Document> = collection
                     .find(doc! { owner_field: owner })
                     .sort(doc! { "sent": -1, "id": -1 })
                     .limit(n as i64)
@@ -244,6 +253,31 @@ impl Target {
                     .await?
                     .try_collect()
                     .await?;
+                // Copies whose list is stored once get it back, in one more `find`.
+                let shared: Vec<bson::oid::ObjectId> = found
+                    .iter()
+                    .filter(|copy| copy.contains_key("to_count"))
+                    .filter_map(|copy| copy.get_object_id("id").ok())
+                    .collect();
+                if !shared.is_empty() {
+                    let lists: Vec<Document> = hand_lists(collection)
+                        .find(doc! { "_id": { "$in": shared } })
+                        .await?
+                        .try_collect()
+                        .await?;
+                    for copy in &mut found {
+                        let list = lists.iter().find(|list| {
+                            list.get_object_id("_id").ok() == copy.get_object_id("id").ok()
+                        });
+                        if let Some(to) = list.and_then(|list| list.get("to")) {
+                            copy.insert("to", to.clone());
+                        }
+                    }
+                }
+                let messages = found
+                    .into_iter()
+                    .map(bson::from_document::<Message<String>>)
+                    .collect::<Result<Vec<_>, _>>()?;
                 messages.len()
             }
         })
@@ -272,6 +306,15 @@ impl Target {
         }
         Ok(())
     }
+}
+
+/// The hand-written fan-out on write's collection of long recipient lists, beside `copies`.
+fn hand_lists(copies: &Collection<Document>) -> Collection<Document> {
+    copies
+        .clone_with_type::<Document>()
+        .client()
+        .database(&copies.namespace().db)
+        .collection("inbox_recipients")
 }
 
 /// Message `i` of an inbox fill: `(from, payload)`, from four senders in turn.
