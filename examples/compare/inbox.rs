@@ -311,7 +311,6 @@ impl Target {
 /// The hand-written fan-out on write's collection of long recipient lists, beside `copies`.
 fn hand_lists(copies: &Collection<Document>) -> Collection<Document> {
     copies
-        .clone_with_type::<Document>()
         .client()
         .database(&copies.namespace().db)
         .collection("inbox_recipients")
