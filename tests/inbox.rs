@@ -457,14 +457,7 @@ async fn long_recipient_lists_are_stored_once(
         );
     }
 
-    let lists: Vec<Document> = db
-        .collection::<Document>("inbox_recipients")
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let lists = stored_entries(db, "inbox_recipients").await;
     assert_eq!(
         lists.len(),
         1,
