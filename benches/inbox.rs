@@ -501,101 +501,138 @@ fn fill_message(i: u64) -> (String, String) {
     (from, text)
 }
 
-/// Sends messages `from..m` of the fill to [`OWNER`], `tasks` at a time, through the store;
-/// then checks that the inbox holds `m`.
-async fn fill(k: &Contender, from: u64, m: u64, tasks: usize) {
-    futures::stream::iter(from..m)
-        .map(|i| {
-            let (from, text) = fill_message(i);
-            k.store.send(NewMessage::new(from, [OWNER], text))
-        })
-        .buffer_unordered(tasks)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .expect("fill the inbox");
-    assert_eq!(
-        k.store.count(OWNER).await.expect("count"),
-        m,
-        "{}",
-        k.name()
-    );
-}
+/// Filling and reading the inbox of [`OWNER`] in the `inbox_page` group.
+impl Subject {
+    fn is_bucketed(&self) -> bool {
+        match self {
+            Subject::Library(k) => k.store.strategy() == Strategy::BucketedFanOut,
+            Subject::Seed(s) => s.seed == SeedBaseline::Bucketed,
+        }
+    }
 
-/// Sends messages `from..m` of the fill to [`OWNER`], `tasks` at a time, through the seed
-/// baseline's `send`; then checks that the inbox holds `m`.
-async fn fill_seed(s: &Seed, from: u64, m: u64, tasks: usize) {
-    let to = [OWNER.to_owned()];
-    futures::stream::iter(from..m)
-        .map(|i| {
-            let (from, message) = fill_message(i);
-            let to = &to;
-            async move { s.seed.send(&s.db, &from, to, &message).await }
-        })
-        .buffer_unordered(tasks)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .expect("fill the inbox");
-    let read = s
-        .seed
-        .read(&s.db, OWNER, m as usize)
-        .await
-        .expect("read the inbox");
-    assert_eq!(read.len() as u64, m, "{}", s.name());
+    /// How many sends may fill an inbox at once. Without atomic updates our bucketed sends to
+    /// one owner take turns under a lock, so concurrent fillers would only wait for each other;
+    /// the seed's bucketed upserts have no unique index behind them, so concurrent sends to one
+    /// owner could create two `users` documents for it, or lose a `$push`.
+    fn fill_tasks(&self, env: &Env) -> usize {
+        let one_at_a_time = match self {
+            Subject::Library(_) => self.is_bucketed() && !env.atomic_updates,
+            Subject::Seed(_) => self.is_bucketed(),
+        };
+        if one_at_a_time {
+            1
+        } else {
+            env.config.fill_tasks
+        }
+    }
+
+    /// Empties the subject and fills [`OWNER`]'s inbox with `m` messages: through `send`, or
+    /// for a bucketed inbox past [`Config::buckets_sent`], loaded in bulk but for its last
+    /// message. Returns whether it was loaded; checks that the inbox holds `m`.
+    async fn fill_inbox(&self, env: &Env, m: u64) -> bool {
+        self.reset().await;
+        let loaded = self.is_bucketed() && !env.config.buckets_sent(m, env.atomic_updates);
+        let from = if loaded { m - 1 } else { 0 };
+        if loaded {
+            let messages: Vec<_> = (0..from).map(fill_message).collect();
+            match self {
+                Subject::Library(k) => bucket_load::load_buckets(
+                    k.store.database(),
+                    &k.collections[0],
+                    &k.collections[1],
+                    env.config.bucket_size,
+                    OWNER,
+                    &messages,
+                )
+                .await
+                .expect("load the buckets"),
+                Subject::Seed(s) => seed_baselines::bucketed_load(&s.db, OWNER, &messages)
+                    .await
+                    .expect("load the seed's buckets"),
+            }
+        }
+        futures::stream::iter(from..m)
+            .map(|i| async move {
+                let (from, text) = fill_message(i);
+                match self {
+                    Subject::Library(k) => k
+                        .store
+                        .send(NewMessage::new(from, [OWNER], text))
+                        .await
+                        .map(drop)
+                        .map_err(|error| error.to_string()),
+                    Subject::Seed(s) => s
+                        .seed
+                        .send(&s.db, &from, &[OWNER.to_owned()], &text)
+                        .await
+                        .map_err(|error| error.to_string()),
+                }
+            })
+            .buffer_unordered(self.fill_tasks(env))
+            .try_for_each(|_| async { Ok(()) })
+            .await
+            .expect("fill the inbox");
+        let held = match self {
+            Subject::Library(k) => k.store.count(OWNER).await.expect("count"),
+            Subject::Seed(s) => {
+                let read = s.seed.read(&s.db, OWNER, m as usize).await;
+                read.expect("read the inbox").len() as u64
+            }
+        };
+        assert_eq!(held, m, "{}", self.name());
+        loaded
+    }
+
+    /// The newest [`PAGE`] messages of [`OWNER`]; returns how many came back.
+    async fn read_page(&self) -> usize {
+        match self {
+            Subject::Library(k) => {
+                let page = k.store.inbox_page(OWNER, PageRequest::first(PAGE)).await;
+                page.expect("page").items.len()
+            }
+            Subject::Seed(s) => s.seed.read(&s.db, OWNER, PAGE).await.expect("page").len(),
+        }
+    }
+
+    /// How many documents the subject's messages collection holds, and its name.
+    async fn documents(&self) -> (u64, String) {
+        let (db, name) = match self {
+            Subject::Library(k) => (k.store.database().clone(), k.collections[0].clone()),
+            Subject::Seed(s) => (s.db.clone(), "inbox".to_owned()),
+        };
+        let count = db
+            .collection::<Document>(&name)
+            .estimated_document_count()
+            .await
+            .expect("count documents");
+        (count, format!("{}.{name}", db.name()))
+    }
 }
 
 fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     let db = env.database("inbox_page");
     let mut filled = Vec::new();
     for &m in &env.config.page_m {
-        for k in contenders(&db, &format!("_m{m}"), env.config.bucket_size) {
-            // Without atomic updates, bucketed sends to one owner take turns under a lock:
-            // concurrent fillers would only wait for each other.
-            let tasks = if k.store.strategy() == Strategy::BucketedFanOut && !env.atomic_updates {
-                1
-            } else {
-                env.config.fill_tasks
-            };
-            let bucketed = k.store.strategy() == Strategy::BucketedFanOut;
-            let loaded = bucketed && !env.config.buckets_sent(m, env.atomic_updates);
+        let suffix = format!("_m{m}");
+        let subjects = contenders(&db, &suffix, env.config.bucket_size)
+            .into_iter()
+            .map(Subject::Library)
+            .chain(
+                seeds(env, "inbox_page", &suffix)
+                    .into_iter()
+                    .map(Subject::Seed),
+            );
+        for k in subjects {
             let started = Instant::now();
-            let (documents, names) = env.rt.block_on(async {
-                k.reset().await;
-                if loaded {
-                    let messages: Vec<_> = (0..m - 1).map(fill_message).collect();
-                    bucket_load::load_buckets(
-                        k.store.database(),
-                        &k.collections[0],
-                        &k.collections[1],
-                        env.config.bucket_size,
-                        OWNER,
-                        &messages,
-                    )
-                    .await
-                    .expect("load the buckets");
-                    fill(&k, m - 1, m, tasks).await;
-                } else {
-                    fill(&k, 0, m, tasks).await;
-                }
-                let documents = db
-                    .collection::<Document>(&k.collections[0])
-                    .estimated_document_count()
-                    .await
-                    .expect("count documents");
-                let page = k
-                    .store
-                    .inbox_page(OWNER, PageRequest::first(PAGE))
-                    .await
-                    .expect("page");
-                assert_eq!(page.items.len(), PAGE.min(m as usize));
-                let (page, names) = env
-                    .commands
-                    .measure(k.store.inbox_page(OWNER, PageRequest::first(PAGE)))
-                    .await;
-                page.expect("page");
-                (documents, names)
+            let (loaded, (documents, place), names) = env.rt.block_on(async {
+                let loaded = k.fill_inbox(env, m).await;
+                assert_eq!(k.read_page().await, PAGE.min(m as usize));
+                let (read, names) = env.commands.measure(k.read_page()).await;
+                assert_eq!(read, PAGE.min(m as usize));
+                (loaded, k.documents().await, names)
             });
             eprintln!(
-                "inbox_page M={m}: {} {} ({} in {:.1} s; {documents} documents in {})",
+                "inbox_page M={m}: {} {} ({} in {:.1} s; {documents} documents in {place})",
                 k.name(),
                 bench_env::describe(&names),
                 if loaded {
@@ -604,57 +641,8 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
                     "filled through send"
                 },
                 started.elapsed().as_secs_f64(),
-                k.collections[0],
             );
-            filled.push((m, Subject::Library(k)));
-        }
-        for s in seeds(env, "inbox_page", &format!("_m{m}")) {
-            // The seed's bucketed upserts have no unique index behind them: concurrent sends to
-            // one owner could create two `users` documents for it, or lose a `$push` on a server
-            // without atomic updates.
-            let tasks = if s.seed == SeedBaseline::Bucketed {
-                1
-            } else {
-                env.config.fill_tasks
-            };
-            let loaded =
-                s.seed == SeedBaseline::Bucketed && !env.config.buckets_sent(m, env.atomic_updates);
-            let started = Instant::now();
-            let (documents, names) = env.rt.block_on(async {
-                s.reset().await;
-                if loaded {
-                    let messages: Vec<_> = (0..m - 1).map(fill_message).collect();
-                    seed_baselines::bucketed_load(&s.db, OWNER, &messages)
-                        .await
-                        .expect("load the seed's buckets");
-                    fill_seed(&s, m - 1, m, tasks).await;
-                } else {
-                    fill_seed(&s, 0, m, tasks).await;
-                }
-                let documents =
-                    s.db.collection::<Document>("inbox")
-                        .estimated_document_count()
-                        .await
-                        .expect("count documents");
-                let page = s.seed.read(&s.db, OWNER, PAGE).await.expect("page");
-                assert_eq!(page.len(), PAGE.min(m as usize));
-                let (page, names) = env.commands.measure(s.seed.read(&s.db, OWNER, PAGE)).await;
-                page.expect("page");
-                (documents, names)
-            });
-            eprintln!(
-                "inbox_page M={m}: {} {} ({} in {:.1} s; {documents} documents in {}.inbox)",
-                s.name(),
-                bench_env::describe(&names),
-                if loaded {
-                    "loaded in bulk but the last message, sent,"
-                } else {
-                    "filled through send"
-                },
-                started.elapsed().as_secs_f64(),
-                s.db.name(),
-            );
-            filled.push((m, Subject::Seed(s)));
+            filled.push((m, k));
         }
     }
 
@@ -664,30 +652,11 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Elements(PAGE as u64));
     for (m, k) in &filled {
-        match k {
-            Subject::Library(k) => {
-                group.bench_with_input(BenchmarkId::new(k.name(), m), m, |b, _| {
-                    b.to_async(&env.rt).iter(|| async {
-                        let page = k
-                            .store
-                            .inbox_page(OWNER, PageRequest::first(PAGE))
-                            .await
-                            .expect("page");
-                        assert_eq!(page.items.len(), PAGE.min(*m as usize));
-                        page
-                    });
-                });
-            }
-            Subject::Seed(s) => {
-                group.bench_with_input(BenchmarkId::new(s.name(), m), m, |b, _| {
-                    b.to_async(&env.rt).iter(|| async {
-                        let page = s.seed.read(&s.db, OWNER, PAGE).await.expect("page");
-                        assert_eq!(page.len(), PAGE.min(*m as usize));
-                        page
-                    });
-                });
-            }
-        }
+        group.bench_with_input(BenchmarkId::new(k.name(), m), m, |b, _| {
+            b.to_async(&env.rt).iter(|| async {
+                assert_eq!(k.read_page().await, PAGE.min(*m as usize));
+            });
+        });
     }
     group.finish();
 }
