@@ -216,6 +216,15 @@ struct Posting {
 }
 
 impl Posting {
+    /// What can be timed in this design: a post, and a reply where it has threads.
+    fn ops(&self) -> &'static [Op] {
+        if self.subject.threaded() {
+            &[Op::Post, Op::Reply]
+        } else {
+            &[Op::Post]
+        }
+    }
+
     async fn run(&self, env: &Env, op: Op) {
         let i = self.next.get();
         self.next.set(i + 1);
@@ -266,12 +275,7 @@ fn bench_post(c: &mut Criterion, env: &Env) {
         }
     }
     for p in &postings {
-        let ops: &[Op] = if p.subject.threaded() {
-            &[Op::Post, Op::Reply]
-        } else {
-            &[Op::Post]
-        };
-        for &op in ops {
+        for &op in p.ops() {
             let names = env.rt.block_on(async {
                 // The first operation detects the server; the second is a steady one.
                 p.run(env, op).await;
@@ -293,12 +297,7 @@ fn bench_post(c: &mut Criterion, env: &Env) {
     group.sampling_mode(SamplingMode::Flat);
     group.throughput(Throughput::Elements(1));
     for p in &postings {
-        let ops: &[Op] = if p.subject.threaded() {
-            &[Op::Post, Op::Reply]
-        } else {
-            &[Op::Post]
-        };
-        for &op in ops {
+        for &op in p.ops() {
             let (operations, commands) = (Cell::new(0_u64), Cell::new(0_usize));
             let id = BenchmarkId::new(format!("{} {}", p.subject.name, op.name()), p.m);
             group.bench_with_input(id, &p.m, |b, _| {
@@ -403,11 +402,7 @@ fn bench_page(c: &mut Criterion, env: &Env) {
 fn main() {
     let started = Instant::now();
     let env = Env::new();
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(2))
-        .configure_from_args();
+    let mut c = bench_env::criterion(Duration::from_secs(2));
     if env.config.runs("post") {
         bench_post(&mut c, &env);
     }

@@ -748,11 +748,7 @@ fn bench_concurrent_send(c: &mut Criterion, env: &Env) {
 fn main() {
     let started = Instant::now();
     let env = Env::new();
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .configure_from_args();
+    let mut c = bench_env::criterion(Duration::from_secs(3));
     if env.config.runs("send") {
         bench_send(&mut c, &env);
     }

@@ -92,3 +92,13 @@ pub fn describe(names: &[String]) -> String {
     let plural = if names.len() == 1 { "" } else { "s" };
     format!("{} command{plural} [{}]", names.len(), folded.join(", "))
 }
+
+/// Criterion with this crate's bench defaults (10 samples, 1 s warm-up, `measurement` per
+/// benchmark), overridden by the usual command-line flags.
+pub fn criterion(measurement: std::time::Duration) -> criterion::Criterion {
+    criterion::Criterion::default()
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(measurement)
+        .configure_from_args()
+}
