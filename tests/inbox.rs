@@ -101,6 +101,12 @@ macro_rules! conformance {
                 inbox_suite::concurrent_senders(store, volume).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sent_order_under_concurrency() {
+                let (_db, store) = store("sent_order").await;
+                inbox_suite::sent_order_under_concurrency(store, 16, 10).await;
+            }
+
             #[tokio::test]
             async fn command_counts() {
                 let (db, store) = store("command_counts").await;

@@ -23,7 +23,8 @@
 //! inboxes read in send-time order, so posts appear in the order they were posted whatever
 //! order their fan-outs ran in. [`BucketedFanOut`](crate::BucketedFanOut) inboxes keep arrival
 //! order: when the fan-outs of two posts by one author overlap, a follower can receive them the
-//! other way round.
+//! other way round, and a copy's `sent` is when it reached that inbox (a post's own time, raised
+//! where a later one arrived first; see [`Message::sent`](crate::Message::sent)).
 //!
 //! # Dormant users
 //!
