@@ -171,6 +171,21 @@ async fn strategies_switch_at_runtime() {
     }
 }
 
+/// A cursor of one strategy is refused by the others (`InvalidCursor`), as the README promises.
+#[tokio::test]
+async fn cursors_of_other_strategies_are_refused() {
+    let db = testing::test_db("foreign_cursors").await;
+    let stores = [
+        fan_out_on_read(&db.db),
+        fan_out_on_write(&db.db),
+        bucketed(&db.db),
+    ];
+    for store in &stores {
+        store.create_indexes().await.expect("indexes");
+    }
+    inbox_suite::foreign_cursors(&stores).await;
+}
+
 #[tokio::test]
 async fn bucket_size_is_validated() {
     let db = testing::test_db("bucket_size_is_validated").await;

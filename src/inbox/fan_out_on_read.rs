@@ -15,6 +15,7 @@ use crate::update_batch::is_duplicate_key;
 use crate::Result;
 
 const LAYOUT: Layout = Layout {
+    strategy: Strategy::FanOutOnRead,
     owner_field: "to",
     id_field: "id",
 };

@@ -16,6 +16,7 @@ use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
 
 const LAYOUT: Layout = Layout {
+    strategy: Strategy::FanOutOnWrite,
     owner_field: "recipient",
     id_field: "id",
 };

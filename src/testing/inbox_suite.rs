@@ -469,7 +469,7 @@ pub async fn bad_input(store: &Store) {
 
     send_sequence(store, "joe", &["bob"], 3).await;
     for text in [
-        "", "garbage", "t.1", "t.x.y", "b.", "b.0", "b.-4", "t.1.zzzz",
+        "", "garbage", "t.1", "r.1", "w.x.y", "b.", "b.0", "b.-4", "r.1.zzzz", "w.1.zzzz",
     ] {
         let cursor: PageCursor = text.parse().expect("any text parses");
         let result = store
@@ -480,18 +480,32 @@ pub async fn bad_input(store: &Store) {
             "cursor {text:?}: {result:?}"
         );
     }
-    let foreign: PageCursor = match store.strategy() {
-        Strategy::BucketedFanOut => "t.1700000000000.65a0b0c0d0e0f00112233445",
-        _ => "b.17",
+    // Well-formed cursors of the other strategies (see also [`foreign_cursors`]).
+    for foreign in [
+        "r.1700000000000.65a0b0c0d0e0f00112233445",
+        "w.1700000000000.65a0b0c0d0e0f00112233445",
+        "b.17",
+    ] {
+        let own = match store.strategy() {
+            Strategy::FanOutOnRead => "r.",
+            Strategy::FanOutOnWrite => "w.",
+            _ => "b.",
+        };
+        if foreign.starts_with(own) {
+            continue;
+        }
+        let cursor: PageCursor = foreign.parse().expect("parses");
+        assert!(
+            matches!(
+                store
+                    .inbox_page("bob", PageRequest::after(10, cursor))
+                    .await,
+                Err(Error::InvalidCursor { .. })
+            ),
+            "{} accepted {foreign}",
+            store.strategy()
+        );
     }
-    .parse()
-    .expect("parses");
-    assert!(matches!(
-        store
-            .inbox_page("bob", PageRequest::after(10, foreign))
-            .await,
-        Err(Error::InvalidCursor { .. })
-    ));
     for limit in [0, PageRequest::MAX_LIMIT + 1] {
         assert!(matches!(
             store.inbox_page("bob", PageRequest::first(limit)).await,
@@ -503,6 +517,45 @@ pub async fn bad_input(store: &Store) {
         Err(Error::EmptyUserId { what: "owner" })
     ));
     assert_eq!(store.count("bob").await.expect("count"), 3);
+}
+
+/// A cursor made by one strategy is refused by every other with [`Error::InvalidCursor`], as
+/// text or as the value itself, and still works in its own strategy. `stores` holds one store
+/// of each strategy, in one database.
+pub async fn foreign_cursors(stores: &[Arc<Store>]) {
+    let mut cursors = Vec::new();
+    for store in stores {
+        send_sequence(&**store, "joe", &["bob"], 3).await;
+        let page = store
+            .inbox_page("bob", PageRequest::first(1))
+            .await
+            .expect("page");
+        let cursor = page.next.expect("more than one page");
+        let rest = store
+            .inbox_page("bob", PageRequest::after(5, cursor.clone()))
+            .await
+            .expect("its own cursor");
+        assert_eq!(rest.items.len(), 2, "{}", store.strategy());
+        cursors.push((store.strategy(), cursor));
+    }
+    for store in stores {
+        for (made_by, cursor) in &cursors {
+            if *made_by == store.strategy() {
+                continue;
+            }
+            let reparsed: PageCursor = cursor.as_str().parse().expect("any text parses");
+            for cursor in [cursor.clone(), reparsed] {
+                let result = store
+                    .inbox_page("bob", PageRequest::after(5, cursor.clone()))
+                    .await;
+                assert!(
+                    matches!(result, Err(Error::InvalidCursor { .. })),
+                    "{} accepted the {made_by} cursor {cursor}: {result:?}",
+                    store.strategy()
+                );
+            }
+        }
+    }
 }
 
 fn assert_same_set(read: &[Message<Note>], expected: &[Message<Note>], owner: &str) {
