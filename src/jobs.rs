@@ -38,6 +38,7 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
+use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
@@ -113,6 +114,7 @@ pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
 pub struct JobQueue {
     jobs: Collection<Document>,
     locks: LeaseLocks,
+    indexes: Indexes,
     lease: Duration,
     max_attempts: u32,
     retry_delay: Duration,
@@ -189,8 +191,14 @@ impl JobQueueBuilder {
         let locks = self
             .database
             .collection(&format!("{}_locks", self.collection));
+        let jobs = self.database.collection(&self.collection);
+        let due = IndexModel::builder()
+            .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
+            .options(IndexOptions::builder().name("due".to_owned()).build())
+            .build();
         Ok(JobQueue {
-            jobs: self.database.collection(&self.collection),
+            indexes: Indexes::new().with(&jobs, due),
+            jobs,
             locks: LeaseLocks::new(locks, self.lease),
             lease: self.lease,
             max_attempts: self.max_attempts,
@@ -465,14 +473,10 @@ impl JobQueue {
         }
     }
 
-    /// Creates the indexes the queue needs (idempotent).
+    /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
+    /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        let due = IndexModel::builder()
-            .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
-            .options(IndexOptions::builder().name("due".to_owned()).build())
-            .build();
-        self.jobs.create_index(due).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key of each of the queue's collections.

@@ -9,6 +9,7 @@ pub mod error;
 pub mod feed;
 pub mod graph;
 pub mod inbox;
+mod indexes;
 pub mod jobs;
 mod lease_lock;
 pub mod server;

@@ -111,6 +111,20 @@ macro_rules! conformance {
             }
 
             #[tokio::test]
+            async fn reopen() {
+                let t = testing::test_db(&format!("comments_{}_reopen", stringify!($design))).await;
+                let (first, second) = (super::$design(&t.db), super::$design(&t.db));
+                suite::reopen(&*first, &*second).await;
+            }
+
+            #[tokio::test]
+            async fn without_create_indexes() {
+                let t =
+                    testing::test_db(&format!("comments_{}_no_indexes", stringify!($design))).await;
+                suite::without_create_indexes(&*super::$design(&t.db)).await;
+            }
+
+            #[tokio::test]
             async fn command_counts() {
                 let (t, store) = store("command_counts").await;
                 let locked = $posts_lock && !t.info.capabilities().atomic_updates;

@@ -558,3 +558,62 @@ async fn the_graph_is_the_feeds_follow_source() {
         assert_eq!(got, expected, "{reader}'s feed");
     }
 }
+
+/// Setup is idempotent: a second graph on the same database (the application's next start)
+/// creates its indexes again and reads what the first wrote.
+#[tokio::test]
+async fn reopen_reads_what_was_written() {
+    let (t, first) = graph("reopen").await;
+    users(&first, &["a", "b", "c"]).await;
+    first.add_group("g").await.unwrap();
+    first.add_member("g", "c").await.unwrap();
+    first.follow("a", "b").await.unwrap();
+    first.follow_group("a", "g").await.unwrap();
+    let second = FollowGraph::new(&t.db);
+    second
+        .create_indexes()
+        .await
+        .expect("indexes on the next start");
+    second.create_indexes().await.expect("indexes again");
+    let read: Vec<String> = following(&second, "a", 1)
+        .await
+        .into_iter()
+        .map(|s| s.user)
+        .collect();
+    assert_eq!(read, ["b", "c"]);
+    assert!(
+        !second.follow("a", "b").await.unwrap(),
+        "known after a reopen"
+    );
+    assert_eq!(second.stats("a").await.unwrap().following, 2);
+}
+
+/// Used before `create_indexes`, the graph creates the unique indexes it depends on before its
+/// first write: a repeated follow is still recognised, concurrent ones count once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graph_used_before_create_indexes_stays_exact() {
+    let t = testing::test_db("graph_no_indexes").await;
+    let graph = Arc::new(FollowGraph::new(&t.db));
+    users(&graph, &["a", "b"]).await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let graph = graph.clone();
+            tokio::spawn(async move { graph.follow("a", "b").await.unwrap() })
+        })
+        .collect();
+    let mut new = 0;
+    for task in tasks {
+        new += usize::from(task.await.unwrap());
+    }
+    assert_eq!(new, 1, "one of the concurrent follows is new");
+    assert!(!graph.follow("a", "b").await.unwrap());
+    assert_eq!(
+        t.collection::<Document>("follows")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(graph.stats("b").await.unwrap().followers, 1);
+    assert_eq!(graph.stats("a").await.unwrap().following, 1);
+}

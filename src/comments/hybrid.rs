@@ -17,6 +17,7 @@ use super::{
 };
 use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -66,6 +67,7 @@ pub struct HybridPages {
     pages: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    indexes: Indexes,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -136,8 +138,24 @@ impl HybridPagesBuilder {
                 ),
             });
         }
+        let pages = self.database.collection(&self.pages);
+        let indexes = Indexes::new()
+            .with(
+                &pages,
+                IndexModel::builder()
+                    .keys(doc! { "discussion_id": 1, "page": 1 })
+                    .options(IndexOptions::builder().unique(true).build())
+                    .build(),
+            )
+            .with(
+                &pages,
+                IndexModel::builder()
+                    .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
+                    .build(),
+            );
         Ok(HybridPages {
-            pages: self.database.collection(&self.pages),
+            pages,
+            indexes,
             registry: Registry::new(self.database.collection(&self.discussions)),
             guard: WriteGuard::new(&self.database, &self.locks, "hybrid"),
             page_size: self.page_size,
@@ -441,6 +459,8 @@ impl CommentStore for HybridPages {
             deleted: false,
         };
         validate::check_size(&entry, self.max_comment_bytes)?;
+        // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
+        self.indexes.ensure().await?;
         self.guard
             .run(discussion, self.push(discussion, &entry))
             .await?;
@@ -579,21 +599,7 @@ impl CommentStore for HybridPages {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        let indexes = [
-            IndexModel::builder()
-                .keys(doc! { "discussion_id": 1, "page": 1 })
-                .options(IndexOptions::builder().unique(true).build())
-                .build(),
-            IndexModel::builder()
-                .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
-                .build(),
-        ];
-        // One command per index: FerretDB 1.24 drops the connection when one `createIndexes`
-        // names several indexes that all exist already.
-        for index in indexes {
-            self.pages.create_index(index).await?;
-        }
-        Ok(())
+        self.indexes.create().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -342,7 +342,9 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// How many comments the discussion has, not counting deleted ones.
     async fn count(&self, discussion: &str) -> Result<u64>;
 
-    /// Creates the indexes the design needs (idempotent; run at startup or deploy time).
+    /// Creates the indexes the design needs (idempotent, one command per index: safe to run on
+    /// every start). A design whose correctness depends on a unique index creates its indexes
+    /// before its first write if this was not called on the store (or a clone of it).
     async fn create_indexes(&self) -> Result<()>;
 
     /// The shard key each of the design's collections should have; every one leads with the

@@ -62,6 +62,7 @@ use mongodb::{Collection, Database, IndexModel};
 
 use crate::graph::{FollowGraph, GraphQuery};
 use crate::inbox::{check_collection_names, derived_id, DynInboxStore, Message, MessageId};
+use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -125,6 +126,7 @@ struct Inner<P: Payload> {
     activity: Collection<Document>,
     celebrities: Collection<Document>,
     jobs: JobQueue,
+    indexes: Indexes,
     batch: usize,
     dormant_after: Duration,
     celebrity_followers: Option<u64>,
@@ -265,11 +267,16 @@ impl<P: Payload> DeliveryBuilder<P> {
             .collection(self.jobs)
             .lease(self.lease)
             .build()?;
+        let outbox = self.database.collection(&self.outbox);
+        let by_author = IndexModel::builder()
+            .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
+            .build();
         Ok(Delivery {
             inner: Arc::new(Inner {
                 graph: self.graph,
                 inbox: self.inbox,
-                outbox: self.database.collection(&self.outbox),
+                indexes: Indexes::new().with(&outbox, by_author),
+                outbox,
                 activity: self.database.collection(&self.activity),
                 celebrities: self.database.collection(&self.celebrities),
                 jobs,
@@ -328,12 +335,10 @@ impl<P: Payload> Delivery<P> {
         &self.inner.jobs
     }
 
-    /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent).
+    /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
+    /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder()
-            .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
-            .build();
-        self.inner.outbox.create_index(index).await?;
+        self.inner.indexes.create().await?;
         self.inner.jobs.create_indexes().await?;
         self.inner.inbox.create_indexes().await
     }

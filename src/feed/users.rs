@@ -138,6 +138,8 @@ impl<X: Payload> FeedStore<X> {
     pub async fn create_user(&self, user: NewUser) -> Result<User> {
         non_empty("user id", &user.id)?;
         non_empty("username", &user.username)?;
+        // The unique username index is what refuses a username taken.
+        self.indexes.ensure().await?;
         let user = User {
             id: user.id,
             username: user.username,
@@ -256,6 +258,7 @@ impl<X: Payload> FeedStore<X> {
     pub(super) async fn start_rename(&self, id: &str, username: &str) -> Result<ObjectId> {
         non_empty("user id", id)?;
         non_empty("username", username)?;
+        self.indexes.ensure().await?;
         let propagation = self.record_propagation(id).await?;
         // FerretDB's findAndModify reads, modifies and writes back without isolation: two
         // renames at once would both write the same revision. There it runs under the user's

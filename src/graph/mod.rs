@@ -70,6 +70,7 @@ use mongodb::{Collection, Database, IndexModel};
 
 use crate::bson_ext;
 use crate::inbox::check_collection_name;
+use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
@@ -300,6 +301,7 @@ pub struct FollowGraph {
     group_locks: LeaseLocks,
     stats_locks: LeaseLocks,
     capabilities: DetectedCapabilities,
+    indexes: Indexes,
 }
 
 /// Configures a [`FollowGraph`].
@@ -330,12 +332,34 @@ impl FollowGraphBuilder {
         }
         let [users, groups, follows, members, subscriptions, locks] = self.names;
         let locks = self.database.collection(&locks);
+        let follows = self.database.collection(&follows);
+        let members = self.database.collection(&members);
+        let subscriptions = self.database.collection(&subscriptions);
+        let index = |keys: Document, unique: bool| {
+            IndexModel::builder()
+                .keys(keys)
+                .options(unique.then(|| IndexOptions::builder().unique(true).build()))
+                .build()
+        };
+        let indexes = Indexes::new()
+            .with(
+                &follows,
+                index(doc! { "owner": 1, "kind": 1, "target": 1 }, true),
+            )
+            .with(
+                &follows,
+                index(doc! { "kind": 1, "target": 1, "owner": 1 }, false),
+            )
+            .with(&members, index(doc! { "group": 1, "user": 1 }, true))
+            .with(&subscriptions, index(doc! { "owner": 1, "user": 1 }, true))
+            .with(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false));
         Ok(FollowGraph {
             users: self.database.collection(&users),
             groups: self.database.collection(&groups),
-            follows: self.database.collection(&follows),
-            members: self.database.collection(&members),
-            subscriptions: self.database.collection(&subscriptions),
+            follows,
+            members,
+            subscriptions,
+            indexes,
             owner_locks: LeaseLocks::new(locks.clone(), LEASE),
             group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE),
             stats_locks: LeaseLocks::new(locks, LEASE),
@@ -398,34 +422,12 @@ impl FollowGraph {
         }
     }
 
-    /// Creates the indexes the graph needs (idempotent; one command per index).
+    /// Creates the indexes the graph needs (idempotent, safe on every start). The unique ones
+    /// are what record a relation, a membership or a subscription once, so a graph that was not
+    /// told to create them creates them before its first follow, unfollow, membership change,
+    /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        let unique = || IndexOptions::builder().unique(true).build();
-        let indexes = [
-            (
-                &self.follows,
-                doc! { "owner": 1, "kind": 1, "target": 1 },
-                true,
-            ),
-            (
-                &self.follows,
-                doc! { "kind": 1, "target": 1, "owner": 1 },
-                false,
-            ),
-            (&self.members, doc! { "group": 1, "user": 1 }, true),
-            (&self.subscriptions, doc! { "owner": 1, "user": 1 }, true),
-            (&self.subscriptions, doc! { "user": 1, "owner": 1 }, false),
-        ];
-        for (collection, keys, is_unique) in indexes {
-            let mut index = IndexModel::builder().keys(keys).build();
-            if is_unique {
-                index.options = Some(unique());
-            }
-            // One command per index: FerretDB 1.24 drops the connection when one
-            // `createIndexes` names several indexes that all exist already.
-            collection.create_index(index).await?;
-        }
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each collection should have, and why.
@@ -490,6 +492,7 @@ impl FollowGraph {
     /// registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
+        self.indexes.ensure().await?;
         // The relation and its subscription change together under the owner's lock, so a
         // follow and an unfollow of the same pair cannot leave them disagreeing.
         self.owner_locks
@@ -510,6 +513,7 @@ impl FollowGraph {
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
+        self.indexes.ensure().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), async {
                 let existed = self.unrelate(owner, Kind::User, user).await?;
@@ -566,6 +570,7 @@ impl FollowGraph {
     /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
     async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
         self.check_user_and_group(user, group).await?;
+        self.indexes.ensure().await?;
         let origin = Origin::Group(group.to_owned());
         let add = matches!(change, GroupChange::Follow | GroupChange::Join);
         self.group_locks
@@ -728,6 +733,7 @@ impl FollowGraph {
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
         check_id("user id", owner)?;
         self.check_users(&[owner]).await?;
+        self.indexes.ensure().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), self.rebuild_locked(owner))
             .await
@@ -748,6 +754,7 @@ impl FollowGraph {
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
         check_id("user id", user)?;
         self.check_users(&[user]).await?;
+        self.indexes.ensure().await?;
         let followers = self
             .subscriptions
             .count_documents(doc! { "user": user })

@@ -15,6 +15,7 @@ use super::{
     Strategy, MAX_DOCUMENT_BYTES,
 };
 use crate::bson_ext::integer;
+use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
@@ -121,8 +122,9 @@ fn later(a: Option<bson::DateTime>, b: Option<bson::DateTime>) -> Option<bson::D
 ///
 /// # Setup and failures
 ///
-/// Run [`BucketedFanOut::create_indexes`] before the first send: the unique `{owner, sequence}`
-/// index is what turns a push into a full bucket into a detectable conflict. A send that fails
+/// Run [`BucketedFanOut::create_indexes`] at startup: the unique `{owner, sequence}` index is
+/// what turns a push into a full bucket into a detectable conflict, so a store that was not told
+/// to create it creates it before its first write (once per store and its clones). A send that fails
 /// part-way (server unreachable, [`Error::Contention`]) may have reached some recipients; the
 /// error is returned and the deliveries already made stay.
 ///
@@ -139,6 +141,7 @@ pub struct BucketedFanOut {
     recipients: RecipientLists,
     bucket_size: u32,
     capabilities: DetectedCapabilities,
+    indexes: Indexes,
 }
 
 /// Configures a [`BucketedFanOut`] store.
@@ -214,18 +217,12 @@ impl BucketedFanOutBuilder {
             &[&self.buckets, &self.heads, &self.locks, &self.recipients],
             "buckets, heads, locks and recipients",
         )?;
-        Ok(BucketedFanOut {
-            buckets: self.database.collection(&self.buckets),
-            heads: self.database.collection(&self.heads),
-            locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
-            recipients: RecipientLists::new(
-                self.database.collection(&self.recipients),
-                self.max_inline,
-            ),
-            database: self.database,
-            bucket_size: self.bucket_size,
-            capabilities: DetectedCapabilities::default(),
-        })
+        Ok(BucketedFanOut::with(
+            &self.database,
+            [&self.buckets, &self.heads, &self.locks],
+            RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
+            self.bucket_size,
+        ))
     }
 }
 
@@ -258,14 +255,11 @@ impl BucketedFanOut {
         }))
     }
 
-    /// Creates the indexes the strategy needs (idempotent).
+    /// Creates the indexes the strategy needs (idempotent, safe on every start). The unique
+    /// `{owner, sequence}` index is what keeps a bucket from being opened twice, so a store that
+    /// was not told to create it creates it before its first write.
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder()
-            .keys(doc! { "owner": 1, "sequence": 1 })
-            .options(IndexOptions::builder().unique(true).build())
-            .build();
-        self.buckets.create_index(index).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each of the strategy's collections should have.
@@ -302,19 +296,41 @@ impl BucketedFanOut {
 
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
-        Self {
-            database: database.clone(),
-            buckets: database.collection(Self::DEFAULT_COLLECTION),
-            heads: database.collection(Self::DEFAULT_HEADS_COLLECTION),
-            locks: LeaseLocks::new(
-                database.collection(Self::DEFAULT_LOCKS_COLLECTION),
-                LOCK_LEASE,
-            ),
-            recipients: RecipientLists::new(
+        Self::with(
+            database,
+            [
+                Self::DEFAULT_COLLECTION,
+                Self::DEFAULT_HEADS_COLLECTION,
+                Self::DEFAULT_LOCKS_COLLECTION,
+            ],
+            RecipientLists::new(
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
-            bucket_size: Self::DEFAULT_BUCKET_SIZE,
+            Self::DEFAULT_BUCKET_SIZE,
+        )
+    }
+
+    /// A store over the `[buckets, heads, locks]` collections, checked already.
+    fn with(
+        database: &Database,
+        [buckets, heads, locks]: [&str; 3],
+        recipients: RecipientLists,
+        bucket_size: u32,
+    ) -> Self {
+        let buckets = database.collection(buckets);
+        let unique = IndexModel::builder()
+            .keys(doc! { "owner": 1, "sequence": 1 })
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        Self {
+            indexes: Indexes::new().with(&buckets, unique),
+            database: database.clone(),
+            buckets,
+            heads: database.collection(heads),
+            locks: LeaseLocks::new(database.collection(locks), LOCK_LEASE),
+            recipients,
+            bucket_size,
             capabilities: DetectedCapabilities::default(),
         }
     }
@@ -366,6 +382,9 @@ impl BucketedFanOut {
         let mut entry = message.to_document()?;
         let list = self.recipients.share(&mut entry, message.id)?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
+        // detectable conflict.
+        self.indexes.ensure().await?;
         self.recipients.store(list).await?;
         let capabilities = self.capabilities().await?;
         let entry = Entry {

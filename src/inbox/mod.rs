@@ -316,7 +316,9 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// How many messages `owner` has received.
     async fn count(&self, owner: &str) -> Result<u64>;
 
-    /// Creates the indexes the strategy needs (idempotent; run at startup or deploy time).
+    /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
+    /// every start). A strategy whose correctness depends on a unique index creates its indexes
+    /// before its first write if this was not called on the store (or a clone of it).
     async fn create_indexes(&self) -> Result<()>;
 
     /// The shard key each of the strategy's collections should have.

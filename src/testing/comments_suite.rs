@@ -668,6 +668,60 @@ pub async fn bad_input(
     );
 }
 
+/// Setup is idempotent: `first` creates its indexes and takes comments; `second`, a new store
+/// on the same database (the application's next start), creates its indexes again, reads what
+/// was written and takes more.
+pub async fn reopen(first: &dyn CommentStore, second: &dyn CommentStore) {
+    first.create_indexes().await.expect("create indexes");
+    create(first).await;
+    let mut posted = post_many(first, 12).await;
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes on the next start");
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes again, same store");
+    create(second).await;
+    posted.push(second.post(DISCUSSION, new("after")).await.expect("post"));
+    assert_eq!(
+        read_chronological(second, Order::OldestFirst, 5).await,
+        posted,
+        "what was written, after a reopen"
+    );
+    assert_eq!(second.count(DISCUSSION).await.unwrap(), 13);
+}
+
+/// A store used before [`CommentStore::create_indexes`] was called still keeps every promise: a
+/// design whose correctness depends on an index creates it before its first write (once per
+/// store).
+pub async fn without_create_indexes(store: &dyn CommentStore) {
+    create(store).await;
+    let posted = post_many(store, 23).await;
+    let mut reversed = posted.clone();
+    reversed.reverse();
+    for limit in [4, 10] {
+        assert_eq!(
+            read_chronological(store, Order::OldestFirst, limit).await,
+            posted,
+            "oldest first, pages of {limit}"
+        );
+        assert_eq!(
+            read_chronological(store, Order::NewestFirst, limit).await,
+            reversed,
+            "newest first, pages of {limit}"
+        );
+    }
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 23);
+    for comment in &posted {
+        assert_eq!(
+            &store.get(DISCUSSION, &comment.link).await.unwrap(),
+            comment
+        );
+    }
+}
+
 /// Commands per operation, as the design's docs state: reading a page is one `find`.
 /// `post` lists the commands of a top-level post; where `locked` (the design locks posts on
 /// servers without atomic updates, and this is one), a lock `insert` comes first and a lock

@@ -558,6 +558,55 @@ pub async fn foreign_cursors(stores: &[Arc<Store>]) {
     }
 }
 
+/// Setup is idempotent: `first` creates its indexes and takes mail; `second`, a new store on the
+/// same database (the application's next start), creates its indexes again, reads what was
+/// written and takes more.
+pub async fn reopen(first: &Store, second: &Store) {
+    first.create_indexes().await.expect("create indexes");
+    let mut sent = send_sequence(first, "joe", &["bob", "ann"], 3).await;
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes on the next start");
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes again, same store");
+    sent.extend(send_sequence(second, "joe", &["bob"], 2).await);
+    sent.reverse();
+    assert_eq!(read_all(second, "bob", 2).await, sent, "bob after a reopen");
+    assert_eq!(second.count("ann").await.expect("count"), 3);
+}
+
+/// A store used before [`crate::InboxStore::create_indexes`] was called still keeps every
+/// promise: a strategy whose correctness depends on an index creates it before its first write
+/// (once per store). 120 messages cross two bucket boundaries of the default bucket size.
+pub async fn without_create_indexes(store: &Store) {
+    let mut sent = send_sequence(store, "joe", &["bob"], 120).await;
+    sent.extend(send_sequence(store, "ann", &["bob", "cid"], 5).await);
+    sent.reverse();
+    assert_eq!(store.count("bob").await.expect("count"), 125);
+    assert_eq!(store.count("cid").await.expect("count"), 5);
+    for page_size in [7, 50] {
+        assert_eq!(
+            ids(&read_all(store, "bob", page_size).await),
+            ids(&sent),
+            "pages of {page_size}"
+        );
+    }
+    // Deliveries rely on the same indexes never to give a second copy.
+    store
+        .deliver(&sent[0], &["cid".to_owned(), "dee".to_owned()])
+        .await
+        .expect("deliver");
+    store
+        .deliver(&sent[0], &["cid".to_owned(), "dee".to_owned()])
+        .await
+        .expect("deliver again");
+    assert_eq!(store.count("cid").await.expect("count"), 5);
+    assert_eq!(store.count("dee").await.expect("count"), 1);
+}
+
 fn assert_same_set(read: &[Message<Note>], expected: &[Message<Note>], owner: &str) {
     let read_ids: Vec<MessageId> = ids(read);
     let unique: HashSet<MessageId> = read_ids.iter().copied().collect();
