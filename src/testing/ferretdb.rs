@@ -120,7 +120,7 @@ fn find_or_build() -> Result<(PathBuf, String), String> {
             )),
             Probe::Unusable(why) => {
                 say(&format!(
-                    "mongo-social tests: {BINARY_ENV}={} is not usable ({why})",
+                    "mongo-social: {BINARY_ENV}={} is not usable ({why})",
                     path.display()
                 ));
                 build(&path)
@@ -132,11 +132,11 @@ fn find_or_build() -> Result<(PathBuf, String), String> {
         match probe(&on_path) {
             Probe::Usable(version) => return Ok((on_path, version)),
             Probe::OtherVersion(version) => say(&format!(
-                "mongo-social tests: skipping {} (FerretDB {version}, need {ACCEPTED_PREFIX}x)",
+                "mongo-social: skipping {} (FerretDB {version}, need {ACCEPTED_PREFIX}x)",
                 on_path.display()
             )),
             Probe::Unusable(why) => say(&format!(
-                "mongo-social tests: skipping {} ({why})",
+                "mongo-social: skipping {} ({why})",
                 on_path.display()
             )),
         }
@@ -155,7 +155,7 @@ fn find_or_build() -> Result<(PathBuf, String), String> {
         Probe::Unusable(why) => {
             if target.exists() {
                 say(&format!(
-                    "mongo-social tests: {} is not usable ({why}), rebuilding it",
+                    "mongo-social: {} is not usable ({why}), rebuilding it",
                     target.display()
                 ));
             }
@@ -228,7 +228,7 @@ fn build(target: &Path) -> Result<(PathBuf, String), String> {
 
     let started = Instant::now();
     say(&format!(
-        "mongo-social tests: building FerretDB {FERRETDB_VERSION} into {} with Go; the first \
+        "mongo-social: building FerretDB {FERRETDB_VERSION} into {} with Go; the first \
          build downloads and compiles it and takes a few minutes...",
         target.display()
     ));
@@ -305,7 +305,7 @@ fn build(target: &Path) -> Result<(PathBuf, String), String> {
     match probe(target) {
         Probe::Usable(version) => {
             say(&format!(
-                "mongo-social tests: built FerretDB {version} at {} in {} s",
+                "mongo-social: built FerretDB {version} at {} in {} s",
                 target.display(),
                 started.elapsed().as_secs()
             ));

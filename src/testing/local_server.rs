@@ -65,7 +65,7 @@ pub(super) fn start(
             Ok(running) => return Ok(running),
             Err(why) => {
                 say(&format!(
-                    "mongo-social tests: {name} start attempt {attempt}/{START_ATTEMPTS} failed: \
+                    "mongo-social: {name} start attempt {attempt}/{START_ATTEMPTS} failed: \
                      {why}"
                 ));
                 last = why;

@@ -1,4 +1,4 @@
-//! A real server for tests, benches and examples (feature `testing`).
+//! A real server for tests, benches, examples and local development (feature `testing`).
 //!
 //! # Which server
 //!
@@ -158,7 +158,7 @@ fn resolve_uri() -> Result<String, String> {
             .into_string()
             .map_err(|_| "MONGODB_URI is not valid UTF-8".to_owned())?;
         say(&format!(
-            "mongo-social tests: using MONGODB_URI ({})",
+            "mongo-social: using MONGODB_URI ({})",
             redact(&uri)
         ));
         return Ok(uri);
@@ -169,12 +169,12 @@ fn resolve_uri() -> Result<String, String> {
         LocalServer::FerretDb => {
             let started = ferretdb::start().map_err(|why| {
                 format!(
-                    "mongo-social tests need a MongoDB-compatible server and could not start a \
+                    "mongo-social needs a MongoDB-compatible server and could not start a \
                      local FerretDB: {why}\n{use_uri}"
                 )
             })?;
             say(&format!(
-                "mongo-social tests: FerretDB {} at {} (started from {}, data in {}; stopped when \
+                "mongo-social: FerretDB {} at {} (started from {}, data in {}; stopped when \
                  this process exits)",
                 started.version,
                 started.uri,
@@ -185,12 +185,10 @@ fn resolve_uri() -> Result<String, String> {
         }
         LocalServer::MongoJavaServer => {
             let started = mongo_java_server::start().map_err(|why| {
-                format!(
-                    "mongo-social tests could not start a local mongo-java-server: {why}\n{use_uri}"
-                )
+                format!("mongo-social could not start a local mongo-java-server: {why}\n{use_uri}")
             })?;
             say(&format!(
-                "mongo-social tests: mongo-java-server {} at {} (launcher cached in {}; stopped \
+                "mongo-social: mongo-java-server {} at {} (launcher cached in {}; stopped \
                  when this process exits)",
                 mongo_java_server::VERSION,
                 started.uri,

@@ -91,7 +91,7 @@ fn prepare() -> Result<PathBuf, String> {
     let mvn = tool("mvn")?;
     let javac = tool("javac")?;
     say(&format!(
-        "mongo-social tests: preparing mongo-java-server {VERSION} in {} (Maven resolves its \
+        "mongo-social: preparing mongo-java-server {VERSION} in {} (Maven resolves its \
          jars the first time)...",
         prepared.display()
     ));
