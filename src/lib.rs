@@ -1,6 +1,12 @@
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("lib.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod bson_ext;
 pub mod comments;
@@ -17,6 +23,7 @@ pub mod sharding;
 mod update_batch;
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use error::{Error, Result};
