@@ -59,6 +59,11 @@ struct Seen {
     last_sent: Option<bson::DateTime>,
 }
 
+/// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
+fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime {
+    floor.map_or(sent, |floor| floor.max(sent))
+}
+
 /// The later of two optional times.
 fn later(a: Option<bson::DateTime>, b: Option<bson::DateTime>) -> Option<bson::DateTime> {
     match (a, b) {
@@ -103,7 +108,7 @@ fn later(a: Option<bson::DateTime>, b: Option<bson::DateTime>) -> Option<bson::D
 /// its newest `sent`, and a push carries the message's `sent` only if no later one is in the
 /// bucket (`last_sent` not after it, in the same atomic update that claims the position, which
 /// also moves `last_sent` up with `$max`); otherwise the push fails, the check that follows reads
-/// `last_sent`, and the next round carries that time instead. A bucket is opened with a `sent`
+/// `last_sent`, and the next round carries the later of that time and now. A bucket is opened with a `sent`
 /// no earlier than the newest of the bucket before it (kept on the head, `floor`). Without
 /// concurrent senders to an inbox, every entry carries the time the message was sent; under
 /// contention the raise is the time between stamping and storing, milliseconds.
@@ -449,7 +454,7 @@ impl BucketedFanOut {
             if suspects.is_empty() {
                 return Ok(());
             }
-            let (waiting, mut moved) = self.inspect(suspects, &mut targets, entry.id).await?;
+            let (waiting, mut moved) = self.inspect(suspects, &mut targets, entry).await?;
             for (owner, target) in &mut moved {
                 let count = moves.entry(owner.clone()).or_default();
                 *count += 1;
@@ -566,14 +571,15 @@ impl BucketedFanOut {
     /// Looks at the target bucket of each suspect. Returns the recipients still waiting for the
     /// message, with the bucket to try next, and the heads that moved.
     ///
-    /// A recipient's next push is raised to the newest `sent` of the bucket it found: the full
-    /// bucket it leaves, or the bucket with room that a later message reached first.
+    /// A recipient's next push is raised to the newest `sent` of the full bucket it leaves, or,
+    /// when a later message reached a bucket with room first, to now.
     async fn inspect(
         &self,
         suspects: Vec<String>,
         targets: &mut HashMap<String, Target>,
-        id: MessageId,
+        entry: &Entry<'_>,
     ) -> Result<(Vec<String>, Vec<(String, Target)>)> {
+        let (id, entry_sent) = (entry.id, entry.sent);
         let clauses: Vec<Bson> = suspects
             .iter()
             .map(|owner| {
@@ -626,8 +632,13 @@ impl BucketedFanOut {
                 }
                 // With room: a later message got there first, or this sender did not reach it.
                 Some(bucket) => {
-                    let floor = later(target.floor, bucket.last_sent);
-                    targets.insert(owner.clone(), Target { floor, ..target });
+                    if bucket.last_sent > Some(stamp(entry_sent, target.floor)) {
+                        // Raised to now, not just to the newest time seen: senders that
+                        // stamped between the two would otherwise keep landing first.
+                        let now = Some(bson::DateTime::now());
+                        let floor = later(later(target.floor, bucket.last_sent), now);
+                        targets.insert(owner.clone(), Target { floor, ..target });
+                    }
                     waiting.push(owner);
                 }
                 // Missing: opened by another sender meanwhile, or not reached by this one.
