@@ -550,7 +550,10 @@ impl<P: Payload> Delivery<P> {
             .is_some())
     }
 
-    /// Starts a worker that runs fan-out jobs until stopped.
+    /// Starts a worker that runs fan-out jobs until stopped or its handle is dropped; idle, it
+    /// backs off as [`JobQueue::start_worker`] describes, and a post made through this delivery
+    /// (or a clone) wakes it.
+    #[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
     pub fn start_worker(&self) -> Worker {
         self.inner
             .jobs

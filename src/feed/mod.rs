@@ -422,7 +422,10 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Starts a background worker for the store's jobs on the current tokio runtime. Several
-    /// workers (in one process or many) can run at once.
+    /// workers (in one process or many) can run at once. It runs until stopped or its handle is
+    /// dropped; idle, it backs off as [`JobQueue::start_worker`] describes, and a job queued
+    /// through this store (or a clone) wakes it.
+    #[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
     pub fn start_worker(&self) -> Worker {
         self.jobs
             .start_worker(Arc::new(feeds::FeedJobs(self.clone())))
