@@ -116,7 +116,11 @@ pub struct Comment {
     pub author: Author,
     /// What it says; empty once deleted.
     pub text: String,
-    /// When it was posted (millisecond precision, the posting client's clock).
+    /// When it was posted (millisecond precision, the posting client's clock). Every design
+    /// keeps it in step with the comment's place: the chronological view never lists a comment
+    /// before an earlier one, nor the threaded view a reply before an earlier sibling, even
+    /// under concurrent posters (a writer stamps a comment for the place it takes, raised to the
+    /// comment before it there if that one's clock ran ahead).
     pub posted: bson::DateTime,
     /// When it was last edited, if ever.
     pub edited: Option<bson::DateTime>,
