@@ -99,6 +99,12 @@ macro_rules! conformance {
                 suite::concurrent_posters(store, 6, 10).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn posted_agrees_with_position() {
+                let (_db, store) = store("posted_agrees").await;
+                suite::posted_agrees_with_position(store, 8, 6).await;
+            }
+
             #[tokio::test]
             async fn bad_input() {
                 let (t, store) = store("bad_input").await;

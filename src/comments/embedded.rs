@@ -12,7 +12,7 @@ use super::{
     validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
     Features, NewComment, Order, ThreadedComments,
 };
-use crate::bson_ext;
+use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -294,7 +294,7 @@ impl Embedded {
                 limit: self.max_document_bytes,
             }));
         }
-        Ok(Ok(found.get_datetime(LAST_POSTED).ok().copied()))
+        Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -365,12 +365,6 @@ enum Change<T> {
 fn slice_number(n: usize, sign: i64) -> Bson {
     let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
     i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
-}
-
-/// Now, or `floor` if that is later (another writer's clock may run ahead).
-fn now_or_after(floor: Option<bson::DateTime>) -> bson::DateTime {
-    let now = bson::DateTime::now();
-    floor.map_or(now, |floor| floor.max(now))
 }
 
 /// A non-negative count field, 0 when missing.

@@ -15,7 +15,7 @@ use super::{
     validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
     Design, Features, NewComment, Order, ThreadedComments,
 };
-use crate::bson_ext;
+use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
@@ -28,16 +28,21 @@ const CURSOR: char = 'h';
 const ATTEMPTS: usize = 32;
 /// Bytes of a page document not available to comments: ids, counters, field names.
 const PAGE_OVERHEAD: usize = 4096;
+/// A page's newest `posted`: a push never puts an older comment after it.
+const LAST_POSTED: &str = "last_posted";
+/// The newest `posted` of the page before the last, kept with the page counter, for a push that
+/// opens a page.
+const FLOOR: &str = "floor";
 
 /// Comments in pages of `page_size` (default 100) per document, as in the manual's hybrid
 /// design. Comments are top-level only (the manual leaves threading out of this design).
 ///
 /// Collections (names configurable):
-/// - `comment_pages`: `{discussion_id, page, count, visible, comments: [{slug, posted, author,
-///   text, edited, deleted}]}`, unique index `{discussion_id, page}` and index
+/// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, comments: [{slug,
+///   posted, author, text, edited, deleted}]}`, unique index `{discussion_id, page}` and index
 ///   `{discussion_id, comments.slug}` (direct links); shard key `{discussion_id: 1, page: 1}`;
-/// - `comment_discussions`: `{_id: discussion, last_page}`, the registered discussions and the
-///   seed's page counter;
+/// - `comment_discussions`: `{_id: discussion, last_page, floor}`, the registered discussions,
+///   the seed's page counter and the newest `posted` of the page before the last;
 /// - `comment_locks`: write locks, used only on servers without atomic updates.
 ///
 /// # How it fixes the seed's races
@@ -51,6 +56,11 @@ const PAGE_OVERHEAD: usize = 4096;
 ///   writers cannot both advance it), and push to the next page, which the first writer there
 ///   creates (the same unique index settles a race to create it).
 /// - **No lost comment.** Every push either applies or fails visibly and is retried.
+/// - **Positions and posting times agree.** A comment is stamped when its push is tried, and
+///   the push lands only if no later comment is on the page (`last_posted`, moved up with
+///   `$max` in the same update); one that loses is stamped again. So the chronological view,
+///   read in position order, never lists a comment before an earlier one, under concurrent
+///   posters too. (The seed stamps before it pushes.)
 ///
 /// Because a page is left only once full, every page but the last holds exactly `page_size`
 /// comments, so a comment's position is `page * page_size + index`: pages are exact keyset
@@ -254,45 +264,57 @@ impl HybridPages {
             .collect())
     }
 
-    /// Pushes `entry` onto the last page, opening the next page when that one is full.
-    async fn push(&self, discussion: &str, entry: &Entry) -> Result<()> {
+    /// Pushes `entry` onto the last page, opening the next page when that one is full, and
+    /// stamps its `posted` for the place it takes: never before the newest comment of that page
+    /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
+    /// recorded with the page counter).
+    async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
         let registered = self
             .registry
             .find(discussion)
             .await?
             .ok_or_else(|| validate::no_discussion(discussion))?;
         let mut page = number(&registered, "last_page");
-        let pushed = bson::to_bson(entry)?;
+        let mut floor = bson_ext::date(&registered, FLOOR);
         for _ in 0..ATTEMPTS {
+            entry.posted = now_or_after(floor);
             let filter = doc! {
                 "discussion_id": discussion,
                 "page": page,
                 "count": { "$lt": self.page_size as i64 },
+                LAST_POSTED: { "$not": { "$gt": entry.posted } },
             };
             let update = doc! {
-                "$push": { "comments": pushed.clone() },
+                "$push": { "comments": bson::to_bson(&*entry)? },
                 "$inc": { "count": 1_i64, "visible": 1_i64 },
+                "$max": { LAST_POSTED: entry.posted },
             };
             match self.pages.update_one(filter, update).upsert(true).await {
                 Ok(_) => return Ok(()),
                 Err(error) if is_duplicate_key(&error) => {}
                 Err(error) => return Err(error.into()),
             }
-            // The page exists: full, or just created by another writer.
+            // The page exists: full, just created by another writer, or holding a later comment.
             let existing = self
                 .pages
                 .find_one(doc! { "discussion_id": discussion, "page": page })
-                .projection(doc! { "count": 1 })
+                .projection(doc! { "count": 1, LAST_POSTED: 1 })
                 .await?;
+            let last_posted = existing
+                .as_ref()
+                .and_then(|p| bson_ext::date(p, LAST_POSTED));
+            floor = bson_ext::later(floor, last_posted);
             let full = existing.is_some_and(|p| number(&p, "count") >= self.page_size as i64);
             if full {
-                // The seed's guard: only a writer that saw `page` as the last advances it.
+                // The seed's guard: only a writer that saw `page` as the last advances it. The
+                // next page starts after this one's newest comment.
+                let mut advance = doc! { "$set": { "last_page": page + 1 } };
+                if let Some(last_posted) = last_posted {
+                    advance.insert("$max", doc! { FLOOR: last_posted });
+                }
                 self.registry
                     .discussions
-                    .update_one(
-                        doc! { "_id": discussion, "last_page": page },
-                        doc! { "$set": { "last_page": page + 1 } },
-                    )
+                    .update_one(doc! { "_id": discussion, "last_page": page }, advance)
                     .await?;
                 page += 1;
             }
@@ -450,7 +472,7 @@ impl CommentStore for HybridPages {
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment)?;
-        let entry = Entry {
+        let mut entry = Entry {
             slug: new_slug(),
             posted: bson::DateTime::now(),
             author: comment.author,
@@ -462,7 +484,7 @@ impl CommentStore for HybridPages {
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
         self.indexes.ensure().await?;
         self.guard
-            .run(discussion, self.push(discussion, &entry))
+            .run(discussion, self.push(discussion, &mut entry))
             .await?;
         Ok(entry.comment())
     }

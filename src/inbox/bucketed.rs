@@ -14,7 +14,7 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
-use crate::bson_ext::integer;
+use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
@@ -62,14 +62,6 @@ struct Seen {
 /// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
 fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime {
     floor.map_or(sent, |floor| floor.max(sent))
-}
-
-/// The later of two optional times.
-fn later(a: Option<bson::DateTime>, b: Option<bson::DateTime>) -> Option<bson::DateTime> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// Fan out on write with buckets: each recipient's inbox is a run of documents holding up to
@@ -519,7 +511,7 @@ impl BucketedFanOut {
             .await?;
         for head in found {
             if let (Ok(owner), Some(sequence)) = (head.get_str("_id"), integer(&head, "head")) {
-                let floor = head.get_datetime(FLOOR).ok().copied();
+                let floor = date(&head, FLOOR);
                 heads.insert(owner.to_owned(), Target { sequence, floor });
             }
         }
@@ -611,7 +603,7 @@ impl BucketedFanOut {
                 Seen {
                     count: integer(bucket, "count").unwrap_or(0),
                     holds,
-                    last_sent: bucket.get_datetime(LAST_SENT).ok().copied(),
+                    last_sent: date(bucket, LAST_SENT),
                 },
             );
         }
@@ -635,8 +627,7 @@ impl BucketedFanOut {
                     if bucket.last_sent > Some(stamp(entry_sent, target.floor)) {
                         // Raised to now, not just to the newest time seen: senders that
                         // stamped between the two would otherwise keep landing first.
-                        let now = Some(bson::DateTime::now());
-                        let floor = later(later(target.floor, bucket.last_sent), now);
+                        let floor = Some(now_or_after(later(target.floor, bucket.last_sent)));
                         targets.insert(owner.clone(), Target { floor, ..target });
                     }
                     waiting.push(owner);

@@ -496,6 +496,81 @@ pub async fn concurrent_posters(store: Arc<dyn CommentStore>, posters: usize, ea
     );
 }
 
+/// Concurrent posters, and where the design threads, concurrent replies to one parent: a
+/// comment's place and its `posted` time agree in every view. The chronological view is oldest
+/// first by `posted`; in the threaded view the top-level comments, and the replies to any one
+/// comment, come in `posted` order. (A design that stamps a comment before it knows its place,
+/// then loses a race for that place, breaks this.)
+pub async fn posted_agrees_with_position(
+    store: Arc<dyn CommentStore>,
+    posters: usize,
+    each: usize,
+) {
+    create(&*store).await;
+    let parent = store.post(DISCUSSION, new("parent")).await.expect("post");
+    let mut tasks = Vec::new();
+    for poster in 0..posters {
+        let store = store.clone();
+        let parent = parent.link.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..each {
+                let text = format!("p{poster}-{i}");
+                store
+                    .post(DISCUSSION, NewComment::new(author(poster), text))
+                    .await
+                    .expect("concurrent post");
+                if let Some(threads) = store.threaded() {
+                    let text = format!("r{poster}-{i}");
+                    threads
+                        .reply(DISCUSSION, &parent, NewComment::new(author(poster), text))
+                        .await
+                        .expect("concurrent reply");
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let replies = if store.threaded().is_some() { each } else { 0 };
+    let total = 1 + posters * (each + replies);
+    for order in [Order::OldestFirst, Order::NewestFirst] {
+        let mut read = read_chronological(&*store, order, 9).await;
+        assert_eq!(read.len(), total, "chronological, {order:?}");
+        if order == Order::NewestFirst {
+            read.reverse();
+        }
+        for pair in read.windows(2) {
+            assert!(
+                pair[0].posted <= pair[1].posted,
+                "chronological, {order:?}: {} (posted {}) before {} (posted {})",
+                pair[0].text,
+                pair[0].posted,
+                pair[1].text,
+                pair[1].posted
+            );
+        }
+    }
+    let Some(threads) = store.threaded() else {
+        return;
+    };
+    let thread = read_threaded(threads, Order::OldestFirst, 9).await;
+    assert_eq!(thread.len(), total, "threaded");
+    let mut last: std::collections::HashMap<Option<String>, &Comment> = Default::default();
+    for comment in &thread {
+        if let Some(previous) = last.insert(comment.parent.clone(), comment) {
+            assert!(
+                previous.posted <= comment.posted,
+                "threaded: sibling {} (posted {}) before {} (posted {})",
+                previous.text,
+                previous.posted,
+                comment.text,
+                comment.posted
+            );
+        }
+    }
+}
+
 /// Bad input: a typed error each, and nothing written.
 pub async fn bad_input(
     store: &dyn CommentStore,
