@@ -268,6 +268,10 @@ impl JobQueue {
     }
 
     /// Adds a job, due now (one `insert`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
         self.enqueue_once(id, kind, payload).await?;
@@ -279,7 +283,12 @@ impl JobQueue {
     /// work (say, the next batch of a fan-out) queues it once however often it is re-run. (A
     /// follow-up that already ran and left the queue is queued again; its handler must be
     /// idempotent, as every handler must.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
+        crate::validate::non_blank("job kind", kind)?;
         let job = doc! {
             "_id": id,
             "kind": kind,

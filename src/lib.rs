@@ -21,6 +21,7 @@ mod lease_lock;
 pub mod server;
 pub mod sharding;
 mod update_batch;
+mod validate;
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

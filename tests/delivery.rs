@@ -446,10 +446,25 @@ async fn bad_input_writes_nothing() {
         matches!(error, Error::NotFound { what: "user", .. }),
         "{error}"
     );
-    let error = delivery.post("", "x".to_owned()).await.unwrap_err();
-    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
-    let error = delivery.touch("").await.unwrap_err();
-    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    // Empty and whitespace-only ids are the same error, as in every module.
+    for blank in ["", " ", "\t "] {
+        for result in [
+            delivery.post(blank, "x".to_owned()).await.map(drop),
+            delivery.touch(blank).await.map(drop),
+            delivery.follow(blank, "someone").await.map(drop),
+            delivery.follow("someone", blank).await.map(drop),
+            delivery.unfollow(blank, "someone").await.map(drop),
+            delivery
+                .timeline(blank, PageRequest::first(5))
+                .await
+                .map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(Error::EmptyUserId { .. })),
+                "{blank:?}: {result:?}"
+            );
+        }
+    }
     assert_eq!(t.documents(&[]).await, before, "nothing written");
     // Larger than the inbox takes: refused before the job, the outbox or any copy.
     let buckets =

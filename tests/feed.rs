@@ -858,10 +858,40 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             .await,
         Err(Error::InvalidPageLimit { .. })
     ));
-    assert!(matches!(
-        store.create_user(NewUser::new("", "x")).await,
-        Err(Error::EmptyField { field: "user id" })
-    ));
+    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
+    // module, `EmptyField` for other text.
+    for blank in ["", " ", "\t "] {
+        for result in [
+            store.create_user(NewUser::new(blank, "x")).await.map(drop),
+            store.create_post(new(blank, "t", "b")).await.map(drop),
+            store.like(kept, blank).await.map(drop),
+            store.unlike(kept, blank).await.map(drop),
+            store.rename_user(blank, "x").await.map(drop),
+            store.user(blank).await.map(drop),
+            store
+                .feed_page(&FeedKind::User(blank.to_owned()), PageRequest::first(5))
+                .await
+                .map(drop),
+            store.rebuild_user_feed(blank).await.map(drop),
+        ] {
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::EmptyUserId {
+                        what: "user" | "author"
+                    })
+                ),
+                "{blank:?}: {result:?}"
+            );
+        }
+        assert!(
+            matches!(
+                store.create_user(NewUser::new("u9", blank)).await,
+                Err(Error::EmptyField { field: "username" })
+            ),
+            "{blank:?}"
+        );
+    }
     assert_eq!(t.commands.total(), 0, "caught before any command");
 
     assert!(matches!(

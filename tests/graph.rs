@@ -450,13 +450,41 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
         matches!(error, Error::NotFound { what: "user", .. }),
         "{error}"
     );
-    for error in [
-        graph.follow("", "a").await.unwrap_err(),
-        graph.follow_group("a", "").await.unwrap_err(),
-        graph.add_user("").await.unwrap_err(),
-        graph.add_group("").await.unwrap_err(),
-    ] {
-        assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
+    // module, `EmptyField` for a group id.
+    for blank in ["", " ", "\t "] {
+        for error in [
+            graph.follow(blank, "a").await.unwrap_err(),
+            graph.follow("a", blank).await.unwrap_err(),
+            graph.unfollow(blank, "a").await.unwrap_err(),
+            graph.follow_group(blank, "g").await.unwrap_err(),
+            graph.add_member("g", blank).await.unwrap_err(),
+            graph.add_user(blank).await.unwrap_err(),
+            graph.stats(blank).await.unwrap_err(),
+            graph.rebuild(blank).await.unwrap_err(),
+            graph
+                .following(blank, &GraphQuery::first(5))
+                .await
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(error, Error::EmptyUserId { .. }),
+                "{blank:?}: {error}"
+            );
+        }
+        for error in [
+            graph.follow_group("a", blank).await.unwrap_err(),
+            graph.add_group(blank).await.unwrap_err(),
+            graph
+                .members(blank, &GraphQuery::first(5))
+                .await
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(error, Error::EmptyField { field: "group id" }),
+                "{blank:?}: {error}"
+            );
+        }
     }
     let error = graph
         .following("a", &GraphQuery::first(0))

@@ -192,3 +192,21 @@ async fn poll_intervals_are_validated() {
         );
     }
 }
+
+/// A job needs a kind: empty and whitespace-only are the same error, and nothing is queued.
+#[tokio::test]
+async fn a_blank_job_kind_is_refused() {
+    let t = testing::test_db("jobs_blank_kind").await;
+    let queue = queue(&t).await;
+    for blank in ["", " ", "\t "] {
+        let refused = queue.enqueue(blank, doc! {}).await;
+        assert!(
+            matches!(
+                refused,
+                Err(mongo_social::Error::EmptyField { field: "job kind" })
+            ),
+            "{blank:?}: {refused:?}"
+        );
+    }
+    assert_eq!(queue.pending().await.unwrap(), 0, "nothing queued");
+}

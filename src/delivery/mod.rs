@@ -376,9 +376,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Error::EmptyUserId`] or [`Error::NotFound`] (an author the graph does not know) before
     /// anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
-        if author.is_empty() {
-            return Err(Error::EmptyUserId { what: "sender" });
-        }
+        crate::validate::user_id("sender", author)?;
         let stats = self.inner.graph.stats(author).await?;
         let celebrity = self
             .inner
@@ -437,9 +435,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
     /// inbox.
     pub async fn touch(&self, user: &str) -> Result<bool> {
-        if user.is_empty() {
-            return Err(Error::EmptyUserId { what: "user" });
-        }
+        crate::validate::user_id("user", user)?;
         let inner = &self.inner;
         let now = bson::DateTime::now();
         let before = inner
@@ -526,6 +522,8 @@ impl<P: Payload> Delivery<P> {
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
+        crate::validate::user_id("owner", owner)?;
+        crate::validate::user_id("user", user)?;
         if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
             return Err(Error::NotSupported {
                 feature: "taking an unfollowed user's posts out of a bucketed inbox",
@@ -542,6 +540,7 @@ impl<P: Payload> Delivery<P> {
 
     /// Whether `user`'s posts are merged at read time rather than copied.
     pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
+        crate::validate::user_id("user", user)?;
         Ok(self
             .inner
             .celebrities

@@ -39,9 +39,7 @@ impl<P: Payload> Delivery<P> {
         if inner.inbox.strategy() == Strategy::BucketedFanOut {
             return inner.inbox.inbox_page(owner, page).await;
         }
-        if owner.is_empty() {
-            return Err(Error::EmptyUserId { what: "owner" });
-        }
+        crate::validate::user_id("owner", owner)?;
         if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
             return Err(Error::InvalidPageLimit {
                 limit: page.limit,

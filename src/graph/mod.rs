@@ -75,6 +75,7 @@ use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once;
+use crate::validate;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
@@ -465,7 +466,7 @@ impl FollowGraph {
 
     /// Registers a user (with zero counts). Idempotent.
     pub async fn add_user(&self, user: &str) -> Result<()> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         let document = doc! {
             "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
         };
@@ -474,7 +475,7 @@ impl FollowGraph {
 
     /// Registers a group. Idempotent.
     pub async fn add_group(&self, group: &str) -> Result<()> {
-        check_id("group id", group)?;
+        validate::non_blank("group id", group)?;
         insert_once(
             &self.groups,
             doc! { "_id": group, "since": bson::DateTime::now() },
@@ -488,8 +489,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::SelfFollow`], [`Error::EmptyField`], [`Error::NotFound`] for a user not
-    /// registered, all before anything is written.
+    /// [`Error::SelfFollow`], [`Error::EmptyUserId`] for a blank id, [`Error::NotFound`] for a
+    /// user not registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.indexes.ensure().await?;
@@ -530,7 +531,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`], [`Error::NotFound`] for an unregistered user or group.
+    /// [`Error::EmptyUserId`] for a blank user id, [`Error::EmptyField`] for a blank group id,
+    /// [`Error::NotFound`] for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
         self.change_group(group, owner, GroupChange::Follow).await
     }
@@ -618,13 +620,14 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyField`].
+    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyUserId`] (or, for a
+    /// group's members, [`Error::EmptyField`]).
     pub async fn following(
         &self,
         owner: &str,
         query: &GraphQuery,
     ) -> Result<GraphPage<Subscription>> {
-        check_id("user id", owner)?;
+        validate::user_id("owner", owner)?;
         self.subscription_page(doc! { "owner": owner }, "user", query)
             .await
     }
@@ -639,7 +642,7 @@ impl FollowGraph {
         user: &str,
         query: &GraphQuery,
     ) -> Result<GraphPage<Subscription>> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         self.subscription_page(doc! { "user": user }, "owner", query)
             .await
     }
@@ -650,7 +653,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, query: &GraphQuery) -> Result<GraphPage<String>> {
-        check_id("group id", group)?;
+        validate::non_blank("group id", group)?;
         let documents = page_of(&self.members, doc! { "group": group }, "user", query).await?;
         let mut ids: Vec<String> = documents
             .iter()
@@ -662,11 +665,13 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
+        validate::user_id("owner", owner)?;
         self.subscribed(("owner", owner), ("user", users)).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
+        validate::user_id("user", user)?;
         self.subscribed(("user", user), ("owner", owners)).await
     }
 
@@ -695,6 +700,8 @@ impl FollowGraph {
 
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
         let found = self
             .subscriptions
             .find_one(doc! { "owner": owner, "user": user })
@@ -708,7 +715,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         let found = self
             .users
             .find_one(doc! { "_id": user })
@@ -731,7 +738,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        check_id("user id", owner)?;
+        validate::user_id("owner", owner)?;
         self.check_users(&[owner]).await?;
         self.indexes.ensure().await?;
         self.owner_locks
@@ -752,7 +759,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         self.check_users(&[user]).await?;
         self.indexes.ensure().await?;
         let followers = self
@@ -776,8 +783,8 @@ impl FollowGraph {
 
     /// Fails unless `owner` and `user` are distinct registered users.
     async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
-        check_id("user id", owner)?;
-        check_id("user id", user)?;
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
         if owner == user {
             return Err(Error::SelfFollow {
                 user: owner.to_owned(),
@@ -803,8 +810,8 @@ impl FollowGraph {
     }
 
     async fn check_user_and_group(&self, user: &str, group: &str) -> Result<()> {
-        check_id("user id", user)?;
-        check_id("group id", group)?;
+        validate::user_id("user", user)?;
+        validate::non_blank("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
             return Err(not_found("group", group));
@@ -937,13 +944,6 @@ fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Optio
     items.truncate(limit);
     more.then(|| items.last().map(|last| GraphCursor::after(&id(last))))
         .flatten()
-}
-
-fn check_id(field: &'static str, id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(Error::EmptyField { field });
-    }
-    Ok(())
 }
 
 fn not_found(what: &'static str, id: &str) -> Error {

@@ -613,16 +613,41 @@ pub async fn bad_input(
         matches!(error, Error::EmptyField { field: "text" }),
         "{error}"
     );
-    let error = store.post("", new("x")).await.unwrap_err();
-    assert!(matches!(error, Error::EmptyField { .. }), "{error}");
-    let error = store
-        .post(DISCUSSION, NewComment::new(Author::new("", "Nobody"), "x"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::EmptyField { field: "author id" }),
-        "{error}"
-    );
+    // Empty and whitespace-only are the same error: a blank user id is `EmptyUserId` in every
+    // module, other blank text `EmptyField`.
+    for blank in ["", " ", "\t "] {
+        let error = store.post(blank, new("x")).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::EmptyField {
+                    field: "discussion id"
+                }
+            ),
+            "{blank:?}: {error}"
+        );
+        let error = store.create_discussion(blank).await.unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyField { .. }),
+            "{blank:?}: {error}"
+        );
+        let error = store
+            .post(
+                DISCUSSION,
+                NewComment::new(Author::new(blank, "Nobody"), "x"),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyUserId { what: "author" }),
+            "{blank:?}: {error}"
+        );
+        let error = store.post(DISCUSSION, new(blank)).await.unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyField { field: "text" }),
+            "{blank:?}: {error}"
+        );
+    }
     let error = store
         .post(DISCUSSION, new(&"x".repeat(70 * 1024)))
         .await

@@ -440,14 +440,34 @@ pub async fn bad_input(store: &Store) {
         send("joe", vec!["bob", "ann", "bob"]).await,
         Err(Error::DuplicateRecipient { recipient }) if recipient == "bob"
     ));
-    assert!(matches!(
-        send("", vec!["bob"]).await,
-        Err(Error::EmptyUserId { what: "sender" })
-    ));
-    assert!(matches!(
-        send("joe", vec!["bob", ""]).await,
-        Err(Error::EmptyUserId { what: "recipient" })
-    ));
+    // Empty and whitespace-only ids are the same error, in every module.
+    for blank in ["", " ", "\t "] {
+        assert!(
+            matches!(
+                send(blank, vec!["bob"]).await,
+                Err(Error::EmptyUserId { what: "sender" })
+            ),
+            "sender {blank:?}"
+        );
+        assert!(
+            matches!(
+                send("joe", vec!["bob", blank]).await,
+                Err(Error::EmptyUserId { what: "recipient" })
+            ),
+            "recipient {blank:?}"
+        );
+        assert!(
+            matches!(
+                store.inbox_page(blank, PageRequest::first(5)).await,
+                Err(Error::EmptyUserId { what: "owner" })
+            ),
+            "owner {blank:?}"
+        );
+        assert!(
+            matches!(store.count(blank).await, Err(Error::EmptyUserId { .. })),
+            "count {blank:?}"
+        );
+    }
     let huge = Note {
         sender: "joe".into(),
         seq: 0,
