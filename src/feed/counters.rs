@@ -88,7 +88,7 @@ impl<X: Payload> FeedStore<X> {
                 let _ = self
                     .collections
                     .likes
-                    .delete_one(doc! { "_id": &id, "at": at })
+                    .delete_one(doc! { "_id": &id, "post": post.0, "at": at })
                     .await;
                 return Err(error);
             }
@@ -112,7 +112,9 @@ impl<X: Payload> FeedStore<X> {
             let removed = self
                 .collections
                 .likes
-                .find_one_and_delete(doc! { "_id": { "post": post.0, "user": user } })
+                .find_one_and_delete(
+                    doc! { "_id": { "post": post.0, "user": user }, "post": post.0 },
+                )
                 .await?;
             let Some(removed) = removed else {
                 return Ok(false);
@@ -132,7 +134,7 @@ impl<X: Payload> FeedStore<X> {
         let found = self
             .collections
             .likes
-            .find_one(doc! { "_id": { "post": post.0, "user": user } })
+            .find_one(doc! { "_id": { "post": post.0, "user": user }, "post": post.0 })
             .await?;
         Ok(found.is_some())
     }
