@@ -141,7 +141,8 @@ async fn inbox_commands_are_targeted() {
 
 #[tokio::test]
 async fn comment_commands_are_targeted() {
-    let stores: Vec<(&str, fn(&Database) -> Box<dyn CommentStore>)> = vec![
+    type MakeStore = fn(&Database) -> Box<dyn CommentStore>;
+    let stores: Vec<(&str, MakeStore)> = vec![
         ("per_comment", |db| Box::new(PerComment::new(db))),
         ("embedded", |db| Box::new(Embedded::new(db))),
         ("hybrid", |db| {
