@@ -1,21 +1,45 @@
 //! What the connected server is and what it can do, detected once per store.
+//!
+//! Detection asks the server who it is (`buildInfo`, then `hello`, or `isMaster` where `hello` is
+//! missing) and, for a server that is neither MongoDB nor FerretDB, tries what it can do on a
+//! scratch collection (see [`ServerInfo::detect_for`]). Every difference between servers that the
+//! library cares about ends up in one [`Capabilities`] value.
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use mongodb::{Client, Database};
 
 use crate::Result;
+
+/// Collections whose names start with this are the scratch collections of capability probes,
+/// created and dropped by [`ServerInfo::detect_for`]. Command counters leave them out.
+pub const PROBE_COLLECTION_PREFIX: &str = "mongo_social_probe_";
+
+/// The database [`ServerInfo::detect`] probes in, when it is given a client and no database.
+const PROBE_DATABASE: &str = "mongo_social_probe";
+
+/// The statements FerretDB 1.x takes in one `update` command: it holds a database connection
+/// for each matched statement until the command ends and hangs at about 100.
+const FERRETDB_1_MAX_UPDATE_STATEMENTS: usize = 50;
+
+/// MongoDB's `maxWriteBatchSize` since 3.6, used when a server does not report one.
+const DEFAULT_MAX_WRITE_BATCH_SIZE: usize = 100_000;
 
 /// Which implementation of the MongoDB wire protocol answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ServerFlavor {
-    /// MongoDB itself (Community, Enterprise or Atlas).
+    /// MongoDB itself (Community, Enterprise or Atlas): `buildInfo` has a `gitVersion` and no
+    /// FerretDB fields.
     MongoDb,
-    /// FerretDB, with the FerretDB version it reported.
+    /// FerretDB, with the FerretDB version it reported (`ferretdbVersion` in 1.x,
+    /// `ferretdb.version` in 2.x).
     FerretDb {
-        /// FerretDB's own version, such as `v1.24.2`.
+        /// FerretDB's own version, such as `v1.24.2` or `v2.5.0`.
         version: String,
     },
+    /// Another server speaking the MongoDB wire protocol (mongo-java-server, for one): its
+    /// `buildInfo` has no `gitVersion`. What it can do is probed, not assumed.
+    Other,
 }
 
 /// How the deployment is laid out.
@@ -30,10 +54,12 @@ pub enum Topology {
     Sharded,
 }
 
-/// The connected server's identity and capabilities, as reported by `buildInfo` and `hello`.
+/// The connected server's identity and capabilities, from its `buildInfo` and `hello` replies
+/// (and, for a server that is neither MongoDB nor FerretDB, from probes).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ServerInfo {
-    /// MongoDB or FerretDB.
+    /// MongoDB, FerretDB or another server.
     pub flavor: ServerFlavor,
     /// The MongoDB version the server reports (FerretDB reports the version it emulates).
     pub version: String,
@@ -41,29 +67,63 @@ pub struct ServerInfo {
     pub topology: Topology,
     /// Largest BSON document the server stores (`maxBsonObjectSize`).
     pub max_document_bytes: usize,
+    /// Most statements the server takes in one write command (`maxWriteBatchSize`).
+    pub max_write_batch_size: usize,
+    /// Whether the server answered `hello`; servers before MongoDB 4.4.2 (and mongo-java-server)
+    /// answer only `isMaster`.
+    pub has_hello: bool,
+    capabilities: Capabilities,
 }
 
 impl ServerInfo {
-    /// Asks the server who it is: one `buildInfo` and one `hello` command.
+    /// Asks the server who it is: `buildInfo`, then `hello` (or `isMaster` if the server has no
+    /// `hello`). A server that is neither MongoDB nor FerretDB is probed in a scratch collection
+    /// of the `mongo_social_probe` database; use [`ServerInfo::detect_for`] to probe in the
+    /// application's own database instead.
     pub async fn detect(client: &Client) -> Result<Self> {
-        let admin = client.database("admin");
-        let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
-        let hello = admin.run_command(doc! { "hello": 1 }).await?;
-        Ok(Self::from_replies(&build, &hello))
+        Self::detect_for(&client.database(PROBE_DATABASE)).await
     }
 
     /// Like [`ServerInfo::detect`], for the client behind a database handle.
+    ///
+    /// Only when the server is [`ServerFlavor::Other`] does this write: it creates a scratch
+    /// collection named `mongo_social_probe_<random>` in `database`, tries the operations whose
+    /// support varies between servers (`$slice` projection forms, a projection in
+    /// `findAndModify`, per-statement errors in an unordered `update`, `$first` in `$group`, a
+    /// `text` index and `$text`), and drops it. About ten commands, once per store. A probe that
+    /// fails (for example, for lack of privileges) counts as the capability missing.
     pub async fn detect_for(database: &Database) -> Result<Self> {
-        Self::detect(database.client()).await
+        let admin = database.client().database("admin");
+        let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
+        let (hello, has_hello) = match admin.run_command(doc! { "hello": 1 }).await {
+            Ok(hello) => (hello, true),
+            Err(error) if is_command_error(&error) => {
+                (admin.run_command(doc! { "isMaster": 1 }).await?, false)
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let probes = if flavor_of(&build) == ServerFlavor::Other {
+            Some(Probes::run(database).await)
+        } else {
+            None
+        };
+        Ok(Self::from_replies(
+            &build,
+            &hello,
+            has_hello,
+            probes.as_ref(),
+        ))
     }
 
-    fn from_replies(build: &Document, hello: &Document) -> Self {
-        let flavor = match build.get_str("ferretdbVersion") {
-            Ok(version) => ServerFlavor::FerretDb {
-                version: version.to_owned(),
-            },
-            Err(_) => ServerFlavor::MongoDb,
-        };
+    /// The server described by its replies to `buildInfo` and `hello` (or `isMaster`), and by
+    /// what the probes found where they ran.
+    fn from_replies(
+        build: &Document,
+        hello: &Document,
+        has_hello: bool,
+        probes: Option<&Probes>,
+    ) -> Self {
+        let flavor = flavor_of(build);
         let topology = if hello.get_str("msg") == Ok("isdbgrid") {
             Topology::Sharded
         } else if hello.contains_key("setName") {
@@ -75,52 +135,86 @@ impl ServerInfo {
             .get("maxBsonObjectSize")
             .and_then(bson_to_usize)
             .unwrap_or(16 * 1024 * 1024);
+        let max_write_batch_size = hello
+            .get("maxWriteBatchSize")
+            .and_then(bson_to_usize)
+            .filter(|size| *size > 0)
+            .unwrap_or(DEFAULT_MAX_WRITE_BATCH_SIZE);
+        let capabilities =
+            Capabilities::for_server(&flavor, topology, max_write_batch_size, probes);
         Self {
             flavor,
             version: build.get_str("version").unwrap_or("unknown").to_owned(),
             topology,
             max_document_bytes,
+            max_write_batch_size,
+            has_hello,
+            capabilities,
         }
     }
 
-    /// Whether this is FerretDB rather than MongoDB.
+    /// Whether this is FerretDB (any version) rather than MongoDB.
     pub fn is_ferretdb(&self) -> bool {
         matches!(self.flavor, ServerFlavor::FerretDb { .. })
     }
 
-    /// The server's capabilities, derived from its flavor and version.
+    /// What the server can do.
     pub fn capabilities(&self) -> Capabilities {
-        let mongo = !self.is_ferretdb();
-        Capabilities {
-            atomic_updates: mongo,
-            max_update_statements: if mongo { 10_000 } else { 50 },
-            unordered_update_batches: mongo,
-            slice_projection: mongo,
-            find_and_modify_projection: mongo,
-            group_first_accumulator: mongo,
-            transactions: mongo && self.topology != Topology::Standalone,
-            text_search: mongo,
-            sharding: self.topology == Topology::Sharded,
-        }
+        self.capabilities
     }
 
-    /// A one-line description, such as `FerretDB v1.24.2 (MongoDB 7.0.42 wire), standalone`.
+    /// A one-line description of what was detected, such as `FerretDB v1.24.2 (MongoDB 7.0.42
+    /// wire), standalone; lacks: atomic updates, ...`.
     pub fn describe(&self) -> String {
         let topology = match self.topology {
             Topology::Standalone => "standalone",
             Topology::ReplicaSet => "replica set",
             Topology::Sharded => "sharded (mongos)",
         };
-        match &self.flavor {
-            ServerFlavor::MongoDb => format!("MongoDB {}, {topology}", self.version),
+        let server = match &self.flavor {
+            ServerFlavor::MongoDb => format!("MongoDB {}", self.version),
             ServerFlavor::FerretDb { version } => {
-                format!(
-                    "FerretDB {version} (MongoDB {} wire), {topology}",
-                    self.version
-                )
+                format!("FerretDB {version} (MongoDB {} wire)", self.version)
             }
-        }
+            ServerFlavor::Other => format!(
+                "a MongoDB-wire server reporting {} (not MongoDB: no gitVersion in buildInfo)",
+                self.version
+            ),
+        };
+        let hello = if self.has_hello { "" } else { ", no `hello`" };
+        let lacks = self.capabilities.missing();
+        let lacks = if lacks.is_empty() {
+            String::new()
+        } else {
+            format!("; lacks: {}", lacks.join(", "))
+        };
+        format!(
+            "{server}, {topology}{hello}, {} statements per write{lacks}",
+            self.capabilities.max_update_statements
+        )
     }
+}
+
+/// MongoDB, FerretDB 1.x or 2.x, or another server, from a `buildInfo` reply.
+fn flavor_of(build: &Document) -> ServerFlavor {
+    let ferretdb = build.get_str("ferretdbVersion").ok().or_else(|| {
+        build
+            .get_document("ferretdb")
+            .ok()
+            .and_then(|ferretdb| ferretdb.get_str("version").ok())
+    });
+    match ferretdb {
+        Some(version) => ServerFlavor::FerretDb {
+            version: version.to_owned(),
+        },
+        None if build.contains_key("gitVersion") => ServerFlavor::MongoDb,
+        None => ServerFlavor::Other,
+    }
+}
+
+/// Whether the server answered, refusing the command (rather than the connection failing).
+fn is_command_error(error: &mongodb::error::Error) -> bool {
+    matches!(*error.kind, mongodb::error::ErrorKind::Command(_))
 }
 
 /// What the server can do, so code (and tests) can pick a path or say why they skip.
@@ -129,21 +223,26 @@ impl ServerInfo {
 pub struct Capabilities {
     /// A single-document update (`$inc`, `$push`, `findAndModify`) is atomic under concurrency.
     /// FerretDB 1.x reads, modifies and writes back without isolation: concurrent updates of one
-    /// document lose writes (measured: 8 threads x 200 `$inc` left 164 of 1,600).
+    /// document lose writes (measured: 8 threads x 200 `$inc` left 164 of 1,600). Not probed
+    /// (a race is no cheap probe): true everywhere but FerretDB 1.x.
     pub atomic_updates: bool,
-    /// Statements sent in one `update` command. FerretDB 1.24 holds a database connection for
-    /// each matched statement until the command ends and hangs at about 100.
+    /// Statements sent in one `update` command: the server's `maxWriteBatchSize`, and at most
+    /// 50 on FerretDB 1.x (which holds a database connection for each matched statement until
+    /// the command ends, and hangs at about 100).
     pub max_update_statements: usize,
     /// An unordered multi-statement `update` command runs every statement and reports each
     /// failure by its index. FerretDB 1.x stops at the first failure and misreports its index.
     pub unordered_update_batches: bool,
-    /// `$slice` in a `find` projection.
+    /// `$slice` in a `find` projection, both `-N` and `[skip, limit]`.
     pub slice_projection: bool,
+    /// `$slice: [skip, limit]` with `skip` past the end of the array returns an empty array, as
+    /// on MongoDB (mongo-java-server fails the query instead).
+    pub slice_past_end: bool,
     /// A projection (`fields`) in `findAndModify`; FerretDB 1.x returns whole documents only.
     pub find_and_modify_projection: bool,
     /// The `$first` accumulator in `$group`.
     pub group_first_accumulator: bool,
-    /// Multi-document transactions (replica sets and sharded clusters).
+    /// Multi-document transactions (MongoDB replica sets and sharded clusters).
     pub transactions: bool,
     /// `text` indexes and `$text` queries.
     pub text_search: bool,
@@ -151,11 +250,282 @@ pub struct Capabilities {
     pub sharding: bool,
 }
 
-fn bson_to_usize(value: &bson::Bson) -> Option<usize> {
+impl Capabilities {
+    /// The capabilities of a server of this flavor and topology: known for MongoDB and FerretDB,
+    /// taken from `probes` for any other server (everything missing if it was not probed).
+    fn for_server(
+        flavor: &ServerFlavor,
+        topology: Topology,
+        max_write_batch_size: usize,
+        probes: Option<&Probes>,
+    ) -> Self {
+        let sharding = topology == Topology::Sharded;
+        match flavor {
+            ServerFlavor::MongoDb => Self {
+                atomic_updates: true,
+                max_update_statements: max_write_batch_size,
+                unordered_update_batches: true,
+                slice_projection: true,
+                slice_past_end: true,
+                find_and_modify_projection: true,
+                group_first_accumulator: true,
+                transactions: topology != Topology::Standalone,
+                text_search: true,
+                sharding,
+            },
+            // FerretDB 2.x runs on PostgreSQL with the DocumentDB extension: MongoDB's update
+            // semantics and operators, no transactions.
+            ServerFlavor::FerretDb { version } if !version.starts_with("v1.") => Self {
+                atomic_updates: true,
+                max_update_statements: max_write_batch_size,
+                unordered_update_batches: true,
+                slice_projection: true,
+                slice_past_end: true,
+                find_and_modify_projection: true,
+                group_first_accumulator: true,
+                transactions: false,
+                text_search: true,
+                sharding,
+            },
+            ServerFlavor::FerretDb { .. } => Self {
+                atomic_updates: false,
+                max_update_statements: max_write_batch_size.min(FERRETDB_1_MAX_UPDATE_STATEMENTS),
+                unordered_update_batches: false,
+                slice_projection: false,
+                slice_past_end: false,
+                find_and_modify_projection: false,
+                group_first_accumulator: false,
+                transactions: false,
+                text_search: false,
+                sharding,
+            },
+            ServerFlavor::Other => {
+                let probes = probes.copied().unwrap_or_default();
+                Self {
+                    atomic_updates: true,
+                    max_update_statements: max_write_batch_size,
+                    unordered_update_batches: probes.unordered_update_batches,
+                    slice_projection: probes.slice_projection,
+                    slice_past_end: probes.slice_projection && probes.slice_past_end,
+                    find_and_modify_projection: probes.find_and_modify_projection,
+                    group_first_accumulator: probes.group_first_accumulator,
+                    transactions: false,
+                    text_search: probes.text_search,
+                    sharding,
+                }
+            }
+        }
+    }
+
+    /// The names of the capabilities this server lacks, for messages.
+    pub fn missing(&self) -> Vec<&'static str> {
+        [
+            (self.atomic_updates, "atomic updates"),
+            (
+                self.unordered_update_batches,
+                "per-statement errors in unordered updates",
+            ),
+            (self.slice_projection, "$slice projections"),
+            (
+                self.slice_past_end || !self.slice_projection,
+                "$slice past the end",
+            ),
+            (self.find_and_modify_projection, "findAndModify projections"),
+            (self.group_first_accumulator, "$first in $group"),
+            (self.transactions, "transactions"),
+            (self.text_search, "$text search"),
+        ]
+        .into_iter()
+        .filter_map(|(has, name)| (!has).then_some(name))
+        .collect()
+    }
+}
+
+/// What the probes of [`ServerInfo::detect_for`] found the server can do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Probes {
+    slice_projection: bool,
+    slice_past_end: bool,
+    find_and_modify_projection: bool,
+    unordered_update_batches: bool,
+    group_first_accumulator: bool,
+    text_search: bool,
+}
+
+impl Probes {
+    /// Tries each operation on a scratch collection of `database`, then drops it. Never fails:
+    /// what cannot be tried counts as missing.
+    async fn run(database: &Database) -> Self {
+        let name = format!("{PROBE_COLLECTION_PREFIX}{}", random_suffix());
+        let collection = database.collection::<Document>(&name);
+        let seeded = collection
+            .insert_one(doc! { "_id": 1, "a": [1, 2, 3], "s": "x", "n": 0, "t": "hello world" })
+            .await
+            .is_ok();
+        let probes = if seeded {
+            Self {
+                slice_projection: probe_slice_projection(database, &name).await,
+                slice_past_end: probe_slice(database, &name, Bson::from(vec![5, 1]), &[]).await,
+                find_and_modify_projection: probe_find_and_modify_projection(database, &name).await,
+                unordered_update_batches: probe_unordered_update(database, &name).await,
+                group_first_accumulator: probe_group_first(database, &name).await,
+                text_search: probe_text_search(database, &name).await,
+            }
+        } else {
+            Self::default()
+        };
+        let _ = collection.drop().await;
+        probes
+    }
+}
+
+/// `$slice: -2` and `$slice: [1, 1]` on `[1, 2, 3]`.
+async fn probe_slice_projection(database: &Database, collection: &str) -> bool {
+    probe_slice(database, collection, Bson::Int32(-2), &[2, 3]).await
+        && probe_slice(database, collection, Bson::from(vec![1, 1]), &[2]).await
+}
+
+/// Whether `{a: {$slice: slice}}` projects `[1, 2, 3]` to `expected`.
+async fn probe_slice(database: &Database, collection: &str, slice: Bson, expected: &[i32]) -> bool {
+    let reply = database
+        .run_command(doc! {
+            "find": collection,
+            "filter": { "_id": 1 },
+            "projection": { "a": { "$slice": slice } },
+        })
+        .await;
+    let Some(found) = reply
+        .ok()
+        .and_then(|reply| first_batch(&reply).into_iter().next())
+    else {
+        return false;
+    };
+    let expected: Vec<Bson> = expected.iter().map(|n| Bson::Int32(*n)).collect();
+    found
+        .get_array("a")
+        .is_ok_and(|a| a.iter().map(as_i64).eq(expected.iter().map(as_i64)))
+}
+
+/// Whether `findAndModify` with `fields` returns only the projected fields.
+async fn probe_find_and_modify_projection(database: &Database, collection: &str) -> bool {
+    let reply = database
+        .run_command(doc! {
+            "findAndModify": collection,
+            "query": { "_id": 1 },
+            "update": { "$inc": { "n": 1 } },
+            "fields": { "n": 1 },
+            "new": true,
+        })
+        .await;
+    reply
+        .ok()
+        .and_then(|reply| reply.get_document("value").ok().cloned())
+        .is_some_and(|value| value.contains_key("n") && !value.contains_key("a"))
+}
+
+/// Whether an unordered `update` whose first statement fails still runs the second and reports
+/// the failure at index 0.
+async fn probe_unordered_update(database: &Database, collection: &str) -> bool {
+    let reply = database
+        .run_command(doc! {
+            "update": collection,
+            "updates": [
+                { "q": { "_id": 1 }, "u": { "$inc": { "s": 1 } } },
+                { "q": { "_id": 1 }, "u": { "$inc": { "n": 1 } } },
+            ],
+            "ordered": false,
+        })
+        .await;
+    let Ok(reply) = reply else {
+        return false;
+    };
+    let ran_second = reply.get("nModified").and_then(bson_to_usize) == Some(1);
+    let first_failed = reply.get_array("writeErrors").is_ok_and(|errors| {
+        errors.len() == 1
+            && matches!(&errors[0], Bson::Document(error)
+                if error.get("index").and_then(bson_to_usize) == Some(0))
+    });
+    ran_second && first_failed
+}
+
+/// Whether `$group` with `$first` works.
+async fn probe_group_first(database: &Database, collection: &str) -> bool {
+    let reply = database
+        .run_command(doc! {
+            "aggregate": collection,
+            "pipeline": [{ "$group": { "_id": Bson::Null, "first": { "$first": "$_id" } } }],
+            "cursor": {},
+        })
+        .await;
+    reply
+        .ok()
+        .and_then(|reply| first_batch(&reply).into_iter().next())
+        .is_some_and(|group| group.get("first").map(as_i64) == Some(Some(1)))
+}
+
+/// Whether a `text` index can be built and `$text` finds through it.
+async fn probe_text_search(database: &Database, collection: &str) -> bool {
+    let indexed = database
+        .run_command(doc! {
+            "createIndexes": collection,
+            "indexes": [{ "key": { "t": "text" }, "name": "t_text" }],
+        })
+        .await
+        .is_ok();
+    if !indexed {
+        return false;
+    }
+    let reply = database
+        .run_command(doc! {
+            "find": collection,
+            "filter": { "$text": { "$search": "hello" } },
+        })
+        .await;
+    reply.is_ok_and(|reply| first_batch(&reply).len() == 1)
+}
+
+/// The documents of a cursor reply's first batch.
+fn first_batch(reply: &Document) -> Vec<Document> {
+    reply
+        .get_document("cursor")
+        .and_then(|cursor| cursor.get_array("firstBatch"))
+        .map(|batch| {
+            batch
+                .iter()
+                .filter_map(|item| item.as_document().cloned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn as_i64(value: &Bson) -> Option<i64> {
     match value {
-        bson::Bson::Int32(v) => usize::try_from(*v).ok(),
-        bson::Bson::Int64(v) => usize::try_from(*v).ok(),
-        bson::Bson::Double(v) if *v >= 0.0 => Some(*v as usize),
+        Bson::Int32(v) => Some(i64::from(*v)),
+        Bson::Int64(v) => Some(*v),
+        Bson::Double(v) if v.fract() == 0.0 => Some(*v as i64),
+        _ => None,
+    }
+}
+
+/// A suffix unlikely to clash between concurrent probes: process id, time and a counter.
+fn random_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    format!(
+        "{}_{nanos}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn bson_to_usize(value: &Bson) -> Option<usize> {
+    match value {
+        Bson::Int32(v) => usize::try_from(*v).ok(),
+        Bson::Int64(v) => usize::try_from(*v).ok(),
+        Bson::Double(v) if *v >= 0.0 => Some(*v as usize),
         _ => None,
     }
 }
@@ -163,15 +533,243 @@ fn bson_to_usize(value: &bson::Bson) -> Option<usize> {
 /// The capabilities of a store's server, detected on first use and then remembered. Clones
 /// share what was detected.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct DetectedCapabilities(std::sync::Arc<std::sync::OnceLock<Capabilities>>);
+pub(crate) struct DetectedCapabilities(std::sync::Arc<tokio::sync::OnceCell<Capabilities>>);
 
 impl DetectedCapabilities {
-    /// The capabilities of the server behind `database`, asking it only the first time.
+    /// The capabilities of the server behind `database`, asking it only the first time (callers
+    /// racing on the first use wait for one detection).
     pub(crate) async fn get(&self, database: &Database) -> Result<Capabilities> {
-        if let Some(capabilities) = self.0.get() {
-            return Ok(*capabilities);
+        self.0
+            .get_or_try_init(|| async {
+                Ok(ServerInfo::detect_for(database).await?.capabilities())
+            })
+            .await
+            .copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Detection from replies recorded from each server, so servers this machine cannot run
+    //! (MongoDB 4.4 to 8, replica sets, `mongos`, FerretDB 2.x) are covered too.
+
+    use super::*;
+
+    fn info(
+        build: Document,
+        hello: Document,
+        has_hello: bool,
+        probes: Option<Probes>,
+    ) -> ServerInfo {
+        ServerInfo::from_replies(&build, &hello, has_hello, probes.as_ref())
+    }
+
+    fn mongodb_build(version: &str, git: &str) -> Document {
+        let parts: Vec<i32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+        doc! {
+            "version": version, "gitVersion": git, "modules": [], "allocator": "tcmalloc",
+            "javascriptEngine": "mozjs", "sysInfo": "deprecated",
+            "versionArray": [parts[0], parts[1], parts[2], 0], "bits": 64, "debug": false,
+            "maxBsonObjectSize": 16_777_216, "storageEngines": ["devnull", "wiredTiger"], "ok": 1.0,
         }
-        let capabilities = ServerInfo::detect_for(database).await?.capabilities();
-        Ok(*self.0.get_or_init(|| capabilities))
+    }
+
+    #[test]
+    fn mongodb_4_4_0_without_hello() {
+        let build = mongodb_build("4.4.0", "563487e100c4215e2dce98d0af2a6a5a2d67c5cf");
+        let is_master = doc! {
+            "ismaster": true, "maxBsonObjectSize": 16_777_216, "maxMessageSizeBytes": 48_000_000,
+            "maxWriteBatchSize": 100_000, "localTime": bson::DateTime::now(),
+            "logicalSessionTimeoutMinutes": 30, "connectionId": 3, "minWireVersion": 0,
+            "maxWireVersion": 9, "readOnly": false, "ok": 1.0,
+        };
+        let server = info(build, is_master, false, None);
+        assert_eq!(server.flavor, ServerFlavor::MongoDb);
+        assert_eq!(server.version, "4.4.0");
+        assert_eq!(server.topology, Topology::Standalone);
+        assert!(!server.has_hello);
+        let capabilities = server.capabilities();
+        assert!(capabilities.atomic_updates && capabilities.text_search);
+        assert!(capabilities.slice_projection && capabilities.slice_past_end);
+        assert!(!capabilities.transactions, "standalone");
+        assert_eq!(capabilities.max_update_statements, 100_000);
+        assert!(
+            capabilities.missing() == ["transactions"],
+            "{:?}",
+            capabilities.missing()
+        );
+        assert_eq!(
+            server.describe(),
+            "MongoDB 4.4.0, standalone, no `hello`, 100000 statements per write; lacks: \
+             transactions"
+        );
+    }
+
+    #[test]
+    fn mongodb_7_standalone() {
+        let build = mongodb_build("7.0.14", "ce59cfc6a3c5e5c067dca0d30697edd68d4f5188");
+        let hello = doc! {
+            "isWritablePrimary": true,
+            "topologyVersion": { "processId": bson::oid::ObjectId::new(), "counter": 0_i64 },
+            "maxBsonObjectSize": 16_777_216, "maxMessageSizeBytes": 48_000_000,
+            "maxWriteBatchSize": 100_000, "localTime": bson::DateTime::now(),
+            "logicalSessionTimeoutMinutes": 30, "connectionId": 12, "minWireVersion": 0,
+            "maxWireVersion": 21, "readOnly": false, "ok": 1.0,
+        };
+        let server = info(build, hello, true, None);
+        assert_eq!(server.flavor, ServerFlavor::MongoDb);
+        assert_eq!(server.topology, Topology::Standalone);
+        assert_eq!(server.max_write_batch_size, 100_000);
+        assert!(server.has_hello);
+        assert_eq!(server.capabilities().missing(), ["transactions"]);
+    }
+
+    #[test]
+    fn mongodb_8_replica_set_and_mongos() {
+        let build = mongodb_build("8.0.4", "bc35ab4305d9920d9d0491c1c9ef9b72383d31f9");
+        let member = doc! {
+            "topologyVersion": { "processId": bson::oid::ObjectId::new(), "counter": 6_i64 },
+            "hosts": ["db0:27017", "db1:27017", "db2:27017"], "setName": "rs0", "setVersion": 1,
+            "isWritablePrimary": true, "secondary": false, "primary": "db0:27017",
+            "me": "db0:27017", "electionId": bson::oid::ObjectId::new(),
+            "maxBsonObjectSize": 16_777_216, "maxMessageSizeBytes": 48_000_000,
+            "maxWriteBatchSize": 100_000, "localTime": bson::DateTime::now(),
+            "logicalSessionTimeoutMinutes": 30, "connectionId": 40, "minWireVersion": 0,
+            "maxWireVersion": 25, "readOnly": false, "ok": 1.0,
+        };
+        let server = info(build.clone(), member, true, None);
+        assert_eq!(server.topology, Topology::ReplicaSet);
+        assert!(server.capabilities().transactions);
+        assert!(!server.capabilities().sharding);
+        assert!(server.capabilities().missing().is_empty());
+
+        let mongos = doc! {
+            "isWritablePrimary": true, "msg": "isdbgrid", "maxBsonObjectSize": 16_777_216,
+            "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
+            "localTime": bson::DateTime::now(), "logicalSessionTimeoutMinutes": 30,
+            "connectionId": 7, "maxWireVersion": 25, "minWireVersion": 0, "ok": 1.0,
+        };
+        let server = info(build, mongos, true, None);
+        assert_eq!(server.topology, Topology::Sharded);
+        assert!(server.capabilities().sharding && server.capabilities().transactions);
+    }
+
+    #[test]
+    fn ferretdb_1_24() {
+        // Recorded from FerretDB v1.24.2 (SQLite) as the fixture starts it.
+        let build = doc! {
+            "version": "7.0.42", "gitVersion": "unknown", "modules": [], "sysInfo": "deprecated",
+            "versionArray": [7, 0, 42, 0], "bits": 64, "debug": false,
+            "maxBsonObjectSize": 16_777_216,
+            "buildEnvironment": { "CGO_ENABLED": "0", "GOARCH": "amd64", "GOOS": "linux" },
+            "ferretdbVersion": "v1.24.2",
+            "ferretdbFeatures": { "aggregationStages": ["$project", "$group", "$match"] },
+            "ok": 1.0,
+        };
+        let hello = doc! {
+            "isWritablePrimary": true, "maxBsonObjectSize": 16_777_216,
+            "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
+            "localTime": bson::DateTime::now(), "logicalSessionTimeoutMinutes": 30,
+            "connectionId": 42, "minWireVersion": 0, "maxWireVersion": 21, "readOnly": false,
+            "ok": 1.0,
+        };
+        let server = info(build, hello, true, None);
+        assert_eq!(
+            server.flavor,
+            ServerFlavor::FerretDb {
+                version: "v1.24.2".to_owned()
+            }
+        );
+        assert!(server.is_ferretdb());
+        let capabilities = server.capabilities();
+        assert!(!capabilities.atomic_updates);
+        assert!(!capabilities.unordered_update_batches);
+        assert!(!capabilities.slice_projection && !capabilities.text_search);
+        assert_eq!(
+            capabilities.max_update_statements, 50,
+            "capped below its hang"
+        );
+        assert!(server
+            .describe()
+            .starts_with("FerretDB v1.24.2 (MongoDB 7.0.42 wire), standalone, 50 statements"));
+    }
+
+    #[test]
+    fn ferretdb_2_is_not_taken_for_mongodb() {
+        // FerretDB 2.x (DocumentDB on PostgreSQL) reports its version under `ferretdb`.
+        let build = doc! {
+            "version": "7.0.77", "gitVersion": "dcd4d6cc2b2c4a7ab4ea16e4f0ba2fa1bd7ab9b2",
+            "modules": [], "sysInfo": "deprecated", "versionArray": [7, 0, 77, 0], "bits": 64,
+            "debug": false, "maxBsonObjectSize": 16_777_216,
+            "ferretdb": {
+                "version": "v2.5.0", "gitVersion": "b4bd2a6", "package": "deb",
+                "postgresql": "PostgreSQL 17.5", "documentdb": "0.106.0",
+            },
+            "ok": 1.0,
+        };
+        let hello = doc! {
+            "isWritablePrimary": true, "maxBsonObjectSize": 16_777_216,
+            "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 100_000,
+            "localTime": bson::DateTime::now(), "logicalSessionTimeoutMinutes": 30,
+            "minWireVersion": 0, "maxWireVersion": 21, "readOnly": false, "ok": 1.0,
+        };
+        let server = info(build, hello, true, None);
+        assert_eq!(
+            server.flavor,
+            ServerFlavor::FerretDb {
+                version: "v2.5.0".to_owned()
+            }
+        );
+        let capabilities = server.capabilities();
+        assert!(capabilities.atomic_updates && capabilities.unordered_update_batches);
+        assert!(capabilities.slice_projection && capabilities.text_search);
+        assert!(!capabilities.transactions);
+        assert_eq!(capabilities.max_update_statements, 100_000);
+    }
+
+    #[test]
+    fn mongo_java_server_is_probed() {
+        // Recorded from mongo-java-server 1.47.0 as the fixture launches it (reporting 5.0 on
+        // wire version 13): no `gitVersion`, no `hello`, batches of 1,000.
+        let build = doc! {
+            "version": "5.0.0", "versionArray": [5, 0, 0], "maxBsonObjectSize": 16_777_216,
+            "ok": 1.0,
+        };
+        let is_master = doc! {
+            "ismaster": true, "maxBsonObjectSize": 16_777_216, "maxWriteBatchSize": 1000,
+            "maxMessageSizeBytes": 48_000_000, "maxWireVersion": 13, "minWireVersion": 0,
+            "localTime": bson::DateTime::now(), "ok": 1.0,
+        };
+        // What its probes find: `$slice` works but not past the end, `$text` does not.
+        let probes = Probes {
+            slice_projection: true,
+            slice_past_end: false,
+            find_and_modify_projection: true,
+            unordered_update_batches: true,
+            group_first_accumulator: true,
+            text_search: false,
+        };
+        let server = info(build.clone(), is_master.clone(), false, Some(probes));
+        assert_eq!(server.flavor, ServerFlavor::Other);
+        assert_eq!(server.max_write_batch_size, 1000);
+        let capabilities = server.capabilities();
+        assert!(
+            capabilities.atomic_updates,
+            "assumed where it cannot be probed"
+        );
+        assert!(capabilities.slice_projection && !capabilities.slice_past_end);
+        assert!(!capabilities.text_search && !capabilities.transactions);
+        assert_eq!(capabilities.max_update_statements, 1000);
+        assert_eq!(
+            server.describe(),
+            "a MongoDB-wire server reporting 5.0.0 (not MongoDB: no gitVersion in buildInfo), \
+             standalone, no `hello`, 1000 statements per write; lacks: $slice past the end, \
+             transactions, $text search"
+        );
+
+        // Unprobed (for example, no write privilege): nothing optional is assumed.
+        let unprobed = info(build, is_master, false, None).capabilities();
+        assert!(!unprobed.slice_projection && !unprobed.text_search);
+        assert!(!unprobed.unordered_update_batches && !unprobed.find_and_modify_projection);
     }
 }

@@ -3,7 +3,8 @@
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongo_social::testing::{self, CommandCounter};
+use mongo_social::server::{ServerFlavor, ServerInfo, PROBE_COLLECTION_PREFIX};
+use mongo_social::testing::{self, CommandCounter, LocalServer};
 
 #[tokio::test]
 async fn uri_resolves_and_ping_works() {
@@ -78,10 +79,15 @@ async fn command_counter_counts_round_trips() {
 
     // Handshake and monitoring commands are not counted, even when sent explicitly.
     let admin = t.client.database("admin");
+    let handshake = if t.info.has_hello {
+        "hello"
+    } else {
+        "isMaster"
+    };
     let (_, commands) = t
         .commands
         .measure(async {
-            admin.run_command(doc! { "hello": 1 }).await.unwrap();
+            admin.run_command(doc! { handshake: 1 }).await.unwrap();
             admin.run_command(doc! { "ping": 1 }).await.unwrap();
             admin.run_command(doc! { "buildInfo": 1 }).await.unwrap();
         })
@@ -154,4 +160,84 @@ async fn skip_unless_skips_only_when_the_condition_fails() {
         "the fixture's own check of skip_unless (expected)"
     ));
     assert!(testing::skipped_count() > before);
+}
+
+#[tokio::test]
+async fn detects_what_the_local_server_is_and_can_do() {
+    let info = testing::server_info().await;
+    let capabilities = info.capabilities();
+    let uri_set = std::env::var_os("MONGODB_URI").is_some_and(|uri| !uri.is_empty());
+    if testing::skip_unless(
+        !uri_set,
+        "detects_what_the_local_server_is_and_can_do",
+        &format!(
+            "MONGODB_URI names the server, so what it is cannot be known in advance (detected: {})",
+            info.describe()
+        ),
+    ) {
+        return;
+    }
+    match LocalServer::from_env().unwrap() {
+        LocalServer::FerretDb => {
+            assert!(
+                matches!(&info.flavor, ServerFlavor::FerretDb { version } if version.starts_with("v1.24.")),
+                "{info:?}"
+            );
+            assert!(info.has_hello);
+            assert!(!capabilities.atomic_updates && !capabilities.unordered_update_batches);
+            assert!(!capabilities.slice_projection && !capabilities.text_search);
+            assert_eq!(capabilities.max_update_statements, 50);
+        }
+        LocalServer::MongoJavaServer => {
+            assert_eq!(info.flavor, ServerFlavor::Other, "{info:?}");
+            assert!(!info.has_hello, "mongo-java-server answers only isMaster");
+            assert_eq!(info.version, "5.0.0");
+            assert_eq!(info.max_write_batch_size, 1000);
+            // What its probes found.
+            assert!(capabilities.atomic_updates);
+            assert!(capabilities.slice_projection, "$slice -N and [skip, limit]");
+            assert!(!capabilities.slice_past_end, "fails a $slice past the end");
+            assert!(capabilities.find_and_modify_projection);
+            assert!(capabilities.group_first_accumulator);
+            assert!(!capabilities.text_search, "no $text");
+            assert_eq!(capabilities.max_update_statements, 1000);
+        }
+        other => panic!("no expectations for {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn detection_leaves_nothing_behind_and_is_not_counted() {
+    let t = testing::test_db("fixture_detection_probes").await;
+    let detected = ServerInfo::detect_for(&t.db).await.unwrap();
+    assert_eq!(detected.flavor, t.info.flavor);
+    assert_eq!(detected.capabilities(), t.info.capabilities());
+    assert_eq!(
+        t.commands.names(),
+        Vec::<String>::new(),
+        "probes are not counted"
+    );
+    let left: Vec<String> =
+        t.db.list_collection_names()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|name| name.starts_with(PROBE_COLLECTION_PREFIX))
+            .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn local_server_names() {
+    assert_eq!(
+        LocalServer::from_name("mongo-java-server"),
+        Ok(LocalServer::MongoJavaServer)
+    );
+    assert_eq!(
+        LocalServer::from_name("ferretdb"),
+        Ok(LocalServer::FerretDb)
+    );
+    assert_eq!(LocalServer::from_name(""), Ok(LocalServer::FerretDb));
+    let error = LocalServer::from_name("postgres").unwrap_err();
+    assert!(error.contains("mongo-java-server"), "{error}");
 }

@@ -47,7 +47,8 @@ impl Server {
         Self {
             atomic_updates: capabilities.atomic_updates,
             seed: SeedServer {
-                slice_projection: capabilities.slice_projection,
+                // The seeds' pages may start past the end of an array.
+                slice_projection: capabilities.slice_projection && capabilities.slice_past_end,
                 find_and_modify_projection: capabilities.find_and_modify_projection,
             },
         }

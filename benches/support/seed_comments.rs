@@ -366,7 +366,7 @@ pub async fn embedded_page(
     let discussion = db.collection::<Document>("discussion");
     let mut find = discussion.find_one(doc! { "_id": discussion_id });
     if server.slice_projection {
-        find = find.projection(doc! { "comments": { "$slice": [skip as i64, page_size as i64] } });
+        find = find.projection(doc! { "comments": { "$slice": [skip as i32, page_size as i32] } });
     }
     let Some(found) = find.await? else {
         return Ok(Vec::new());
@@ -491,7 +491,7 @@ pub async fn hybrid_find_comments(
         if server.slice_projection {
             find = find.projection(doc! {
                 "count": 1,
-                "comments": { "$slice": [skip as i64, limit as i64] },
+                "comments": { "$slice": [skip as i32, limit as i32] },
             });
         }
         let Some(page) = find.await? else {

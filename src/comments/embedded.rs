@@ -53,7 +53,8 @@ const MAX_DEPTH_LIMIT: usize = 45;
 ///   free, so concurrent replies never get each other's link.
 /// - **Pages from `$slice`.** A threaded page reads only the top-level comments it needs, with
 ///   their replies, through a `$slice` projection; servers without `$slice` projections read the
-///   whole document and slice it here.
+///   whole document and slice it here (and so do servers that fail a `$slice` starting past the
+///   end of the array, for reads that start at a given position).
 ///
 /// The chronological view reads the whole document (replies are nested, so no projection can
 /// pick comments by time) and sorts it here: one command, but its cost grows with the
@@ -185,12 +186,21 @@ impl Embedded {
 
     /// Reads the top-level comments in `range`, or `None` if the discussion was not created.
     async fn window(&self, discussion: &str, range: Range) -> Result<Option<Window>> {
-        let sliced = self.guard.capabilities().await?.slice_projection;
+        let capabilities = self.guard.capabilities().await?;
+        // `[skip, limit]` may skip past the end (a link to a missing comment, a page past the
+        // last): servers that fail such a query read the whole document instead.
+        let sliced = match range {
+            Range::All => false,
+            Range::From { .. } => capabilities.slice_projection && capabilities.slice_past_end,
+            Range::Last { .. } => capabilities.slice_projection,
+        };
         let comments = match range {
-            Range::From { first, len } if sliced => {
-                Bson::from(doc! { "$slice": [first as i64, len.max(1) as i64] })
+            Range::From { first, len } if sliced => Bson::from(doc! {
+                "$slice": [slice_number(first, 1), slice_number(len.max(1), 1)]
+            }),
+            Range::Last { len } if sliced => {
+                Bson::from(doc! { "$slice": slice_number(len.max(1), -1) })
             }
-            Range::Last { len } if sliced => Bson::from(doc! { "$slice": -(len.max(1) as i64) }),
             _ => Bson::from(1),
         };
         let found = self
@@ -343,6 +353,13 @@ enum Change<T> {
         growth: i64,
         value: T,
     },
+}
+
+/// `sign * n` for a `$slice`, as an Int32 where it fits: MongoDB takes any number there, some
+/// servers (mongo-java-server) only an Int32.
+fn slice_number(n: usize, sign: i64) -> Bson {
+    let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
 
 /// A non-negative count field, 0 when missing.

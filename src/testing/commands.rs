@@ -8,6 +8,8 @@ use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
 use mongodb::options::ClientOptions;
 
+use crate::server::PROBE_COLLECTION_PREFIX;
+
 /// Commands a [`CommandCounter`] does not record: connection handshakes, authentication,
 /// liveness checks and session cleanup, none of which the code under measurement chooses to send.
 ///
@@ -22,6 +24,16 @@ pub const IGNORED_COMMANDS: &[&str] = &[
     "ping",
     "buildInfo",
 ];
+
+/// Whether a command works on a capability probe's scratch collection
+/// ([`PROBE_COLLECTION_PREFIX`]): detection, like `buildInfo`, is not the measured code's doing.
+fn is_capability_probe(command: &bson::Document) -> bool {
+    command
+        .iter()
+        .next()
+        .and_then(|(_, target)| target.as_str())
+        .is_some_and(|target| target.starts_with(PROBE_COLLECTION_PREFIX))
+}
 
 /// Records the name of every command a client starts, in order, so tests, benches and examples can
 /// count round trips.
@@ -45,7 +57,9 @@ pub const IGNORED_COMMANDS: &[&str] = &[
 /// # }
 /// ```
 ///
-/// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out. The record
+/// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out, as are the
+/// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`]...), which a
+/// store sends once, on first use, to a server that is neither MongoDB nor FerretDB. The record
 /// holds everything the client sends, so operations running concurrently on the same client (or a
 /// `killCursors` the driver sends in the background after a cursor is dropped) show up too.
 #[derive(Clone, Debug, Default)]
@@ -72,7 +86,9 @@ impl CommandCounter {
         let counter = self.clone();
         EventHandler::callback(move |event| {
             if let CommandEvent::Started(started) = event {
-                counter.record(&started.command_name);
+                if !is_capability_probe(&started.command) {
+                    counter.record(&started.command_name);
+                }
             }
         })
     }

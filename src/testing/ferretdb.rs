@@ -5,16 +5,12 @@
 
 use std::ffi::OsString;
 use std::fs;
-use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
+use super::local_server::{self, find_on_path, unique_suffix, RemoveOnDrop};
 use super::say;
 
 /// The FerretDB release the fixture builds.
@@ -24,30 +20,7 @@ const ACCEPTED_PREFIX: &str = "v1.24.";
 const FERRETDB_MODULE: &str = "github.com/FerretDB/FerretDB";
 /// Env var naming the FerretDB binary to use (and to build, if missing or broken).
 const BINARY_ENV: &str = "MONGO_SOCIAL_FERRETDB";
-const START_ATTEMPTS: usize = 3;
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Watchdog run by `sh -c`: `$1` is the test process id, `$2` the data directory, the rest is the
-/// FerretDB command line. It starts FerretDB in the background and stops it (then removes the data
-/// directory) once the test process is gone. If FerretDB exits on its own, its log is copied to the
-/// watchdog's stderr so the fixture can say why.
-const WATCHDOG: &str = r#"parent="$1"; dir="$2"; shift 2
-"$@" </dev/null >/dev/null 2>"$dir/ferretdb.log" &
-child=$!
-trap '' PIPE
-trap 'kill "$child" 2>/dev/null' TERM INT HUP
-while kill -0 "$parent" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 1; done
-if kill -0 "$child" 2>/dev/null; then
-  kill "$child" 2>/dev/null
-else
-  cat "$dir/ferretdb.log" >&2
-fi
-wait "$child" 2>/dev/null
-rm -rf "$dir"
-"#;
-
-/// Watchdog processes of the instances this process started, kept so their pipes stay open.
-static WATCHDOGS: Mutex<Vec<Child>> = Mutex::new(Vec::new());
 
 /// A FerretDB this process started.
 pub(super) struct Started {
@@ -64,30 +37,26 @@ pub(super) struct Started {
 /// Finds (or builds) FerretDB and starts one instance for this process.
 pub(super) fn start() -> Result<Started, String> {
     let (binary, version) = find_or_build()?;
-    let mut failures = Vec::new();
-    for attempt in 1..=START_ATTEMPTS {
-        match start_instance(&binary) {
-            Ok((uri, data_dir)) => {
-                return Ok(Started {
-                    uri,
-                    version,
-                    binary,
-                    data_dir,
-                })
-            }
-            Err(why) => {
-                say(&format!(
-                    "mongo-social tests: FerretDB start attempt {attempt}/{START_ATTEMPTS} failed: {why}"
-                ));
-                failures.push(why);
-            }
-        }
-    }
-    Err(format!(
-        "FerretDB ({}) did not start after {START_ATTEMPTS} attempts; last error: {}",
-        binary.display(),
-        failures.last().map_or("none", String::as_str)
-    ))
+    let running = local_server::start("FerretDB", READY_TIMEOUT, |port, dir| {
+        let dir = dir.display();
+        vec![
+            binary.clone().into_os_string(),
+            "--handler=sqlite".into(),
+            format!("--sqlite-url=file:{dir}/").into(),
+            format!("--state-dir={dir}").into(),
+            format!("--listen-addr=127.0.0.1:{port}").into(),
+            "--telemetry=disable".into(),
+            // The default debug address is a fixed port: concurrent instances would collide.
+            "--debug-addr=-".into(),
+            "--log-level=error".into(),
+        ]
+    })?;
+    Ok(Started {
+        uri: running.uri,
+        version,
+        binary,
+        data_dir: running.dir,
+    })
 }
 
 /// What `ferretdb --version` said about a binary.
@@ -195,13 +164,6 @@ fn find_or_build() -> Result<(PathBuf, String), String> {
     }
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
 /// Where `go install` puts binaries: `GOBIN`, else the first `GOPATH` entry's `bin`, else
 /// `~/go/bin` (also when `go` is not installed).
 fn go_bin_dir() -> PathBuf {
@@ -239,23 +201,6 @@ fn go_command() -> Command {
         .env("GOWORK", "off")
         .stdin(Stdio::null());
     command
-}
-
-/// A unique name suffix: process id and current time in nanoseconds.
-fn unique_suffix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos());
-    format!("{}-{nanos}", std::process::id())
-}
-
-/// Removes a directory tree when dropped.
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Builds FerretDB [`FERRETDB_VERSION`] into `target`.
@@ -422,132 +367,6 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         // Module zips hold no symlinks or other special files.
     }
     Ok(())
-}
-
-/// A loopback port nobody listens on right now.
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .map_err(|error| format!("cannot find a free loopback port: {error}"))
-}
-
-/// Starts one FerretDB under the watchdog and waits until it accepts connections.
-fn start_instance(binary: &Path) -> Result<(String, PathBuf), String> {
-    let port = free_port()?;
-    let data_dir = std::env::temp_dir().join(format!("mongo-social-ferretdb-{}", unique_suffix()));
-    fs::create_dir_all(&data_dir)
-        .map_err(|error| format!("cannot create {}: {error}", data_dir.display()))?;
-    let dir = data_dir.display();
-
-    let mut watchdog = Command::new("sh");
-    watchdog
-        .arg("-c")
-        .arg(WATCHDOG)
-        .arg("mongo-social-ferretdb-watchdog") // $0
-        .arg(std::process::id().to_string()) // $1
-        .arg(&data_dir) // $2
-        .arg(binary)
-        .arg("--handler=sqlite")
-        .arg(format!("--sqlite-url=file:{dir}/"))
-        .arg(format!("--state-dir={dir}"))
-        .arg(format!("--listen-addr=127.0.0.1:{port}"))
-        .arg("--telemetry=disable")
-        // The default debug address is a fixed port: concurrent instances would collide on it.
-        .arg("--debug-addr=-")
-        .arg("--log-level=error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        // Its own process group: a Ctrl-C on the tests does not kill the watchdog before it
-        // cleans up (it notices the test process is gone within a second).
-        .process_group(0);
-    let mut child = watchdog.spawn().map_err(|error| {
-        let _ = fs::remove_dir_all(&data_dir);
-        format!("cannot run `sh` to start FerretDB: {error}")
-    })?;
-
-    match wait_until_ready(&mut child, port) {
-        Ok(()) => {
-            WATCHDOGS
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(child);
-            Ok((format!("mongodb://127.0.0.1:{port}/"), data_dir))
-        }
-        Err(why) => {
-            stop(&mut child);
-            let _ = fs::remove_dir_all(&data_dir);
-            Err(why)
-        }
-    }
-}
-
-/// Waits until the port accepts connections while the watchdog (and so FerretDB) still runs.
-fn wait_until_ready(child: &mut Child, port: u16) -> Result<(), String> {
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let started = Instant::now();
-    loop {
-        if exited(child) {
-            return Err(format!(
-                "FerretDB exited at startup: {}",
-                child_stderr(child)
-            ));
-        }
-        if TcpStream::connect_timeout(&address, Duration::from_millis(500)).is_ok() {
-            // If FerretDB failed to bind because another process took the port meanwhile, the
-            // connection reached that process: make sure ours is still alive a moment later.
-            thread::sleep(Duration::from_millis(200));
-            if exited(child) {
-                return Err(format!(
-                    "FerretDB exited at startup: {}",
-                    child_stderr(child)
-                ));
-            }
-            return Ok(());
-        }
-        if started.elapsed() > READY_TIMEOUT {
-            return Err(format!(
-                "FerretDB did not accept connections on {address} within {} s",
-                READY_TIMEOUT.as_secs()
-            ));
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// Whether the watchdog has exited (it does as soon as FerretDB does).
-fn exited(child: &mut Child) -> bool {
-    !matches!(child.try_wait(), Ok(None))
-}
-
-fn child_stderr(child: &mut Child) -> String {
-    let mut text = String::new();
-    if let Some(stderr) = child.stderr.as_mut() {
-        let _ = stderr.read_to_string(&mut text);
-    }
-    let text = text.trim();
-    if text.is_empty() {
-        "no output".to_owned()
-    } else {
-        text.to_owned()
-    }
-}
-
-/// Asks the watchdog to stop FerretDB (it traps SIGTERM) and waits a little for it.
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .arg(child.id().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if exited(child) {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[cfg(test)]

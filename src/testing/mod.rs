@@ -2,23 +2,27 @@
 //!
 //! # Which server
 //!
-//! - If `MONGODB_URI` is set (and not empty), that server is used as is: MongoDB or FerretDB,
-//!   standalone, replica set or sharded.
-//! - Otherwise each process starts its own FerretDB 1.24 (SQLite backend) on a free loopback port,
-//!   with a fresh data directory under the system temp directory. The binary is
-//!   `$MONGO_SOCIAL_FERRETDB` if set, else `ferretdb` on `PATH`, else `$GOBIN/ferretdb` or
-//!   `$(go env GOPATH)/bin/ferretdb`. When that binary is missing or does not run, it is built from
-//!   the FerretDB v1.24.2 Go module (Go 1.22 or newer needed; the first build takes a few minutes,
-//!   later runs reuse the binary).
+//! - If `MONGODB_URI` is set (and not empty), that server is used as is: MongoDB, FerretDB or
+//!   another MongoDB-wire server; standalone, replica set or sharded.
+//! - Otherwise each process starts its own local server on a free loopback port, chosen by
+//!   `MONGO_SOCIAL_SERVER`:
+//!   - `ferretdb` (the default): FerretDB 1.24 (SQLite backend), with a fresh data directory
+//!     under the system temp directory. The binary is `$MONGO_SOCIAL_FERRETDB` if set, else
+//!     `ferretdb` on `PATH`, else `$GOBIN/ferretdb` or `$(go env GOPATH)/bin/ferretdb`. When that
+//!     binary is missing or does not run, it is built from the FerretDB v1.24.2 Go module (Go
+//!     1.22 or newer needed; the first build takes a few minutes, later runs reuse the binary).
+//!   - `mongo-java-server`: mongo-java-server 1.47.0 (in memory), through a launcher this crate
+//!     carries. Needs a JDK (11 or newer) and Maven; the first run resolves its jars with Maven
+//!     and compiles the launcher, and later runs reuse both (see [`server_uri`]).
 //!
 //! One server per process is deliberate: test binaries (and `cargo nextest`'s per-test processes)
 //! never share data or wait on each other, and there is no daemon to leave behind. The instance
 //! runs under a small `sh` watchdog that stops it and removes its data directory within about a
 //! second of the test process exiting, however it exits (Rust never drops statics). Starting one
-//! costs well under a second. Processes that find no binary each build their own copy at the same
-//! time (safe, just slower); build once first (`cargo test --test fixture`) to avoid that.
+//! costs about a second. Processes that find no FerretDB binary each build their own copy at the
+//! same time (safe, just slower); build once first (`cargo test --test fixture`) to avoid that.
 //!
-//! The local FerretDB needs a Unix (`sh`, `kill`); elsewhere, set `MONGODB_URI`.
+//! The local servers need a Unix (`sh`, `kill`); elsewhere, set `MONGODB_URI`.
 //!
 //! One line on stderr says which server is used. Progress and skip notices are written to the
 //! process's real stderr, which the test harness does not capture.
@@ -51,6 +55,10 @@ pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
 pub mod inbox_suite;
+#[cfg(unix)]
+mod local_server;
+#[cfg(unix)]
+mod mongo_java_server;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -87,15 +95,57 @@ fn say(line: &str) {
     let _ = stderr.flush();
 }
 
-/// The connection string of the server the tests use: `MONGODB_URI`, or a FerretDB this process
-/// starts (once; later calls return the same string). Blocks while it starts (and, the first time
-/// on a machine, while FerretDB is built).
+/// The environment variable that picks the local server when `MONGODB_URI` is unset:
+/// `ferretdb` (the default) or `mongo-java-server`.
+pub const SERVER_ENV: &str = "MONGO_SOCIAL_SERVER";
+
+/// A server the fixture can start by itself, picked by [`SERVER_ENV`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LocalServer {
+    /// FerretDB 1.24 on SQLite, built from its Go module if missing (the default).
+    FerretDb,
+    /// mongo-java-server 1.47.0, in memory, resolved with Maven.
+    MongoJavaServer,
+}
+
+impl LocalServer {
+    /// The server [`SERVER_ENV`] names (FerretDB when unset or empty).
+    ///
+    /// # Errors
+    ///
+    /// A message listing the accepted names, for any other value.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_name(std::env::var(SERVER_ENV).as_deref().unwrap_or(""))
+    }
+
+    /// The server a [`SERVER_ENV`] value names (FerretDB for `""`).
+    ///
+    /// # Errors
+    ///
+    /// A message listing the accepted names, for any other value.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        match name {
+            "" | "ferretdb" => Ok(Self::FerretDb),
+            "mongo-java-server" => Ok(Self::MongoJavaServer),
+            other => Err(format!(
+                "{SERVER_ENV}={other:?} is not a server the tests can start; use `ferretdb` (the \
+                 default) or `mongo-java-server`, or set MONGODB_URI to a running server"
+            )),
+        }
+    }
+}
+
+/// The connection string of the server the tests use: `MONGODB_URI`, or the local server
+/// [`SERVER_ENV`] picks, which this process starts (once; later calls return the same string).
+/// Blocks while it starts (and, the first time on a machine, while FerretDB is built or
+/// mongo-java-server's jars are resolved).
 ///
 /// # Panics
 ///
-/// If no server can be had (for example, no FerretDB binary and no Go to build one), with a
-/// message saying what to install or set. The failure is remembered: later calls panic at once
-/// with the same message.
+/// If no server can be had (for example, no FerretDB binary and no Go to build one, or no Java
+/// for mongo-java-server), with a message saying what to install or set. The failure is
+/// remembered: later calls panic at once with the same message.
 pub fn server_uri() -> &'static str {
     match URI.get_or_init(resolve_uri) {
         Ok(uri) => uri,
@@ -114,27 +164,47 @@ fn resolve_uri() -> Result<String, String> {
         ));
         return Ok(uri);
     }
-    let started = ferretdb::start().map_err(|why| {
-        format!(
-            "mongo-social tests need a MongoDB-compatible server and could not start a local \
-             FerretDB: {why}\nTo use a running server instead, set MONGODB_URI (such as \
-             MONGODB_URI=mongodb://127.0.0.1:27017/)."
-        )
-    })?;
-    say(&format!(
-        "mongo-social tests: FerretDB {} at {} (started from {}, data in {}; stopped when this \
-         process exits)",
-        started.version,
-        started.uri,
-        started.binary.display(),
-        started.data_dir.display()
-    ));
-    Ok(started.uri)
+    let use_uri = "To use a running server instead, set MONGODB_URI (such as \
+                   MONGODB_URI=mongodb://127.0.0.1:27017/).";
+    match LocalServer::from_env()? {
+        LocalServer::FerretDb => {
+            let started = ferretdb::start().map_err(|why| {
+                format!(
+                    "mongo-social tests need a MongoDB-compatible server and could not start a \
+                     local FerretDB: {why}\n{use_uri}"
+                )
+            })?;
+            say(&format!(
+                "mongo-social tests: FerretDB {} at {} (started from {}, data in {}; stopped when \
+                 this process exits)",
+                started.version,
+                started.uri,
+                started.binary.display(),
+                started.data_dir.display()
+            ));
+            Ok(started.uri)
+        }
+        LocalServer::MongoJavaServer => {
+            let started = mongo_java_server::start().map_err(|why| {
+                format!(
+                    "mongo-social tests could not start a local mongo-java-server: {why}\n{use_uri}"
+                )
+            })?;
+            say(&format!(
+                "mongo-social tests: mongo-java-server {} at {} (launcher cached in {}; stopped \
+                 when this process exits)",
+                mongo_java_server::VERSION,
+                started.uri,
+                started.cache.display()
+            ));
+            Ok(started.uri)
+        }
+    }
 }
 
 #[cfg(not(unix))]
 mod ferretdb {
-    //! The local FerretDB needs a Unix shell; elsewhere only `MONGODB_URI` works.
+    //! The local servers need a Unix shell; elsewhere only `MONGODB_URI` works.
     #![allow(dead_code)]
 
     pub(super) struct Started {
@@ -146,6 +216,23 @@ mod ferretdb {
 
     pub(super) fn start() -> Result<Started, String> {
         Err("starting a local FerretDB is only supported on Unix".to_owned())
+    }
+}
+
+#[cfg(not(unix))]
+mod mongo_java_server {
+    //! The local servers need a Unix shell; elsewhere only `MONGODB_URI` works.
+    #![allow(dead_code)]
+
+    pub(super) const VERSION: &str = "1.47.0";
+
+    pub(super) struct Started {
+        pub(super) uri: String,
+        pub(super) cache: std::path::PathBuf,
+    }
+
+    pub(super) fn start() -> Result<Started, String> {
+        Err("starting a local mongo-java-server is only supported on Unix".to_owned())
     }
 }
 
@@ -362,7 +449,7 @@ pub fn database_name(name: &str) -> String {
 }
 
 /// FNV-1a, 64 bits: stable across Rust versions and runs, unlike `DefaultHasher`.
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
