@@ -19,7 +19,7 @@ use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
-use crate::{Error, Result};
+use crate::{Error, Result, RetryPolicy};
 
 /// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
@@ -89,6 +89,7 @@ pub struct BucketedFanOut {
     recipients: RecipientLists,
     bucket_size: u32,
     capabilities: DetectedCapabilities,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`BucketedFanOut`] store.
@@ -101,12 +102,19 @@ pub struct BucketedFanOutBuilder {
     recipients: String,
     max_inline: usize,
     bucket_size: u32,
+    retry: RetryPolicy,
 }
 
 impl BucketedFanOutBuilder {
     /// Messages per bucket (default 50).
     pub fn bucket_size(mut self, size: u32) -> Self {
         self.bucket_size = size;
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -175,6 +183,7 @@ impl BucketedFanOutBuilder {
             database: self.database,
             bucket_size: self.bucket_size,
             capabilities: DetectedCapabilities::default(),
+            retry: self.retry,
         })
     }
 }
@@ -266,6 +275,7 @@ impl BucketedFanOut {
             ),
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
             capabilities: DetectedCapabilities::default(),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -288,6 +298,7 @@ impl BucketedFanOut {
             recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -455,7 +466,7 @@ impl BucketedFanOut {
         id: MessageId,
         capabilities: &Capabilities,
     ) -> Result<Vec<String>> {
-        let mut batch = UpdateBatch::new(&self.database, self.buckets.name());
+        let mut batch = UpdateBatch::new(&self.database, self.buckets.name(), &self.retry);
         for owner in pending {
             batch.push(
                 doc! {
@@ -532,7 +543,7 @@ impl BucketedFanOut {
         moved: &[(String, i64)],
         capabilities: &Capabilities,
     ) -> Result<()> {
-        let mut batch = UpdateBatch::new(&self.database, self.heads.name());
+        let mut batch = UpdateBatch::new(&self.database, self.heads.name(), &self.retry);
         for (owner, head) in moved {
             batch.push(
                 doc! { "_id": owner },

@@ -51,6 +51,7 @@
 
 mod commands;
 pub mod comments_suite;
+pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
 pub mod inbox_suite;
