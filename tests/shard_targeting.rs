@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, Embedded, HybridPages, NewComment, PerComment,
+    Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser, SearchOrder};
@@ -141,7 +141,7 @@ async fn inbox_commands_are_targeted() {
 
 #[tokio::test]
 async fn comment_commands_are_targeted() {
-    type MakeStore = fn(&Database) -> Box<dyn CommentStore>;
+    type MakeStore = fn(&Database) -> Box<DynCommentStore>;
     let stores: Vec<(&str, MakeStore)> = vec![
         ("per_comment", |db| Box::new(PerComment::new(db))),
         ("embedded", |db| Box::new(Embedded::new(db))),

@@ -207,7 +207,7 @@ async fn inboxes(bench: &mut Bench) -> Result<(), Error> {
 }
 
 async fn comments(bench: &mut Bench) -> Result<(), Error> {
-    type MakeStore = fn(&Database) -> Box<dyn CommentStore>;
+    type MakeStore = fn(&Database) -> Box<DynCommentStore>;
     let designs: [(&str, MakeStore); 3] = [
         ("per-comment", |db| Box::new(PerComment::new(db))),
         ("embedded", |db| Box::new(Embedded::new(db))),
