@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bson::doc;
 use futures::TryStreamExt;
 use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, Embedded, HybridPages, NewComment, PerComment,
+    Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser};
