@@ -24,7 +24,7 @@ mod common;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongo_social::{BucketedFanOut, DynInboxStore, NewMessage};
+use mongo_social::{BucketedFanOut, DynInboxStore, NewMessage, PageRequest};
 use mongodb::Collection;
 
 const BUCKET_SIZE: u32 = 5;
@@ -89,7 +89,20 @@ async fn main() -> common::ExampleResult {
     print_buckets(&raw).await?;
 
     println!("\n== bob's inbox, 6 per page, following the cursor ==");
-    common::print_inbox(store, "bob", 6, &commands, common::print_message).await?;
+    // One `find` per page; the cursor continues exactly where the page ended.
+    let mut request = PageRequest::first(6);
+    loop {
+        let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
+        let page = page?;
+        println!("  page {names:?}");
+        for message in &page.items {
+            common::print_message(message);
+        }
+        match page.next {
+            Some(cursor) => request = PageRequest::after(6, cursor),
+            None => break,
+        }
+    }
 
     for owner in ["ana", "bob", "chen"] {
         let (count, names) = commands.measure(store.count(owner)).await;

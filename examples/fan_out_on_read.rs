@@ -19,7 +19,7 @@
 mod common;
 
 use bson::Document;
-use mongo_social::{DynInboxStore, FanOutOnRead, NewMessage};
+use mongo_social::{DynInboxStore, FanOutOnRead, NewMessage, PageRequest};
 
 #[tokio::main]
 async fn main() -> common::ExampleResult {
@@ -77,7 +77,20 @@ async fn main() -> common::ExampleResult {
     );
 
     println!("\n== bob's inbox, 3 per page, following the cursor ==");
-    common::print_inbox(store, "bob", 3, &commands, common::print_message).await?;
+    // One `find` per page; the cursor continues exactly where the page ended.
+    let mut request = PageRequest::first(3);
+    loop {
+        let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
+        let page = page?;
+        println!("  page {names:?}");
+        for message in &page.items {
+            common::print_message(message);
+        }
+        match page.next {
+            Some(cursor) => request = PageRequest::after(3, cursor),
+            None => break,
+        }
+    }
 
     let (count, names) = commands.measure(store.count("bob")).await;
     println!("\nbob has {} messages {names:?}", count?);

@@ -21,7 +21,7 @@ mod common;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongo_social::{DynInboxStore, FanOutOnWrite, Message, NewMessage};
+use mongo_social::{DynInboxStore, FanOutOnWrite, Message, NewMessage, PageRequest};
 
 #[tokio::main]
 async fn main() -> common::ExampleResult {
@@ -83,7 +83,20 @@ async fn main() -> common::ExampleResult {
     }
 
     println!("\n== bob's inbox, 3 per page, following the cursor ==");
-    common::print_inbox(store, "bob", 3, &commands, print_message).await?;
+    // One `find` per page; the cursor continues exactly where the page ended.
+    let mut request = PageRequest::first(3);
+    loop {
+        let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
+        let page = page?;
+        println!("  page {names:?}");
+        for message in &page.items {
+            print_message(message);
+        }
+        match page.next {
+            Some(cursor) => request = PageRequest::after(3, cursor),
+            None => break,
+        }
+    }
 
     for owner in ["ana", "bob", "chen", "dee"] {
         let (count, names) = commands.measure(store.count(owner)).await;

@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use mongo_social::{BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
+};
 
 mod common;
 
@@ -46,7 +48,20 @@ async fn main() -> common::ExampleResult {
         }
 
         println!("  bob's inbox, newest first, 4 per page:");
-        common::print_inbox(&*store, "bob", 4, &commands, common::print_message).await?;
+        // One `find` per page; the cursor continues exactly where the page ended.
+        let mut request = PageRequest::first(4);
+        loop {
+            let (page, names) = commands.measure(store.inbox_page("bob", request)).await;
+            let page = page?;
+            println!("  page {names:?}");
+            for message in &page.items {
+                common::print_message(message);
+            }
+            match page.next {
+                Some(cursor) => request = PageRequest::after(4, cursor),
+                None => break,
+            }
+        }
         println!("  bob has {} messages\n", store.count("bob").await?);
     }
     Ok(())

@@ -204,6 +204,61 @@ pub enum Error {
     /// Any other error reported by the driver or the server.
     #[error("MongoDB error: {0}")]
     Database(#[source] mongodb::error::Error),
+
+    /// An operation kept failing with transient errors (see [`Error::is_retryable`]) until its
+    /// [`RetryPolicy`](crate::RetryPolicy) budget ran out. It may be partly applied: for example
+    /// a message delivered to some of its recipients. Every operation the library retries is
+    /// idempotent, so calling it again (with the same message, like, job) completes it without
+    /// applying anything twice.
+    #[error(
+        "{operation} gave up after {attempts} attempts in {elapsed:?} and may be partly \
+         applied; the last failure: {last}"
+    )]
+    RetriesExhausted {
+        /// What was attempted (`"update batch"`, `"like"`, ...).
+        operation: &'static str,
+        /// How many attempts were made.
+        attempts: u32,
+        /// Time from the first attempt to giving up.
+        elapsed: std::time::Duration,
+        /// The last transient failure.
+        #[source]
+        last: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Whether the failure is transient: the same call, made again a little later, may succeed.
+    ///
+    /// True for network and I/O errors, an unreachable server, a cleared connection pool, errors
+    /// labelled `RetryableWriteError`, `TransientTransactionError` or `RetryableError`, the server
+    /// codes of stepped-down or shutting-down nodes, write conflicts, lock and time-limit
+    /// timeouts (6, 7, 24, 89, 91, 112, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436), and
+    /// PostgreSQL deadlocks reported by DocumentDB (16908292); also for
+    /// [`Error::RetriesExhausted`], [`Error::Contention`] and [`Error::LeaseLost`]. False for
+    /// input errors and anything else the server refused.
+    ///
+    /// The library has already retried such failures within its [`RetryPolicy`](crate::RetryPolicy)
+    /// before returning one; a caller retrying further should back off.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::RetriesExhausted { .. } | Error::Contention { .. } | Error::LeaseLost { .. } => {
+                true
+            }
+            _ => self.is_transient(),
+        }
+    }
+
+    /// Whether one attempt failed for a reason that another attempt may not meet: the failures
+    /// the library itself retries.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            Error::Unreachable(_) => true,
+            Error::Write { code, .. } => crate::retry::is_transient_code(*code),
+            Error::Database(error) => crate::retry::is_transient_driver_error(error),
+            _ => false,
+        }
+    }
 }
 
 impl From<mongodb::error::Error> for Error {

@@ -18,6 +18,7 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+mod retry;
 pub mod server;
 pub mod sharding;
 mod update_batch;
@@ -33,5 +34,6 @@ pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
 };
+pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};
 pub use sharding::ShardKey;

@@ -59,3 +59,193 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
     }
     Ok(())
 }
+
+/// Where a `mongos` would send a command, judged from its filter and the collection's shard key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Routing {
+    /// The filter fixes the shard key, or a prefix of a ranged key, by equality: one shard (a
+    /// prefix can span a few neighbouring chunks, as an inbox spans its owner's).
+    Targeted,
+    /// The filter lists `n` values of the key (`$in`, `$or`): at most `n` shards.
+    Shards(usize),
+    /// Nothing in the filter fixes the key: every shard is asked.
+    Broadcast,
+}
+
+impl ShardKey {
+    /// Where a `mongos` sends a query with this `filter` on a collection sharded on this key.
+    ///
+    /// A ranged key (`{owner: 1, sequence: 1}`) is fixed by equality on its first field; a
+    /// hashed key (`{_id: "hashed"}`) by equality on the hashed field. `$and` takes the most
+    /// precise of its clauses; `$or` the sum of its branches (a broadcast branch makes all a
+    /// broadcast); `$in` with `n` values is `n` shards at most.
+    ///
+    /// ```
+    /// use bson::doc;
+    /// use mongo_social::sharding::{Routing, ShardKey};
+    ///
+    /// let key = ShardKey::declared("inbox", doc! { "owner": 1, "sequence": 1 });
+    /// assert_eq!(key.routing(&doc! { "owner": "bob", "sequence": { "$lt": 9 } }), Routing::Targeted);
+    /// assert_eq!(key.routing(&doc! { "owner": { "$in": ["bob", "ann"] } }), Routing::Shards(2));
+    /// assert_eq!(key.routing(&doc! { "sequence": 3 }), Routing::Broadcast);
+    /// ```
+    pub fn routing(&self, filter: &Document) -> Routing {
+        let Some((field, _)) = self.key.iter().next() else {
+            return Routing::Broadcast;
+        };
+        routing_on(field, filter)
+    }
+
+    /// A key declared by hand (an application's own collection), with no rationale.
+    pub fn declared(collection: &str, key: Document) -> Self {
+        Self::new(collection, key, "declared by the application")
+    }
+}
+
+/// How precisely `filter` fixes the value of `field` (the shard key's first field).
+fn routing_on(field: &str, filter: &Document) -> Routing {
+    let mut best = Routing::Broadcast;
+    for (name, condition) in filter {
+        let routing = match name.as_str() {
+            "$and" => all_of(field, condition),
+            "$or" => any_of(field, condition),
+            name if name == field => value_routing(condition),
+            _ => Routing::Broadcast,
+        };
+        best = most_precise(best, routing);
+    }
+    best
+}
+
+/// `$and`: the most precise clause decides.
+fn all_of(field: &str, clauses: &bson::Bson) -> Routing {
+    let Some(clauses) = clauses.as_array() else {
+        return Routing::Broadcast;
+    };
+    clauses
+        .iter()
+        .filter_map(bson::Bson::as_document)
+        .map(|clause| routing_on(field, clause))
+        .fold(Routing::Broadcast, most_precise)
+}
+
+/// `$or`: every branch must be routed; the shards add up.
+fn any_of(field: &str, branches: &bson::Bson) -> Routing {
+    let Some(branches) = branches.as_array() else {
+        return Routing::Broadcast;
+    };
+    let mut shards = 0;
+    for branch in branches {
+        match branch.as_document().map(|branch| routing_on(field, branch)) {
+            Some(Routing::Targeted) => shards += 1,
+            Some(Routing::Shards(n)) => shards += n,
+            _ => return Routing::Broadcast,
+        }
+    }
+    match shards {
+        0 => Routing::Broadcast,
+        1 => Routing::Targeted,
+        n => Routing::Shards(n),
+    }
+}
+
+/// The routing of one field's condition: a plain value or `$eq` is one shard, `$in` one per
+/// value, anything else (ranges, `$ne`, `$exists`) every shard.
+fn value_routing(condition: &bson::Bson) -> Routing {
+    let bson::Bson::Document(operators) = condition else {
+        return Routing::Targeted;
+    };
+    if !operators.keys().any(|key| key.starts_with('$')) {
+        return Routing::Targeted; // equality with an embedded document
+    }
+    let mut best = Routing::Broadcast;
+    for (operator, value) in operators {
+        let routing = match operator.as_str() {
+            "$eq" => Routing::Targeted,
+            "$in" => match value.as_array().map(Vec::len) {
+                Some(1) => Routing::Targeted,
+                Some(n) if n > 1 => Routing::Shards(n),
+                _ => Routing::Broadcast,
+            },
+            _ => Routing::Broadcast,
+        };
+        best = most_precise(best, routing);
+    }
+    best
+}
+
+fn most_precise(a: Routing, b: Routing) -> Routing {
+    match (a, b) {
+        (Routing::Targeted, _) | (_, Routing::Targeted) => Routing::Targeted,
+        (Routing::Shards(x), Routing::Shards(y)) => Routing::Shards(x.min(y)),
+        (Routing::Shards(n), _) | (_, Routing::Shards(n)) => Routing::Shards(n),
+        _ => Routing::Broadcast,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pattern: Document) -> ShardKey {
+        ShardKey::declared("c", pattern)
+    }
+
+    #[test]
+    fn ranged_keys_are_fixed_by_their_first_field() {
+        let inbox = key(doc! { "owner": 1, "sequence": 1 });
+        assert_eq!(inbox.routing(&doc! { "owner": "bob" }), Routing::Targeted);
+        assert_eq!(
+            inbox.routing(&doc! { "owner": { "$eq": "bob" }, "count": { "$lt": 50 } }),
+            Routing::Targeted
+        );
+        assert_eq!(inbox.routing(&doc! { "sequence": 4 }), Routing::Broadcast);
+        assert_eq!(
+            inbox.routing(&doc! { "owner": { "$gt": "a" } }),
+            Routing::Broadcast
+        );
+        assert_eq!(inbox.routing(&doc! {}), Routing::Broadcast);
+    }
+
+    #[test]
+    fn hashed_keys_and_dotted_fields() {
+        let posts = key(doc! { "_id": "hashed" });
+        assert_eq!(posts.routing(&doc! { "_id": 7 }), Routing::Targeted);
+        assert_eq!(
+            posts.routing(&doc! { "_id": { "post": 1, "user": "u" } }),
+            Routing::Targeted,
+            "equality with a document"
+        );
+        assert_eq!(
+            posts.routing(&doc! { "_id": { "$in": [1, 2, 3] } }),
+            Routing::Shards(3)
+        );
+        let by_author = key(doc! { "created_by.id": 1 });
+        assert_eq!(
+            by_author.routing(&doc! { "created_by.id": "ann" }),
+            Routing::Targeted
+        );
+    }
+
+    #[test]
+    fn and_takes_the_best_clause_or_adds_its_branches() {
+        let k = key(doc! { "to": 1 });
+        assert_eq!(
+            k.routing(&doc! { "$and": [{ "sent": { "$lt": 5 } }, { "to": "bob" }] }),
+            Routing::Targeted
+        );
+        assert_eq!(
+            k.routing(&doc! { "$or": [{ "to": "bob" }, { "to": { "$in": ["a", "b"] } }] }),
+            Routing::Shards(3)
+        );
+        assert_eq!(
+            k.routing(&doc! { "$or": [{ "to": "bob" }, { "sent": 1 }] }),
+            Routing::Broadcast
+        );
+        assert_eq!(
+            k.routing(&doc! { "$or": [{ "to": "bob" }], "to": { "$in": ["bob", "x"] } }),
+            Routing::Targeted
+        );
+    }
+}

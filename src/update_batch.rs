@@ -8,6 +8,7 @@
 use bson::{doc, Bson, Document};
 use mongodb::Database;
 
+use crate::retry::{is_transient_write_error, Backoff, RetryPolicy};
 use crate::server::Capabilities;
 use crate::{Error, Result};
 
@@ -18,11 +19,26 @@ const MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
 pub(crate) const DUPLICATE_KEY: i32 = 11000;
 
 /// Update statements for one collection, sent unordered.
+///
+/// Every statement must be idempotent (a `$set`, a `$max`, a `$push` whose filter excludes
+/// documents already holding the element, ...): a statement that failed transiently, or whose
+/// command's reply was lost, is sent again.
 #[derive(Debug)]
 pub(crate) struct UpdateBatch<'a> {
     database: &'a Database,
     collection: &'a str,
-    statements: Vec<(Document, usize)>,
+    policy: &'a RetryPolicy,
+    statements: Vec<Statement>,
+}
+
+#[derive(Debug)]
+struct Statement {
+    /// Position in the order the statements were pushed, as reported in [`BatchOutcome`].
+    position: usize,
+    /// The filter's first value, rendered: statements are sent ordered by it.
+    key: String,
+    statement: Document,
+    size: usize,
 }
 
 /// What became of the statements of a batch.
@@ -42,24 +58,53 @@ impl BatchOutcome {
     }
 }
 
+/// What one command left to do.
+enum Sent {
+    /// Every statement ran or was recorded in the outcome.
+    Done,
+    /// These statements (indexes into the batch's sorted statements) failed transiently.
+    Again(Vec<usize>, Error),
+}
+
 impl<'a> UpdateBatch<'a> {
-    pub(crate) fn new(database: &'a Database, collection: &'a str) -> Self {
+    pub(crate) fn new(
+        database: &'a Database,
+        collection: &'a str,
+        policy: &'a RetryPolicy,
+    ) -> Self {
         Self {
             database,
             collection,
+            policy,
             statements: Vec::new(),
         }
     }
 
-    /// Adds `{q: filter, u: update, upsert}`.
+    /// Adds `{q: filter, u: update, upsert}`, which must be idempotent.
     pub(crate) fn push(&mut self, filter: Document, update: Document, upsert: bool) -> Result<()> {
+        let key = filter
+            .iter()
+            .next()
+            .map(|(_, value)| value.to_string())
+            .unwrap_or_default();
         let statement = doc! { "q": filter, "u": update, "upsert": upsert };
         let size = bson::to_vec(&statement)?.len();
-        self.statements.push((statement, size));
+        self.statements.push(Statement {
+            position: self.statements.len(),
+            key,
+            statement,
+            size,
+        });
         Ok(())
     }
 
     /// Runs every statement, in as few commands as the server's limits allow.
+    ///
+    /// Statements are sent in the order of their filter's first value (the owner, the `_id`), so
+    /// concurrent batches touch shared documents in the same order: on engines that lock rows
+    /// (DocumentDB over PostgreSQL) two senders then wait for each other instead of deadlocking.
+    /// Statements that fail transiently (a deadlock, a write conflict, a lost connection: see
+    /// [`Error::is_retryable`]) are sent again under the batch's [`RetryPolicy`].
     ///
     /// Where the server does not run every statement of an unordered batch and report each
     /// failure by index ([`Capabilities::unordered_update_batches`]), a command that reports any
@@ -67,9 +112,12 @@ impl<'a> UpdateBatch<'a> {
     ///
     /// # Errors
     ///
-    /// Any failure other than a duplicate key ([`Error::Write`]), a write concern error, or a
-    /// failed command.
-    pub(crate) async fn run(self, capabilities: &Capabilities) -> Result<BatchOutcome> {
+    /// Any failure other than a duplicate key or a transient one ([`Error::Write`]), a write
+    /// concern error, or a failed command; [`Error::RetriesExhausted`] when transient failures
+    /// outlast the policy's budget (statements of earlier commands, and some of this one, may
+    /// have run).
+    pub(crate) async fn run(mut self, capabilities: &Capabilities) -> Result<BatchOutcome> {
+        self.statements.sort_by(|a, b| a.key.cmp(&b.key));
         let max_statements = capabilities.max_update_statements.max(1);
         let precise_errors = capabilities.unordered_update_batches;
         let mut outcome = BatchOutcome::default();
@@ -79,62 +127,103 @@ impl<'a> UpdateBatch<'a> {
             let mut bytes = 0;
             while end < self.statements.len()
                 && end - start < max_statements
-                && (end == start || bytes + self.statements[end].1 <= MAX_COMMAND_BYTES)
+                && (end == start || bytes + self.statements[end].size <= MAX_COMMAND_BYTES)
             {
-                bytes += self.statements[end].1;
+                bytes += self.statements[end].size;
                 end += 1;
             }
-            let updates: Vec<Bson> = self.statements[start..end]
-                .iter()
-                .map(|(statement, _)| Bson::Document(statement.clone()))
-                .collect();
-            let mut command =
-                doc! { "update": self.collection, "updates": updates, "ordered": false };
-            // `run_command` does not apply the database's write concern by itself.
-            if let Some(concern) = self.database.write_concern() {
-                command.insert("writeConcern", bson::to_document(concern)?);
+            let mut pending: Vec<usize> = (start..end).collect();
+            let mut backoff = Backoff::new(self.policy, "update batch");
+            loop {
+                match self.send(&pending, precise_errors, &mut outcome).await? {
+                    Sent::Done => break,
+                    Sent::Again(again, error) => {
+                        backoff.wait(error).await?;
+                        pending = again;
+                    }
+                }
             }
-            let reply = self.database.run_command(command).await?;
-            record_reply(&reply, start, end, precise_errors, &mut outcome)?;
             start = end;
         }
         Ok(outcome)
     }
-}
 
-fn record_reply(
-    reply: &Document,
-    start: usize,
-    end: usize,
-    precise_errors: bool,
-    outcome: &mut BatchOutcome,
-) -> Result<()> {
-    if let Ok(concern) = reply.get_document("writeConcernError") {
-        return Err(write_error(concern));
-    }
-    let Ok(errors) = reply.get_array("writeErrors") else {
-        return Ok(());
-    };
-    let mut indexes = Vec::with_capacity(errors.len());
-    for error in errors {
-        let Bson::Document(error) = error else {
-            continue;
-        };
-        if code_of(error) != Some(DUPLICATE_KEY) {
-            return Err(write_error(error));
+    /// Sends the statements at `indexes` in one command.
+    async fn send(
+        &self,
+        indexes: &[usize],
+        precise_errors: bool,
+        outcome: &mut BatchOutcome,
+    ) -> Result<Sent> {
+        let updates: Vec<Bson> = indexes
+            .iter()
+            .map(|&i| Bson::Document(self.statements[i].statement.clone()))
+            .collect();
+        let mut command = doc! { "update": self.collection, "updates": updates, "ordered": false };
+        // `run_command` does not apply the database's write concern by itself.
+        if let Some(concern) = self.database.write_concern() {
+            command.insert("writeConcern", bson::to_document(concern)?);
         }
-        let index = error.get("index").and_then(bson_index).unwrap_or(0);
-        indexes.push(start + index);
+        let reply = match self.database.run_command(command).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                let error = Error::from(error);
+                return if error.is_transient() {
+                    // Whether any statement ran is unknown; each is idempotent: all again.
+                    Ok(Sent::Again(indexes.to_vec(), error))
+                } else {
+                    Err(error)
+                };
+            }
+        };
+        if let Ok(concern) = reply.get_document("writeConcernError") {
+            return if is_transient_write_error(concern) {
+                Ok(Sent::Again(indexes.to_vec(), write_error(concern)))
+            } else {
+                Err(write_error(concern))
+            };
+        }
+        let Ok(errors) = reply.get_array("writeErrors") else {
+            return Ok(Sent::Done);
+        };
+        let mut duplicates = Vec::with_capacity(errors.len());
+        let mut again = Vec::new();
+        let mut transient = None;
+        for error in errors {
+            let Bson::Document(error) = error else {
+                continue;
+            };
+            let index = error.get("index").and_then(bson_index).unwrap_or(0);
+            let Some(&statement) = indexes.get(index) else {
+                continue;
+            };
+            if code_of(error) == Some(DUPLICATE_KEY) {
+                duplicates.push(statement);
+            } else if is_transient_write_error(error) {
+                again.push(statement);
+                transient = Some(write_error(error));
+            } else {
+                return Err(write_error(error));
+            }
+        }
+        let any_error = !duplicates.is_empty() || !again.is_empty();
+        if !precise_errors && any_error {
+            // The server may have stopped at the first error: what follows it is unknown.
+            if let Some(error) = transient {
+                return Ok(Sent::Again(indexes.to_vec(), error));
+            }
+            let positions = indexes.iter().map(|&i| self.statements[i].position);
+            outcome.unknown.extend(positions);
+            return Ok(Sent::Done);
+        }
+        outcome
+            .duplicate_key
+            .extend(duplicates.into_iter().map(|i| self.statements[i].position));
+        Ok(match transient {
+            Some(error) => Sent::Again(again, error),
+            None => Sent::Done,
+        })
     }
-    if indexes.is_empty() {
-        return Ok(());
-    }
-    if precise_errors {
-        outcome.duplicate_key.extend(indexes);
-    } else {
-        outcome.unknown.extend(start..end);
-    }
-    Ok(())
 }
 
 fn code_of(error: &Document) -> Option<i32> {
@@ -178,13 +267,47 @@ pub(crate) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
 }
 
 /// Inserts `document`; `false` (and nothing written) if a unique index already held its key.
+/// Transient failures are retried under the default [`RetryPolicy`] (see [`insert_once_with`]).
 pub(crate) async fn insert_once(
     collection: &mongodb::Collection<Document>,
     document: Document,
 ) -> crate::Result<bool> {
-    match collection.insert_one(document).await {
-        Ok(_) => Ok(true),
-        Err(error) if is_duplicate_key(&error) => Ok(false),
-        Err(error) => Err(error.into()),
+    insert_once_with(&RetryPolicy::default(), collection, document).await
+}
+
+/// Inserts `document`; `false` (and nothing written) if a unique index already held its key.
+///
+/// Idempotent under retries: the document gets its `_id` here if it has none, so a retried insert
+/// meets the first one's key; and a duplicate key met by a retry, when the stored document is
+/// `document` itself, is the first attempt's insert whose reply was lost: `true`.
+pub(crate) async fn insert_once_with(
+    policy: &RetryPolicy,
+    collection: &mongodb::Collection<Document>,
+    mut document: Document,
+) -> crate::Result<bool> {
+    if !document.contains_key("_id") {
+        document.insert("_id", bson::oid::ObjectId::new());
     }
+    let document = &document;
+    let mut retried = false;
+    crate::retry::retry(policy, "insert", || {
+        let attempt = document.clone();
+        let first = !std::mem::replace(&mut retried, true);
+        async move {
+            match collection.insert_one(attempt).await {
+                Ok(_) => Ok(true),
+                Err(error) if is_duplicate_key(&error) => {
+                    if first {
+                        return Ok(false);
+                    }
+                    let stored = collection
+                        .find_one(doc! { "_id": document.get("_id") })
+                        .await?;
+                    Ok(stored.as_ref() == Some(document))
+                }
+                Err(error) => Err(error.into()),
+            }
+        }
+    })
+    .await
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::testing::inbox_suite::{self, Note};
-use mongo_social::testing::{self, TestDb};
+use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage,
     PageRequest,
@@ -123,6 +123,28 @@ macro_rules! conformance {
             async fn deliver_is_idempotent() {
                 let (_db, store) = store("deliver_idempotent").await;
                 inbox_suite::deliver_is_idempotent(store).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn survives_outage() {
+                let name = concat!(stringify!($strategy), "_survives_outage");
+                let db = testing::test_db(name).await; // fresh, empty
+                let proxy = FaultProxy::to_test_server();
+                let client = proxy.client_with(|_| {}).await;
+                let store = super::$strategy(&client.database(db.db.name()));
+                // Known gap (issue 12): on FerretDB 1.x, whose updates are not atomic, a bucketed
+                // send retried across an outage was seen delivered twice to one recipient.
+                if testing::skip_unless(
+                    store.strategy() != mongo_social::Strategy::BucketedFanOut
+                        || db.info.capabilities().atomic_updates,
+                    name,
+                    "bucketed sends retried across an outage can double-deliver where updates \
+                     are not atomic (open, issue 12)",
+                ) {
+                    return;
+                }
+                store.create_indexes().await.expect("create indexes");
+                inbox_suite::survives_outage(store, &proxy).await;
             }
 
             #[tokio::test]

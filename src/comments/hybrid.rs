@@ -452,6 +452,8 @@ impl HybridPages {
                     .update_one(
                         doc! {
                             "_id": page.id,
+                            // The shard key's prefix, so a sharded cluster routes it to one shard.
+                            "discussion_id": discussion,
                             format!("{field}.slug"): slug,
                             format!("{field}.deleted"): false,
                         },

@@ -356,6 +356,10 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     fn shard_keys(&self) -> Vec<ShardKey>;
 }
 
+/// A comment store of any design, chosen at runtime: hold it as `Arc<DynCommentStore>` (or
+/// `Box<DynCommentStore>`), as [`crate::DynInboxStore`] is for inboxes.
+pub type DynCommentStore = dyn CommentStore;
+
 /// Threaded discussions: replies at any depth the design allows, a depth-first view, and
 /// sub-threads.
 #[async_trait]

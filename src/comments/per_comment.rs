@@ -559,14 +559,20 @@ impl CommentStore for PerComment {
             .run(discussion, async {
                 Ok(self
                     .comments
-                    .find_one_and_update(doc! { "_id": edited.id, "deleted": false }, update)
+                    .find_one_and_update(
+                        doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
+                        update,
+                    )
                     .return_document(ReturnDocument::After)
                     .await?)
             })
             .await?;
         match updated {
             Some(document) => Ok(bson::from_document::<Stored>(document)?.comment()),
-            None => match self.find_one(doc! { "_id": edited.id }).await? {
+            None => match self
+                .find_one(doc! { "_id": edited.id, "discussion_id": discussion })
+                .await?
+            {
                 Some(_) => Err(Error::CommentDeleted {
                     link: link.to_owned(),
                 }),
@@ -585,7 +591,7 @@ impl CommentStore for PerComment {
                 if self.has_replies(&stored).await? {
                     self.comments
                         .update_one(
-                            doc! { "_id": stored.id, "deleted": false },
+                            doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false },
                             doc! { "$set": { "deleted": true, "text": "" } },
                         )
                         .await?;
@@ -593,11 +599,11 @@ impl CommentStore for PerComment {
                 }
                 let removed = self
                     .comments
-                    .delete_one(doc! { "_id": stored.id, "deleted": false })
+                    .delete_one(doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false })
                     .await?;
                 if removed.deleted_count == 0 {
                     // Deleted meanwhile by someone else (as a tombstone, or outright).
-                    return match self.find_one(doc! { "_id": stored.id }).await? {
+                    return match self.find_one(doc! { "_id": stored.id, "discussion_id": discussion }).await? {
                         Some(_) => Ok(Deletion::Tombstoned),
                         None => Err(validate::no_comment("comment", link)),
                     };
@@ -646,7 +652,7 @@ impl ThreadedComments for PerComment {
         // (and any ancestor removed after it) back as a tombstone so the reply keeps its place.
         let still_there = self
             .comments
-            .find_one(doc! { "_id": parent.id })
+            .find_one(doc! { "_id": parent.id, "discussion_id": discussion })
             .projection(doc! { "_id": 1 })
             .await?;
         if still_there.is_none() {

@@ -343,7 +343,9 @@ impl<P: Payload> Delivery<P> {
         self.inner.inbox.create_indexes().await
     }
 
-    /// The shard key each of the delivery's own collections should have.
+    /// The shard key each of the delivery's own collections should have. The `celebrities`
+    /// collection has none: it is a short list read whole on every timeline page, which is one
+    /// shard's work only while the collection stays unsharded.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         let mut keys = vec![
             ShardKey::new(
@@ -357,12 +359,9 @@ impl<P: Payload> Delivery<P> {
                 doc! { "_id": "hashed" },
                 "activity is read and written one user at a time",
             ),
-            ShardKey::new(
-                self.inner.celebrities.name(),
-                doc! { "_id": 1 },
-                "a short list, read whole on every timeline page; unsharded in practice",
-            ),
         ];
+        // `celebrities` is left out on purpose: a short list read whole on every timeline page,
+        // which stays on one shard only if the collection is not sharded.
         keys.extend(self.inner.jobs.shard_keys());
         keys
     }

@@ -11,13 +11,39 @@
 //!
 //! A process that dies between the like and its `$inc` leaves the counter one off;
 //! [`FeedStore::recount_likes`] sets it from the likes themselves (see there for when it is exact).
+//!
+//! # Retries
+//!
+//! Every write here is retried on transient failures (see [`crate::RetryPolicy`]) and is
+//! idempotent, so a retry after a lost reply applies nothing twice:
+//! - a like's insert carries a client-made `_id` and `op` id: a retry that meets a duplicate key
+//!   finds its own document and counts it as inserted;
+//! - each `$inc` carries an operation id and records it in the counter document's `ops`, a
+//!   list of the newest 100 ids (`$push` with `$slice`); its filter excludes documents
+//!   whose `ops` hold the id, so a retry of an applied `$inc` matches nothing. An `$inc` is
+//!   therefore exact as long as its retries end before 100 later changes of the same
+//!   post's counters (with the default 10-second retry budget: under about 100 changes a second
+//!   per post);
+//! - an unlike's removal is a `findAndModify` of the like, whose retry finds nothing to remove
+//!   when the first attempt removed it: the unlike then returns `false` and leaves the counter
+//!   as the first attempt's `$inc` (which only ran if the removal's reply arrived) left it.
+//! - undoing a like whose `$inc` failed is a reversal guarded by the `$inc`'s own id
+//!   (`{ops: id}` matched, `$inc -1`, `$pull` the id): exact whether or not the `$inc` ran.
 
+use bson::oid::ObjectId;
 use bson::{doc, Document};
 use serde::{Deserialize, Serialize};
 
 use super::{FeedStore, PostId};
 use crate::inbox::Payload;
+use crate::retry::retry;
+use crate::update_batch::{insert_once_with, is_duplicate_key};
 use crate::Result;
+
+/// How many recent operation ids a counter document keeps to recognise a retried `$inc`.
+pub(crate) const RECENT_OPS: i32 = 100;
+/// Rounds of a counter's `$inc` that may meet a concurrently created document.
+const MAX_FIRST_UPDATE_RACES: usize = 3;
 
 /// A post's social counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,27 +97,30 @@ impl<X: Payload> FeedStore<X> {
         self.chunk_of(user).await?;
         let id = doc! { "post": post.0, "user": user };
         let at = self.clock.now();
+        let op = ObjectId::new();
         let like = doc! {
             "_id": &id,
             "post": post.0,
             "user": user,
             "at": at,
             "created": created,
+            "op": op,
         };
+        let retry_policy = &self.settings.retry;
         self.serialized(&[counter_lock(post)], async {
-            match self.collections.likes.insert_one(like).await {
-                Ok(_) => {}
-                Err(error) if crate::update_batch::is_duplicate_key(&error) => return Ok(false),
-                Err(error) => return Err(error.into()),
+            if !insert_once_with(retry_policy, &self.collections.likes, like).await? {
+                return Ok(false);
             }
-            if let Err(error) = self.increment_unlocked(post, "likes", 1).await {
+            if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
                 // Undone, so the like is not left uncounted; if the undo fails too, the counter
-                // is one short until `recount_likes`.
-                let _ = self
-                    .collections
-                    .likes
-                    .delete_one(doc! { "_id": &id, "at": at })
-                    .await;
+                // may be one short until `recount_likes`.
+                if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
+                    let _ = self
+                        .collections
+                        .likes
+                        .delete_one(doc! { "_id": &id, "post": post.0, "op": op })
+                        .await;
+                }
                 return Err(error);
             }
             Ok(true)
@@ -113,17 +142,25 @@ impl<X: Payload> FeedStore<X> {
         self.check_post_exists(post).await?;
         self.chunk_of(user).await?;
         self.serialized(&[counter_lock(post)], async {
-            let removed = self
-                .collections
-                .likes
-                .find_one_and_delete(doc! { "_id": { "post": post.0, "user": user } })
-                .await?;
+            let filter = doc! { "_id": { "post": post.0, "user": user }, "post": post.0 };
+            let removed = retry(&self.settings.retry, "unlike", || async {
+                Ok(self
+                    .collections
+                    .likes
+                    .find_one_and_delete(filter.clone())
+                    .await?)
+            })
+            .await?;
             let Some(removed) = removed else {
                 return Ok(false);
             };
-            if let Err(error) = self.increment_unlocked(post, "likes", -1).await {
+            if let Err(error) = self
+                .increment_unlocked(post, "likes", -1, ObjectId::new())
+                .await
+            {
                 // Put back as it was; if that fails too, `recount_likes` repairs the counter.
-                let _ = self.collections.likes.insert_one(removed).await;
+                let _ =
+                    insert_once_with(&self.settings.retry, &self.collections.likes, removed).await;
                 return Err(error);
             }
             Ok(true)
@@ -137,7 +174,7 @@ impl<X: Payload> FeedStore<X> {
         let found = self
             .collections
             .likes
-            .find_one(doc! { "_id": { "post": post.0, "user": user } })
+            .find_one(doc! { "_id": { "post": post.0, "user": user }, "post": post.0 })
             .await?;
         Ok(found.is_some())
     }
@@ -147,6 +184,9 @@ impl<X: Payload> FeedStore<X> {
     /// # Errors
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
+    ///
+    /// Retried on transient failures, and applied once however often it is retried (see the
+    /// [module docs](self)); a call made again by the caller is a new change.
     pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
         self.check_post_exists(post).await?;
         self.increment(post, counter.field(), delta).await
@@ -162,6 +202,7 @@ impl<X: Payload> FeedStore<X> {
             .collections
             .counters
             .find_one(doc! { "_id": post.0 })
+            .projection(doc! { "ops": 0 })
             .await?
         {
             Some(found) => Ok(bson::from_document(found)?),
@@ -190,11 +231,15 @@ impl<X: Payload> FeedStore<X> {
                 .likes
                 .count_documents(doc! { "post": post.0 })
                 .await? as i64;
-            self.collections
-                .counters
-                .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                .upsert(true)
-                .await?;
+            retry(&self.settings.retry, "recount", || async {
+                self.collections
+                    .counters
+                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await?;
             Ok(likes)
         })
         .await
@@ -204,21 +249,86 @@ impl<X: Payload> FeedStore<X> {
     async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
         self.serialized(
             &[counter_lock(post)],
-            self.increment_unlocked(post, field, delta),
+            self.increment_unlocked(post, field, delta, ObjectId::new()),
         )
         .await
     }
 
-    /// `$inc` of one counter, creating the counter document on first use; the caller holds the
-    /// counter lock where updates are not atomic.
-    async fn increment_unlocked(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
-        let update: Document = doc! { "$inc": { field: delta } };
-        self.collections
-            .counters
-            .update_one(doc! { "_id": post.0 }, update)
-            .upsert(true)
-            .await?;
+    /// `$inc` of one counter, creating the counter document on first use, applied once under
+    /// retries: operation `op` is recorded in the document's recent `ops`, and a document that
+    /// holds it already is not matched. The caller holds the counter lock where updates are not
+    /// atomic.
+    async fn increment_unlocked(
+        &self,
+        post: PostId,
+        field: &str,
+        delta: i64,
+        op: ObjectId,
+    ) -> Result<()> {
+        let update: Document = doc! {
+            "$inc": { field: delta },
+            "$push": { "ops": { "$each": [op], "$slice": -RECENT_OPS } },
+        };
+        let filter = doc! { "_id": post.0, "ops": { "$ne": op } };
+        retry(&self.settings.retry, "counter update", || async {
+            // A duplicate key means the document exists but was not matched: it holds `op`
+            // (an earlier attempt applied it), or a concurrent first update created it since
+            // the filter ran (then the next round matches it).
+            for _ in 0..MAX_FIRST_UPDATE_RACES {
+                match self
+                    .collections
+                    .counters
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true)
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    Err(error) if is_duplicate_key(&error) => {
+                        if self.holds_op(post, op).await? {
+                            return Ok(());
+                        }
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            Err(crate::Error::Contention {
+                attempts: MAX_FIRST_UPDATE_RACES,
+            })
+        })
+        .await
+    }
+
+    /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
+    /// `op`: idempotent, exact whether or not the `$inc` ran.
+    async fn reverse_increment(
+        &self,
+        post: PostId,
+        field: &str,
+        delta: i64,
+        op: ObjectId,
+    ) -> Result<()> {
+        retry(&self.settings.retry, "counter undo", || async {
+            self.collections
+                .counters
+                .update_one(
+                    doc! { "_id": post.0, "ops": op },
+                    doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
+                )
+                .await?;
+            Ok(())
+        })
+        .await?;
         Ok(())
+    }
+
+    async fn holds_op(&self, post: PostId, op: ObjectId) -> Result<bool> {
+        Ok(self
+            .collections
+            .counters
+            .find_one(doc! { "_id": post.0, "ops": op })
+            .projection(doc! { "_id": 1 })
+            .await?
+            .is_some())
     }
 }
 

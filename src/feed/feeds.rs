@@ -438,7 +438,11 @@ impl<X: Payload> FeedStore<X> {
             let key = feed.get_str("_id").unwrap_or_default().to_owned();
             feeds.insert(key, decode_items(Some(std::mem::take(&mut feed)))?);
         }
-        let mut batch = UpdateBatch::new(&self.database, self.collections.feeds.name());
+        let mut batch = UpdateBatch::new(
+            &self.database,
+            self.collections.feeds.name(),
+            &self.settings.retry,
+        );
         for (key, item) in entries {
             let items = feeds.entry(key.clone()).or_default();
             items.retain(|existing| existing.post != item.post);

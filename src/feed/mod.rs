@@ -66,7 +66,7 @@ use crate::jobs::{JobQueue, Worker};
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, ServerInfo};
 use crate::sharding::ShardKey;
-use crate::{Error, Result};
+use crate::{Error, Result, RetryPolicy};
 
 /// A post's stable id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -137,6 +137,7 @@ struct Settings {
     max_post_bytes: usize,
     hot_window: Duration,
     propagation_batch: usize,
+    retry: RetryPolicy,
     /// Collections and fields embedding a [`UserChunk`], updated by chunk propagation.
     chunk_targets: Vec<(String, String)>,
 }
@@ -223,6 +224,7 @@ pub struct FeedStoreBuilder<X> {
     max_post_bytes: usize,
     hot_window: Duration,
     propagation_batch: usize,
+    retry: RetryPolicy,
     extra_chunk_targets: Vec<(String, String)>,
     _extension: PhantomData<fn() -> X>,
 }
@@ -292,6 +294,12 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// The "hot" feed's window (default 24 hours).
     pub fn hot_window(mut self, window: Duration) -> Self {
         self.hot_window = window;
+        self
+    }
+
+    /// How transient failures of writes are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -376,6 +384,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 max_post_bytes: self.max_post_bytes,
                 hot_window: self.hot_window,
                 propagation_batch: self.propagation_batch,
+                retry: self.retry,
                 chunk_targets,
             }),
             database: self.database,
@@ -401,6 +410,7 @@ impl<X: Payload> FeedStore<X> {
             max_post_bytes: 256 * 1024,
             hot_window: Duration::from_secs(24 * 60 * 60),
             propagation_batch: 100,
+            retry: RetryPolicy::default(),
             extra_chunk_targets: Vec::new(),
             _extension: PhantomData,
         }

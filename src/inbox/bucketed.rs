@@ -20,7 +20,7 @@ use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
-use crate::{Error, Result};
+use crate::{Error, Result, RetryPolicy};
 
 /// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
@@ -139,6 +139,7 @@ pub struct BucketedFanOut {
     bucket_size: u32,
     capabilities: DetectedCapabilities,
     indexes: Indexes,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`BucketedFanOut`] store.
@@ -151,12 +152,19 @@ pub struct BucketedFanOutBuilder {
     recipients: String,
     max_inline: usize,
     bucket_size: u32,
+    retry: RetryPolicy,
 }
 
 impl BucketedFanOutBuilder {
     /// Messages per bucket (default 50).
     pub fn bucket_size(mut self, size: u32) -> Self {
         self.bucket_size = size;
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -219,6 +227,7 @@ impl BucketedFanOutBuilder {
             [&self.buckets, &self.heads, &self.locks],
             RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
             self.bucket_size,
+            self.retry,
         ))
     }
 }
@@ -305,6 +314,7 @@ impl BucketedFanOut {
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
             Self::DEFAULT_BUCKET_SIZE,
+            RetryPolicy::default(),
         )
     }
 
@@ -314,6 +324,7 @@ impl BucketedFanOut {
         [buckets, heads, locks]: [&str; 3],
         recipients: RecipientLists,
         bucket_size: u32,
+        retry: RetryPolicy,
     ) -> Self {
         let buckets = database.collection(buckets);
         let unique = IndexModel::builder()
@@ -329,6 +340,7 @@ impl BucketedFanOut {
             recipients,
             bucket_size,
             capabilities: DetectedCapabilities::default(),
+            retry,
         }
     }
 
@@ -351,6 +363,7 @@ impl BucketedFanOut {
             recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
             bucket_size: Self::DEFAULT_BUCKET_SIZE,
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -530,7 +543,7 @@ impl BucketedFanOut {
         entry: &Entry<'_>,
         capabilities: &Capabilities,
     ) -> Result<Vec<String>> {
-        let mut batch = UpdateBatch::new(&self.database, self.buckets.name());
+        let mut batch = UpdateBatch::new(&self.database, self.buckets.name(), &self.retry);
         for owner in pending {
             let target = targets[owner];
             let stamp = target
@@ -646,7 +659,7 @@ impl BucketedFanOut {
         moved: &[(String, Target)],
         capabilities: &Capabilities,
     ) -> Result<()> {
-        let mut batch = UpdateBatch::new(&self.database, self.heads.name());
+        let mut batch = UpdateBatch::new(&self.database, self.heads.name(), &self.retry);
         for (owner, head) in moved {
             let mut max = doc! { "head": head.sequence };
             if let Some(floor) = head.floor {

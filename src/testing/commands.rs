@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bson::Document;
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
 use mongodb::options::ClientOptions;
@@ -65,12 +66,41 @@ fn is_capability_probe(command: &bson::Document) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct CommandCounter {
     names: Arc<Mutex<Vec<String>>>,
+    /// The commands themselves, kept only by [`CommandCounter::keeping_commands`].
+    commands: Option<Arc<Mutex<Vec<KeptCommand>>>>,
 }
+
+/// A command's name and document, as [`CommandCounter::commands`] returns them.
+pub type KeptCommand = (String, Document);
 
 impl CommandCounter {
     /// An empty counter, attached to nothing yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A counter that also keeps each counted command's document, for checks that read what
+    /// was sent, such as [`super::routing`]'s. Costs a copy of every command: use it in tests
+    /// that need it.
+    pub fn keeping_commands() -> Self {
+        Self {
+            commands: Some(Arc::default()),
+            ..Self::default()
+        }
+    }
+
+    /// The counted commands since the last [`reset`](Self::reset), by name with their documents,
+    /// if this counter keeps them ([`CommandCounter::keeping_commands`]); empty otherwise.
+    pub fn commands(&self) -> Vec<KeptCommand> {
+        self.commands
+            .as_ref()
+            .map(|commands| {
+                commands
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default()
     }
 
     /// Whether a command with this name is recorded (it is not one of [`IGNORED_COMMANDS`]).
@@ -88,6 +118,14 @@ impl CommandCounter {
             if let CommandEvent::Started(started) = event {
                 if !is_capability_probe(&started.command) {
                     counter.record(&started.command_name);
+                    if let Some(commands) = &counter.commands {
+                        if Self::is_counted(&started.command_name) {
+                            commands
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .push((started.command_name.clone(), started.command.clone()));
+                        }
+                    }
                 }
             }
         })
@@ -109,6 +147,12 @@ impl CommandCounter {
     /// Forgets everything recorded so far.
     pub fn reset(&self) {
         self.lock().clear();
+        if let Some(commands) = &self.commands {
+            commands
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
     }
 
     /// How many commands were recorded since the last [`reset`](Self::reset).

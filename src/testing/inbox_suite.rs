@@ -729,3 +729,89 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
     assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");
 }
+
+/// Senders keep sending while every connection is cut and new ones are refused for 3 seconds,
+/// then cut once more. `store` must use a client connected through `proxy`.
+///
+/// Afterwards: every send that returned `Ok` is in each recipient's inbox exactly once; one that
+/// returned an error is in no inbox twice (a send that fails part-way may have reached some
+/// recipients, as documented); every count equals what its inbox holds.
+pub async fn survives_outage(store: Arc<Store>, proxy: &crate::testing::fault_proxy::FaultProxy) {
+    const SENDERS: u32 = 4;
+    const PER_SENDER: u32 = 30;
+    let users = ["ann", "bob", "cat", "dan", "eve"];
+    let mut tasks = Vec::new();
+    for s in 0..SENDERS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let from = format!("sender{s}");
+            let mut outcomes = Vec::new();
+            for seq in 0..PER_SENDER {
+                let to: Vec<&str> = (0..3).map(|i| users[(s + seq + i) as usize % 5]).collect();
+                let message = NewMessage::new(&from, to.iter().copied(), Note::new(&from, seq));
+                let outcome = store.send(message).await;
+                if let Err(error) = &outcome {
+                    assert!(error.is_retryable(), "only transient failures: {error}");
+                }
+                outcomes.push((
+                    seq,
+                    to.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+                    outcome.is_ok(),
+                ));
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            (from, outcomes)
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    proxy.outage(std::time::Duration::from_secs(3));
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    proxy.cut();
+    let mut sent = Vec::new();
+    for task in tasks {
+        sent.push(task.await.expect("sender task"));
+    }
+    assert!(proxy.connections_refused() > 0, "the outage was felt");
+
+    let mut inboxes: HashMap<&str, Vec<Message<Note>>> = HashMap::new();
+    for user in users {
+        let inbox = read_all(&*store, user, 16).await;
+        assert_eq!(
+            store.count(user).await.expect("count"),
+            inbox.len() as u64,
+            "{user}: the count is what the inbox holds"
+        );
+        inboxes.insert(user, inbox);
+    }
+    let mut failed = 0;
+    for (from, outcomes) in &sent {
+        for (seq, to, ok) in outcomes {
+            failed += usize::from(!ok);
+            for user in users {
+                let copies = inboxes[user]
+                    .iter()
+                    .filter(|m| m.payload.sender == *from && m.payload.seq == *seq)
+                    .count();
+                let expected = to.iter().any(|t| t == user);
+                if *ok {
+                    assert_eq!(
+                        copies,
+                        usize::from(expected),
+                        "{from} #{seq} in {user}'s inbox"
+                    );
+                } else {
+                    assert!(
+                        copies <= usize::from(expected),
+                        "{from} #{seq}: never twice"
+                    );
+                }
+            }
+        }
+    }
+    crate::testing::note(&format!(
+        "survives_outage: {} sends, {failed} failed; proxy accepted {} and refused {} connections",
+        SENDERS * PER_SENDER,
+        proxy.connections_accepted(),
+        proxy.connections_refused()
+    ));
+}

@@ -51,6 +51,7 @@
 
 mod commands;
 pub mod comments_suite;
+pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
 pub mod inbox_suite;
@@ -58,6 +59,7 @@ pub mod inbox_suite;
 mod local_server;
 #[cfg(unix)]
 mod mongo_java_server;
+pub mod routing;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -70,7 +72,7 @@ use mongodb::{Client, Collection, Database};
 
 use crate::server::ServerInfo;
 
-pub use commands::{CommandCounter, IGNORED_COMMANDS};
+pub use commands::{CommandCounter, KeptCommand, IGNORED_COMMANDS};
 
 /// How long clients made here wait to find a server before an operation fails.
 pub const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(20);

@@ -1,0 +1,324 @@
+//! Every command the library sends, classified by where a `mongos` would route it under the
+//! shard keys the stores declare (`shard_keys()`): targeted to one shard, to a few, or broadcast
+//! to all. Runs on any server (no cluster needed: routing follows from the filter and the key).
+//! A broadcast is allowed only where the README's tables say it is by design.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mongo_social::comments::{
+    Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
+};
+use mongo_social::delivery::Delivery;
+use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser, SearchOrder};
+use mongo_social::graph::{FollowGraph, GraphQuery};
+use mongo_social::sharding::{Routing, ShardKey};
+use mongo_social::testing::routing::{route_commands, RoutedCommand};
+use mongo_social::testing::{self, CommandCounter};
+use mongo_social::{
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
+};
+use mongodb::Database;
+
+/// A fresh database on a client whose counter keeps every command.
+async fn database(name: &str) -> (Database, CommandCounter) {
+    let commands = CommandCounter::keeping_commands();
+    let client = testing::client_with(|options| commands.attach(options)).await;
+    let db = client.database(&testing::database_name(name));
+    db.drop().await.unwrap();
+    (db, commands)
+}
+
+/// The routing of what `commands` recorded, printed as a table; panics on a broadcast that is
+/// not in `by_design` (`(command, collection)` pairs), and on a `by_design` entry that did not
+/// happen, so the list cannot go stale.
+fn check(
+    store: &str,
+    commands: &CommandCounter,
+    keys: &[ShardKey],
+    by_design: &[(&str, &str)],
+) -> Vec<RoutedCommand> {
+    let routed = route_commands(&commands.commands(), keys);
+    assert!(
+        !routed.is_empty(),
+        "{store}: no command was on a sharded collection"
+    );
+    let mut table: Vec<String> = routed.iter().map(ToString::to_string).collect();
+    table.sort();
+    table.dedup();
+    println!("{store}:\n  {}", table.join("\n  "));
+    let broadcasts: Vec<&RoutedCommand> = routed
+        .iter()
+        .filter(|command| command.routing == Routing::Broadcast)
+        .collect();
+    for broadcast in &broadcasts {
+        assert!(
+            by_design.contains(&(broadcast.command.as_str(), broadcast.collection.as_str())),
+            "{store}: {broadcast} is broadcast to every shard"
+        );
+    }
+    for (command, collection) in by_design {
+        assert!(
+            broadcasts
+                .iter()
+                .any(|b| b.command == *command && b.collection == *collection),
+            "{store}: {command} {collection} is listed as broadcast by design but was targeted"
+        );
+    }
+    routed
+}
+
+async fn inbox_operations(inbox: &DynInboxStore<String>) {
+    inbox.create_indexes().await.unwrap();
+    let many: Vec<String> = (0..120).map(|i| format!("u{i:03}")).collect();
+    let mut sent = Vec::new();
+    for round in 0..3 {
+        sent.push(
+            inbox
+                .send(NewMessage::new(
+                    "ann",
+                    ["bob", "cat"],
+                    format!("hi {round}"),
+                ))
+                .await
+                .unwrap(),
+        );
+    }
+    let group = inbox
+        .send(NewMessage::new("ann", many.clone(), "to many".to_owned()))
+        .await
+        .unwrap();
+    inbox.deliver(&sent[0], &["dan".to_owned()]).await.unwrap();
+    let first = inbox
+        .inbox_page("bob", PageRequest::first(2))
+        .await
+        .unwrap();
+    inbox
+        .inbox_page("bob", PageRequest::after(2, first.next.unwrap()))
+        .await
+        .unwrap();
+    inbox
+        .inbox_page("u007", PageRequest::first(10))
+        .await
+        .unwrap();
+    inbox.count("bob").await.unwrap();
+    assert_eq!(group.to.len(), 120);
+}
+
+#[tokio::test]
+async fn inbox_commands_are_targeted() {
+    for (name, by_design) in [
+        // Fan-out on read is sharded by sender: an inbox is everyone's messages *to* the
+        // owner, on every shard. The README's table of strategies says so.
+        (
+            "fan_out_on_read",
+            &[("find", "inbox"), ("aggregate", "inbox")][..],
+        ),
+        ("fan_out_on_write", &[][..]),
+        ("bucketed", &[][..]),
+    ] {
+        let (db, commands) = database(&format!("routing_inbox_{name}")).await;
+        let inbox: Arc<DynInboxStore<String>> = match name {
+            "fan_out_on_read" => Arc::new(FanOutOnRead::new(&db)),
+            "fan_out_on_write" => Arc::new(
+                FanOutOnWrite::builder(&db)
+                    .max_inline_recipients(100)
+                    .build()
+                    .unwrap(),
+            ),
+            _ => Arc::new(
+                BucketedFanOut::builder(&db)
+                    .bucket_size(2)
+                    .max_inline_recipients(100)
+                    .build()
+                    .unwrap(),
+            ),
+        };
+        inbox_operations(&*inbox).await;
+        check(name, &commands, &inbox.shard_keys(), by_design);
+    }
+}
+
+#[tokio::test]
+async fn comment_commands_are_targeted() {
+    type MakeStore = fn(&Database) -> Box<DynCommentStore>;
+    let stores: Vec<(&str, MakeStore)> = vec![
+        ("per_comment", |db| Box::new(PerComment::new(db))),
+        ("embedded", |db| Box::new(Embedded::new(db))),
+        ("hybrid", |db| {
+            Box::new(HybridPages::builder(db).page_size(3).build().unwrap())
+        }),
+    ];
+    for (name, make) in stores {
+        let (db, commands) = database(&format!("routing_comments_{name}")).await;
+        let store = make(&db);
+        store.create_indexes().await.unwrap();
+        store.create_discussion("d1").await.unwrap();
+        let author = Author::new("u1", "Ann");
+        let mut links = Vec::new();
+        for n in 0..7 {
+            let comment = store
+                .post("d1", NewComment::new(author.clone(), format!("c{n}")))
+                .await
+                .unwrap();
+            links.push(comment.link);
+        }
+        if let Some(threads) = store.threaded() {
+            let reply = threads
+                .reply("d1", &links[0], NewComment::new(author.clone(), "re"))
+                .await
+                .unwrap();
+            threads
+                .thread_page("d1", &CommentQuery::newest_first(3))
+                .await
+                .unwrap();
+            threads
+                .sub_thread("d1", &links[0], &CommentQuery::oldest_first(3))
+                .await
+                .unwrap();
+            store.get("d1", &reply.link).await.unwrap();
+        }
+        let page = store
+            .chronological("d1", &CommentQuery::oldest_first(3))
+            .await
+            .unwrap();
+        store
+            .chronological(
+                "d1",
+                &CommentQuery::oldest_first(3).after(page.next.unwrap()),
+            )
+            .await
+            .unwrap();
+        store.get("d1", &links[4]).await.unwrap();
+        store.edit("d1", &links[1], "edited").await.unwrap();
+        store.delete("d1", &links[2]).await.unwrap();
+        store.count("d1").await.unwrap();
+        check(name, &commands, &store.shard_keys(), &[]);
+    }
+}
+
+#[tokio::test]
+async fn graph_commands_are_targeted() {
+    let (db, commands) = database("routing_graph").await;
+    let graph = FollowGraph::new(&db);
+    graph.create_indexes().await.unwrap();
+    for user in ["a", "b", "c", "d"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.add_group("g").await.unwrap();
+    graph.add_member("g", "c").await.unwrap();
+    graph.follow("a", "b").await.unwrap();
+    graph.follow_group("a", "g").await.unwrap();
+    graph.add_member("g", "d").await.unwrap();
+    graph.following("a", &GraphQuery::first(10)).await.unwrap();
+    graph.followers("c", &GraphQuery::first(10)).await.unwrap();
+    graph.members("g", &GraphQuery::first(10)).await.unwrap();
+    graph.stats("c").await.unwrap();
+    graph.unfollow("a", "b").await.unwrap();
+    graph.remove_member("g", "c").await.unwrap();
+    graph.rebuild("a").await.unwrap();
+    check(
+        "graph",
+        &commands,
+        &graph.shard_keys(),
+        &[
+            // "Who follows B" and "who follows group G" scatter (see `FollowGraph::shard_keys`):
+            // the rarer questions, asked by followers pages and by group changes.
+            ("find", "subscriptions"),
+            ("find", "follows"),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn delivery_commands_are_targeted() {
+    let (db, commands) = database("routing_delivery").await;
+    let graph = Arc::new(FollowGraph::new(&db));
+    graph.create_indexes().await.unwrap();
+    let inbox: Arc<DynInboxStore<String>> = Arc::new(FanOutOnWrite::new(&db));
+    let delivery = Delivery::builder(&db, graph.clone(), inbox.clone())
+        .build()
+        .unwrap();
+    delivery.create_indexes().await.unwrap();
+    for user in ["ann", "bob", "cat"] {
+        graph.add_user(user).await.unwrap();
+        delivery.touch(user).await.unwrap();
+    }
+    delivery.follow("bob", "ann").await.unwrap();
+    delivery.follow("cat", "ann").await.unwrap();
+    delivery.post("ann", "hello".to_owned()).await.unwrap();
+    delivery.run_pending().await.unwrap();
+    delivery
+        .timeline("bob", PageRequest::first(10))
+        .await
+        .unwrap();
+    delivery.unfollow("cat", "ann").await.unwrap();
+    let mut keys = delivery.shard_keys();
+    keys.extend(graph.shard_keys());
+    keys.extend(inbox.shard_keys());
+    keys.extend(delivery.jobs().shard_keys());
+    check(
+        "delivery",
+        &commands,
+        &keys,
+        &[
+            // A fan-out job pages through the author's followers: "who follows B" is the
+            // graph's scatter query (see `FollowGraph::shard_keys`), paid in the background.
+            ("find", "subscriptions"),
+            // Claiming due jobs asks every shard of the queue (see `JobQueue::shard_keys`).
+            ("find", "delivery_jobs"),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn feed_commands_are_targeted() {
+    let (db, commands) = database("routing_feed").await;
+    let follows = Arc::new(FollowList::from_pairs([("bob", "ann")]));
+    let store: FeedStore<()> = FeedStore::builder(&db)
+        .follows(follows)
+        .build()
+        .await
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    store.create_user(NewUser::new("ann", "ann")).await.unwrap();
+    store.create_user(NewUser::new("bob", "bob")).await.unwrap();
+    let post = store
+        .create_post(NewPost::new("ann", "Hello", "First post", ()))
+        .await
+        .unwrap();
+    store.run_pending_jobs().await.unwrap();
+    store.like(post.id, "bob").await.unwrap();
+    store.unlike(post.id, "bob").await.unwrap();
+    store.post(post.id).await.unwrap();
+    store
+        .feed_page(&FeedKind::User("bob".into()), PageRequest::first(10))
+        .await
+        .unwrap();
+    store
+        .feed_page(&FeedKind::Latest, PageRequest::first(10))
+        .await
+        .unwrap();
+    store.rename_user("ann", "ann2").await.unwrap();
+    store
+        .search("first", SearchOrder::Newest, PageRequest::first(10))
+        .await
+        .unwrap();
+    store
+        .wait_until_drained(Duration::from_secs(30))
+        .await
+        .unwrap();
+    check(
+        "feed",
+        &commands,
+        &store.shard_keys(),
+        &[
+            // A rename's propagation finds the author's posts, and search matches text: both
+            // scatter under the hashed `_id` that targets every read by id and every feed page.
+            ("find", "posts"),
+            // Claiming due jobs and counting pending ones ask every shard of the queue.
+            ("find", "feed_jobs"),
+            ("aggregate", "feed_jobs"),
+        ],
+    );
+}
