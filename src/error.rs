@@ -21,10 +21,11 @@ pub enum Error {
         recipient: String,
     },
 
-    /// A user id was empty.
+    /// A user id was empty or only whitespace. Every module refuses a blank user id with this
+    /// variant (inbox, comments, graph, delivery, feed), before anything is written.
     #[error("{what} must not be an empty user id")]
     EmptyUserId {
-        /// Which field held the empty id (`"sender"`, `"recipient"`, `"owner"`).
+        /// Which role the id had (`"sender"`, `"recipient"`, `"owner"`, `"user"`, `"author"`).
         what: &'static str,
     },
 
@@ -79,11 +80,12 @@ pub enum Error {
         id: String,
     },
 
-    /// A required text field was empty or only whitespace.
+    /// A required text field other than a user id (see [`Error::EmptyUserId`]) was empty or
+    /// only whitespace.
     #[error("{field} must not be empty")]
     EmptyField {
-        /// Which field (`"title and body"`, `"username"`, `"user id"`, `"text"`,
-        /// `"discussion id"`, `"search terms"`, ...).
+        /// Which field (`"title and body"`, `"username"`, `"group id"`, `"text"`,
+        /// `"discussion id"`, `"search terms"`, `"job kind"`, ...).
         field: &'static str,
     },
 

@@ -20,6 +20,11 @@
 //! propagation jobs do). A handler that runs past its lease can still run concurrently with
 //! another worker that broke its expired claim.
 //!
+//! An idle worker looks for due jobs with one `find`, sleeping between looks for the poll
+//! interval (50 ms by default), doubled after each look that finds nothing up to the maximum
+//! poll interval (2 s by default); a job found, or enqueued through the queue in this process,
+//! brings it back to the poll interval. A worker runs while its [`Worker`] handle lives.
+//!
 //! Commands per job, with a batch of one: `find` (due jobs), `insert` (lock), `find` (re-check
 //! the job still exists), the handler's own, `delete` (job), `delete` (lock). A batch of `n` jobs
 //! costs the same first three commands once. A worker looks at the due jobs of four batches and
@@ -38,6 +43,7 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
+use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
@@ -113,11 +119,15 @@ pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
 pub struct JobQueue {
     jobs: Collection<Document>,
     locks: LeaseLocks,
+    indexes: Indexes,
     lease: Duration,
     max_attempts: u32,
     retry_delay: Duration,
     batch: usize,
     poll_interval: Duration,
+    max_poll_interval: Duration,
+    /// Bumped by every enqueue through this queue or a clone, to wake this process's workers.
+    enqueued: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Configures a [`JobQueue`].
@@ -130,6 +140,7 @@ pub struct JobQueueBuilder {
     retry_delay: Duration,
     batch: usize,
     poll_interval: Duration,
+    max_poll_interval: Duration,
 }
 
 impl JobQueueBuilder {
@@ -167,9 +178,19 @@ impl JobQueueBuilder {
         self
     }
 
-    /// How long an idle worker sleeps before looking for jobs again (default 50 ms).
+    /// How long an idle worker first sleeps before looking for jobs again (default 50 ms). Each
+    /// further look that finds nothing doubles the sleep, up to
+    /// [`JobQueueBuilder::max_poll_interval`]; finding a job, or a job enqueued through this
+    /// queue (or a clone of it, in this process), brings it back to this.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// The longest an idle worker sleeps between looks for jobs (default 2 s): the most a job
+    /// enqueued by another process waits for an idle worker.
+    pub fn max_poll_interval(mut self, interval: Duration) -> Self {
+        self.max_poll_interval = interval;
         self
     }
 
@@ -177,8 +198,8 @@ impl JobQueueBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable collection name, a zero lease, batch or
-    /// `max_attempts`.
+    /// [`Error::InvalidConfig`] for an unusable collection name, a zero lease, batch,
+    /// `max_attempts` or poll interval, or a maximum poll interval below the poll interval.
     pub fn build(self) -> Result<JobQueue> {
         crate::inbox::check_collection_name(&self.collection)?;
         if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
@@ -186,17 +207,32 @@ impl JobQueueBuilder {
                 reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),
             });
         }
+        if self.poll_interval.is_zero() || self.max_poll_interval < self.poll_interval {
+            return Err(Error::InvalidConfig {
+                reason: "a job queue needs a non-zero poll interval, and a maximum poll \
+                         interval no shorter"
+                    .to_owned(),
+            });
+        }
         let locks = self
             .database
             .collection(&format!("{}_locks", self.collection));
+        let jobs = self.database.collection(&self.collection);
+        let due = IndexModel::builder()
+            .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
+            .options(IndexOptions::builder().name("due".to_owned()).build())
+            .build();
         Ok(JobQueue {
-            jobs: self.database.collection(&self.collection),
+            indexes: Indexes::new().with(&jobs, due),
+            jobs,
             locks: LeaseLocks::new(locks, self.lease),
             lease: self.lease,
             max_attempts: self.max_attempts,
             retry_delay: self.retry_delay,
             batch: self.batch,
             poll_interval: self.poll_interval,
+            max_poll_interval: self.max_poll_interval,
+            enqueued: Arc::new(tokio::sync::watch::channel(0).0),
         })
     }
 }
@@ -222,6 +258,7 @@ impl JobQueue {
             retry_delay: Duration::from_secs(1),
             batch: 20,
             poll_interval: Duration::from_millis(50),
+            max_poll_interval: Duration::from_secs(2),
         }
     }
 
@@ -231,6 +268,10 @@ impl JobQueue {
     }
 
     /// Adds a job, due now (one `insert`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
         self.enqueue_once(id, kind, payload).await?;
@@ -242,7 +283,12 @@ impl JobQueue {
     /// work (say, the next batch of a fan-out) queues it once however often it is re-run. (A
     /// follow-up that already ran and left the queue is queued again; its handler must be
     /// idempotent, as every handler must.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
+        crate::validate::non_blank("job kind", kind)?;
         let job = doc! {
             "_id": id,
             "kind": kind,
@@ -251,7 +297,12 @@ impl JobQueue {
             "not_before": bson::DateTime::now(),
             "failed": false,
         };
-        crate::update_batch::insert_once(&self.jobs, job).await
+        let added = crate::update_batch::insert_once(&self.jobs, job).await?;
+        if added {
+            self.enqueued
+                .send_modify(|count| *count = count.wrapping_add(1));
+        }
+        Ok(added)
     }
 
     /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,
@@ -433,15 +484,27 @@ impl JobQueue {
         }
     }
 
-    /// Starts a worker on the current tokio runtime: it runs [`JobQueue::run_once`] in a loop,
-    /// sleeping for the poll interval when nothing is due or the server fails.
+    /// Starts a worker on the current tokio runtime: it runs [`JobQueue::run_once`] in a loop
+    /// while it finds jobs. When none is due (or the server fails) it sleeps, first for the
+    /// poll interval, then twice as long after each look that finds nothing, up to the maximum
+    /// poll interval (by default 50 ms doubling to 2 s: about one `find` every 2 s once idle);
+    /// a job it finds, or one enqueued through this queue or a clone of it, brings the sleep back
+    /// to the poll interval, and such an enqueue wakes it at once.
+    ///
+    /// The worker runs as long as its [`Worker`] handle lives: dropping the handle stops it
+    /// after the batch it is running, like [`Worker::stop`] without the wait.
+    #[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
     pub fn start_worker(&self, handler: Arc<dyn JobHandler>) -> Worker {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let mut enqueued = self.enqueued.subscribe();
         let queue = self.clone();
         let last_error = Arc::new(Mutex::new(None));
         let errors = last_error.clone();
         let task = tokio::spawn(async move {
-            while !*stopped.borrow() {
+            let mut sleep = queue.poll_interval;
+            // Stopped by `stop`, or by the handle being dropped (which closes the channel).
+            while stopped.has_changed().is_ok() && !*stopped.borrow() {
+                enqueued.borrow_and_update();
                 let idle = match queue.run_once(&*handler).await {
                     Ok(claimed) => claimed == 0,
                     Err(error) => {
@@ -450,11 +513,16 @@ impl JobQueue {
                         true
                     }
                 };
-                if idle {
-                    tokio::select! {
-                        _ = tokio::time::sleep(queue.poll_interval) => {}
-                        _ = stopped.changed() => {}
+                if !idle {
+                    sleep = queue.poll_interval;
+                    continue;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(sleep) => {
+                        sleep = (sleep * 2).min(queue.max_poll_interval);
                     }
+                    _ = enqueued.changed() => sleep = queue.poll_interval,
+                    _ = stopped.changed() => {}
                 }
             }
         });
@@ -465,14 +533,10 @@ impl JobQueue {
         }
     }
 
-    /// Creates the indexes the queue needs (idempotent).
+    /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
+    /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        let due = IndexModel::builder()
-            .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
-            .options(IndexOptions::builder().name("due".to_owned()).build())
-            .build();
-        self.jobs.create_index(due).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key of each of the queue's collections.
@@ -492,8 +556,10 @@ impl JobQueue {
     }
 }
 
-/// A running worker; see [`JobQueue::start_worker`].
+/// A running worker; see [`JobQueue::start_worker`]. Dropping it stops the worker after the
+/// batch it is running; [`Worker::stop`] does the same and waits for it.
 #[derive(Debug)]
+#[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
 pub struct Worker {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -514,7 +580,7 @@ impl Worker {
     }
 
     /// The last server error the worker met while claiming or completing jobs (it keeps going,
-    /// retrying after its poll interval). Handler errors are recorded on their jobs instead.
+    /// retrying after its poll interval, backing off as when idle). Handler errors are recorded on their jobs instead.
     pub fn last_error(&self) -> Option<String> {
         self.last_error
             .lock()

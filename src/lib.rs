@@ -15,12 +15,14 @@ pub mod error;
 pub mod feed;
 pub mod graph;
 pub mod inbox;
+mod indexes;
 pub mod jobs;
 mod lease_lock;
 mod retry;
 pub mod server;
 pub mod sharding;
 mod update_batch;
+mod validate;
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -99,6 +99,12 @@ macro_rules! conformance {
                 suite::concurrent_posters(store, 6, 10).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn posted_agrees_with_position() {
+                let (_db, store) = store("posted_agrees").await;
+                suite::posted_agrees_with_position(store, 8, 6).await;
+            }
+
             #[tokio::test]
             async fn bad_input() {
                 let (t, store) = store("bad_input").await;
@@ -108,6 +114,20 @@ macro_rules! conformance {
                     async move { t.documents(&[]).await }.boxed()
                 })
                 .await;
+            }
+
+            #[tokio::test]
+            async fn reopen() {
+                let t = testing::test_db(&format!("comments_{}_reopen", stringify!($design))).await;
+                let (first, second) = (super::$design(&t.db), super::$design(&t.db));
+                suite::reopen(&*first, &*second).await;
+            }
+
+            #[tokio::test]
+            async fn without_create_indexes() {
+                let t =
+                    testing::test_db(&format!("comments_{}_no_indexes", stringify!($design))).await;
+                suite::without_create_indexes(&*super::$design(&t.db)).await;
             }
 
             #[tokio::test]
@@ -416,4 +436,80 @@ async fn hybrid_pages_are_capped_and_never_duplicated() {
         .await
         .unwrap();
     assert_eq!(page.comments.len(), 7);
+}
+
+/// Pages filled by the manual's own algorithm (a page is left once it holds *more* than 100, so
+/// concurrent writers overfill it: 100, 102, 101, 22) read correctly: every page size walks all
+/// 325 comments in order, without repeats, in both orders; direct links, counts and new posts
+/// work on them.
+#[tokio::test]
+async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
+    let t = testing::test_db("hybrid_manual_pages").await;
+    let store = HybridPages::new(&t.db);
+    store.create_indexes().await.unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let start = bson::DateTime::now().timestamp_millis() - 3_600_000;
+    let mut n = 0;
+    let mut pages = Vec::new();
+    for (page, count) in [100, 102, 101, 22].into_iter().enumerate() {
+        let comments: Vec<Document> = (0..count)
+            .map(|_| {
+                n += 1;
+                doc! {
+                    "slug": format!("{n:016x}"),
+                    "posted": bson::DateTime::from_millis(start + n * 1000),
+                    "author": { "id": "u1", "name": "Rick" },
+                    "text": format!("m{n}"),
+                    "deleted": false,
+                }
+            })
+            .collect();
+        // This design's layout, filled the manual's way.
+        pages.push(doc! {
+            "discussion_id": DISCUSSION,
+            "page": page as i64,
+            "count": count,
+            "visible": count,
+            "comments": comments,
+        });
+    }
+    t.collection::<Document>(HybridPages::DEFAULT_COLLECTION)
+        .insert_many(pages)
+        .await
+        .unwrap();
+    let expected: Vec<String> = (1..=325).map(|n| format!("m{n}")).collect();
+    let mut reversed = expected.clone();
+    reversed.reverse();
+    for limit in [1, 7, 50, 99, 100, 101, 102, 150, 325, 1000] {
+        let oldest = suite::read_chronological(&store, Order::OldestFirst, limit).await;
+        let texts: Vec<String> = oldest.iter().map(|c| c.text.clone()).collect();
+        assert_eq!(texts, expected, "oldest first, pages of {limit}");
+        let newest = suite::read_chronological(&store, Order::NewestFirst, limit).await;
+        let texts: Vec<String> = newest.iter().map(|c| c.text.clone()).collect();
+        assert_eq!(texts, reversed, "newest first, pages of {limit}");
+    }
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 325);
+    let on_overfilled_page = format!("{:016x}", 202);
+    assert_eq!(
+        store
+            .get(DISCUSSION, &on_overfilled_page)
+            .await
+            .unwrap()
+            .text,
+        "m202"
+    );
+    // Posting goes on after the last page, and the walk includes it.
+    store.post(DISCUSSION, new("after")).await.unwrap();
+    let newest = store
+        .chronological(DISCUSSION, &CommentQuery::newest_first(2))
+        .await
+        .unwrap();
+    let texts: Vec<&str> = newest.comments.iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(texts, ["after", "m325"]);
+    assert_eq!(
+        suite::read_chronological(&store, Order::OldestFirst, 50)
+            .await
+            .len(),
+        326
+    );
 }

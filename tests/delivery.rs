@@ -446,10 +446,25 @@ async fn bad_input_writes_nothing() {
         matches!(error, Error::NotFound { what: "user", .. }),
         "{error}"
     );
-    let error = delivery.post("", "x".to_owned()).await.unwrap_err();
-    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
-    let error = delivery.touch("").await.unwrap_err();
-    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    // Empty and whitespace-only ids are the same error, as in every module.
+    for blank in ["", " ", "\t "] {
+        for result in [
+            delivery.post(blank, "x".to_owned()).await.map(drop),
+            delivery.touch(blank).await.map(drop),
+            delivery.follow(blank, "someone").await.map(drop),
+            delivery.follow("someone", blank).await.map(drop),
+            delivery.unfollow(blank, "someone").await.map(drop),
+            delivery
+                .timeline(blank, PageRequest::first(5))
+                .await
+                .map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(Error::EmptyUserId { .. })),
+                "{blank:?}: {result:?}"
+            );
+        }
+    }
     assert_eq!(t.documents(&[]).await, before, "nothing written");
     // Larger than the inbox takes: refused before the job, the outbox or any copy.
     let buckets =
@@ -498,4 +513,27 @@ async fn a_post_and_a_timeline_page_cost_what_the_docs_say() {
         .await
         .unwrap();
     assert_eq!(t.commands.names(), ["find", "find", "find"]);
+}
+
+/// Setup is idempotent: a second delivery (the application's next start) over the same database
+/// creates its indexes again (outbox, jobs and inbox) and reads what the first delivered.
+#[tokio::test]
+async fn reopen_reads_what_was_delivered() {
+    let t = testing::test_db("delivery_reopen").await;
+    let (graph, first) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| b).await;
+    let fans = followers(&t, "author", 3).await;
+    let posted = first.post("author", "hello".to_owned()).await.unwrap();
+    first.run_pending().await.unwrap();
+    let second = Delivery::builder(&t.db, graph, Arc::new(FanOutOnWrite::new(&t.db)))
+        .build()
+        .unwrap();
+    second
+        .create_indexes()
+        .await
+        .expect("indexes on the next start");
+    second.create_indexes().await.expect("indexes again");
+    for fan in &fans {
+        let page = second.timeline(fan, PageRequest::first(5)).await.unwrap();
+        assert_eq!(page.items, std::slice::from_ref(&posted), "{fan}");
+    }
 }

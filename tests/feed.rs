@@ -858,10 +858,40 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             .await,
         Err(Error::InvalidPageLimit { .. })
     ));
-    assert!(matches!(
-        store.create_user(NewUser::new("", "x")).await,
-        Err(Error::EmptyField { field: "user id" })
-    ));
+    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
+    // module, `EmptyField` for other text.
+    for blank in ["", " ", "\t "] {
+        for result in [
+            store.create_user(NewUser::new(blank, "x")).await.map(drop),
+            store.create_post(new(blank, "t", "b")).await.map(drop),
+            store.like(kept, blank).await.map(drop),
+            store.unlike(kept, blank).await.map(drop),
+            store.rename_user(blank, "x").await.map(drop),
+            store.user(blank).await.map(drop),
+            store
+                .feed_page(&FeedKind::User(blank.to_owned()), PageRequest::first(5))
+                .await
+                .map(drop),
+            store.rebuild_user_feed(blank).await.map(drop),
+        ] {
+            assert!(
+                matches!(
+                    result,
+                    Err(Error::EmptyUserId {
+                        what: "user" | "author"
+                    })
+                ),
+                "{blank:?}: {result:?}"
+            );
+        }
+        assert!(
+            matches!(
+                store.create_user(NewUser::new("u9", blank)).await,
+                Err(Error::EmptyField { field: "username" })
+            ),
+            "{blank:?}"
+        );
+    }
     assert_eq!(t.commands.total(), 0, "caught before any command");
 
     assert!(matches!(
@@ -1426,4 +1456,78 @@ async fn fan_out_waits_for_a_post_whose_job_came_first() {
             .all(|key| key.collection != "users"),
         "users stays unsharded: its unique username index"
     );
+}
+
+/// Setup is idempotent: a second store on the same database (the application's next start)
+/// creates its indexes again (on FerretDB one `createIndexes` naming several existing indexes
+/// dropped the connection) and reads what the first wrote.
+#[tokio::test]
+async fn reopen_reads_what_was_written() {
+    let (t, first) = store_with("feed_reopen", |b| b).await;
+    users(&first, &["ann", "bob"]).await;
+    let written = post(&first, "ann", "Hello", "First post").await;
+    first.run_pending_jobs().await.unwrap();
+    let second = FeedStore::<Extra>::builder(&t.db)
+        .capabilities(t.info.capabilities())
+        .build()
+        .await
+        .unwrap();
+    second
+        .create_indexes()
+        .await
+        .expect("indexes on the next start");
+    second.create_indexes().await.expect("indexes again");
+    assert_eq!(second.post(written.id).await.unwrap(), written);
+    assert_eq!(
+        read_feed(&second, &FeedKind::Latest, 10).await,
+        [written.id]
+    );
+    let taken = second.create_user(NewUser::new("ann2", "ann")).await;
+    assert!(
+        matches!(
+            taken,
+            Err(Error::AlreadyExists {
+                what: "username",
+                ..
+            })
+        ),
+        "{taken:?}"
+    );
+}
+
+/// Used before `create_indexes`, the store creates the unique index it depends on before its
+/// first write: a username is still taken once.
+#[tokio::test]
+async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
+    let t = testing::test_db("feed_no_indexes").await;
+    let store = FeedStore::<Extra>::builder(&t.db)
+        .capabilities(t.info.capabilities())
+        .build()
+        .await
+        .unwrap();
+    store.create_user(NewUser::new("u1", "ann")).await.unwrap();
+    let taken = store.create_user(NewUser::new("u2", "ann")).await;
+    assert!(
+        matches!(
+            taken,
+            Err(Error::AlreadyExists {
+                what: "username",
+                ..
+            })
+        ),
+        "{taken:?}"
+    );
+    store.create_user(NewUser::new("u3", "bob")).await.unwrap();
+    let taken = store.rename_user("u3", "ann").await;
+    assert!(
+        matches!(
+            taken,
+            Err(Error::AlreadyExists {
+                what: "username",
+                ..
+            })
+        ),
+        "{taken:?}"
+    );
+    assert_eq!(count(&t, "users").await, 2);
 }

@@ -450,13 +450,41 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
         matches!(error, Error::NotFound { what: "user", .. }),
         "{error}"
     );
-    for error in [
-        graph.follow("", "a").await.unwrap_err(),
-        graph.follow_group("a", "").await.unwrap_err(),
-        graph.add_user("").await.unwrap_err(),
-        graph.add_group("").await.unwrap_err(),
-    ] {
-        assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
+    // module, `EmptyField` for a group id.
+    for blank in ["", " ", "\t "] {
+        for error in [
+            graph.follow(blank, "a").await.unwrap_err(),
+            graph.follow("a", blank).await.unwrap_err(),
+            graph.unfollow(blank, "a").await.unwrap_err(),
+            graph.follow_group(blank, "g").await.unwrap_err(),
+            graph.add_member("g", blank).await.unwrap_err(),
+            graph.add_user(blank).await.unwrap_err(),
+            graph.stats(blank).await.unwrap_err(),
+            graph.rebuild(blank).await.unwrap_err(),
+            graph
+                .following(blank, &GraphQuery::first(5))
+                .await
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(error, Error::EmptyUserId { .. }),
+                "{blank:?}: {error}"
+            );
+        }
+        for error in [
+            graph.follow_group("a", blank).await.unwrap_err(),
+            graph.add_group(blank).await.unwrap_err(),
+            graph
+                .members(blank, &GraphQuery::first(5))
+                .await
+                .unwrap_err(),
+        ] {
+            assert!(
+                matches!(error, Error::EmptyField { field: "group id" }),
+                "{blank:?}: {error}"
+            );
+        }
     }
     let error = graph
         .following("a", &GraphQuery::first(0))
@@ -557,4 +585,63 @@ async fn the_graph_is_the_feeds_follow_source() {
         let got: Vec<_> = page.items.iter().map(|p| p.id).collect();
         assert_eq!(got, expected, "{reader}'s feed");
     }
+}
+
+/// Setup is idempotent: a second graph on the same database (the application's next start)
+/// creates its indexes again and reads what the first wrote.
+#[tokio::test]
+async fn reopen_reads_what_was_written() {
+    let (t, first) = graph("reopen").await;
+    users(&first, &["a", "b", "c"]).await;
+    first.add_group("g").await.unwrap();
+    first.add_member("g", "c").await.unwrap();
+    first.follow("a", "b").await.unwrap();
+    first.follow_group("a", "g").await.unwrap();
+    let second = FollowGraph::new(&t.db);
+    second
+        .create_indexes()
+        .await
+        .expect("indexes on the next start");
+    second.create_indexes().await.expect("indexes again");
+    let read: Vec<String> = following(&second, "a", 1)
+        .await
+        .into_iter()
+        .map(|s| s.user)
+        .collect();
+    assert_eq!(read, ["b", "c"]);
+    assert!(
+        !second.follow("a", "b").await.unwrap(),
+        "known after a reopen"
+    );
+    assert_eq!(second.stats("a").await.unwrap().following, 2);
+}
+
+/// Used before `create_indexes`, the graph creates the unique indexes it depends on before its
+/// first write: a repeated follow is still recognised, concurrent ones count once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graph_used_before_create_indexes_stays_exact() {
+    let t = testing::test_db("graph_no_indexes").await;
+    let graph = Arc::new(FollowGraph::new(&t.db));
+    users(&graph, &["a", "b"]).await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let graph = graph.clone();
+            tokio::spawn(async move { graph.follow("a", "b").await.unwrap() })
+        })
+        .collect();
+    let mut new = 0;
+    for task in tasks {
+        new += usize::from(task.await.unwrap());
+    }
+    assert_eq!(new, 1, "one of the concurrent follows is new");
+    assert!(!graph.follow("a", "b").await.unwrap());
+    assert_eq!(
+        t.collection::<Document>("follows")
+            .count_documents(doc! {})
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(graph.stats("b").await.unwrap().followers, 1);
+    assert_eq!(graph.stats("a").await.unwrap().following, 1);
 }

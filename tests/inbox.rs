@@ -101,6 +101,12 @@ macro_rules! conformance {
                 inbox_suite::concurrent_senders(store, volume).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sent_order_under_concurrency() {
+                let (_db, store) = store("sent_order").await;
+                inbox_suite::sent_order_under_concurrency(store, 16, 10).await;
+            }
+
             #[tokio::test]
             async fn command_counts() {
                 let (db, store) = store("command_counts").await;
@@ -139,6 +145,20 @@ macro_rules! conformance {
                 }
                 store.create_indexes().await.expect("create indexes");
                 inbox_suite::survives_outage(store, &proxy).await;
+            }
+
+            #[tokio::test]
+            async fn reopen() {
+                let db = testing::test_db(&format!("{}_reopen", stringify!($strategy))).await;
+                let first = super::$strategy(&db.db);
+                let second = super::$strategy(&db.db);
+                inbox_suite::reopen(&*first, &*second).await;
+            }
+
+            #[tokio::test]
+            async fn without_create_indexes() {
+                let db = testing::test_db(&format!("{}_no_indexes", stringify!($strategy))).await;
+                inbox_suite::without_create_indexes(&*super::$strategy(&db.db)).await;
             }
 
             #[tokio::test]
@@ -185,6 +205,52 @@ async fn strategies_switch_at_runtime() {
         assert_eq!(page.items.len(), 1, "{}", store.strategy());
         assert_eq!(page.items[0].payload, format!("via {}", store.strategy()));
     }
+}
+
+/// A cursor of one strategy is refused by the others (`InvalidCursor`), as the README promises.
+#[tokio::test]
+async fn cursors_of_other_strategies_are_refused() {
+    let db = testing::test_db("foreign_cursors").await;
+    let stores = [
+        fan_out_on_read(&db.db),
+        fan_out_on_write(&db.db),
+        bucketed(&db.db),
+    ];
+    for store in &stores {
+        store.create_indexes().await.expect("indexes");
+    }
+    inbox_suite::foreign_cursors(&stores).await;
+}
+
+/// Used before `create_indexes`, buckets stay exact (the reported case: five sends into
+/// buckets of 2 gave a count of 2 and the order m1, m0, m3, m2, m4), because the store creates
+/// the unique `{owner, sequence}` index before its first write.
+#[tokio::test]
+async fn buckets_used_before_create_indexes_stay_exact() {
+    let db = testing::test_db("buckets_before_indexes").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .bucket_size(2)
+        .build()
+        .unwrap();
+    let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob"], 5).await;
+    assert_eq!(store.count("bob").await.unwrap(), 5);
+    sent.reverse();
+    assert_eq!(inbox_suite::read_all(&store, "bob", 10).await, sent);
+    let sizes: Vec<usize> = bucket_sizes(&db, "bob").await.iter().map(|b| b.1).collect();
+    assert_eq!(sizes, [2, 2, 1]);
+    let unique: Vec<Document> = db
+        .collection::<Document>(BucketedFanOut::DEFAULT_COLLECTION)
+        .list_indexes()
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|index| index.options.as_ref().and_then(|o| o.unique) == Some(true))
+        .map(|index| index.keys)
+        .collect();
+    assert_eq!(unique, [doc! { "owner": 1, "sequence": 1 }]);
 }
 
 #[tokio::test]

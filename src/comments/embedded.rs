@@ -12,7 +12,7 @@ use super::{
     validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
     Features, NewComment, Order, ThreadedComments,
 };
-use crate::bson_ext;
+use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -25,6 +25,8 @@ const CURSOR: char = 'e';
 const ELEMENT_OVERHEAD: usize = 32;
 /// Attempts at a reply, edit or delete while other writers keep changing the same comment.
 const ATTEMPTS: usize = 32;
+/// The newest top-level comment's `posted`: a post never lands after a later one.
+const LAST_POSTED: &str = "last_posted";
 /// Deepest reply accepted: BSON nests at most 100 levels, and each reply level takes two (an
 /// array and a document).
 const MAX_DEPTH_LIMIT: usize = 45;
@@ -33,11 +35,11 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// design, threads nested by position.
 ///
 /// The document (in a collection of the application's choosing, default `discussions`) is
-/// `{_id: discussion, count, slots, bytes, comments: [{posted, author, text, edited, deleted,
-/// replies: [...]}]}`, plus any fields of the application's own: point the store at the
+/// `{_id: discussion, count, slots, bytes, last_posted, comments: [{posted, author, text, edited,
+/// deleted, replies: [...]}]}`, plus any fields of the application's own: point the store at the
 /// collection of the content being discussed and the comments live in that content's document.
-/// `count` counts comments not deleted, `slots` top-level comments, and `bytes` estimates the
-/// document's size.
+/// `count` counts comments not deleted, `slots` top-level comments, `bytes` estimates the
+/// document's size, and `last_posted` is the newest top-level comment's time.
 ///
 /// A comment's link is its position path: `2` for the third top-level comment, `2.0` for the
 /// first reply to it. Positions never change, so a deleted comment stays as a tombstone.
@@ -51,6 +53,11 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// - **Links that return the new comment's position.** A post reads back `slots` from the same
 ///   `findAndModify` that pushed it; a reply is pushed only if its expected position is still
 ///   free, so concurrent replies never get each other's link.
+/// - **Positions and posting times agree.** A comment is stamped for the position it is about
+///   to take, never before the comment before it there (a post's filter requires `last_posted`
+///   not to be later, a reply's stamp follows its previous sibling), and a writer that loses the
+///   position to another stamps again: under concurrent posters the threaded view, in position
+///   order, lists siblings in `posted` order.
 /// - **Pages from `$slice`.** A threaded page reads only the top-level comments it needs, with
 ///   their replies, through a `$slice` projection; servers without `$slice` projections read the
 ///   whole document and slice it here (and so do servers that fail a `$slice` starting past the
@@ -263,31 +270,31 @@ impl Embedded {
         Ok(window)
     }
 
-    /// The discussion's `bytes`, or `None` if it was not created.
-    async fn bytes(&self, discussion: &str) -> Result<Option<usize>> {
+    /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
+    /// or would pass its limit (one read). Otherwise the newest top-level `posted`: there is
+    /// room, so a filter that did not match lost to another writer.
+    async fn refusal(
+        &self,
+        discussion: &str,
+        growth: i64,
+    ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
         let found = self
             .discussions
             .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-            .projection(doc! { "bytes": 1 })
+            .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
             .await?;
-        Ok(found.map(|found| count_field(&found, "bytes")))
-    }
-
-    /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
-    /// or would pass its limit (one read). `None`: there is room, so a filter that did not
-    /// match lost to another writer.
-    async fn refusal(&self, discussion: &str, growth: i64) -> Result<Option<Error>> {
-        Ok(match self.bytes(discussion).await? {
-            None => Some(validate::no_discussion(discussion)),
-            Some(bytes) if bytes as i64 + growth > self.max_document_bytes as i64 => {
-                Some(Error::DiscussionFull {
-                    discussion: discussion.to_owned(),
-                    size: (bytes as i64 + growth).max(0) as usize,
-                    limit: self.max_document_bytes,
-                })
-            }
-            Some(_) => None,
-        })
+        let Some(found) = found else {
+            return Ok(Err(validate::no_discussion(discussion)));
+        };
+        let bytes = count_field(&found, "bytes") as i64;
+        if bytes + growth > self.max_document_bytes as i64 {
+            return Ok(Err(Error::DiscussionFull {
+                discussion: discussion.to_owned(),
+                size: (bytes + growth).max(0) as usize,
+                limit: self.max_document_bytes,
+            }));
+        }
+        Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -330,9 +337,7 @@ impl Embedded {
                         return Ok(value);
                     }
                     if growth > 0 {
-                        if let Some(refusal) = self.refusal(discussion, growth).await? {
-                            return Err(refusal);
-                        }
+                        self.refusal(discussion, growth).await??;
                     }
                 }
                 Err(Error::Contention { attempts: ATTEMPTS })
@@ -454,37 +459,39 @@ impl CommentStore for Embedded {
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
         let capabilities = self.guard.capabilities().await?;
-        let pushed = self
+        let index = self
             .guard
             .run(discussion, async {
-                // Stamped once this writer's turn has come, so the chronological view never
-                // receives a comment dated before one it already showed.
-                node.posted = bson::DateTime::now();
-                let update = doc! {
-                    "$push": { "comments": bson::to_bson(&node)? },
-                    "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
-                };
-                let mut action = self
-                    .discussions
-                    .find_one_and_update(self.with_room(discussion, growth), update)
-                    .return_document(ReturnDocument::After);
-                if capabilities.find_and_modify_projection {
-                    action = action.projection(doc! { "slots": 1 });
+                let mut floor = None;
+                for _ in 0..ATTEMPTS {
+                    // Stamped once this writer's turn has come, and never before the newest
+                    // top-level comment: the push lands only if none is later, so positions and
+                    // posting times agree.
+                    node.posted = now_or_after(floor);
+                    let update = doc! {
+                        "$push": { "comments": bson::to_bson(&node)? },
+                        "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
+                        "$max": { LAST_POSTED: node.posted },
+                    };
+                    let mut filter = self.with_room(discussion, growth);
+                    filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
+                    let mut action = self
+                        .discussions
+                        .find_one_and_update(filter, update)
+                        .return_document(ReturnDocument::After);
+                    if capabilities.find_and_modify_projection {
+                        action = action.projection(doc! { "slots": 1 });
+                    }
+                    if let Some(document) = action.await? {
+                        return Ok(count_field(&document, "slots") - 1);
+                    }
+                    // Missing, full, or a later comment got there first.
+                    floor = self.refusal(discussion, growth).await??;
                 }
-                Ok(action.await?)
+                Err(Error::Contention { attempts: ATTEMPTS })
             })
             .await?;
-        match pushed {
-            Some(document) => {
-                let index = count_field(&document, "slots") - 1;
-                Ok(node.comment(&[index]))
-            }
-            // Room appeared between the push and this read: a concurrent edit or delete.
-            None => Err(self
-                .refusal(discussion, growth)
-                .await?
-                .unwrap_or(Error::Contention { attempts: 1 })),
-        }
+        Ok(node.comment(&[index]))
     }
 
     async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
@@ -646,18 +653,20 @@ impl ThreadedComments for Embedded {
         let index = self
             .guard
             .run(discussion, async {
-                // Stamped once this writer's turn has come (see `post`).
-                node.posted = bson::DateTime::now();
-                let pushed = bson::to_bson(&node)?;
                 for _ in 0..ATTEMPTS {
                     let window = self
                         .window_with(discussion, &parent_path, parent, "parent comment")
                         .await?;
-                    let index = window
+                    let siblings = &window
                         .node(&parent_path)
                         .expect("checked by window_with")
-                        .replies
-                        .len();
+                        .replies;
+                    let index = siblings.len();
+                    // Stamped for this attempt at position `index`, never before the reply
+                    // there before it: the reply that takes a position carries the stamp made
+                    // for it, so positions and posting times agree.
+                    node.posted = now_or_after(siblings.last().map(|sibling| sibling.posted));
+                    let pushed = bson::to_bson(&node)?;
                     let field = tree::field_path(&parent_path);
                     let mut filter = self.with_room(discussion, growth);
                     // The reply goes to position `index` only if no one took it meanwhile.
@@ -667,7 +676,7 @@ impl ThreadedComments for Embedded {
                     );
                     filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
                     let update = doc! {
-                        "$push": { format!("{field}.replies"): pushed.clone() },
+                        "$push": { format!("{field}.replies"): pushed },
                         "$inc": { "count": 1_i64, "bytes": growth },
                     };
                     if self
@@ -679,9 +688,7 @@ impl ThreadedComments for Embedded {
                     {
                         return Ok(index);
                     }
-                    if let Some(refusal) = self.refusal(discussion, growth).await? {
-                        return Err(refusal);
-                    }
+                    self.refusal(discussion, growth).await??;
                 }
                 Err(Error::Contention { attempts: ATTEMPTS })
             })

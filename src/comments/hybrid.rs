@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongodb::options::{FindOptions, IndexOptions};
+use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +15,9 @@ use super::{
     validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
     Design, Features, NewComment, Order, ThreadedComments,
 };
-use crate::bson_ext;
+use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -27,16 +28,21 @@ const CURSOR: char = 'h';
 const ATTEMPTS: usize = 32;
 /// Bytes of a page document not available to comments: ids, counters, field names.
 const PAGE_OVERHEAD: usize = 4096;
+/// A page's newest `posted`: a push never puts an older comment after it.
+const LAST_POSTED: &str = "last_posted";
+/// The newest `posted` of the page before the last, kept with the page counter, for a push that
+/// opens a page.
+const FLOOR: &str = "floor";
 
 /// Comments in pages of `page_size` (default 100) per document, as in the manual's hybrid
 /// design. Comments are top-level only (the manual leaves threading out of this design).
 ///
 /// Collections (names configurable):
-/// - `comment_pages`: `{discussion_id, page, count, visible, comments: [{slug, posted, author,
-///   text, edited, deleted}]}`, unique index `{discussion_id, page}` and index
+/// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, comments: [{slug,
+///   posted, author, text, edited, deleted}]}`, unique index `{discussion_id, page}` and index
 ///   `{discussion_id, comments.slug}` (direct links); shard key `{discussion_id: 1, page: 1}`;
-/// - `comment_discussions`: `{_id: discussion, last_page}`, the registered discussions and the
-///   seed's page counter;
+/// - `comment_discussions`: `{_id: discussion, last_page, floor}`, the registered discussions,
+///   the seed's page counter and the newest `posted` of the page before the last;
 /// - `comment_locks`: write locks, used only on servers without atomic updates.
 ///
 /// # How it fixes the seed's races
@@ -50,11 +56,20 @@ const PAGE_OVERHEAD: usize = 4096;
 ///   writers cannot both advance it), and push to the next page, which the first writer there
 ///   creates (the same unique index settles a race to create it).
 /// - **No lost comment.** Every push either applies or fails visibly and is retried.
+/// - **Positions and posting times agree.** A comment is stamped when its push is tried, and
+///   the push lands only if no later comment is on the page (`last_posted`, moved up with
+///   `$max` in the same update); one that loses is stamped again. So the chronological view,
+///   read in position order, never lists a comment before an earlier one, under concurrent
+///   posters too. (The seed stamps before it pushes.)
 ///
-/// Because a page is left only once full, every page but the last holds exactly `page_size`
-/// comments, so a comment's position is `page * page_size + index`: pages are exact keyset
-/// pages that read one or two page documents, with no skip walk. Deleting leaves a tombstone,
-/// keeping positions (and links) stable; `visible` counts the comments not deleted.
+/// A comment's place is its page and its index there, and cursors name that place, so pages
+/// are exact keyset pages with no skip walk. Because a page is left only once full, every page
+/// but the last holds exactly `page_size` comments and a page of comments reads one or two page
+/// documents in one `find`. Places are never computed from the page size, so pages filled by
+/// the manual's algorithm, which overfills them (100, 102, 101, 22), read correctly too: that
+/// `find` reads as many pages as the page needs when every page but the last holds at least
+/// `page_size`, and reads on when one holds fewer. Deleting leaves a tombstone, keeping places
+/// (and links) stable; `visible` counts the comments not deleted.
 ///
 /// # Costs (commands, MongoDB)
 /// Post: 2 (`find` the page counter, `update` with upsert); when the page is full, 3 more
@@ -66,6 +81,7 @@ pub struct HybridPages {
     pages: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    indexes: Indexes,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -136,8 +152,24 @@ impl HybridPagesBuilder {
                 ),
             });
         }
+        let pages = self.database.collection(&self.pages);
+        let indexes = Indexes::new()
+            .with(
+                &pages,
+                IndexModel::builder()
+                    .keys(doc! { "discussion_id": 1, "page": 1 })
+                    .options(IndexOptions::builder().unique(true).build())
+                    .build(),
+            )
+            .with(
+                &pages,
+                IndexModel::builder()
+                    .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
+                    .build(),
+            );
         Ok(HybridPages {
-            pages: self.database.collection(&self.pages),
+            pages,
+            indexes,
             registry: Registry::new(self.database.collection(&self.discussions)),
             guard: WriteGuard::new(&self.database, &self.locks, "hybrid"),
             page_size: self.page_size,
@@ -236,45 +268,57 @@ impl HybridPages {
             .collect())
     }
 
-    /// Pushes `entry` onto the last page, opening the next page when that one is full.
-    async fn push(&self, discussion: &str, entry: &Entry) -> Result<()> {
+    /// Pushes `entry` onto the last page, opening the next page when that one is full, and
+    /// stamps its `posted` for the place it takes: never before the newest comment of that page
+    /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
+    /// recorded with the page counter).
+    async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
         let registered = self
             .registry
             .find(discussion)
             .await?
             .ok_or_else(|| validate::no_discussion(discussion))?;
         let mut page = number(&registered, "last_page");
-        let pushed = bson::to_bson(entry)?;
+        let mut floor = bson_ext::date(&registered, FLOOR);
         for _ in 0..ATTEMPTS {
+            entry.posted = now_or_after(floor);
             let filter = doc! {
                 "discussion_id": discussion,
                 "page": page,
                 "count": { "$lt": self.page_size as i64 },
+                LAST_POSTED: { "$not": { "$gt": entry.posted } },
             };
             let update = doc! {
-                "$push": { "comments": pushed.clone() },
+                "$push": { "comments": bson::to_bson(&*entry)? },
                 "$inc": { "count": 1_i64, "visible": 1_i64 },
+                "$max": { LAST_POSTED: entry.posted },
             };
             match self.pages.update_one(filter, update).upsert(true).await {
                 Ok(_) => return Ok(()),
                 Err(error) if is_duplicate_key(&error) => {}
                 Err(error) => return Err(error.into()),
             }
-            // The page exists: full, or just created by another writer.
+            // The page exists: full, just created by another writer, or holding a later comment.
             let existing = self
                 .pages
                 .find_one(doc! { "discussion_id": discussion, "page": page })
-                .projection(doc! { "count": 1 })
+                .projection(doc! { "count": 1, LAST_POSTED: 1 })
                 .await?;
+            let last_posted = existing
+                .as_ref()
+                .and_then(|p| bson_ext::date(p, LAST_POSTED));
+            floor = bson_ext::later(floor, last_posted);
             let full = existing.is_some_and(|p| number(&p, "count") >= self.page_size as i64);
             if full {
-                // The seed's guard: only a writer that saw `page` as the last advances it.
+                // The seed's guard: only a writer that saw `page` as the last advances it. The
+                // next page starts after this one's newest comment.
+                let mut advance = doc! { "$set": { "last_page": page + 1 } };
+                if let Some(last_posted) = last_posted {
+                    advance.insert("$max", doc! { FLOOR: last_posted });
+                }
                 self.registry
                     .discussions
-                    .update_one(
-                        doc! { "_id": discussion, "last_page": page },
-                        doc! { "$set": { "last_page": page + 1 } },
-                    )
+                    .update_one(doc! { "_id": discussion, "last_page": page }, advance)
                     .await?;
                 page += 1;
             }
@@ -282,40 +326,83 @@ impl HybridPages {
         Err(Error::Contention { attempts: ATTEMPTS })
     }
 
-    /// The comments of up to `limit` pages matching `filter`, taken in `sort` order of page
-    /// number, each with its position, sorted by position.
-    async fn entries(
+    /// Up to `wanted` comments after `after` in `order`, with their places, in that order.
+    ///
+    /// Pages are read in page order and a comment's place is its page and its index there, never
+    /// a position computed from the page size, so pages of any size read correctly: this
+    /// design's (every page but the last holds exactly `page_size`) and the manual's (a page is
+    /// left once it holds more than its soft limit, so concurrent writers overfill it). One
+    /// `find` reads as many pages as hold `wanted` comments when every page but the last holds
+    /// at least `page_size`; should some hold fewer, further `find`s read on.
+    async fn walk(
         &self,
         discussion: &str,
-        filter: Document,
-        sort: i32,
-        limit: i64,
-    ) -> Result<Vec<(u64, Entry)>> {
-        let mut full = doc! { "discussion_id": discussion };
-        full.extend(filter);
-        let options = FindOptions::builder()
-            .sort(doc! { "page": sort })
-            .limit(limit)
-            .build();
-        let pages: Vec<Document> = self
-            .pages
-            .find(full)
-            .with_options(options)
-            .await?
-            .try_collect()
-            .await?;
+        order: Order,
+        after: Option<Place>,
+        wanted: usize,
+    ) -> Result<Vec<(Place, Entry)>> {
+        let size = self.page_size;
+        let ascending = order == Order::OldestFirst;
+        let mut pages_wanted = match (after, ascending) {
+            (None, true) => wanted.div_ceil(size),
+            // The cursor's page holds the `index + 1` comments up to the cursor first.
+            (Some((_, index)), true) => (wanted + index + 1).div_ceil(size),
+            // The newest page may hold a single comment.
+            (None, false) => 1 + (wanted - 1).div_ceil(size),
+            // The cursor's page holds `index` comments before the cursor.
+            (Some((_, index)), false) => 1 + wanted.saturating_sub(index).div_ceil(size),
+        };
+        let range = if ascending { "$gte" } else { "$lte" };
+        let mut pages_filter = after.map(|(page, _)| doc! { range: page });
         let mut entries = Vec::new();
-        for page in pages {
-            let page: Page = bson::from_document(page)?;
-            let base = page.page as u64 * self.page_size as u64;
-            entries.extend(
-                page.comments
-                    .into_iter()
-                    .enumerate()
-                    .map(|(index, entry)| (base + index as u64, entry)),
-            );
+        loop {
+            let mut filter = doc! { "discussion_id": discussion };
+            if let Some(pages_filter) = &pages_filter {
+                filter.insert("page", pages_filter.clone());
+            }
+            let pages: Vec<Document> = self
+                .pages
+                .find(filter)
+                .sort(doc! { "page": if ascending { 1 } else { -1 } })
+                .limit(pages_wanted as i64)
+                .await?
+                .try_collect()
+                .await?;
+            let fetched = pages.len();
+            let mut last_page = None;
+            for page in pages {
+                let page: Page = bson::from_document(page)?;
+                last_page = Some(page.page);
+                let mut indexed: Vec<(usize, Entry)> =
+                    page.comments.into_iter().enumerate().collect();
+                if !ascending {
+                    indexed.reverse();
+                }
+                for (index, entry) in indexed {
+                    let place = (page.page, index);
+                    let past_cursor = after.is_none_or(|cursor| {
+                        if ascending {
+                            place > cursor
+                        } else {
+                            place < cursor
+                        }
+                    });
+                    if past_cursor {
+                        entries.push((place, entry));
+                    }
+                }
+            }
+            let Some(last_page) = last_page else {
+                break;
+            };
+            if entries.len() >= wanted || fetched < pages_wanted {
+                break;
+            }
+            // Some page held fewer than `page_size`: read on past the last one read.
+            pages_filter = Some(doc! { if ascending { "$gt" } else { "$lt" }: last_page });
+            pages_wanted = (wanted - entries.len()).div_ceil(size);
         }
-        entries.sort_by_key(|(position, _)| *position);
+        entries.truncate(wanted);
         Ok(entries)
     }
 
@@ -383,6 +470,24 @@ impl HybridPages {
     }
 }
 
+/// Where a comment is: its page number and its index in that page. Ordered as the
+/// chronological view reads (page, then index), whatever the pages' sizes.
+type Place = (i64, usize);
+
+/// The place in a chronological cursor's key, `<page>.<index>`.
+fn parse_place(key: &str) -> Result<Place> {
+    let bad = || cursor::invalid("bad position");
+    let (page, index) = key.split_once('.').ok_or_else(bad)?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(page) || !digits(index) {
+        return Err(bad());
+    }
+    Ok((
+        page.parse().map_err(|_| bad())?,
+        index.parse().map_err(|_| bad())?,
+    ))
+}
+
 /// Checks a hybrid slug: 16 lowercase hex digits.
 fn check_slug(slug: &str) -> Result<()> {
     if slug.len() != 16
@@ -434,7 +539,7 @@ impl CommentStore for HybridPages {
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment)?;
-        let entry = Entry {
+        let mut entry = Entry {
             slug: new_slug(),
             posted: bson::DateTime::now(),
             author: comment.author,
@@ -443,78 +548,45 @@ impl CommentStore for HybridPages {
             deleted: false,
         };
         validate::check_size(&entry, self.max_comment_bytes)?;
+        // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
+        self.indexes.ensure().await?;
         self.guard
-            .run(discussion, self.push(discussion, &entry))
+            .run(discussion, self.push(discussion, &mut entry))
             .await?;
         Ok(entry.comment())
     }
 
     async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
         validate::check_query(discussion, query)?;
-        let size = self.page_size as u64;
         let after = match &query.after {
             None => None,
-            Some(cursor) => Some(
-                cursor
-                    .key(CURSOR, View::Chronological, query.order)?
-                    .parse::<u64>()
-                    .map_err(|_| cursor::invalid("bad position"))?,
-            ),
+            Some(cursor) => Some(parse_place(cursor.key(
+                CURSOR,
+                View::Chronological,
+                query.order,
+            )?)?),
         };
         // One more comment than the page, to know whether another page follows.
-        let wanted = query.limit as u64 + 1;
-        let pages_spanned = |first: u64, last: u64| (last / size - first / size + 1) as i64;
-        let mut entries = match (query.order, after) {
-            (Order::OldestFirst, after) => {
-                let first = match after {
-                    None => 0,
-                    Some(after) => after
-                        .checked_add(1)
-                        .ok_or_else(|| cursor::invalid("bad position"))?,
-                };
-                let last = first + wanted - 1;
-                let filter = doc! { "page": { "$gte": (first / size) as i64, "$lte": (last / size) as i64 } };
-                let mut entries = self
-                    .entries(discussion, filter, 1, pages_spanned(first, last))
-                    .await?;
-                entries.retain(|(position, _)| *position >= first);
-                entries
-            }
-            (Order::NewestFirst, None) => {
-                // The newest pages: the last one may hold a single comment, the rest come from
-                // full pages before it.
-                let pages = ((wanted - 1).div_ceil(size) + 1) as i64;
-                let mut entries = self.entries(discussion, Document::new(), -1, pages).await?;
-                entries.reverse();
-                entries
-            }
-            (Order::NewestFirst, Some(0)) => Vec::new(),
-            (Order::NewestFirst, Some(after)) => {
-                let last = after - 1;
-                let first = last.saturating_sub(wanted - 1);
-                let filter = doc! { "page": { "$gte": (first / size) as i64, "$lte": (last / size) as i64 } };
-                let mut entries = self
-                    .entries(discussion, filter, -1, pages_spanned(first, last))
-                    .await?;
-                entries.retain(|(position, _)| *position <= last);
-                entries.reverse();
-                entries
-            }
-        };
+        let wanted = query.limit + 1;
+        let entries = self.walk(discussion, query.order, after, wanted).await?;
         if entries.is_empty()
             && query.after.is_none()
             && self.registry.find(discussion).await?.is_none()
         {
             return Err(validate::no_discussion(discussion));
         }
-        entries.truncate(wanted as usize);
         let order = query.order;
         Ok(super::cursor::page_from(
             entries,
             query.limit,
             |(_, entry)| entry.comment(),
-            |(position, _)| {
-                CommentCursor::new(CURSOR, View::Chronological, order, &position.to_string())
+            |((page, index), _)| {
+                CommentCursor::new(
+                    CURSOR,
+                    View::Chronological,
+                    order,
+                    &format!("{page}.{index}"),
+                )
             },
         ))
     }
@@ -581,21 +653,7 @@ impl CommentStore for HybridPages {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        let indexes = [
-            IndexModel::builder()
-                .keys(doc! { "discussion_id": 1, "page": 1 })
-                .options(IndexOptions::builder().unique(true).build())
-                .build(),
-            IndexModel::builder()
-                .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
-                .build(),
-        ];
-        // One command per index: FerretDB 1.24 drops the connection when one `createIndexes`
-        // names several indexes that all exist already.
-        for index in indexes {
-            self.pages.create_index(index).await?;
-        }
-        Ok(())
+        self.indexes.create().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -116,7 +116,11 @@ pub struct Comment {
     pub author: Author,
     /// What it says; empty once deleted.
     pub text: String,
-    /// When it was posted (millisecond precision, the posting client's clock).
+    /// When it was posted (millisecond precision, the posting client's clock). Every design
+    /// keeps it in step with the comment's place: the chronological view never lists a comment
+    /// before an earlier one, nor the threaded view a reply before an earlier sibling, even
+    /// under concurrent posters (a writer stamps a comment for the place it takes, raised to the
+    /// comment before it there if that one's clock ran ahead).
     pub posted: bson::DateTime,
     /// When it was last edited, if ever.
     pub edited: Option<bson::DateTime>,
@@ -293,15 +297,15 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::EmptyField`] for an empty id; server errors as they come.
+    /// [`crate::Error::EmptyField`] for a blank id; server errors as they come.
     async fn create_discussion(&self, discussion: &str) -> Result<()>;
 
     /// Posts a top-level comment and returns it as stored.
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`crate::Error::EmptyField`] (empty text, author id or
-    /// discussion id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
+    /// Before anything is written: [`crate::Error::EmptyField`] (blank text or discussion id),
+    /// [`crate::Error::EmptyUserId`] (blank author id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
     /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
@@ -342,7 +346,9 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// How many comments the discussion has, not counting deleted ones.
     async fn count(&self, discussion: &str) -> Result<u64>;
 
-    /// Creates the indexes the design needs (idempotent; run at startup or deploy time).
+    /// Creates the indexes the design needs (idempotent, one command per index: safe to run on
+    /// every start). A design whose correctness depends on a unique index creates its indexes
+    /// before its first write if this was not called on the store (or a clone of it).
     async fn create_indexes(&self) -> Result<()>;
 
     /// The shard key each of the design's collections should have; every one leads with the

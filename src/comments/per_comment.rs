@@ -16,6 +16,7 @@ use super::{
     Deletion, Design, Features, NewComment, Order, ThreadedComments,
 };
 use crate::inbox::check_collection_names;
+use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
 use crate::update_batch::{insert_once, is_duplicate_key};
 use crate::{Error, Result};
@@ -72,6 +73,7 @@ pub struct PerComment {
     comments: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    indexes: Indexes,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -145,8 +147,31 @@ impl PerCommentBuilder {
                 reason: "max_comment_bytes cannot pass the 16 MiB document limit".to_owned(),
             });
         }
+        let comments = self.database.collection(&self.comments);
+        let index = |keys: Document| IndexModel::builder().keys(keys).build();
+        let indexes = Indexes::new()
+            .with(
+                &comments,
+                index(doc! { "discussion_id": 1, "posted": 1, "_id": 1 }),
+            )
+            .with(
+                &comments,
+                index(doc! { "discussion_id": 1, "full_slug": 1 }),
+            )
+            .with(
+                &comments,
+                index(doc! { "discussion_id": 1, "thread_key": 1 }),
+            )
+            .with(
+                &comments,
+                IndexModel::builder()
+                    .keys(doc! { "discussion_id": 1, "slug": 1 })
+                    .options(IndexOptions::builder().unique(true).build())
+                    .build(),
+            );
         Ok(PerComment {
-            comments: self.database.collection(&self.comments),
+            comments,
+            indexes,
             registry: Registry::new(self.database.collection(&self.discussions)),
             guard: WriteGuard::new(&self.database, &self.locks, "per-comment"),
             max_key_bytes: self.max_key_bytes,
@@ -275,6 +300,8 @@ impl PerComment {
             };
             self.check_key(discussion, &stored)?;
             validate::check_size(&stored, self.max_comment_bytes)?;
+            // The unique `{discussion_id, slug}` index is what keeps links unique.
+            self.indexes.ensure().await?;
             match self.comments.insert_one(bson::to_document(&stored)?).await {
                 Ok(_) => return Ok(stored),
                 Err(error) if is_duplicate_key(&error) => continue,
@@ -600,22 +627,7 @@ impl CommentStore for PerComment {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        let index = |keys: Document| IndexModel::builder().keys(keys).build();
-        let indexes = [
-            index(doc! { "discussion_id": 1, "posted": 1, "_id": 1 }),
-            index(doc! { "discussion_id": 1, "full_slug": 1 }),
-            index(doc! { "discussion_id": 1, "thread_key": 1 }),
-            IndexModel::builder()
-                .keys(doc! { "discussion_id": 1, "slug": 1 })
-                .options(IndexOptions::builder().unique(true).build())
-                .build(),
-        ];
-        // One command per index: FerretDB 1.24 drops the connection when one `createIndexes`
-        // names several indexes that all exist already.
-        for index in indexes {
-            self.comments.create_index(index).await?;
-        }
-        Ok(())
+        self.indexes.create().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -5,30 +5,21 @@ use serde::Serialize;
 use super::{CommentQuery, NewComment};
 use crate::{Error, Result};
 
-/// Fails with [`Error::EmptyField`] for an empty discussion id.
+/// Fails with [`Error::EmptyField`] for a blank discussion id.
 pub(super) fn check_discussion(discussion: &str) -> Result<()> {
-    if discussion.is_empty() {
-        return Err(Error::EmptyField {
-            field: "discussion id",
-        });
-    }
-    Ok(())
+    crate::validate::non_blank("discussion id", discussion)
 }
 
-/// Fails with [`Error::EmptyField`] for empty text (or text of only whitespace).
+/// Fails with [`Error::EmptyField`] for blank text.
 pub(super) fn check_text(text: &str) -> Result<()> {
-    if text.trim().is_empty() {
-        return Err(Error::EmptyField { field: "text" });
-    }
-    Ok(())
+    crate::validate::non_blank("text", text)
 }
 
-/// Checks a new comment: discussion, author id and text present.
+/// Checks a new comment: discussion and text present ([`Error::EmptyField`]), author id present
+/// ([`Error::EmptyUserId`]).
 pub(super) fn check_new_comment(discussion: &str, comment: &NewComment) -> Result<()> {
     check_discussion(discussion)?;
-    if comment.author.id.is_empty() {
-        return Err(Error::EmptyField { field: "author id" });
-    }
+    crate::validate::user_id("author", &comment.author.id)?;
     check_text(&comment.text)
 }
 

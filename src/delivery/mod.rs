@@ -23,7 +23,8 @@
 //! inboxes read in send-time order, so posts appear in the order they were posted whatever
 //! order their fan-outs ran in. [`BucketedFanOut`](crate::BucketedFanOut) inboxes keep arrival
 //! order: when the fan-outs of two posts by one author overlap, a follower can receive them the
-//! other way round.
+//! other way round, and a copy's `sent` is when it reached that inbox (a post's own time, raised
+//! where a later one arrived first; see [`Message::sent`](crate::Message::sent)).
 //!
 //! # Dormant users
 //!
@@ -61,6 +62,7 @@ use mongodb::{Collection, Database, IndexModel};
 
 use crate::graph::{FollowGraph, GraphQuery};
 use crate::inbox::{check_collection_names, derived_id, DynInboxStore, Message, MessageId};
+use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -124,6 +126,7 @@ struct Inner<P: Payload> {
     activity: Collection<Document>,
     celebrities: Collection<Document>,
     jobs: JobQueue,
+    indexes: Indexes,
     batch: usize,
     dormant_after: Duration,
     celebrity_followers: Option<u64>,
@@ -264,11 +267,16 @@ impl<P: Payload> DeliveryBuilder<P> {
             .collection(self.jobs)
             .lease(self.lease)
             .build()?;
+        let outbox = self.database.collection(&self.outbox);
+        let by_author = IndexModel::builder()
+            .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
+            .build();
         Ok(Delivery {
             inner: Arc::new(Inner {
                 graph: self.graph,
                 inbox: self.inbox,
-                outbox: self.database.collection(&self.outbox),
+                indexes: Indexes::new().with(&outbox, by_author),
+                outbox,
                 activity: self.database.collection(&self.activity),
                 celebrities: self.database.collection(&self.celebrities),
                 jobs,
@@ -327,12 +335,10 @@ impl<P: Payload> Delivery<P> {
         &self.inner.jobs
     }
 
-    /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent).
+    /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
+    /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder()
-            .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
-            .build();
-        self.inner.outbox.create_index(index).await?;
+        self.inner.indexes.create().await?;
         self.inner.jobs.create_indexes().await?;
         self.inner.inbox.create_indexes().await
     }
@@ -369,9 +375,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Error::EmptyUserId`] or [`Error::NotFound`] (an author the graph does not know) before
     /// anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
-        if author.is_empty() {
-            return Err(Error::EmptyUserId { what: "sender" });
-        }
+        crate::validate::user_id("sender", author)?;
         let stats = self.inner.graph.stats(author).await?;
         let celebrity = self
             .inner
@@ -430,9 +434,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
     /// inbox.
     pub async fn touch(&self, user: &str) -> Result<bool> {
-        if user.is_empty() {
-            return Err(Error::EmptyUserId { what: "user" });
-        }
+        crate::validate::user_id("user", user)?;
         let inner = &self.inner;
         let now = bson::DateTime::now();
         let before = inner
@@ -519,6 +521,8 @@ impl<P: Payload> Delivery<P> {
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
+        crate::validate::user_id("owner", owner)?;
+        crate::validate::user_id("user", user)?;
         if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
             return Err(Error::NotSupported {
                 feature: "taking an unfollowed user's posts out of a bucketed inbox",
@@ -535,6 +539,7 @@ impl<P: Payload> Delivery<P> {
 
     /// Whether `user`'s posts are merged at read time rather than copied.
     pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
+        crate::validate::user_id("user", user)?;
         Ok(self
             .inner
             .celebrities
@@ -543,7 +548,10 @@ impl<P: Payload> Delivery<P> {
             .is_some())
     }
 
-    /// Starts a worker that runs fan-out jobs until stopped.
+    /// Starts a worker that runs fan-out jobs until stopped or its handle is dropped; idle, it
+    /// backs off as [`JobQueue::start_worker`] describes, and a post made through this delivery
+    /// (or a clone) wakes it.
+    #[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
     pub fn start_worker(&self) -> Worker {
         self.inner
             .jobs

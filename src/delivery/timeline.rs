@@ -39,19 +39,18 @@ impl<P: Payload> Delivery<P> {
         if inner.inbox.strategy() == Strategy::BucketedFanOut {
             return inner.inbox.inbox_page(owner, page).await;
         }
-        if owner.is_empty() {
-            return Err(Error::EmptyUserId { what: "owner" });
-        }
+        crate::validate::user_id("owner", owner)?;
         if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
             return Err(Error::InvalidPageLimit {
                 limit: page.limit,
                 max: PageRequest::MAX_LIMIT,
             });
         }
+        let strategy = inner.inbox.strategy();
         let after = page
             .after
             .as_ref()
-            .map(|cursor| cursor.older_than("_id"))
+            .map(|cursor| cursor.older_than(strategy, "_id"))
             .transpose()?;
         let rebuilding = inner
             .activity
@@ -84,16 +83,18 @@ impl<P: Payload> Delivery<P> {
         if others.is_empty() {
             return Ok(inbox);
         }
-        let theirs = self.outbox_page(&others, after, limit).await?;
-        Ok(merge(inbox, theirs, limit))
+        let theirs = self.outbox_page(&others, after, limit, strategy).await?;
+        Ok(merge(inbox, theirs, limit, strategy))
     }
 
-    /// The newest posts of `authors` after `after`, from the outbox: one `find`.
+    /// The newest posts of `authors` after `after`, from the outbox: one `find`. Cursors are
+    /// those of the inbox's `strategy`, so paging carries on in the inbox.
     async fn outbox_page(
         &self,
         authors: &[String],
         after: Option<Document>,
         limit: usize,
+        strategy: Strategy,
     ) -> Result<Page<Message<P>>> {
         let mut filter = doc! { "from": { "$in": authors } };
         if let Some(after) = after {
@@ -115,7 +116,7 @@ impl<P: Payload> Delivery<P> {
         let more = items.len() > limit;
         items.truncate(limit);
         let next = match items.last() {
-            Some(last) if more => Some(PageCursor::after_time(last.sent, last.id)),
+            Some(last) if more => Some(PageCursor::after_time(strategy, last.sent, last.id)),
             _ => None,
         };
         Ok(Page { items, next })
@@ -128,6 +129,7 @@ fn merge<P>(
     mut ours: Page<Message<P>>,
     theirs: Page<Message<P>>,
     limit: usize,
+    strategy: Strategy,
 ) -> Page<Message<P>> {
     let more = ours.next.is_some() || theirs.next.is_some();
     ours.items.extend(theirs.items);
@@ -137,7 +139,7 @@ fn merge<P>(
     let cut = ours.items.len() > limit;
     ours.items.truncate(limit);
     ours.next = match ours.items.last() {
-        Some(last) if more || cut => Some(PageCursor::after_time(last.sent, last.id)),
+        Some(last) if more || cut => Some(PageCursor::after_time(strategy, last.sent, last.id)),
         _ => None,
     };
     ours

@@ -88,9 +88,11 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written. If the
-    /// `$inc` fails, the like is deleted again before the error is returned, so a retry counts it.
+    /// [`crate::Error::EmptyUserId`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// unknown post or user, before anything is written. If the `$inc` fails, the like is
+    /// deleted again before the error is returned, so a retry counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
+        crate::validate::user_id("user", user)?;
         let created = self.post_created(post).await?;
         self.chunk_of(user).await?;
         let id = doc! { "post": post.0, "user": user };
@@ -132,9 +134,11 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotFound`] for an unknown post or user, before anything is written. If the
-    /// `$inc` fails, the like is put back before the error is returned, so a retry counts it.
+    /// [`crate::Error::EmptyUserId`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// unknown post or user, before anything is written. If the `$inc` fails, the like is put
+    /// back before the error is returned, so a retry counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
+        crate::validate::user_id("user", user)?;
         self.check_post_exists(post).await?;
         self.chunk_of(user).await?;
         self.serialized(&[counter_lock(post)], async {
@@ -166,6 +170,7 @@ impl<X: Payload> FeedStore<X> {
 
     /// Whether `user` likes `post` (one `find`).
     pub async fn likes(&self, post: PostId, user: &str) -> Result<bool> {
+        crate::validate::user_id("user", user)?;
         let found = self
             .collections
             .likes

@@ -131,12 +131,12 @@ impl<X: Payload> FeedStore<X> {
     /// # Errors
     ///
     /// [`Error::InvalidCursor`] for a cursor not made by a feed page (before any command) or
-    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::EmptyField`] for
-    /// an empty user id, before any command; [`Error::NotFound`] for an unknown user.
+    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::EmptyUserId`] for
+    /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn feed_page(&self, feed: &FeedKind, page: PageRequest) -> Result<Page<Post<X>>> {
         check_limit(&page)?;
         if let FeedKind::User(user) = feed {
-            super::users::non_empty("user id", user)?;
+            crate::validate::user_id("user", user)?;
         }
         let after = match &page.after {
             Some(cursor) => Some(cursor::feed_key(cursor)?),
@@ -264,7 +264,7 @@ impl<X: Payload> FeedStore<X> {
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user_feed(&self, user: &str) -> Result<usize> {
-        super::users::non_empty("user id", user)?;
+        crate::validate::user_id("user", user)?;
         self.user(user).await?;
         let mut authors = self.follows.followees_of(user).await?;
         authors.push(user.to_owned());
@@ -552,9 +552,9 @@ fn bad_job(job: &Job) -> Error {
     }
 }
 
-/// A user feed of an empty user id (from a follow source), which no one reads.
+/// A user feed of a blank user id (from a follow source), which no one reads.
 fn feed_has_no_user(feed: &FeedKind) -> bool {
-    matches!(feed, FeedKind::User(user) if user.is_empty())
+    matches!(feed, FeedKind::User(user) if crate::validate::is_blank(user))
 }
 
 fn feed_lock(key: &str) -> String {

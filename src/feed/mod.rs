@@ -61,6 +61,7 @@ pub use search::{SearchOrder, FALLBACK_CANDIDATES};
 pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
 
 use crate::inbox::{check_collection_name, Payload};
+use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, ServerInfo};
@@ -172,6 +173,7 @@ pub struct FeedStore<X> {
     clock: Arc<dyn Clock>,
     capabilities: Capabilities,
     settings: Arc<Settings>,
+    indexes: Indexes,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -187,6 +189,7 @@ impl<X> Clone for FeedStore<X> {
             clock: self.clock.clone(),
             capabilities: self.capabilities,
             settings: self.settings.clone(),
+            indexes: self.indexes.clone(),
             _extension: PhantomData,
         }
     }
@@ -366,7 +369,9 @@ impl<X: Payload> FeedStoreBuilder<X> {
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
             .build()?;
+        let indexes = store_indexes(&collections, capabilities);
         Ok(FeedStore {
+            indexes,
             locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
             jobs,
             collections,
@@ -427,7 +432,10 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Starts a background worker for the store's jobs on the current tokio runtime. Several
-    /// workers (in one process or many) can run at once.
+    /// workers (in one process or many) can run at once. It runs until stopped or its handle is
+    /// dropped; idle, it backs off as [`JobQueue::start_worker`] describes, and a job queued
+    /// through this store (or a clone) wakes it.
+    #[must_use = "dropping the Worker stops it; keep the handle for as long as it should run"]
     pub fn start_worker(&self) -> Worker {
         self.jobs
             .start_worker(Arc::new(feeds::FeedJobs(self.clone())))
@@ -452,49 +460,14 @@ impl<X: Payload> FeedStore<X> {
         self.jobs.wait_until_drained(timeout).await
     }
 
-    /// Creates every index the store needs (idempotent). The text index is created only where
-    /// the server has text search ([`Capabilities::text_search`]).
+    /// Creates every index the store needs (idempotent, safe on every start: one command per
+    /// index), and the job queue's. The text index is created only where the server has text
+    /// search ([`Capabilities::text_search`]). The unique username index is what keeps a
+    /// username taken once, so a store that was not told to create its indexes creates them
+    /// before its first [`FeedStore::create_user`] or rename.
     pub async fn create_indexes(&self) -> Result<()> {
-        let c = &self.collections;
-        let plain = |keys: Document| IndexModel::builder().keys(keys).build();
-        let mut post_indexes = vec![
-            plain(doc! { "created_by.id": 1, "_id": 1 }),
-            plain(doc! { "created": -1, "_id": -1 }),
-        ];
-        if self.capabilities.text_search {
-            post_indexes.push(
-                IndexModel::builder()
-                    .keys(doc! { "title": "text", "body": "text" })
-                    .options(
-                        IndexOptions::builder()
-                            .weights(doc! { "title": 3, "body": 1 })
-                            .name("post_text".to_owned())
-                            .build(),
-                    )
-                    .build(),
-            );
-        }
-        c.posts.create_indexes(post_indexes).await?;
-        c.users
-            .create_index(
-                IndexModel::builder()
-                    .keys(doc! { "username": 1 })
-                    .options(IndexOptions::builder().unique(true).build())
-                    .build(),
-            )
-            .await?;
-        c.likes
-            .create_indexes([
-                plain(doc! { "post": 1, "at": 1 }),
-                plain(doc! { "at": 1 }),
-                plain(doc! { "created": 1, "at": 1 }),
-            ])
-            .await?;
-        c.propagations
-            .create_index(plain(doc! { "done": 1 }))
-            .await?;
-        self.jobs.create_indexes().await?;
-        Ok(())
+        self.indexes.create().await?;
+        self.jobs.create_indexes().await
     }
 
     /// The shard key of each sharded collection; see the [module docs](self) for the
@@ -568,4 +541,38 @@ impl<X: Payload> FeedStore<X> {
         }
         self.locks.with_locks(keys, f).await
     }
+}
+
+/// Every index of the store's own collections (the job queue has its own).
+fn store_indexes(c: &Collections, capabilities: Capabilities) -> Indexes {
+    let plain = |keys: Document| IndexModel::builder().keys(keys).build();
+    let mut indexes = Indexes::new()
+        .with(&c.posts, plain(doc! { "created_by.id": 1, "_id": 1 }))
+        .with(&c.posts, plain(doc! { "created": -1, "_id": -1 }));
+    if capabilities.text_search {
+        indexes = indexes.with(
+            &c.posts,
+            IndexModel::builder()
+                .keys(doc! { "title": "text", "body": "text" })
+                .options(
+                    IndexOptions::builder()
+                        .weights(doc! { "title": 3, "body": 1 })
+                        .name("post_text".to_owned())
+                        .build(),
+                )
+                .build(),
+        );
+    }
+    indexes
+        .with(
+            &c.users,
+            IndexModel::builder()
+                .keys(doc! { "username": 1 })
+                .options(IndexOptions::builder().unique(true).build())
+                .build(),
+        )
+        .with(&c.likes, plain(doc! { "post": 1, "at": 1 }))
+        .with(&c.likes, plain(doc! { "at": 1 }))
+        .with(&c.likes, plain(doc! { "created": 1, "at": 1 }))
+        .with(&c.propagations, plain(doc! { "done": 1 }))
 }

@@ -6,9 +6,10 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::users::{non_empty, UserChunk};
+use super::users::UserChunk;
 use super::{FeedStore, PostId};
 use crate::inbox::Payload;
+use crate::validate::{non_blank, user_id};
 use crate::{Error, Result};
 
 /// A picture, video or audio clip attached to a post.
@@ -132,7 +133,7 @@ impl<X: Payload> FeedStore<X> {
     /// [`super::FeedStoreBuilder::max_post_bytes`]; [`Error::NotFound`] for an unknown author. If
     /// the post cannot be inserted, its job is deleted again and the error returned.
     pub async fn create_post(&self, post: NewPost<X>) -> Result<Post<X>> {
-        non_empty("author", &post.author)?;
+        user_id("author", &post.author)?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
             return Err(Error::EmptyField {
                 field: "title and body",
@@ -140,7 +141,7 @@ impl<X: Payload> FeedStore<X> {
         }
         let media = post.images.iter().chain(&post.videos).chain(&post.audio);
         for item in media {
-            non_empty("media url", &item.url)?;
+            non_blank("media url", &item.url)?;
         }
         // Size is checked with a placeholder chunk first, so an oversize post costs no read.
         let mut stored = Post {

@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use super::FeedStore;
 use crate::inbox::Payload;
+use crate::validate;
 use crate::{Error, Result};
 
 /// The minimal identity copied into every post: what a post shows of its creator.
@@ -133,11 +134,13 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for an empty id or username, [`Error::AlreadyExists`] for an id or
-    /// username taken, both before anything is written.
+    /// [`Error::EmptyUserId`] for a blank id, [`Error::EmptyField`] for a blank username,
+    /// [`Error::AlreadyExists`] for an id or username taken, all before anything is written.
     pub async fn create_user(&self, user: NewUser) -> Result<User> {
-        non_empty("user id", &user.id)?;
-        non_empty("username", &user.username)?;
+        validate::user_id("user", &user.id)?;
+        validate::non_blank("username", &user.username)?;
+        // The unique username index is what refuses a username taken.
+        self.indexes.ensure().await?;
         let user = User {
             id: user.id,
             username: user.username,
@@ -183,6 +186,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// [`Error::NotFound`] for an unknown user.
     pub async fn user(&self, id: &str) -> Result<User> {
+        validate::user_id("user", id)?;
         let found = self.collections.users.find_one(doc! { "_id": id }).await?;
         let found = found.ok_or_else(|| not_found_user(id))?;
         Ok(bson::from_document(found)?)
@@ -210,6 +214,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// [`Error::NotFound`] when none was stored for this user.
     pub async fn extended_user<E: DeserializeOwned>(&self, id: &str) -> Result<ExtendedUser<E>> {
+        validate::user_id("user", id)?;
         let found = self
             .collections
             .extended_users
@@ -226,7 +231,8 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`], [`Error::NotFound`], [`Error::AlreadyExists`] (username taken),
+    /// [`Error::EmptyUserId`], [`Error::EmptyField`] (username), [`Error::NotFound`],
+    /// [`Error::AlreadyExists`] (username taken),
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename_user(&self, id: &str, username: &str) -> Result<PropagationStatus> {
@@ -254,8 +260,9 @@ impl<X: Payload> FeedStore<X> {
     /// Records a propagation, then renames the user: if the rename fails, the record only
     /// re-propagates the current chunk, which changes nothing.
     pub(super) async fn start_rename(&self, id: &str, username: &str) -> Result<ObjectId> {
-        non_empty("user id", id)?;
-        non_empty("username", username)?;
+        validate::user_id("user", id)?;
+        validate::non_blank("username", username)?;
+        self.indexes.ensure().await?;
         let propagation = self.record_propagation(id).await?;
         // FerretDB's findAndModify reads, modifies and writes back without isolation: two
         // renames at once would both write the same revision. There it runs under the user's
@@ -512,11 +519,4 @@ pub(super) fn not_found_user(id: &str) -> Error {
         what: "user",
         id: id.to_owned(),
     }
-}
-
-pub(super) fn non_empty(field: &'static str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
-        return Err(Error::EmptyField { field });
-    }
-    Ok(())
 }

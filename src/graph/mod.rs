@@ -70,10 +70,12 @@ use mongodb::{Collection, Database, IndexModel};
 
 use crate::bson_ext;
 use crate::inbox::check_collection_name;
+use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once;
+use crate::validate;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
@@ -300,6 +302,7 @@ pub struct FollowGraph {
     group_locks: LeaseLocks,
     stats_locks: LeaseLocks,
     capabilities: DetectedCapabilities,
+    indexes: Indexes,
 }
 
 /// Configures a [`FollowGraph`].
@@ -330,12 +333,34 @@ impl FollowGraphBuilder {
         }
         let [users, groups, follows, members, subscriptions, locks] = self.names;
         let locks = self.database.collection(&locks);
+        let follows = self.database.collection(&follows);
+        let members = self.database.collection(&members);
+        let subscriptions = self.database.collection(&subscriptions);
+        let index = |keys: Document, unique: bool| {
+            IndexModel::builder()
+                .keys(keys)
+                .options(unique.then(|| IndexOptions::builder().unique(true).build()))
+                .build()
+        };
+        let indexes = Indexes::new()
+            .with(
+                &follows,
+                index(doc! { "owner": 1, "kind": 1, "target": 1 }, true),
+            )
+            .with(
+                &follows,
+                index(doc! { "kind": 1, "target": 1, "owner": 1 }, false),
+            )
+            .with(&members, index(doc! { "group": 1, "user": 1 }, true))
+            .with(&subscriptions, index(doc! { "owner": 1, "user": 1 }, true))
+            .with(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false));
         Ok(FollowGraph {
             users: self.database.collection(&users),
             groups: self.database.collection(&groups),
-            follows: self.database.collection(&follows),
-            members: self.database.collection(&members),
-            subscriptions: self.database.collection(&subscriptions),
+            follows,
+            members,
+            subscriptions,
+            indexes,
             owner_locks: LeaseLocks::new(locks.clone(), LEASE),
             group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE),
             stats_locks: LeaseLocks::new(locks, LEASE),
@@ -398,34 +423,12 @@ impl FollowGraph {
         }
     }
 
-    /// Creates the indexes the graph needs (idempotent; one command per index).
+    /// Creates the indexes the graph needs (idempotent, safe on every start). The unique ones
+    /// are what record a relation, a membership or a subscription once, so a graph that was not
+    /// told to create them creates them before its first follow, unfollow, membership change,
+    /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        let unique = || IndexOptions::builder().unique(true).build();
-        let indexes = [
-            (
-                &self.follows,
-                doc! { "owner": 1, "kind": 1, "target": 1 },
-                true,
-            ),
-            (
-                &self.follows,
-                doc! { "kind": 1, "target": 1, "owner": 1 },
-                false,
-            ),
-            (&self.members, doc! { "group": 1, "user": 1 }, true),
-            (&self.subscriptions, doc! { "owner": 1, "user": 1 }, true),
-            (&self.subscriptions, doc! { "user": 1, "owner": 1 }, false),
-        ];
-        for (collection, keys, is_unique) in indexes {
-            let mut index = IndexModel::builder().keys(keys).build();
-            if is_unique {
-                index.options = Some(unique());
-            }
-            // One command per index: FerretDB 1.24 drops the connection when one
-            // `createIndexes` names several indexes that all exist already.
-            collection.create_index(index).await?;
-        }
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each collection should have, and why.
@@ -463,7 +466,7 @@ impl FollowGraph {
 
     /// Registers a user (with zero counts). Idempotent.
     pub async fn add_user(&self, user: &str) -> Result<()> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         let document = doc! {
             "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
         };
@@ -472,7 +475,7 @@ impl FollowGraph {
 
     /// Registers a group. Idempotent.
     pub async fn add_group(&self, group: &str) -> Result<()> {
-        check_id("group id", group)?;
+        validate::non_blank("group id", group)?;
         insert_once(
             &self.groups,
             doc! { "_id": group, "since": bson::DateTime::now() },
@@ -486,10 +489,11 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::SelfFollow`], [`Error::EmptyField`], [`Error::NotFound`] for a user not
-    /// registered, all before anything is written.
+    /// [`Error::SelfFollow`], [`Error::EmptyUserId`] for a blank id, [`Error::NotFound`] for a
+    /// user not registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
+        self.indexes.ensure().await?;
         // The relation and its subscription change together under the owner's lock, so a
         // follow and an unfollow of the same pair cannot leave them disagreeing.
         self.owner_locks
@@ -510,6 +514,7 @@ impl FollowGraph {
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
+        self.indexes.ensure().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), async {
                 let existed = self.unrelate(owner, Kind::User, user).await?;
@@ -526,7 +531,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`], [`Error::NotFound`] for an unregistered user or group.
+    /// [`Error::EmptyUserId`] for a blank user id, [`Error::EmptyField`] for a blank group id,
+    /// [`Error::NotFound`] for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
         self.change_group(group, owner, GroupChange::Follow).await
     }
@@ -566,6 +572,7 @@ impl FollowGraph {
     /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
     async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
         self.check_user_and_group(user, group).await?;
+        self.indexes.ensure().await?;
         let origin = Origin::Group(group.to_owned());
         let add = matches!(change, GroupChange::Follow | GroupChange::Join);
         self.group_locks
@@ -613,13 +620,14 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyField`].
+    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyUserId`] (or, for a
+    /// group's members, [`Error::EmptyField`]).
     pub async fn following(
         &self,
         owner: &str,
         query: &GraphQuery,
     ) -> Result<GraphPage<Subscription>> {
-        check_id("user id", owner)?;
+        validate::user_id("owner", owner)?;
         self.subscription_page(doc! { "owner": owner }, "user", query)
             .await
     }
@@ -634,7 +642,7 @@ impl FollowGraph {
         user: &str,
         query: &GraphQuery,
     ) -> Result<GraphPage<Subscription>> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         self.subscription_page(doc! { "user": user }, "owner", query)
             .await
     }
@@ -645,7 +653,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, query: &GraphQuery) -> Result<GraphPage<String>> {
-        check_id("group id", group)?;
+        validate::non_blank("group id", group)?;
         let documents = page_of(&self.members, doc! { "group": group }, "user", query).await?;
         let mut ids: Vec<String> = documents
             .iter()
@@ -657,11 +665,13 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
+        validate::user_id("owner", owner)?;
         self.subscribed(("owner", owner), ("user", users)).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
+        validate::user_id("user", user)?;
         self.subscribed(("user", user), ("owner", owners)).await
     }
 
@@ -690,6 +700,8 @@ impl FollowGraph {
 
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
         let found = self
             .subscriptions
             .find_one(doc! { "owner": owner, "user": user })
@@ -703,7 +715,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         let found = self
             .users
             .find_one(doc! { "_id": user })
@@ -726,8 +738,9 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        check_id("user id", owner)?;
+        validate::user_id("owner", owner)?;
         self.check_users(&[owner]).await?;
+        self.indexes.ensure().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), self.rebuild_locked(owner))
             .await
@@ -746,8 +759,9 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`] for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        check_id("user id", user)?;
+        validate::user_id("user", user)?;
         self.check_users(&[user]).await?;
+        self.indexes.ensure().await?;
         let followers = self
             .subscriptions
             .count_documents(doc! { "user": user })
@@ -769,8 +783,8 @@ impl FollowGraph {
 
     /// Fails unless `owner` and `user` are distinct registered users.
     async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
-        check_id("user id", owner)?;
-        check_id("user id", user)?;
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
         if owner == user {
             return Err(Error::SelfFollow {
                 user: owner.to_owned(),
@@ -796,8 +810,8 @@ impl FollowGraph {
     }
 
     async fn check_user_and_group(&self, user: &str, group: &str) -> Result<()> {
-        check_id("user id", user)?;
-        check_id("group id", group)?;
+        validate::user_id("user", user)?;
+        validate::non_blank("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
             return Err(not_found("group", group));
@@ -930,13 +944,6 @@ fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Optio
     items.truncate(limit);
     more.then(|| items.last().map(|last| GraphCursor::after(&id(last))))
         .flatten()
-}
-
-fn check_id(field: &'static str, id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(Error::EmptyField { field });
-    }
-    Ok(())
 }
 
 fn not_found(what: &'static str, id: &str) -> Error {

@@ -14,7 +14,8 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
-use crate::bson_ext::integer;
+use crate::bson_ext::{date, integer, later, now_or_after};
+use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
@@ -28,15 +29,50 @@ const MAX_ROUNDS: usize = 32;
 const BUCKET_OVERHEAD: usize = 4096;
 /// How long a recipient lock lasts if its holder dies.
 const LOCK_LEASE: Duration = Duration::from_secs(30);
+/// A bucket's newest `sent`: a push never puts an older one after it.
+const LAST_SENT: &str = "last_sent";
+/// A head's floor: the newest `sent` of the bucket before the head, for a push that opens it.
+const FLOOR: &str = "floor";
+
+/// Where a recipient's next push goes: the bucket, and the earliest `sent` it may carry there
+/// (the newest `sent` of the bucket before it, or of a later message seen in it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Target {
+    sequence: i64,
+    floor: Option<bson::DateTime>,
+}
+
+/// A message entry on its way into buckets: the document, its id, and the `sent` it carries
+/// unless a bucket holds a later one.
+#[derive(Clone, Copy, Debug)]
+struct Entry<'a> {
+    document: &'a Document,
+    id: MessageId,
+    sent: bson::DateTime,
+}
+
+/// What [`BucketedFanOut::inspect`] saw of a target bucket.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    count: i64,
+    holds: bool,
+    last_sent: Option<bson::DateTime>,
+}
+
+/// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
+fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime {
+    floor.map_or(sent, |floor| floor.max(sent))
+}
 
 /// Fan out on write with buckets: each recipient's inbox is a run of documents holding up to
 /// `bucket_size` messages (default 50), oldest bucket first.
 ///
 /// Collections (names configurable):
-/// - `inbox_buckets`: `{owner, sequence, count, messages: [..]}`, unique index
+/// - `inbox_buckets`: `{owner, sequence, count, last_sent, messages: [..]}`, unique index
 ///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
-/// - `inbox_heads`: `{_id: owner, head}`, the seed's `users` collection, holding the sequence of
-///   each owner's newest bucket (a hint: a stale head costs a retry, never a wrong result);
+/// - `inbox_heads`: `{_id: owner, head, floor}`, the seed's `users` collection, holding the
+///   sequence of each owner's newest bucket and the newest `sent` of the bucket before it (a
+///   hint: a stale head costs a retry, never a wrong result);
 /// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
 ///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default),
 ///   stored once, written before the entries, which carry `to_count` instead of `to`; otherwise a
@@ -57,6 +93,18 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// - **No off-by-one.** The seed's first bucket holds 49 messages (`floor(count / 50)` with counts
 ///   starting at 1); here every bucket holds exactly `bucket_size`.
 ///
+/// # Order
+///
+/// An inbox reads in arrival order, newest first, and each entry's `sent` says when the message
+/// reached that inbox, so `sent` never increases down the inbox. Each bucket keeps `last_sent`,
+/// its newest `sent`, and a push carries the message's `sent` only if no later one is in the
+/// bucket (`last_sent` not after it, in the same atomic update that claims the position, which
+/// also moves `last_sent` up with `$max`); otherwise the push fails, the check that follows reads
+/// `last_sent`, and the next round carries the later of that time and now. A bucket is opened with a `sent`
+/// no earlier than the newest of the bucket before it (kept on the head, `floor`). Without
+/// concurrent senders to an inbox, every entry carries the time the message was sent; under
+/// contention the raise is the time between stamping and storing, milliseconds.
+///
 /// Reading the newest 50 messages is one `find` of at most 2 buckets; the newest 100, at most 3.
 ///
 /// # Servers without atomic updates
@@ -71,8 +119,9 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///
 /// # Setup and failures
 ///
-/// Run [`BucketedFanOut::create_indexes`] before the first send: the unique `{owner, sequence}`
-/// index is what turns a push into a full bucket into a detectable conflict. A send that fails
+/// Run [`BucketedFanOut::create_indexes`] at startup: the unique `{owner, sequence}` index is
+/// what turns a push into a full bucket into a detectable conflict, so a store that was not told
+/// to create it creates it before its first write (once per store and its clones). A send that fails
 /// part-way (server unreachable, [`Error::Contention`]) may have reached some recipients; the
 /// error is returned and the deliveries already made stay.
 ///
@@ -89,6 +138,7 @@ pub struct BucketedFanOut {
     recipients: RecipientLists,
     bucket_size: u32,
     capabilities: DetectedCapabilities,
+    indexes: Indexes,
     retry: RetryPolicy,
 }
 
@@ -172,19 +222,13 @@ impl BucketedFanOutBuilder {
             &[&self.buckets, &self.heads, &self.locks, &self.recipients],
             "buckets, heads, locks and recipients",
         )?;
-        Ok(BucketedFanOut {
-            buckets: self.database.collection(&self.buckets),
-            heads: self.database.collection(&self.heads),
-            locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
-            recipients: RecipientLists::new(
-                self.database.collection(&self.recipients),
-                self.max_inline,
-            ),
-            database: self.database,
-            bucket_size: self.bucket_size,
-            capabilities: DetectedCapabilities::default(),
-            retry: self.retry,
-        })
+        Ok(BucketedFanOut::with(
+            &self.database,
+            [&self.buckets, &self.heads, &self.locks],
+            RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
+            self.bucket_size,
+            self.retry,
+        ))
     }
 }
 
@@ -217,14 +261,11 @@ impl BucketedFanOut {
         }))
     }
 
-    /// Creates the indexes the strategy needs (idempotent).
+    /// Creates the indexes the strategy needs (idempotent, safe on every start). The unique
+    /// `{owner, sequence}` index is what keeps a bucket from being opened twice, so a store that
+    /// was not told to create it creates it before its first write.
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder()
-            .keys(doc! { "owner": 1, "sequence": 1 })
-            .options(IndexOptions::builder().unique(true).build())
-            .build();
-        self.buckets.create_index(index).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each of the strategy's collections should have.
@@ -261,21 +302,45 @@ impl BucketedFanOut {
 
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
-        Self {
-            database: database.clone(),
-            buckets: database.collection(Self::DEFAULT_COLLECTION),
-            heads: database.collection(Self::DEFAULT_HEADS_COLLECTION),
-            locks: LeaseLocks::new(
-                database.collection(Self::DEFAULT_LOCKS_COLLECTION),
-                LOCK_LEASE,
-            ),
-            recipients: RecipientLists::new(
+        Self::with(
+            database,
+            [
+                Self::DEFAULT_COLLECTION,
+                Self::DEFAULT_HEADS_COLLECTION,
+                Self::DEFAULT_LOCKS_COLLECTION,
+            ],
+            RecipientLists::new(
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
-            bucket_size: Self::DEFAULT_BUCKET_SIZE,
+            Self::DEFAULT_BUCKET_SIZE,
+            RetryPolicy::default(),
+        )
+    }
+
+    /// A store over the `[buckets, heads, locks]` collections, checked already.
+    fn with(
+        database: &Database,
+        [buckets, heads, locks]: [&str; 3],
+        recipients: RecipientLists,
+        bucket_size: u32,
+        retry: RetryPolicy,
+    ) -> Self {
+        let buckets = database.collection(buckets);
+        let unique = IndexModel::builder()
+            .keys(doc! { "owner": 1, "sequence": 1 })
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        Self {
+            indexes: Indexes::new().with(&buckets, unique),
+            database: database.clone(),
+            buckets,
+            heads: database.collection(heads),
+            locks: LeaseLocks::new(database.collection(locks), LOCK_LEASE),
+            recipients,
+            bucket_size,
             capabilities: DetectedCapabilities::default(),
-            retry: RetryPolicy::default(),
+            retry,
         }
     }
 
@@ -327,13 +392,20 @@ impl BucketedFanOut {
         let mut entry = message.to_document()?;
         let list = self.recipients.share(&mut entry, message.id)?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
+        // detectable conflict.
+        self.indexes.ensure().await?;
         self.recipients.store(list).await?;
         let capabilities = self.capabilities().await?;
+        let entry = Entry {
+            document: &entry,
+            id: message.id,
+            sent: message.sent,
+        };
         if capabilities.atomic_updates {
-            self.deliver(recipients, &entry, message.id, &capabilities)
-                .await
+            self.deliver(recipients, &entry, &capabilities).await
         } else {
-            self.deliver_under_locks(recipients, &entry, message.id, &capabilities)
+            self.deliver_under_locks(recipients, &entry, &capabilities)
                 .await
         }
     }
@@ -350,7 +422,7 @@ impl BucketedFanOut {
         let clauses: Vec<Bson> = heads
             .iter()
             .map(|(owner, head)| {
-                Bson::Document(doc! { "owner": owner, "sequence": { "$gte": head - 1 } })
+                Bson::Document(doc! { "owner": owner, "sequence": { "$gte": head.sequence - 1 } })
             })
             .collect();
         let found: Vec<Document> = self
@@ -375,8 +447,7 @@ impl BucketedFanOut {
     async fn deliver(
         &self,
         recipients: Vec<String>,
-        entry: &Document,
-        id: MessageId,
+        entry: &Entry<'_>,
         capabilities: &Capabilities,
     ) -> Result<()> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
@@ -384,13 +455,11 @@ impl BucketedFanOut {
         let mut pending = recipients;
         let mut moves: HashMap<String, u32> = HashMap::new();
         for _ in 0..MAX_ROUNDS {
-            let suspects = self
-                .push(&pending, &targets, entry, id, capabilities)
-                .await?;
+            let suspects = self.push(&pending, &targets, entry, capabilities).await?;
             if suspects.is_empty() {
                 return Ok(());
             }
-            let (waiting, mut moved) = self.inspect(suspects, &mut targets, id).await?;
+            let (waiting, mut moved) = self.inspect(suspects, &mut targets, entry).await?;
             for (owner, target) in &mut moved {
                 let count = moves.entry(owner.clone()).or_default();
                 *count += 1;
@@ -398,8 +467,12 @@ impl BucketedFanOut {
                 // resynchronised from the newest bucket instead of walked one bucket per round.
                 if *count >= 2 {
                     if let Some((sequence, _)) = self.newest_bucket(owner).await? {
-                        *target = sequence.max(*target);
-                        targets.insert(owner.clone(), *target);
+                        if sequence > target.sequence {
+                            // The floor stays: every bucket after the one it came from holds
+                            // later messages.
+                            target.sequence = sequence;
+                            targets.insert(owner.clone(), *target);
+                        }
                     }
                 }
             }
@@ -422,8 +495,7 @@ impl BucketedFanOut {
     async fn deliver_under_locks(
         &self,
         recipients: Vec<String>,
-        entry: &Document,
-        id: MessageId,
+        entry: &Entry<'_>,
         capabilities: &Capabilities,
     ) -> Result<()> {
         // A bounded batch keeps each locked delivery to about one `update` command, well inside
@@ -431,15 +503,18 @@ impl BucketedFanOut {
         let batch = capabilities.max_update_statements.max(1);
         self.locks
             .in_rounds(&recipients, batch, |taken| {
-                self.deliver(taken, entry, id, capabilities)
+                self.deliver(taken, entry, capabilities)
             })
             .await
     }
 
-    /// Each recipient's newest bucket sequence, from the heads collection (0 when unknown).
-    async fn read_heads(&self, recipients: &[&str]) -> Result<HashMap<String, i64>> {
-        let mut heads: HashMap<String, i64> =
-            recipients.iter().map(|r| (r.to_string(), 0)).collect();
+    /// Each recipient's newest bucket, from the heads collection (bucket 0 when unknown), with
+    /// the newest `sent` of the bucket before it.
+    async fn read_heads(&self, recipients: &[&str]) -> Result<HashMap<String, Target>> {
+        let mut heads: HashMap<String, Target> = recipients
+            .iter()
+            .map(|r| (r.to_string(), Target::default()))
+            .collect();
         let found: Vec<Document> = self
             .heads
             .find(doc! { "_id": { "$in": recipients } })
@@ -449,34 +524,48 @@ impl BucketedFanOut {
             .await?;
         for head in found {
             if let (Ok(owner), Some(sequence)) = (head.get_str("_id"), integer(&head, "head")) {
-                heads.insert(owner.to_owned(), sequence);
+                let floor = date(&head, FLOOR);
+                heads.insert(owner.to_owned(), Target { sequence, floor });
             }
         }
         Ok(heads)
     }
 
     /// Pushes `entry` into bucket `targets[r]` of each pending recipient `r`, opening the bucket
-    /// if it does not exist and never past `bucket_size`. Returns the recipients whose push must be
-    /// checked (their bucket was full, or was opened by someone else meanwhile).
+    /// if it does not exist and never past `bucket_size`, with `sent` raised to the target's
+    /// floor and never below the bucket's `last_sent`. Returns the recipients whose push must be
+    /// checked (their bucket was full, was opened by someone else meanwhile, or holds a later
+    /// `sent`).
     async fn push(
         &self,
         pending: &[String],
-        targets: &HashMap<String, i64>,
-        entry: &Document,
-        id: MessageId,
+        targets: &HashMap<String, Target>,
+        entry: &Entry<'_>,
         capabilities: &Capabilities,
     ) -> Result<Vec<String>> {
         let mut batch = UpdateBatch::new(&self.database, self.buckets.name(), &self.retry);
         for owner in pending {
+            let target = targets[owner];
+            let stamp = target
+                .floor
+                .map_or(entry.sent, |floor| floor.max(entry.sent));
+            let mut stamped = entry.document.clone();
+            stamped.insert("sent", stamp);
             batch.push(
                 doc! {
                     "owner": owner,
-                    "sequence": targets[owner],
+                    "sequence": target.sequence,
                     "count": { "$lt": self.bucket_size as i64 },
                     // Never a second copy in one bucket: a retried delivery finds it here.
-                    "messages.id": { "$ne": id.0 },
+                    "messages.id": { "$ne": entry.id.0 },
+                    // Never below a later message: position order is `sent` order.
+                    LAST_SENT: { "$not": { "$gt": stamp } },
                 },
-                doc! { "$push": { "messages": entry }, "$inc": { "count": 1_i64 } },
+                doc! {
+                    "$push": { "messages": stamped },
+                    "$inc": { "count": 1_i64 },
+                    "$max": { LAST_SENT: stamp },
+                },
                 true,
             )?;
         }
@@ -486,25 +575,33 @@ impl BucketedFanOut {
 
     /// Looks at the target bucket of each suspect. Returns the recipients still waiting for the
     /// message, with the bucket to try next, and the heads that moved.
+    ///
+    /// A recipient's next push is raised to the newest `sent` of the full bucket it leaves, or,
+    /// when a later message reached a bucket with room first, to now.
     async fn inspect(
         &self,
         suspects: Vec<String>,
-        targets: &mut HashMap<String, i64>,
-        id: MessageId,
-    ) -> Result<(Vec<String>, Vec<(String, i64)>)> {
+        targets: &mut HashMap<String, Target>,
+        entry: &Entry<'_>,
+    ) -> Result<(Vec<String>, Vec<(String, Target)>)> {
+        let (id, entry_sent) = (entry.id, entry.sent);
         let clauses: Vec<Bson> = suspects
             .iter()
-            .map(|owner| Bson::Document(doc! { "owner": owner, "sequence": targets[owner] }))
+            .map(|owner| {
+                Bson::Document(doc! { "owner": owner, "sequence": targets[owner].sequence })
+            })
             .collect();
         let buckets: Vec<Document> = self
             .buckets
             .find(doc! { "$or": clauses })
-            .projection(doc! { "owner": 1, "sequence": 1, "count": 1, "messages.id": 1 })
+            .projection(doc! {
+                "owner": 1, "sequence": 1, "count": 1, "messages.id": 1, LAST_SENT: 1,
+            })
             .batch_size(suspects.len() as u32 + 1)
             .await?
             .try_collect()
             .await?;
-        let mut seen: HashMap<String, (i64, bool)> = HashMap::with_capacity(buckets.len());
+        let mut seen: HashMap<String, Seen> = HashMap::with_capacity(buckets.len());
         for bucket in &buckets {
             let Ok(owner) = bucket.get_str("owner") else {
                 continue;
@@ -516,40 +613,59 @@ impl BucketedFanOut {
             });
             seen.insert(
                 owner.to_owned(),
-                (integer(bucket, "count").unwrap_or(0), holds),
+                Seen {
+                    count: integer(bucket, "count").unwrap_or(0),
+                    holds,
+                    last_sent: date(bucket, LAST_SENT),
+                },
             );
         }
         let mut waiting = Vec::new();
         let mut moved = Vec::new();
         for owner in suspects {
+            let target = targets[&owner];
             match seen.get(&owner) {
-                Some((_, true)) => {}
-                Some((count, false)) if *count >= self.bucket_size as i64 => {
-                    let next = targets[&owner] + 1;
+                Some(Seen { holds: true, .. }) => {}
+                Some(bucket) if bucket.count >= self.bucket_size as i64 => {
+                    let next = Target {
+                        sequence: target.sequence + 1,
+                        floor: later(target.floor, bucket.last_sent),
+                    };
                     targets.insert(owner.clone(), next);
                     moved.push((owner.clone(), next));
                     waiting.push(owner);
                 }
-                // Missing, or with room: opened by another sender, or not reached by this one.
-                _ => waiting.push(owner),
+                // With room: a later message got there first, or this sender did not reach it.
+                Some(bucket) => {
+                    if bucket.last_sent > Some(stamp(entry_sent, target.floor)) {
+                        // Raised to now, not just to the newest time seen: senders that
+                        // stamped between the two would otherwise keep landing first.
+                        let floor = Some(now_or_after(later(target.floor, bucket.last_sent)));
+                        targets.insert(owner.clone(), Target { floor, ..target });
+                    }
+                    waiting.push(owner);
+                }
+                // Missing: opened by another sender meanwhile, or not reached by this one.
+                None => waiting.push(owner),
             }
         }
         Ok((waiting, moved))
     }
 
-    /// Records moved heads. Heads only move forward (`$max`), so concurrent senders agree.
+    /// Records moved heads, each with the newest `sent` of the bucket before it. Heads and
+    /// floors only move forward (`$max`), so concurrent senders agree.
     async fn advance_heads(
         &self,
-        moved: &[(String, i64)],
+        moved: &[(String, Target)],
         capabilities: &Capabilities,
     ) -> Result<()> {
         let mut batch = UpdateBatch::new(&self.database, self.heads.name(), &self.retry);
         for (owner, head) in moved {
-            batch.push(
-                doc! { "_id": owner },
-                doc! { "$max": { "head": head } },
-                true,
-            )?;
+            let mut max = doc! { "head": head.sequence };
+            if let Some(floor) = head.floor {
+                max.insert(FLOOR, floor);
+            }
+            batch.push(doc! { "_id": owner }, doc! { "$max": max }, true)?;
         }
         // A duplicate key here is a concurrent first upsert of the same head: it is only a hint.
         batch.run(capabilities).await?;

@@ -10,11 +10,13 @@ use super::{
     derived_id, validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
+use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::Result;
 
 const LAYOUT: Layout = Layout {
+    strategy: Strategy::FanOutOnRead,
     owner_field: "to",
     id_field: "id",
 };
@@ -45,6 +47,7 @@ const LAYOUT: Layout = Layout {
 pub struct FanOutOnRead {
     database: Database,
     messages: Collection<Document>,
+    indexes: Indexes,
 }
 
 /// Configures a [`FanOutOnRead`] store.
@@ -68,10 +71,10 @@ impl FanOutOnReadBuilder {
     /// [`crate::Error::InvalidConfig`] for an empty collection name.
     pub fn build(self) -> Result<FanOutOnRead> {
         super::check_collection_name(&self.collection)?;
-        Ok(FanOutOnRead {
-            messages: self.database.collection(&self.collection),
-            database: self.database,
-        })
+        Ok(FanOutOnRead::with_collection(
+            &self.database,
+            &self.collection,
+        ))
     }
 }
 
@@ -81,11 +84,11 @@ impl FanOutOnRead {
         time_ordered::count(&self.messages, LAYOUT, owner).await
     }
 
-    /// Creates the indexes the strategy needs (idempotent).
+    /// Creates the indexes the strategy needs (idempotent, safe on every start). The store's
+    /// correctness does not depend on them (a delivered copy's `_id` is what refuses a second
+    /// one), only its speed: run it at startup.
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder().keys(LAYOUT.index_keys()).build();
-        self.messages.create_index(index).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each of the strategy's collections should have.
@@ -102,9 +105,18 @@ impl FanOutOnRead {
 
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
+        Self::with_collection(database, Self::DEFAULT_COLLECTION)
+    }
+
+    fn with_collection(database: &Database, collection: &str) -> Self {
+        let messages = database.collection(collection);
         Self {
+            indexes: Indexes::new().with(
+                &messages,
+                IndexModel::builder().keys(LAYOUT.index_keys()).build(),
+            ),
             database: database.clone(),
-            messages: database.collection(Self::DEFAULT_COLLECTION),
+            messages,
         }
     }
 

@@ -11,11 +11,13 @@ use super::{
     validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
+use crate::indexes::Indexes;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
 
 const LAYOUT: Layout = Layout {
+    strategy: Strategy::FanOutOnWrite,
     owner_field: "recipient",
     id_field: "id",
 };
@@ -42,6 +44,7 @@ pub struct FanOutOnWrite {
     database: Database,
     copies: Collection<Document>,
     recipients: RecipientLists,
+    indexes: Indexes,
 }
 
 /// Configures a [`FanOutOnWrite`] store.
@@ -85,14 +88,11 @@ impl FanOutOnWriteBuilder {
             &[&self.collection, &self.recipients],
             "copies and recipients",
         )?;
-        Ok(FanOutOnWrite {
-            copies: self.database.collection(&self.collection),
-            recipients: RecipientLists::new(
-                self.database.collection(&self.recipients),
-                self.max_inline,
-            ),
-            database: self.database,
-        })
+        Ok(FanOutOnWrite::with_collections(
+            &self.database,
+            &self.collection,
+            RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
+        ))
     }
 }
 
@@ -113,6 +113,8 @@ impl FanOutOnWrite {
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
+        // The unique index is what refuses a second copy.
+        self.indexes.ensure().await?;
         self.recipients.store(list).await?;
         let copies = recipients.iter().map(|recipient| {
             let mut copy = document.clone();
@@ -128,14 +130,11 @@ impl FanOutOnWrite {
         time_ordered::count(&self.copies, LAYOUT, owner).await
     }
 
-    /// Creates the indexes the strategy needs (idempotent).
+    /// Creates the indexes the strategy needs (idempotent, safe on every start). The unique
+    /// index is what keeps a message in an inbox at most once, so a store that was not told to
+    /// create it creates it before its first write.
     pub async fn create_indexes(&self) -> Result<()> {
-        let index = IndexModel::builder()
-            .keys(LAYOUT.index_keys())
-            .options(IndexOptions::builder().unique(true).build())
-            .build();
-        self.copies.create_index(index).await?;
-        Ok(())
+        self.indexes.create().await
     }
 
     /// The shard key each of the strategy's collections should have.
@@ -159,13 +158,27 @@ impl FanOutOnWrite {
 
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
-        Self {
-            database: database.clone(),
-            copies: database.collection(Self::DEFAULT_COLLECTION),
-            recipients: RecipientLists::new(
+        Self::with_collections(
+            database,
+            Self::DEFAULT_COLLECTION,
+            RecipientLists::new(
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
+        )
+    }
+
+    fn with_collections(database: &Database, copies: &str, recipients: RecipientLists) -> Self {
+        let copies = database.collection(copies);
+        let unique = IndexModel::builder()
+            .keys(LAYOUT.index_keys())
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        Self {
+            indexes: Indexes::new().with(&copies, unique),
+            database: database.clone(),
+            copies,
+            recipients,
         }
     }
 

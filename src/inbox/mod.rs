@@ -119,7 +119,15 @@ pub struct Message<P> {
     pub from: String,
     /// Every recipient of the message.
     pub to: Vec<String>,
-    /// When the store accepted the message (millisecond precision).
+    /// When the store accepted the message (millisecond precision, the sending client's
+    /// clock).
+    ///
+    /// In a [`BucketedFanOut`] inbox, which keeps arrival order, it is when the message reached
+    /// that inbox: the time the message was accepted, raised where needed to the newest `sent`
+    /// already there (a concurrent message that reached the inbox first, or a delivery of an
+    /// older message), so `sent` never increases down an inbox's pages. What
+    /// [`InboxStore::send`] returns carries the time it was accepted; without concurrent
+    /// senders to the same inbox, every inbox shows that same time.
     pub sent: bson::DateTime,
     /// The application's content.
     #[serde(rename = "message")]
@@ -214,8 +222,13 @@ impl fmt::Display for Strategy {
 /// Every strategy keeps these promises:
 /// - a sent message appears exactly once in each recipient's inbox, even with many concurrent
 ///   senders;
-/// - an inbox reads newest first, and the messages of one sender appear in the order that sender
-///   sent them;
+/// - an inbox reads newest first: [`Message::sent`] never increases down an inbox, across pages
+///   too, and the messages of one sender appear in the order that sender sent them. What
+///   "newest" means depends on the strategy:
+///   - [`FanOutOnRead`] and [`FanOutOnWrite`] order by send time, `(sent, id)`: a message sent
+///     before another but stored after it appears below it;
+///   - [`BucketedFanOut`] orders by arrival (each inbox is an append-only run of buckets), and
+///     its `sent` is when the message reached that inbox (see [`Message::sent`]);
 /// - pages are keyset pages: a page read while new messages arrive has no gaps and no repeats;
 /// - bad input fails with a typed [`crate::Error`] before anything is written.
 ///
@@ -263,7 +276,9 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// - [`FanOutOnRead`]: one document per recipient (`to: [recipient]`), whose `_id` derives
     ///   from the message and the recipient, so a second one is refused.
     /// - [`BucketedFanOut`]: a push never lands in a bucket that already holds the message, and
-    ///   recipients holding it in either of their two newest buckets are skipped. (Two
+    ///   recipients holding it in either of their two newest buckets are skipped. A copy lands at
+    ///   the newest position, with `sent` raised to the newest `sent` already in that inbox
+    ///   where the message is older (see [`Message::sent`]). (Two
     ///   deliveries of one message to one recipient running at the same moment, across that
     ///   recipient's bucket rolling over, could still both land.)
     ///
@@ -301,7 +316,9 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// How many messages `owner` has received.
     async fn count(&self, owner: &str) -> Result<u64>;
 
-    /// Creates the indexes the strategy needs (idempotent; run at startup or deploy time).
+    /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
+    /// every start). A strategy whose correctness depends on a unique index creates its indexes
+    /// before its first write if this was not called on the store (or a clone of it).
     async fn create_indexes(&self) -> Result<()>;
 
     /// The shard key each of the strategy's collections should have.

@@ -6,12 +6,14 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::recipient_lists::RecipientLists;
-use super::{validate, Message, Page, PageCursor, PageRequest, Payload};
+use super::{validate, Message, Page, PageCursor, PageRequest, Payload, Strategy};
 use crate::Result;
 
 /// Where a strategy keeps the owner and the message id in its documents.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Layout {
+    /// The strategy whose documents these are, named in its cursors.
+    pub(super) strategy: Strategy,
     /// Field matched against the inbox owner (`to` or `recipient`).
     pub(super) owner_field: &'static str,
     /// Field holding the message id (`_id` or `id`).
@@ -43,7 +45,7 @@ pub(super) async fn read_page<P: Payload>(
     validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
     if let Some(cursor) = &page.after {
-        filter.extend(cursor.older_than(layout.id_field)?);
+        filter.extend(cursor.older_than(layout.strategy, layout.id_field)?);
     }
     let fetch = page.limit + 1;
     let mut documents: Vec<Document> = collection
@@ -64,7 +66,7 @@ pub(super) async fn read_page<P: Payload>(
         .map(|document| decode(document, layout))
         .collect::<Result<Vec<Message<P>>>>()?;
     let next = match items.last() {
-        Some(last) if more => Some(PageCursor::after_time(last.sent, last.id)),
+        Some(last) if more => Some(PageCursor::after_time(layout.strategy, last.sent, last.id)),
         _ => None,
     };
     Ok(Page { items, next })

@@ -30,11 +30,9 @@ pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Fails with [`Error::EmptyUserId`] for a blank user id (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(Error::EmptyUserId { what });
-    }
-    Ok(())
+    crate::validate::user_id(what, id)
 }
 
 pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {

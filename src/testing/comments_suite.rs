@@ -496,6 +496,81 @@ pub async fn concurrent_posters(store: Arc<dyn CommentStore>, posters: usize, ea
     );
 }
 
+/// Concurrent posters, and where the design threads, concurrent replies to one parent: a
+/// comment's place and its `posted` time agree in every view. The chronological view is oldest
+/// first by `posted`; in the threaded view the top-level comments, and the replies to any one
+/// comment, come in `posted` order. (A design that stamps a comment before it knows its place,
+/// then loses a race for that place, breaks this.)
+pub async fn posted_agrees_with_position(
+    store: Arc<dyn CommentStore>,
+    posters: usize,
+    each: usize,
+) {
+    create(&*store).await;
+    let parent = store.post(DISCUSSION, new("parent")).await.expect("post");
+    let mut tasks = Vec::new();
+    for poster in 0..posters {
+        let store = store.clone();
+        let parent = parent.link.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..each {
+                let text = format!("p{poster}-{i}");
+                store
+                    .post(DISCUSSION, NewComment::new(author(poster), text))
+                    .await
+                    .expect("concurrent post");
+                if let Some(threads) = store.threaded() {
+                    let text = format!("r{poster}-{i}");
+                    threads
+                        .reply(DISCUSSION, &parent, NewComment::new(author(poster), text))
+                        .await
+                        .expect("concurrent reply");
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let replies = if store.threaded().is_some() { each } else { 0 };
+    let total = 1 + posters * (each + replies);
+    for order in [Order::OldestFirst, Order::NewestFirst] {
+        let mut read = read_chronological(&*store, order, 9).await;
+        assert_eq!(read.len(), total, "chronological, {order:?}");
+        if order == Order::NewestFirst {
+            read.reverse();
+        }
+        for pair in read.windows(2) {
+            assert!(
+                pair[0].posted <= pair[1].posted,
+                "chronological, {order:?}: {} (posted {}) before {} (posted {})",
+                pair[0].text,
+                pair[0].posted,
+                pair[1].text,
+                pair[1].posted
+            );
+        }
+    }
+    let Some(threads) = store.threaded() else {
+        return;
+    };
+    let thread = read_threaded(threads, Order::OldestFirst, 9).await;
+    assert_eq!(thread.len(), total, "threaded");
+    let mut last: std::collections::HashMap<Option<String>, &Comment> = Default::default();
+    for comment in &thread {
+        if let Some(previous) = last.insert(comment.parent.clone(), comment) {
+            assert!(
+                previous.posted <= comment.posted,
+                "threaded: sibling {} (posted {}) before {} (posted {})",
+                previous.text,
+                previous.posted,
+                comment.text,
+                comment.posted
+            );
+        }
+    }
+}
+
 /// Bad input: a typed error each, and nothing written.
 pub async fn bad_input(
     store: &dyn CommentStore,
@@ -538,16 +613,41 @@ pub async fn bad_input(
         matches!(error, Error::EmptyField { field: "text" }),
         "{error}"
     );
-    let error = store.post("", new("x")).await.unwrap_err();
-    assert!(matches!(error, Error::EmptyField { .. }), "{error}");
-    let error = store
-        .post(DISCUSSION, NewComment::new(Author::new("", "Nobody"), "x"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::EmptyField { field: "author id" }),
-        "{error}"
-    );
+    // Empty and whitespace-only are the same error: a blank user id is `EmptyUserId` in every
+    // module, other blank text `EmptyField`.
+    for blank in ["", " ", "\t "] {
+        let error = store.post(blank, new("x")).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::EmptyField {
+                    field: "discussion id"
+                }
+            ),
+            "{blank:?}: {error}"
+        );
+        let error = store.create_discussion(blank).await.unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyField { .. }),
+            "{blank:?}: {error}"
+        );
+        let error = store
+            .post(
+                DISCUSSION,
+                NewComment::new(Author::new(blank, "Nobody"), "x"),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyUserId { what: "author" }),
+            "{blank:?}: {error}"
+        );
+        let error = store.post(DISCUSSION, new(blank)).await.unwrap_err();
+        assert!(
+            matches!(error, Error::EmptyField { field: "text" }),
+            "{blank:?}: {error}"
+        );
+    }
     let error = store
         .post(DISCUSSION, new(&"x".repeat(70 * 1024)))
         .await
@@ -666,6 +766,60 @@ pub async fn bad_input(
         texts(&read_chronological(store, Order::OldestFirst, 10).await),
         ["c0", "c1"]
     );
+}
+
+/// Setup is idempotent: `first` creates its indexes and takes comments; `second`, a new store
+/// on the same database (the application's next start), creates its indexes again, reads what
+/// was written and takes more.
+pub async fn reopen(first: &dyn CommentStore, second: &dyn CommentStore) {
+    first.create_indexes().await.expect("create indexes");
+    create(first).await;
+    let mut posted = post_many(first, 12).await;
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes on the next start");
+    second
+        .create_indexes()
+        .await
+        .expect("create indexes again, same store");
+    create(second).await;
+    posted.push(second.post(DISCUSSION, new("after")).await.expect("post"));
+    assert_eq!(
+        read_chronological(second, Order::OldestFirst, 5).await,
+        posted,
+        "what was written, after a reopen"
+    );
+    assert_eq!(second.count(DISCUSSION).await.unwrap(), 13);
+}
+
+/// A store used before [`CommentStore::create_indexes`] was called still keeps every promise: a
+/// design whose correctness depends on an index creates it before its first write (once per
+/// store).
+pub async fn without_create_indexes(store: &dyn CommentStore) {
+    create(store).await;
+    let posted = post_many(store, 23).await;
+    let mut reversed = posted.clone();
+    reversed.reverse();
+    for limit in [4, 10] {
+        assert_eq!(
+            read_chronological(store, Order::OldestFirst, limit).await,
+            posted,
+            "oldest first, pages of {limit}"
+        );
+        assert_eq!(
+            read_chronological(store, Order::NewestFirst, limit).await,
+            reversed,
+            "newest first, pages of {limit}"
+        );
+    }
+    assert_eq!(store.count(DISCUSSION).await.unwrap(), 23);
+    for comment in &posted {
+        assert_eq!(
+            &store.get(DISCUSSION, &comment.link).await.unwrap(),
+            comment
+        );
+    }
 }
 
 /// Commands per operation, as the design's docs state: reading a page is one `find`.

@@ -1,0 +1,67 @@
+//! A store's indexes: created one per command, so setup is safe on every start, and created
+//! before the first write of a store whose correctness depends on them.
+//!
+//! Every store's `create_indexes` goes through [`Indexes::create`], which sends one
+//! `createIndexes` command per index: FerretDB 1.24 drops the connection (a bare I/O error) when
+//! one `createIndexes` names several indexes that all exist already, which is what the second
+//! start of an application against existing data does. On MongoDB an index that exists is left
+//! alone either way.
+//!
+//! Stores whose writes rely on a unique index to be correct (a bucket or page that must not be
+//! opened twice, a follow or a username that must not be recorded twice) call
+//! [`Indexes::ensure`] before writing: it creates the indexes once per store (clones share it),
+//! unless [`Indexes::create`] already did, so a store used before `create_indexes` still keeps
+//! its promises. That costs the first write one command per index.
+
+use std::sync::Arc;
+
+use bson::Document;
+use mongodb::{Collection, IndexModel};
+use tokio::sync::OnceCell;
+
+use crate::Result;
+
+/// The indexes a store needs, and whether this store (or a clone) has created them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Indexes {
+    wanted: Vec<(Collection<Document>, IndexModel)>,
+    created: Arc<OnceCell<()>>,
+}
+
+impl Indexes {
+    /// No indexes yet; add them with [`Indexes::with`].
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `model` on `collection`.
+    pub(crate) fn with(mut self, collection: &Collection<Document>, model: IndexModel) -> Self {
+        self.wanted.push((collection.clone(), model));
+        self
+    }
+
+    /// Creates every index, one `createIndexes` command each (see the [module docs](self)), and
+    /// remembers that they exist.
+    pub(crate) async fn create(&self) -> Result<()> {
+        self.create_each().await?;
+        // A concurrent `ensure` may be setting it too; either way they exist now.
+        let _ = self.created.set(());
+        Ok(())
+    }
+
+    /// Creates the indexes unless this store (or a clone) already did; concurrent callers wait
+    /// for one creation. A failed creation is tried again by the next call.
+    pub(crate) async fn ensure(&self) -> Result<()> {
+        self.created
+            .get_or_try_init(|| self.create_each())
+            .await
+            .map(drop)
+    }
+
+    async fn create_each(&self) -> Result<()> {
+        for (collection, model) in &self.wanted {
+            collection.create_index(model.clone()).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,53 @@
+//! Input checks shared by every module, run before anything is written: one rule for required
+//! text (not empty, not only whitespace) and one error variant per kind of input.
+//!
+//! - A user id (an inbox's sender, recipient or owner; a comment's author; a follower or followee;
+//!   a feed's user or author; a delivery's author or reader) that is blank is
+//!   [`Error::EmptyUserId`], in every module.
+//! - Any other required text (a group or discussion id, a username, a comment's text, a post's
+//!   title and body, search terms, a job's kind) that is blank is [`Error::EmptyField`].
+
+use crate::{Error, Result};
+
+/// Whether `text` is empty or only whitespace.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.trim().is_empty()
+}
+
+/// Fails with [`Error::EmptyUserId`] (naming `what`: `"sender"`, `"owner"`, ...) for a blank user
+/// id.
+pub(crate) fn user_id(what: &'static str, id: &str) -> Result<()> {
+    if is_blank(id) {
+        return Err(Error::EmptyUserId { what });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::EmptyField`] (naming `field`) for blank required text other than a user id.
+pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
+    if is_blank(value) {
+        return Err(Error::EmptyField { field });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_whitespace_are_the_same_error() {
+        for blank in ["", " ", "\t\n", "\u{3000}"] {
+            assert!(matches!(
+                user_id("owner", blank),
+                Err(Error::EmptyUserId { what: "owner" })
+            ));
+            assert!(matches!(
+                non_blank("text", blank),
+                Err(Error::EmptyField { field: "text" })
+            ));
+        }
+        assert!(user_id("owner", " bob ").is_ok());
+        assert!(non_blank("text", "x").is_ok());
+    }
+}
