@@ -175,7 +175,11 @@ impl BucketedFanOutBuilder {
         Ok(BucketedFanOut {
             buckets: self.database.collection(&self.buckets),
             heads: self.database.collection(&self.heads),
-            locks: LeaseLocks::new(self.database.collection(&self.locks), LOCK_LEASE),
+            locks: LeaseLocks::new(
+                self.database.collection(&self.locks),
+                LOCK_LEASE,
+                self.retry,
+            ),
             recipients: RecipientLists::new(
                 self.database.collection(&self.recipients),
                 self.max_inline,
@@ -268,6 +272,7 @@ impl BucketedFanOut {
             locks: LeaseLocks::new(
                 database.collection(Self::DEFAULT_LOCKS_COLLECTION),
                 LOCK_LEASE,
+                RetryPolicy::default(),
             ),
             recipients: RecipientLists::new(
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
@@ -327,7 +332,7 @@ impl BucketedFanOut {
         let mut entry = message.to_document()?;
         let list = self.recipients.share(&mut entry, message.id)?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
-        self.recipients.store(list).await?;
+        self.recipients.store(list, &self.retry).await?;
         let capabilities = self.capabilities().await?;
         if capabilities.atomic_updates {
             self.deliver(recipients, &entry, message.id, &capabilities)

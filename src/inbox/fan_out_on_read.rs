@@ -10,8 +10,9 @@ use super::{
     derived_id, validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::{insert_many_once, insert_once_with};
 use crate::Result;
 
 const LAYOUT: Layout = Layout {
@@ -45,6 +46,7 @@ const LAYOUT: Layout = Layout {
 pub struct FanOutOnRead {
     database: Database,
     messages: Collection<Document>,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`FanOutOnRead`] store.
@@ -52,12 +54,19 @@ pub struct FanOutOnRead {
 pub struct FanOutOnReadBuilder {
     database: Database,
     collection: String,
+    retry: RetryPolicy,
 }
 
 impl FanOutOnReadBuilder {
     /// The messages collection (default `inbox`).
     pub fn collection(mut self, name: impl Into<String>) -> Self {
         self.collection = name.into();
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -71,6 +80,7 @@ impl FanOutOnReadBuilder {
         Ok(FanOutOnRead {
             messages: self.database.collection(&self.collection),
             database: self.database,
+            retry: self.retry,
         })
     }
 }
@@ -105,6 +115,7 @@ impl FanOutOnRead {
         Self {
             database: database.clone(),
             messages: database.collection(Self::DEFAULT_COLLECTION),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -113,6 +124,7 @@ impl FanOutOnRead {
         FanOutOnReadBuilder {
             database: database.clone(),
             collection: Self::DEFAULT_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -129,7 +141,8 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         let mut document = message.to_document()?;
         document.insert("_id", message.id.0);
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
-        self.messages.insert_one(document).await?;
+        // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
+        insert_once_with(&self.retry, &self.messages, document).await?;
         Ok(message)
     }
 
@@ -140,18 +153,21 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-        let holding: Vec<Document> = self
-            .messages
-            .find(doc! {
-                "from": &message.from,
-                "sent": message.sent,
-                "id": message.id.0,
-                "to": { "$in": recipients },
-            })
-            .projection(doc! { "to": 1 })
-            .await?
-            .try_collect()
-            .await?;
+        let holding: Vec<Document> = retry(&self.retry, "find", || async {
+            Ok(self
+                .messages
+                .find(doc! {
+                    "from": &message.from,
+                    "sent": message.sent,
+                    "id": message.id.0,
+                    "to": { "$in": recipients },
+                })
+                .projection(doc! { "to": 1 })
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await?;
         let held: std::collections::HashSet<&str> = holding
             .iter()
             .filter_map(|d| d.get_array("to").ok())
@@ -165,18 +181,18 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         if missing.is_empty() {
             return Ok(());
         }
-        let copies = missing.into_iter().map(|recipient| {
-            let mut copy = document.clone();
-            copy.insert("_id", derived_id(message.id, recipient));
-            copy.insert("to", vec![recipient.as_str()]);
-            copy
-        });
-        match self.messages.insert_many(copies).ordered(false).await {
-            Ok(_) => Ok(()),
-            // Delivered to these recipients before: their `_id`s are taken.
-            Err(error) if is_duplicate_key(&error) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        let copies = missing
+            .into_iter()
+            .map(|recipient| {
+                let mut copy = document.clone();
+                copy.insert("_id", derived_id(message.id, recipient));
+                copy.insert("to", vec![recipient.as_str()]);
+                copy
+            })
+            .collect();
+        // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
+        // was delivered before (or by an earlier attempt of this one).
+        insert_many_once(&self.retry, &self.messages, copies).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {

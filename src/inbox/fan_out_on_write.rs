@@ -11,9 +11,10 @@ use super::{
     validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
-use crate::{Error, Result};
+use crate::update_batch::insert_many_once;
+use crate::Result;
 
 const LAYOUT: Layout = Layout {
     owner_field: "recipient",
@@ -42,6 +43,7 @@ pub struct FanOutOnWrite {
     database: Database,
     copies: Collection<Document>,
     recipients: RecipientLists,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`FanOutOnWrite`] store.
@@ -51,6 +53,7 @@ pub struct FanOutOnWriteBuilder {
     collection: String,
     recipients: String,
     max_inline: usize,
+    retry: RetryPolicy,
 }
 
 impl FanOutOnWriteBuilder {
@@ -74,6 +77,12 @@ impl FanOutOnWriteBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -92,6 +101,7 @@ impl FanOutOnWriteBuilder {
                 self.max_inline,
             ),
             database: self.database,
+            retry: self.retry,
         })
     }
 }
@@ -99,6 +109,10 @@ impl FanOutOnWriteBuilder {
 impl FanOutOnWrite {
     /// Inserts one copy of `message` per recipient, in one unordered `insert`; `delivered`
     /// marks copies written by [`InboxStore::deliver`], which `remove_from` may take back.
+    ///
+    /// Retried under the store's policy. Idempotent: the unique `{recipient, sent, id}` index
+    /// refuses a second copy of the message for a recipient, so a copy refused as a duplicate was
+    /// stored by an earlier attempt (or an earlier delivery) and counts as done.
     async fn insert_copies<P: Payload>(
         &self,
         message: &Message<P>,
@@ -113,14 +127,16 @@ impl FanOutOnWrite {
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
-        self.recipients.store(list).await?;
-        let copies = recipients.iter().map(|recipient| {
-            let mut copy = document.clone();
-            copy.insert("recipient", recipient.as_str());
-            copy
-        });
-        self.copies.insert_many(copies).ordered(false).await?;
-        Ok(())
+        self.recipients.store(list, &self.retry).await?;
+        let copies = recipients
+            .iter()
+            .map(|recipient| {
+                let mut copy = document.clone();
+                copy.insert("recipient", recipient.as_str());
+                copy
+            })
+            .collect();
+        insert_many_once(&self.retry, &self.copies, copies).await
     }
 
     /// How many messages `owner` has received (one command).
@@ -166,6 +182,7 @@ impl FanOutOnWrite {
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -176,6 +193,7 @@ impl FanOutOnWrite {
             collection: Self::DEFAULT_COLLECTION.to_owned(),
             recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -195,11 +213,8 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
         validate::check_recipients(recipients)?;
-        match self.insert_copies(message, recipients, true).await {
-            // Copies already there: the unique index refused them, as it should.
-            Err(Error::Database(error)) if is_duplicate_key(&error) => Ok(()),
-            outcome => outcome,
-        }
+        // Copies already there are refused by the unique index, and taken as done.
+        self.insert_copies(message, recipients, true).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
