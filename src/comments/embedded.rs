@@ -14,6 +14,7 @@ use super::{
 };
 use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -68,6 +69,7 @@ const MAX_DEPTH_LIMIT: usize = 45;
 pub struct Embedded {
     discussions: Collection<Document>,
     guard: WriteGuard,
+    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -79,6 +81,7 @@ pub struct EmbeddedBuilder {
     database: Database,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -117,6 +120,12 @@ impl EmbeddedBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// The store.
     ///
     /// # Errors
@@ -137,7 +146,8 @@ impl EmbeddedBuilder {
         }
         Ok(Embedded {
             discussions: self.database.collection(&self.discussions),
-            guard: WriteGuard::new(&self.database, &self.locks, "embedded"),
+            guard: WriteGuard::new(&self.database, &self.locks, "embedded", self.retry),
+            retry: self.retry,
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,
@@ -178,6 +188,7 @@ impl Embedded {
             database: database.clone(),
             discussions: Self::DEFAULT_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
             max_depth: Self::DEFAULT_MAX_DEPTH,

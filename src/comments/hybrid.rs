@@ -17,6 +17,7 @@ use super::{
 };
 use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -66,6 +67,7 @@ pub struct HybridPages {
     pages: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    retry: RetryPolicy,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -77,6 +79,7 @@ pub struct HybridPagesBuilder {
     pages: String,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -113,6 +116,12 @@ impl HybridPagesBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// The store.
     ///
     /// # Errors
@@ -138,8 +147,9 @@ impl HybridPagesBuilder {
         }
         Ok(HybridPages {
             pages: self.database.collection(&self.pages),
-            registry: Registry::new(self.database.collection(&self.discussions)),
-            guard: WriteGuard::new(&self.database, &self.locks, "hybrid"),
+            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
+            guard: WriteGuard::new(&self.database, &self.locks, "hybrid", self.retry),
+            retry: self.retry,
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -209,6 +219,7 @@ impl HybridPages {
             pages: Self::DEFAULT_COLLECTION.to_owned(),
             discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             page_size: Self::DEFAULT_PAGE_SIZE,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }

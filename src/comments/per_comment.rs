@@ -16,6 +16,7 @@ use super::{
     Deletion, Design, Features, NewComment, Order, ThreadedComments,
 };
 use crate::inbox::check_collection_names;
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::{insert_once, is_duplicate_key};
 use crate::{Error, Result};
@@ -72,6 +73,7 @@ pub struct PerComment {
     comments: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    retry: RetryPolicy,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -83,6 +85,7 @@ pub struct PerCommentBuilder {
     comments: String,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -121,6 +124,12 @@ impl PerCommentBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// The store.
     ///
     /// # Errors
@@ -147,8 +156,9 @@ impl PerCommentBuilder {
         }
         Ok(PerComment {
             comments: self.database.collection(&self.comments),
-            registry: Registry::new(self.database.collection(&self.discussions)),
-            guard: WriteGuard::new(&self.database, &self.locks, "per-comment"),
+            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
+            guard: WriteGuard::new(&self.database, &self.locks, "per-comment", self.retry),
+            retry: self.retry,
             max_key_bytes: self.max_key_bytes,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -227,6 +237,7 @@ impl PerComment {
             comments: Self::DEFAULT_COLLECTION.to_owned(),
             discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }

@@ -365,9 +365,10 @@ impl<X: Payload> FeedStoreBuilder<X> {
             .lease(self.job_lease)
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
+            .retry_policy(self.retry)
             .build()?;
         Ok(FeedStore {
-            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
+            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE, self.retry),
             jobs,
             collections,
             follows: self.follows,
