@@ -14,7 +14,7 @@ use super::{
 };
 use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::retry::{retry, RetryPolicy};
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -69,7 +69,6 @@ const MAX_DEPTH_LIMIT: usize = 45;
 pub struct Embedded {
     discussions: Collection<Document>,
     guard: WriteGuard,
-    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -120,7 +119,10 @@ impl EmbeddedBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
+    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
+    /// not retried yet (their failures are returned as they happen, classified by
+    /// [`Error::is_retryable`]).
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -147,7 +149,6 @@ impl EmbeddedBuilder {
         Ok(Embedded {
             discussions: self.database.collection(&self.discussions),
             guard: WriteGuard::new(&self.database, &self.locks, "embedded", self.retry),
-            retry: self.retry,
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::bson_ext;
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::retry::{retry, RetryPolicy};
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -67,7 +67,6 @@ pub struct HybridPages {
     pages: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
-    retry: RetryPolicy,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -116,7 +115,10 @@ impl HybridPagesBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
+    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
+    /// not retried yet (their failures are returned as they happen, classified by
+    /// [`Error::is_retryable`]).
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -149,7 +151,6 @@ impl HybridPagesBuilder {
             pages: self.database.collection(&self.pages),
             registry: Registry::new(self.database.collection(&self.discussions), self.retry),
             guard: WriteGuard::new(&self.database, &self.locks, "hybrid", self.retry),
-            retry: self.retry,
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
         })

@@ -18,7 +18,7 @@ use super::{
 use crate::inbox::check_collection_names;
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::{insert_once, is_duplicate_key};
+use crate::update_batch::insert_once_with;
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.
@@ -286,10 +286,10 @@ impl PerComment {
             };
             self.check_key(discussion, &stored)?;
             validate::check_size(&stored, self.max_comment_bytes)?;
-            match self.comments.insert_one(bson::to_document(&stored)?).await {
-                Ok(_) => return Ok(stored),
-                Err(error) if is_duplicate_key(&error) => continue,
-                Err(error) => return Err(error.into()),
+            // Retried with the comment's client-made `_id`: a retry that meets its own earlier
+            // insert counts it as done; a duplicate slug (another comment's) tries the next.
+            if insert_once_with(&self.retry, &self.comments, bson::to_document(&stored)?).await? {
+                return Ok(stored);
             }
         }
         Err(Error::Contention {
@@ -388,7 +388,7 @@ impl PerComment {
             });
         }
         for tombstone in missing {
-            insert_once(&self.comments, bson::to_document(&tombstone)?).await?;
+            insert_once_with(&self.retry, &self.comments, bson::to_document(&tombstone)?).await?;
         }
         Ok(())
     }
@@ -541,14 +541,18 @@ impl CommentStore for PerComment {
         let updated = self
             .guard
             .run(discussion, async {
-                Ok(self
-                    .comments
-                    .find_one_and_update(
-                        doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
-                        update,
-                    )
-                    .return_document(ReturnDocument::After)
-                    .await?)
+                // A `$set` of the new text and edit time: a retry sets the same values again.
+                retry(&self.retry, "edit comment", || async {
+                    Ok(self
+                        .comments
+                        .find_one_and_update(
+                            doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
+                            update.clone(),
+                        )
+                        .return_document(ReturnDocument::After)
+                        .await?)
+                })
+                .await
             })
             .await?;
         match updated {
@@ -572,22 +576,39 @@ impl CommentStore for PerComment {
         }
         self.guard
             .run(discussion, async {
+                let live = doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
                 if self.has_replies(&stored).await? {
-                    self.comments
-                        .update_one(
-                            doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false },
-                            doc! { "$set": { "deleted": true, "text": "" } },
-                        )
-                        .await?;
+                    // A `$set`: tombstoning twice tombstones once.
+                    retry(&self.retry, "tombstone comment", || async {
+                        self.comments
+                            .update_one(
+                                live.clone(),
+                                doc! { "$set": { "deleted": true, "text": "" } },
+                            )
+                            .await?;
+                        Ok(())
+                    })
+                    .await?;
                     return Ok(Deletion::Tombstoned);
                 }
-                let removed = self
-                    .comments
-                    .delete_one(doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false })
-                    .await?;
-                if removed.deleted_count == 0 {
+                let mut attempts = 0;
+                let removed = retry(&self.retry, "delete comment", || {
+                    attempts += 1;
+                    let live = live.clone();
+                    async move { Ok(self.comments.delete_one(live).await?) }
+                })
+                .await?;
+                // A retry that finds nothing follows an attempt that deleted the comment and lost
+                // the reply (or a concurrent delete): removed either way.
+                let gone_by_retry = removed.deleted_count == 0
+                    && attempts > 1
+                    && self.find_one(doc! { "_id": stored.id }).await?.is_none();
+                if removed.deleted_count == 0 && !gone_by_retry {
                     // Deleted meanwhile by someone else (as a tombstone, or outright).
-                    return match self.find_one(doc! { "_id": stored.id, "discussion_id": discussion }).await? {
+                    return match self
+                        .find_one(doc! { "_id": stored.id, "discussion_id": discussion })
+                        .await?
+                    {
                         Some(_) => Ok(Deletion::Tombstoned),
                         None => Err(validate::no_comment("comment", link)),
                     };
