@@ -30,8 +30,22 @@
 //! costs the same first three commands once. A worker looks at the due jobs of four batches and
 //! starts claiming at a batch of its own, so concurrent workers rarely contend for the same jobs;
 //! each batch found taken costs one more `insert`.
+//!
+//! # Transient failures
+//!
+//! Every command of the queue is retried on transient failures under its [`RetryPolicy`]
+//! ([`JobQueueBuilder::retry_policy`]), and none applies twice: an enqueue carries its job's
+//! `_id` (a retry that meets the stored job counts it as its own insert), a claim is a lock
+//! insert whose retry recognises its own token, completing a job and releasing claims are
+//! deletes by `_id` (and token), and recording a failure `$set`s absolute values (the attempt
+//! count the run started with, plus one). A handler that fails during an outage has its failure
+//! recorded and its claim released through those retries, so its job runs again
+//! [`JobQueueBuilder::retry_delay`] after the server is back, not after the lease. A worker
+//! whose rounds keep failing (past the retry budget) backs off as the policy does, from its
+//! initial backoff doubling to its longest, and keeps going.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -45,6 +59,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
+use crate::retry::{jittered, retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
 
@@ -128,6 +143,7 @@ pub struct JobQueue {
     max_poll_interval: Duration,
     /// Bumped by every enqueue through this queue or a clone, to wake this process's workers.
     enqueued: Arc<tokio::sync::watch::Sender<u64>>,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`JobQueue`].
@@ -141,6 +157,7 @@ pub struct JobQueueBuilder {
     batch: usize,
     poll_interval: Duration,
     max_poll_interval: Duration,
+    retry: RetryPolicy,
 }
 
 impl JobQueueBuilder {
@@ -194,6 +211,13 @@ impl JobQueueBuilder {
         self
     }
 
+    /// How transient failures of the queue's own commands are retried (default
+    /// [`RetryPolicy::default`]); a worker whose rounds fail past it backs off by the same steps.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// Builds the queue.
     ///
     /// # Errors
@@ -225,7 +249,7 @@ impl JobQueueBuilder {
         Ok(JobQueue {
             indexes: Indexes::new().with(&jobs, due),
             jobs,
-            locks: LeaseLocks::new(locks, self.lease),
+            locks: LeaseLocks::new(locks, self.lease, self.retry),
             lease: self.lease,
             max_attempts: self.max_attempts,
             retry_delay: self.retry_delay,
@@ -233,6 +257,7 @@ impl JobQueueBuilder {
             poll_interval: self.poll_interval,
             max_poll_interval: self.max_poll_interval,
             enqueued: Arc::new(tokio::sync::watch::channel(0).0),
+            retry: self.retry,
         })
     }
 }
@@ -259,6 +284,7 @@ impl JobQueue {
             batch: 20,
             poll_interval: Duration::from_millis(50),
             max_poll_interval: Duration::from_secs(2),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -297,7 +323,7 @@ impl JobQueue {
             "not_before": bson::DateTime::now(),
             "failed": false,
         };
-        let added = crate::update_batch::insert_once(&self.jobs, job).await?;
+        let added = crate::update_batch::insert_once_with(&self.retry, &self.jobs, job).await?;
         if added {
             self.enqueued
                 .send_modify(|count| *count = count.wrapping_add(1));
@@ -369,18 +395,21 @@ impl JobQueue {
             .iter()
             .filter_map(|key| ObjectId::parse_str(key).ok())
             .collect();
-        Ok(self
-            .jobs
-            .clone_with_type::<Job>()
-            .find(doc! {
-                "_id": { "$in": &ids },
-                "failed": false,
-                "not_before": { "$lte": bson::DateTime::now() },
-            })
-            .sort(doc! { "_id": 1 })
-            .await?
-            .try_collect()
-            .await?)
+        let jobs = self.jobs.clone_with_type::<Job>();
+        let now = bson::DateTime::now();
+        retry(&self.retry, "find claimed jobs", || async {
+            Ok(jobs
+                .find(doc! {
+                    "_id": { "$in": &ids },
+                    "failed": false,
+                    "not_before": { "$lte": now },
+                })
+                .sort(doc! { "_id": 1 })
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await
     }
 
     /// Runs the jobs in order; from the second on, only while `deadline` has not passed.
@@ -398,7 +427,12 @@ impl JobQueue {
             job.deadline = Some(deadline);
             match handler.handle(&job).await {
                 Ok(()) => {
-                    self.jobs.delete_one(doc! { "_id": job.id }).await?;
+                    // A delete by `_id`: a retry finds nothing more to delete.
+                    retry(&self.retry, "complete job", || async {
+                        self.jobs.delete_one(doc! { "_id": job.id }).await?;
+                        Ok(())
+                    })
+                    .await?;
                 }
                 Err(error) => self.record_failure(&job, &error).await?,
             }
@@ -416,30 +450,36 @@ impl JobQueue {
         let not_before = bson::DateTime::from_millis(
             bson::DateTime::now().timestamp_millis() + delay.as_millis() as i64,
         );
-        self.jobs
-            .update_one(
-                doc! { "_id": job.id },
-                doc! { "$set": {
-                    "attempts": attempts,
-                    "not_before": not_before,
-                    "failed": attempts >= self.max_attempts,
-                    "last_error": error.to_string(),
-                } },
-            )
-            .await?;
-        Ok(())
+        let update = doc! { "$set": {
+            "attempts": attempts,
+            "not_before": not_before,
+            "failed": attempts >= self.max_attempts,
+            "last_error": error.to_string(),
+        } };
+        // Absolute values, not an `$inc`: a retry sets the same ones again.
+        retry(&self.retry, "record job failure", || async {
+            self.jobs
+                .update_one(doc! { "_id": job.id }, update.clone())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn due_jobs(&self) -> Result<Vec<ObjectId>> {
-        let due: Vec<Document> = self
-            .jobs
-            .find(doc! { "failed": false, "not_before": { "$lte": bson::DateTime::now() } })
-            .sort(doc! { "not_before": 1, "_id": 1 })
-            .projection(doc! { "_id": 1 })
-            .limit((self.batch * CANDIDATE_BATCHES) as i64)
-            .await?
-            .try_collect()
-            .await?;
+        let now = bson::DateTime::now();
+        let due: Vec<Document> = retry(&self.retry, "find due jobs", || async {
+            Ok(self
+                .jobs
+                .find(doc! { "failed": false, "not_before": { "$lte": now } })
+                .sort(doc! { "not_before": 1, "_id": 1 })
+                .projection(doc! { "_id": 1 })
+                .limit((self.batch * CANDIDATE_BATCHES) as i64)
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await?;
         Ok(due
             .iter()
             .filter_map(|job| job.get_object_id("_id").ok())
@@ -448,8 +488,14 @@ impl JobQueue {
 
     /// Deletes a job, whether waiting, running or failed (one `delete`); returns whether it was
     /// there. A run already under way finishes.
+    ///
+    /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
+    /// attempt's reply was lost, a retry finds the job gone and returns `false`.
     pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
-        let deleted = self.jobs.delete_one(doc! { "_id": job }).await?;
+        let deleted = retry(&self.retry, "cancel job", || async {
+            Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
+        })
+        .await?;
         Ok(deleted.deleted_count > 0)
     }
 
@@ -485,11 +531,15 @@ impl JobQueue {
     }
 
     /// Starts a worker on the current tokio runtime: it runs [`JobQueue::run_once`] in a loop
-    /// while it finds jobs. When none is due (or the server fails) it sleeps, first for the
-    /// poll interval, then twice as long after each look that finds nothing, up to the maximum
-    /// poll interval (by default 50 ms doubling to 2 s: about one `find` every 2 s once idle);
-    /// a job it finds, or one enqueued through this queue or a clone of it, brings the sleep back
-    /// to the poll interval, and such an enqueue wakes it at once.
+    /// while it finds jobs. When none is due it sleeps, first for the poll interval, then twice
+    /// as long after each look that finds nothing, up to the maximum poll interval (by default
+    /// 50 ms doubling to 2 s: about one `find` every 2 s once idle); a job it finds, or one
+    /// enqueued through this queue or a clone of it, brings the sleep back to the poll interval,
+    /// and such an enqueue wakes it at once. A round that fails (its commands' transient
+    /// failures outlasted the retry budget, or a permanent failure) is followed by a sleep of
+    /// the retry policy's backoff for that many failures in a row, at least the poll interval:
+    /// a worker rides out an outage at a bounded rate of commands and resumes when the server
+    /// answers.
     ///
     /// The worker runs as long as its [`Worker`] handle lives: dropping the handle stops it
     /// after the batch it is running, like [`Worker::stop`] without the wait.
@@ -498,39 +548,44 @@ impl JobQueue {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let mut enqueued = self.enqueued.subscribe();
         let queue = self.clone();
-        let last_error = Arc::new(Mutex::new(None));
-        let errors = last_error.clone();
+        let state = Arc::new(WorkerState::default());
+        let shared = state.clone();
         let task = tokio::spawn(async move {
-            let mut sleep = queue.poll_interval;
+            let mut idle_sleep = queue.poll_interval;
+            let mut failures_in_a_row = 0;
             // Stopped by `stop`, or by the handle being dropped (which closes the channel).
             while stopped.has_changed().is_ok() && !*stopped.borrow() {
                 enqueued.borrow_and_update();
-                let idle = match queue.run_once(&*handler).await {
-                    Ok(claimed) => claimed == 0,
+                let pause = match queue.run_once(&*handler).await {
+                    Ok(0) => {
+                        failures_in_a_row = 0;
+                        let pause = idle_sleep;
+                        idle_sleep = (idle_sleep * 2).min(queue.max_poll_interval);
+                        pause
+                    }
+                    Ok(_) => {
+                        failures_in_a_row = 0;
+                        idle_sleep = queue.poll_interval;
+                        continue;
+                    }
                     Err(error) => {
-                        *errors.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some(error.to_string());
-                        true
+                        *shared
+                            .last_error
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
+                        shared.failed_rounds.fetch_add(1, Ordering::Relaxed);
+                        failures_in_a_row += 1;
+                        jittered(queue.retry.backoff(failures_in_a_row)).max(queue.poll_interval)
                     }
                 };
-                if !idle {
-                    sleep = queue.poll_interval;
-                    continue;
-                }
                 tokio::select! {
-                    _ = tokio::time::sleep(sleep) => {
-                        sleep = (sleep * 2).min(queue.max_poll_interval);
-                    }
-                    _ = enqueued.changed() => sleep = queue.poll_interval,
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = enqueued.changed() => idle_sleep = queue.poll_interval,
                     _ = stopped.changed() => {}
                 }
             }
         });
-        Worker {
-            stop,
-            task,
-            last_error,
-        }
+        Worker { stop, task, state }
     }
 
     /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
@@ -563,7 +618,14 @@ impl JobQueue {
 pub struct Worker {
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
-    last_error: Arc<Mutex<Option<String>>>,
+    state: Arc<WorkerState>,
+}
+
+/// What a worker's task reports to its [`Worker`].
+#[derive(Debug, Default)]
+struct WorkerState {
+    last_error: Mutex<Option<String>>,
+    failed_rounds: AtomicU64,
 }
 
 impl Worker {
@@ -582,10 +644,17 @@ impl Worker {
     /// The last server error the worker met while claiming or completing jobs (it keeps going,
     /// retrying after its poll interval, backing off as when idle). Handler errors are recorded on their jobs instead.
     pub fn last_error(&self) -> Option<String> {
-        self.last_error
+        self.state
+            .last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// How many of the worker's rounds ([`JobQueue::run_once`]) have failed since it started:
+    /// each is followed by a backoff (see [`JobQueue::start_worker`]).
+    pub fn failed_rounds(&self) -> u64 {
+        self.state.failed_rounds.load(Ordering::Relaxed)
     }
 
     /// Whether the worker's task has ended.

@@ -8,15 +8,21 @@
 //! long renews its lease as it goes ([`Lease::renew`]), and stops with [`Error::LeaseLost`] if
 //! the lease was taken over. Removal of an expired lock races with a third contender, and at
 //! worst lets two writers in once.
+//!
+//! Every command is retried on transient failures under the owner's [`RetryPolicy`]: a retried
+//! `insert` that meets a lock held under its own token counts it as taken (the attempt whose reply
+//! was lost took it); releases, renewals and the breaking of expired locks are filtered deletes
+//! and `$set`s, which change nothing the second time.
 
 use std::time::Duration;
 
 use bson::oid::ObjectId;
 use bson::{doc, Document};
-use mongodb::error::ErrorKind;
+use futures::TryStreamExt;
 use mongodb::Collection;
 
-use crate::update_batch::DUPLICATE_KEY;
+use crate::retry::{retry, RetryPolicy};
+use crate::update_batch::{insert_failure, InsertFailure};
 use crate::{Error, Result};
 
 /// Times a writer finds its locks all taken before giving up; with [`backoff`], about a minute.
@@ -35,11 +41,16 @@ pub(crate) fn backoff(waits: usize) -> Duration {
 pub(crate) struct LeaseLocks {
     locks: Collection<Document>,
     lease: Duration,
+    retry: RetryPolicy,
 }
 
 impl LeaseLocks {
-    pub(crate) fn new(locks: Collection<Document>, lease: Duration) -> Self {
-        Self { locks, lease }
+    pub(crate) fn new(locks: Collection<Document>, lease: Duration, retry: RetryPolicy) -> Self {
+        Self {
+            locks,
+            lease,
+            retry,
+        }
     }
 
     /// The name of the collection holding the locks.
@@ -48,6 +59,11 @@ impl LeaseLocks {
     }
 
     /// Locks as many of `keys` as are free, returning those taken under `token`.
+    ///
+    /// # Errors
+    ///
+    /// A failure other than a key already locked, or transient failures past the retry budget;
+    /// the locks this call took are then given back (or, if that fails too, left to expire).
     pub(crate) async fn try_acquire(
         &self,
         keys: &[String],
@@ -56,19 +72,74 @@ impl LeaseLocks {
         let expires = bson::DateTime::from_millis(
             bson::DateTime::now().timestamp_millis() + self.lease.as_millis() as i64,
         );
+        let mut retried = false;
+        let outcome = retry(&self.retry, "lock", || {
+            let again = std::mem::replace(&mut retried, true);
+            self.insert_locks(keys, token, expires, again)
+        })
+        .await;
+        match outcome {
+            Ok(taken) => Ok(taken),
+            Err(error) => {
+                // Some locks may have been taken before the failure: give them back first.
+                self.release(keys, token).await?;
+                Err(error)
+            }
+        }
+    }
+
+    /// One attempt at inserting the locks on `keys`. On a retry (`again`), a key refused as
+    /// already locked may be held under `token` by the attempt whose reply was lost: one `find`
+    /// tells.
+    async fn insert_locks(
+        &self,
+        keys: &[String],
+        token: ObjectId,
+        expires: bson::DateTime,
+        again: bool,
+    ) -> Result<Vec<String>> {
         let locks = keys
             .iter()
             .map(|key| doc! { "_id": key, "token": token, "expires": expires });
-        let error = match self.locks.insert_many(locks).ordered(false).await {
+        let refused = match self.locks.insert_many(locks).ordered(false).await {
             Ok(_) => return Ok(keys.to_vec()),
-            Err(error) => error,
+            Err(error) => match insert_failure(error) {
+                InsertFailure::Duplicates(refused) => refused,
+                InsertFailure::Transient(error) | InsertFailure::Other(error) => return Err(error),
+            },
         };
-        if let Some(taken) = taken_despite_duplicates(&error, keys) {
-            return Ok(taken);
+        let mut taken = vec![true; keys.len()];
+        for index in refused {
+            if let Some(slot) = taken.get_mut(index) {
+                *slot = false;
+            }
         }
-        // Some locks may have been taken before the failure: give them back before reporting it.
-        self.release(keys, token).await?;
-        Err(error.into())
+        if again && taken.contains(&false) {
+            let refused: Vec<&String> = keys
+                .iter()
+                .zip(&taken)
+                .filter(|(_, taken)| !**taken)
+                .map(|(key, _)| key)
+                .collect();
+            let ours: Vec<Document> = self
+                .locks
+                .find(doc! { "_id": { "$in": refused }, "token": token })
+                .projection(doc! { "_id": 1 })
+                .await?
+                .try_collect()
+                .await?;
+            for lock in ours {
+                if let Some(index) = keys.iter().position(|key| lock.get_str("_id") == Ok(key)) {
+                    taken[index] = true;
+                }
+            }
+        }
+        Ok(keys
+            .iter()
+            .zip(taken)
+            .filter(|(_, taken)| *taken)
+            .map(|(key, _)| key.clone())
+            .collect())
     }
 
     /// Takes every one of `keys` under `token` or none: a round that gets only some gives them
@@ -101,10 +172,13 @@ impl LeaseLocks {
 
     /// Releases the locks on `keys` held under `token`.
     pub(crate) async fn release(&self, keys: &[String], token: ObjectId) -> Result<()> {
-        self.locks
-            .delete_many(doc! { "_id": { "$in": keys }, "token": token })
-            .await?;
-        Ok(())
+        retry(&self.retry, "unlock", || async {
+            self.locks
+                .delete_many(doc! { "_id": { "$in": keys }, "token": token })
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Runs `work` while holding the locks on all of `keys` (taken together, waiting while
@@ -211,12 +285,14 @@ impl LeaseLocks {
 
     /// Removes locks on `keys` whose holder let the lease run out.
     pub(crate) async fn break_expired(&self, keys: &[String]) -> Result<()> {
-        self.locks
-            .delete_many(
-                doc! { "_id": { "$in": keys }, "expires": { "$lt": bson::DateTime::now() } },
-            )
-            .await?;
-        Ok(())
+        let now = bson::DateTime::now();
+        retry(&self.retry, "break expired locks", || async {
+            self.locks
+                .delete_many(doc! { "_id": { "$in": keys }, "expires": { "$lt": now } })
+                .await?;
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -239,14 +315,18 @@ impl Lease {
         let expires = bson::DateTime::from_millis(
             bson::DateTime::now().timestamp_millis() + self.locks.lease.as_millis() as i64,
         );
-        let renewed = self
-            .locks
-            .locks
-            .update_one(
-                doc! { "_id": &self.key, "token": self.token },
-                doc! { "$set": { "expires": expires } },
-            )
-            .await?;
+        // A `$set` of one value: a retry whose first attempt landed matches and sets it again.
+        let renewed = retry(&self.locks.retry, "renew lease", || async {
+            Ok(self
+                .locks
+                .locks
+                .update_one(
+                    doc! { "_id": &self.key, "token": self.token },
+                    doc! { "$set": { "expires": expires } },
+                )
+                .await?)
+        })
+        .await?;
         if renewed.matched_count == 0 {
             return Err(Error::LeaseLost {
                 key: self.key.clone(),
@@ -254,29 +334,4 @@ impl Lease {
         }
         Ok(())
     }
-}
-
-/// The keys locked by an `insert_many` whose only failures were keys already locked, or `None`
-/// if anything else went wrong.
-fn taken_despite_duplicates(error: &mongodb::error::Error, keys: &[String]) -> Option<Vec<String>> {
-    let ErrorKind::InsertMany(failure) = &*error.kind else {
-        return None;
-    };
-    if failure.write_concern_error.is_some() {
-        return None;
-    }
-    let mut taken = vec![true; keys.len()];
-    for write_error in failure.write_errors.iter().flatten() {
-        if write_error.code != DUPLICATE_KEY || write_error.index >= keys.len() {
-            return None;
-        }
-        taken[write_error.index] = false;
-    }
-    Some(
-        keys.iter()
-            .zip(taken)
-            .filter(|(_, taken)| *taken)
-            .map(|(key, _)| key.clone())
-            .collect(),
-    )
 }

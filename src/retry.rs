@@ -17,6 +17,21 @@ use bson::{Bson, Document};
 
 use crate::{Error, Result};
 
+/// How many recent operation ids a document keeps in `ops` (see [`once_per_op`]).
+pub(crate) const RECENT_OPS: i32 = 100;
+
+/// Makes an `$inc` (or any update) apply once however often it is retried: `filter` no longer
+/// matches a document holding `op` in its `ops`, and `update` pushes `op` there, keeping the
+/// [`RECENT_OPS`] newest. Exact while fewer than that many other operations change one document
+/// during one operation's retries.
+pub(crate) fn once_per_op(filter: &mut Document, update: &mut Document, op: bson::oid::ObjectId) {
+    filter.insert("ops", bson::doc! { "$ne": op });
+    update.insert(
+        "$push",
+        bson::doc! { "ops": { "$each": [op], "$slice": -RECENT_OPS } },
+    );
+}
+
 /// Server error codes that mean "try again": the node stepped down, is shutting down or was
 /// unreachable, a write conflicted with another, a lock or time limit ran out.
 ///

@@ -311,3 +311,79 @@ pub(crate) async fn insert_once_with(
     })
     .await
 }
+
+/// How an unordered `insert` of many documents failed.
+pub(crate) enum InsertFailure {
+    /// Only duplicate keys: these documents (by position) were refused, every other one stored.
+    Duplicates(Vec<usize>),
+    /// Duplicate keys and transient failures, or transient failures only: worth another attempt,
+    /// which meets the documents this one stored as duplicates.
+    Transient(Error),
+    /// Anything else.
+    Other(Error),
+}
+
+/// Sorts out an unordered `insert`'s failure: which documents met a duplicate key, and whether
+/// what remains is transient.
+pub(crate) fn insert_failure(error: mongodb::error::Error) -> InsertFailure {
+    use mongodb::error::ErrorKind;
+    if let ErrorKind::InsertMany(failure) = &*error.kind {
+        let writes = failure.write_errors.as_deref().unwrap_or_default();
+        let concern_ok = failure
+            .write_concern_error
+            .as_ref()
+            .is_none_or(|concern| crate::retry::is_transient_code(concern.code));
+        let known = writes.iter().all(|write| {
+            write.code == DUPLICATE_KEY || crate::retry::is_transient_code(write.code)
+        });
+        if concern_ok && known {
+            let transient = writes.iter().find(|w| w.code != DUPLICATE_KEY);
+            if let Some(write) = transient {
+                return InsertFailure::Transient(Error::Write {
+                    code: write.code,
+                    message: write.message.clone(),
+                });
+            }
+            if let Some(concern) = &failure.write_concern_error {
+                return InsertFailure::Transient(Error::Write {
+                    code: concern.code,
+                    message: concern.message.clone(),
+                });
+            }
+            return InsertFailure::Duplicates(writes.iter().map(|w| w.index).collect());
+        }
+    }
+    if is_duplicate_key(&error) {
+        return InsertFailure::Duplicates(vec![0]);
+    }
+    InsertFailure::Other(error.into())
+}
+
+/// Inserts `documents` (one unordered `insert`), retrying transient failures under `policy`, and
+/// takes a duplicate key as "already stored".
+///
+/// For callers whose documents carry keys that only this operation, or an earlier run of the
+/// same operation, can have written (a message copy keyed by message and recipient): a retry
+/// then meets its own earlier attempt's documents as duplicates, and those are done, as are
+/// documents an earlier delivery of the same message stored.
+pub(crate) async fn insert_many_once(
+    policy: &RetryPolicy,
+    collection: &mongodb::Collection<Document>,
+    documents: Vec<Document>,
+) -> Result<()> {
+    let documents = &documents;
+    crate::retry::retry(policy, "insert", || async move {
+        match collection
+            .insert_many(documents.iter().cloned())
+            .ordered(false)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) => match insert_failure(error) {
+                InsertFailure::Duplicates(_) => Ok(()),
+                InsertFailure::Transient(error) | InsertFailure::Other(error) => Err(error),
+            },
+        }
+    })
+    .await
+}

@@ -1,8 +1,13 @@
 //! The fault-injecting proxy against the real server, and the stores riding out its faults.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bson::doc;
+use bson::oid::ObjectId;
+use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, fault_proxy::FaultProxy};
 
 #[tokio::test]
@@ -64,4 +69,128 @@ async fn proxy_forwards_cuts_refuses_and_stops() {
 async fn proxy_forwards_only_to_loopback() {
     let error = FaultProxy::start("192.0.2.1:27017").expect_err("not loopback");
     assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+/// A handler that records each job as a document keyed by the job's id (a duplicate key is its
+/// own earlier run: done), and counts its calls and its successful runs per job.
+#[derive(Debug)]
+struct RecordJobs {
+    done: mongodb::Collection<bson::Document>,
+    calls: AtomicUsize,
+    successes: Mutex<HashMap<ObjectId, usize>>,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for RecordJobs {
+    async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match self.done.insert_one(doc! { "_id": job.id }).await {
+            Ok(_) => {}
+            Err(error) if error.to_string().contains("E11000") => {}
+            Err(error) => return Err(error.into()),
+        }
+        *self
+            .successes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(job.id)
+            .or_default() += 1;
+        Ok(())
+    }
+}
+
+/// A worker rides out a 5-second outage: it keeps running, its rounds and handler calls during
+/// the outage are bounded by its backoff, the claims of jobs whose handler failed are released
+/// (so they run again long before the 60-second lease), and every job completes exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_worker_rides_out_an_outage() {
+    const JOBS: usize = 60;
+    let test = testing::test_db("worker_rides_out_an_outage").await;
+    let proxy = FaultProxy::to_test_server();
+    let client = proxy
+        .client_with(|options| options.server_selection_timeout = Some(Duration::from_millis(500)))
+        .await;
+    let db = client.database(test.db.name());
+    let queue = JobQueue::builder(&db)
+        .batch(5)
+        .retry_delay(Duration::from_millis(200))
+        .build()
+        .expect("queue");
+    assert_eq!(queue.lease(), Duration::from_secs(60));
+    queue.create_indexes().await.expect("indexes");
+    let mut ids = Vec::new();
+    for i in 0..JOBS {
+        ids.push(
+            queue
+                .enqueue("record", doc! { "i": i as i64 })
+                .await
+                .expect("enqueue"),
+        );
+    }
+    let handler = Arc::new(RecordJobs {
+        done: db.collection("done"),
+        calls: AtomicUsize::new(0),
+        successes: Mutex::new(HashMap::new()),
+    });
+    let worker = queue.start_worker(handler.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    proxy.outage(Duration::from_secs(5));
+    let (rounds_before, calls_before) =
+        (worker.failed_rounds(), handler.calls.load(Ordering::SeqCst));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rounds_during = worker.failed_rounds() - rounds_before;
+    let calls_during = handler.calls.load(Ordering::SeqCst) - calls_before;
+    assert!(!worker.is_finished(), "the worker survives the outage");
+    assert!(proxy.connections_refused() > 0, "the outage was felt");
+    // Without backoff a worker would poll every 50 ms (about 100 rounds in 5 s) and try every
+    // claimed job; with it, its commands retry within the policy and a failing handler's job
+    // waits out its retry delay.
+    assert!(
+        rounds_during <= 5,
+        "{rounds_during} failed rounds during the outage"
+    );
+    assert!(
+        calls_during <= 15,
+        "{calls_during} handler calls during the outage"
+    );
+
+    // Well inside the 60-second lease: the failed jobs' claims were released.
+    queue
+        .wait_until_drained(Duration::from_secs(30))
+        .await
+        .expect("every job finishes after the outage, long before its lease");
+    assert!(!worker.is_finished());
+    worker.stop().await;
+
+    assert_eq!(queue.failed().await.expect("failed"), 0);
+    let locks = test.collection::<bson::Document>("jobs_locks");
+    assert_eq!(
+        locks.count_documents(doc! {}).await.expect("locks"),
+        0,
+        "no claim left"
+    );
+    let done = test.collection::<bson::Document>("done");
+    assert_eq!(
+        done.count_documents(doc! {}).await.expect("done") as usize,
+        JOBS
+    );
+    let successes = handler
+        .successes
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for id in &ids {
+        assert_eq!(
+            successes.get(id),
+            Some(&1),
+            "job {id} completed exactly once"
+        );
+    }
+    testing::note(&format!(
+        "a_worker_rides_out_an_outage: {} handler calls for {JOBS} jobs, {calls_during} during the \
+         outage, {rounds_during} failed rounds",
+        handler.calls.load(Ordering::SeqCst)
+    ));
 }

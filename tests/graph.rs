@@ -396,10 +396,12 @@ async fn many_followers_grow_no_document() {
     }
     assert_eq!(graph.stats("celebrity").await.unwrap().followers, 120);
     assert_eq!(followers(&graph, "celebrity", 50).await, fans);
-    assert_eq!(
-        stats_size().await,
-        before,
-        "the stats document does not grow"
+    // The stats document keeps the ids of its 100 most recent count changes (so a retried
+    // `$inc` applies once), about 17 bytes each, and nothing that grows with followers.
+    let after = stats_size().await;
+    assert!(
+        after <= before + 100 * 20,
+        "the stats document does not grow with followers: {before} -> {after} bytes"
     );
     let largest = t
         .collection::<Document>("subscriptions")

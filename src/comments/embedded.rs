@@ -14,6 +14,7 @@ use super::{
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -86,6 +87,7 @@ pub struct EmbeddedBuilder {
     database: Database,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -124,6 +126,15 @@ impl EmbeddedBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
+    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
+    /// not retried yet (their failures are returned as they happen, classified by
+    /// [`Error::is_retryable`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// The store.
     ///
     /// # Errors
@@ -144,7 +155,7 @@ impl EmbeddedBuilder {
         }
         Ok(Embedded {
             discussions: self.database.collection(&self.discussions),
-            guard: WriteGuard::new(&self.database, &self.locks, "embedded"),
+            guard: WriteGuard::new(&self.database, &self.locks, "embedded", self.retry),
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,
@@ -185,6 +196,7 @@ impl Embedded {
             database: database.clone(),
             discussions: Self::DEFAULT_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
             max_depth: Self::DEFAULT_MAX_DEPTH,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use mongodb::Database;
 
 use crate::lease_lock::LeaseLocks;
+use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::Result;
 
@@ -29,10 +30,15 @@ pub(super) struct WriteGuard {
 }
 
 impl WriteGuard {
-    pub(super) fn new(database: &Database, locks: &str, design: &'static str) -> Self {
+    pub(super) fn new(
+        database: &Database,
+        locks: &str,
+        design: &'static str,
+        retry: RetryPolicy,
+    ) -> Self {
         Self {
             database: database.clone(),
-            locks: LeaseLocks::new(database.collection(locks), LEASE),
+            locks: LeaseLocks::new(database.collection(locks), LEASE, retry),
             capabilities: DetectedCapabilities::default(),
             design,
         }

@@ -18,6 +18,7 @@ use super::{
 use crate::bson_ext::{self, now_or_after};
 use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::indexes::Indexes;
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, Result};
@@ -93,6 +94,7 @@ pub struct HybridPagesBuilder {
     pages: String,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -126,6 +128,15 @@ impl HybridPagesBuilder {
     /// The largest comment, as an encoded document in bytes (default 64 KiB).
     pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
         self.max_comment_bytes = bytes;
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
+    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
+    /// not retried yet (their failures are returned as they happen, classified by
+    /// [`Error::is_retryable`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -170,8 +181,8 @@ impl HybridPagesBuilder {
         Ok(HybridPages {
             pages,
             indexes,
-            registry: Registry::new(self.database.collection(&self.discussions)),
-            guard: WriteGuard::new(&self.database, &self.locks, "hybrid"),
+            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
+            guard: WriteGuard::new(&self.database, &self.locks, "hybrid", self.retry),
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -241,6 +252,7 @@ impl HybridPages {
             pages: Self::DEFAULT_COLLECTION.to_owned(),
             discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             page_size: Self::DEFAULT_PAGE_SIZE,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }

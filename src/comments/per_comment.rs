@@ -17,8 +17,9 @@ use super::{
 };
 use crate::inbox::check_collection_names;
 use crate::indexes::Indexes;
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::{insert_once, is_duplicate_key};
+use crate::update_batch::insert_once_with;
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.
@@ -74,6 +75,7 @@ pub struct PerComment {
     registry: Registry,
     guard: WriteGuard,
     indexes: Indexes,
+    retry: RetryPolicy,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -85,6 +87,7 @@ pub struct PerCommentBuilder {
     comments: String,
     discussions: String,
     locks: String,
+    retry: RetryPolicy,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -120,6 +123,12 @@ impl PerCommentBuilder {
     /// The largest comment, as an encoded document in bytes (default 64 KiB).
     pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
         self.max_comment_bytes = bytes;
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -172,8 +181,9 @@ impl PerCommentBuilder {
         Ok(PerComment {
             comments,
             indexes,
-            registry: Registry::new(self.database.collection(&self.discussions)),
-            guard: WriteGuard::new(&self.database, &self.locks, "per-comment"),
+            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
+            guard: WriteGuard::new(&self.database, &self.locks, "per-comment", self.retry),
+            retry: self.retry,
             max_key_bytes: self.max_key_bytes,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -252,6 +262,7 @@ impl PerComment {
             comments: Self::DEFAULT_COLLECTION.to_owned(),
             discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
             locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
             max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }
@@ -302,10 +313,10 @@ impl PerComment {
             validate::check_size(&stored, self.max_comment_bytes)?;
             // The unique `{discussion_id, slug}` index is what keeps links unique.
             self.indexes.ensure().await?;
-            match self.comments.insert_one(bson::to_document(&stored)?).await {
-                Ok(_) => return Ok(stored),
-                Err(error) if is_duplicate_key(&error) => continue,
-                Err(error) => return Err(error.into()),
+            // Retried with the comment's client-made `_id`: a retry that meets its own earlier
+            // insert counts it as done; a duplicate slug (another comment's) tries the next.
+            if insert_once_with(&self.retry, &self.comments, bson::to_document(&stored)?).await? {
+                return Ok(stored);
             }
         }
         Err(Error::Contention {
@@ -404,7 +415,7 @@ impl PerComment {
             });
         }
         for tombstone in missing {
-            insert_once(&self.comments, bson::to_document(&tombstone)?).await?;
+            insert_once_with(&self.retry, &self.comments, bson::to_document(&tombstone)?).await?;
         }
         Ok(())
     }
@@ -557,14 +568,18 @@ impl CommentStore for PerComment {
         let updated = self
             .guard
             .run(discussion, async {
-                Ok(self
-                    .comments
-                    .find_one_and_update(
-                        doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
-                        update,
-                    )
-                    .return_document(ReturnDocument::After)
-                    .await?)
+                // A `$set` of the new text and edit time: a retry sets the same values again.
+                retry(&self.retry, "edit comment", || async {
+                    Ok(self
+                        .comments
+                        .find_one_and_update(
+                            doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
+                            update.clone(),
+                        )
+                        .return_document(ReturnDocument::After)
+                        .await?)
+                })
+                .await
             })
             .await?;
         match updated {
@@ -588,22 +603,39 @@ impl CommentStore for PerComment {
         }
         self.guard
             .run(discussion, async {
+                let live = doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
                 if self.has_replies(&stored).await? {
-                    self.comments
-                        .update_one(
-                            doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false },
-                            doc! { "$set": { "deleted": true, "text": "" } },
-                        )
-                        .await?;
+                    // A `$set`: tombstoning twice tombstones once.
+                    retry(&self.retry, "tombstone comment", || async {
+                        self.comments
+                            .update_one(
+                                live.clone(),
+                                doc! { "$set": { "deleted": true, "text": "" } },
+                            )
+                            .await?;
+                        Ok(())
+                    })
+                    .await?;
                     return Ok(Deletion::Tombstoned);
                 }
-                let removed = self
-                    .comments
-                    .delete_one(doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false })
-                    .await?;
-                if removed.deleted_count == 0 {
+                let mut attempts = 0;
+                let removed = retry(&self.retry, "delete comment", || {
+                    attempts += 1;
+                    let live = live.clone();
+                    async move { Ok(self.comments.delete_one(live).await?) }
+                })
+                .await?;
+                // A retry that finds nothing follows an attempt that deleted the comment and lost
+                // the reply (or a concurrent delete): removed either way.
+                let gone_by_retry = removed.deleted_count == 0
+                    && attempts > 1
+                    && self.find_one(doc! { "_id": stored.id }).await?.is_none();
+                if removed.deleted_count == 0 && !gone_by_retry {
                     // Deleted meanwhile by someone else (as a tombstone, or outright).
-                    return match self.find_one(doc! { "_id": stored.id, "discussion_id": discussion }).await? {
+                    return match self
+                        .find_one(doc! { "_id": stored.id, "discussion_id": discussion })
+                        .await?
+                    {
                         Some(_) => Ok(Deletion::Tombstoned),
                         None => Err(validate::no_comment("comment", link)),
                     };

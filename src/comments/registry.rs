@@ -4,24 +4,28 @@
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use crate::update_batch::insert_once;
+use crate::retry::RetryPolicy;
+use crate::update_batch::insert_once_with;
 use crate::Result;
 
 #[derive(Clone, Debug)]
 pub(super) struct Registry {
     pub(super) discussions: Collection<Document>,
+    retry: RetryPolicy,
 }
 
 impl Registry {
-    pub(super) fn new(discussions: Collection<Document>) -> Self {
-        Self { discussions }
+    pub(super) fn new(discussions: Collection<Document>, retry: RetryPolicy) -> Self {
+        Self { discussions, retry }
     }
 
     /// Registers `discussion` with the design's initial `fields`; registering it again changes
     /// nothing.
     pub(super) async fn create(&self, discussion: &str, mut fields: Document) -> Result<()> {
         fields.insert("_id", discussion);
-        insert_once(&self.discussions, fields).await.map(drop)
+        insert_once_with(&self.retry, &self.discussions, fields)
+            .await
+            .map(drop)
     }
 
     /// The discussion's registration document, if it was registered.

@@ -64,8 +64,9 @@ use crate::graph::{FollowGraph, GraphQuery};
 use crate::inbox::{check_collection_names, derived_id, DynInboxStore, Message, MessageId};
 use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::{insert_once_with, is_duplicate_key};
 use crate::{Error, Payload, Result, Strategy};
 
 /// The job kind of a page of fan-out.
@@ -132,6 +133,7 @@ struct Inner<P: Payload> {
     celebrity_followers: Option<u64>,
     backfill: usize,
     rebuild_limit: usize,
+    retry: RetryPolicy,
     payload: PhantomData<fn() -> P>,
 }
 
@@ -163,6 +165,7 @@ pub struct DeliveryBuilder<P: Payload> {
     celebrity_followers: Option<u64>,
     backfill: usize,
     rebuild_limit: usize,
+    retry: RetryPolicy,
 }
 
 impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
@@ -187,6 +190,13 @@ impl<P: Payload> DeliveryBuilder<P> {
     /// How long a follower may go unseen before they stop receiving copies (default 7 days).
     pub fn dormant_after(mut self, period: Duration) -> Self {
         self.dormant_after = period;
+        self
+    }
+
+    /// How transient failures of the delivery's own writes and of its job queue are retried
+    /// (default [`RetryPolicy::default`]). The graph and the inbox keep their own policies.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -266,6 +276,7 @@ impl<P: Payload> DeliveryBuilder<P> {
         let jobs = JobQueue::builder(&self.database)
             .collection(self.jobs)
             .lease(self.lease)
+            .retry_policy(self.retry)
             .build()?;
         let outbox = self.database.collection(&self.outbox);
         let by_author = IndexModel::builder()
@@ -285,6 +296,7 @@ impl<P: Payload> DeliveryBuilder<P> {
                 celebrity_followers: self.celebrity_followers,
                 backfill: self.backfill,
                 rebuild_limit: self.rebuild_limit,
+                retry: self.retry,
                 payload: PhantomData,
             }),
         })
@@ -321,6 +333,7 @@ impl<P: Payload> Delivery<P> {
             lease: Duration::from_secs(60),
             backfill: 20,
             rebuild_limit: 200,
+            retry: RetryPolicy::default(),
             inbox,
         }
     }
@@ -399,15 +412,16 @@ impl<P: Payload> Delivery<P> {
         outbox.insert("_id", message.id.0);
         if celebrity {
             // Readers merge a celebrity's posts in; nothing is copied.
+            // A `$set` upsert and an insert keyed by the message id: both retried, neither
+            // applies twice.
             self.inner
-                .celebrities
-                .update_one(
+                .upsert(
+                    &self.inner.celebrities,
                     doc! { "_id": author },
                     doc! { "$set": { "since": message.sent } },
                 )
-                .upsert(true)
                 .await?;
-            self.inner.outbox.insert_one(outbox).await?;
+            insert_once_with(&self.inner.retry, &self.inner.outbox, outbox).await?;
         } else {
             // The job first: if the outbox write then fails, the job is withdrawn; if the
             // process dies in between, the job's first page writes the outbox entry itself.
@@ -416,9 +430,11 @@ impl<P: Payload> Delivery<P> {
                 .jobs
                 .enqueue(FAN_OUT, doc! { "message": document })
                 .await?;
-            if let Err(error) = self.inner.outbox.insert_one(outbox).await {
+            if let Err(error) =
+                insert_once_with(&self.inner.retry, &self.inner.outbox, outbox).await
+            {
                 self.inner.jobs.cancel(job).await?;
-                return Err(error.into());
+                return Err(error);
             }
         }
         self.inner
@@ -462,14 +478,12 @@ impl<P: Payload> Delivery<P> {
                 job.insert("since", bson::DateTime::from_millis(since));
             }
             inner
-                .activity
-                .update_one(
+                .upsert(
+                    &inner.activity,
                     doc! { "_id": user },
                     doc! { "$set": { "rebuilding": true } },
                 )
-                .upsert(true)
-                .await
-                .or_else(ignore_duplicate)?;
+                .await?;
             inner
                 .jobs
                 .enqueue_once(
@@ -480,11 +494,12 @@ impl<P: Payload> Delivery<P> {
                 .await?;
         }
         inner
-            .activity
-            .update_one(doc! { "_id": user }, doc! { "$set": { "last_seen": now } })
-            .upsert(true)
-            .await
-            .or_else(ignore_duplicate)?;
+            .upsert(
+                &inner.activity,
+                doc! { "_id": user },
+                doc! { "$set": { "last_seen": now } },
+            )
+            .await?;
         Ok(returning)
     }
 
@@ -582,11 +597,27 @@ impl<P: Payload> Delivery<P> {
     }
 }
 
-/// Treats a duplicate key error (a concurrent upsert created the document first) as done.
-fn ignore_duplicate(error: mongodb::error::Error) -> Result<mongodb::results::UpdateResult> {
-    if is_duplicate_key(&error) {
-        Ok(mongodb::results::UpdateResult::default())
-    } else {
-        Err(error.into())
+impl<P: Payload> Inner<P> {
+    /// An upsert of `$set`s by `_id`, retried on transient failures (setting twice sets once);
+    /// a duplicate key (a concurrent upsert, or an earlier attempt, created the document
+    /// first) counts as done.
+    async fn upsert(
+        &self,
+        collection: &Collection<Document>,
+        filter: Document,
+        update: Document,
+    ) -> Result<()> {
+        retry(&self.retry, "upsert", || async {
+            match collection
+                .update_one(filter.clone(), update.clone())
+                .upsert(true)
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(error) if is_duplicate_key(&error) => Ok(()),
+                Err(error) => Err(error.into()),
+            }
+        })
+        .await
     }
 }

@@ -152,13 +152,17 @@ impl<P: Payload> Inner<P> {
             .newest_posts(&followees, since, self.rebuild_limit)
             .await?;
         self.backfill(user, &posts).await?;
-        self.activity
-            .update_one(
-                doc! { "_id": user },
-                doc! { "$unset": { "rebuilding": "" } },
-            )
-            .await?;
-        Ok(())
+        // An `$unset`: unsetting twice unsets once.
+        crate::retry::retry(&self.retry, "end rebuild", || async {
+            self.activity
+                .update_one(
+                    doc! { "_id": user },
+                    doc! { "$unset": { "rebuilding": "" } },
+                )
+                .await?;
+            Ok(())
+        })
+        .await
     }
 }
 

@@ -40,8 +40,6 @@ use crate::retry::retry;
 use crate::update_batch::{insert_once_with, is_duplicate_key};
 use crate::Result;
 
-/// How many recent operation ids a counter document keeps to recognise a retried `$inc`.
-pub(crate) const RECENT_OPS: i32 = 100;
 /// Rounds of a counter's `$inc` that may meet a concurrently created document.
 const MAX_FIRST_UPDATE_RACES: usize = 3;
 
@@ -265,11 +263,9 @@ impl<X: Payload> FeedStore<X> {
         delta: i64,
         op: ObjectId,
     ) -> Result<()> {
-        let update: Document = doc! {
-            "$inc": { field: delta },
-            "$push": { "ops": { "$each": [op], "$slice": -RECENT_OPS } },
-        };
-        let filter = doc! { "_id": post.0, "ops": { "$ne": op } };
+        let mut update: Document = doc! { "$inc": { field: delta } };
+        let mut filter = doc! { "_id": post.0 };
+        crate::retry::once_per_op(&mut filter, &mut update, op);
         retry(&self.settings.retry, "counter update", || async {
             // A duplicate key means the document exists but was not matched: it holds `op`
             // (an earlier attempt applied it), or a concurrent first update created it since

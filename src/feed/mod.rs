@@ -368,11 +368,12 @@ impl<X: Payload> FeedStoreBuilder<X> {
             .lease(self.job_lease)
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
+            .retry_policy(self.retry)
             .build()?;
         let indexes = store_indexes(&collections, capabilities);
         Ok(FeedStore {
             indexes,
-            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE),
+            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE, self.retry),
             jobs,
             collections,
             follows: self.follows,

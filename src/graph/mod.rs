@@ -72,9 +72,10 @@ use crate::bson_ext;
 use crate::inbox::check_collection_name;
 use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
+use crate::retry::{retry, RetryPolicy};
 use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
-use crate::update_batch::insert_once;
+use crate::update_batch::insert_once_with;
 use crate::validate;
 use crate::{Error, Result};
 
@@ -303,6 +304,7 @@ pub struct FollowGraph {
     stats_locks: LeaseLocks,
     capabilities: DetectedCapabilities,
     indexes: Indexes,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`FollowGraph`].
@@ -310,6 +312,7 @@ pub struct FollowGraph {
 pub struct FollowGraphBuilder {
     database: Database,
     names: [String; 6],
+    retry: RetryPolicy,
 }
 
 impl FollowGraphBuilder {
@@ -319,6 +322,12 @@ impl FollowGraphBuilder {
         for name in &mut self.names {
             *name = format!("{prefix}{name}");
         }
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -361,10 +370,11 @@ impl FollowGraphBuilder {
             members,
             subscriptions,
             indexes,
-            owner_locks: LeaseLocks::new(locks.clone(), LEASE),
-            group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE),
-            stats_locks: LeaseLocks::new(locks, LEASE),
+            owner_locks: LeaseLocks::new(locks.clone(), LEASE, self.retry),
+            group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE, self.retry),
+            stats_locks: LeaseLocks::new(locks, LEASE, self.retry),
             capabilities: DetectedCapabilities::default(),
+            retry: self.retry,
             database: self.database,
         })
     }
@@ -420,6 +430,7 @@ impl FollowGraph {
                 "graph_locks",
             ]
             .map(str::to_owned),
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -470,13 +481,16 @@ impl FollowGraph {
         let document = doc! {
             "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
         };
-        insert_once(&self.users, document).await.map(drop)
+        insert_once_with(&self.retry, &self.users, document)
+            .await
+            .map(drop)
     }
 
     /// Registers a group. Idempotent.
     pub async fn add_group(&self, group: &str) -> Result<()> {
         validate::non_blank("group id", group)?;
-        insert_once(
+        insert_once_with(
+            &self.retry,
             &self.groups,
             doc! { "_id": group, "since": bson::DateTime::now() },
         )
@@ -583,11 +597,11 @@ impl FollowGraph {
                     GroupChange::Join => {
                         let member =
                             doc! { "group": group, "user": user, "since": bson::DateTime::now() };
-                        insert_once(&self.members, member).await?
+                        insert_once_with(&self.retry, &self.members, member).await?
                     }
                     GroupChange::Leave => {
                         let member = doc! { "group": group, "user": user };
-                        self.members.delete_one(member).await?.deleted_count > 0
+                        self.delete_one(&self.members, member).await?
                     }
                 };
                 let (one, origin) = (&[user.to_owned()], &origin);
@@ -821,7 +835,8 @@ impl FollowGraph {
 
     /// Records that `owner` follows `target`; whether the record is new.
     async fn relate(&self, owner: &str, kind: Kind, target: &str) -> Result<bool> {
-        insert_once(
+        insert_once_with(
+            &self.retry,
             &self.follows,
             doc! {
                 "owner": owner, "kind": kind.as_str(), "target": target,
@@ -833,10 +848,23 @@ impl FollowGraph {
 
     /// Deletes the record that `owner` follows `target`; whether there was one.
     async fn unrelate(&self, owner: &str, kind: Kind, target: &str) -> Result<bool> {
-        let deleted = self
-            .follows
-            .delete_one(doc! { "owner": owner, "kind": kind.as_str(), "target": target })
-            .await?;
+        let relation = doc! { "owner": owner, "kind": kind.as_str(), "target": target };
+        self.delete_one(&self.follows, relation).await
+    }
+
+    /// Deletes the document matching `filter`, retrying transient failures (deleting twice
+    /// deletes once); whether this call saw one deleted. When an attempt deleted it but its reply
+    /// was lost, the retry finds nothing and the answer is `false`: the document is gone either
+    /// way.
+    async fn delete_one(
+        &self,
+        collection: &Collection<Document>,
+        filter: Document,
+    ) -> Result<bool> {
+        let deleted = retry(&self.retry, "delete", || async {
+            Ok(collection.delete_one(filter.clone()).await?)
+        })
+        .await?;
         Ok(deleted.deleted_count > 0)
     }
 

@@ -6,6 +6,8 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, ROUND};
+use crate::retry::{once_per_op, retry};
+use crate::update_batch::insert_many_once;
 use crate::Result;
 
 /// A subscription by its `(owner, user)`.
@@ -70,15 +72,20 @@ impl FollowGraph {
             })
             .collect();
         if !existing.is_empty() {
-            self.subscriptions
-                .update_many(scope, doc! { "$addToSet": { "origins": &stored } })
-                .await?;
+            // `$addToSet`: adding twice adds once.
+            let update = doc! { "$addToSet": { "origins": &stored } };
+            self.update_many(scope, update).await?;
         }
         if !created.is_empty() {
-            let documents = created.iter().map(|(owner, user)| {
-                doc! { "owner": owner, "user": user, "origins": [&stored], "since": now }
-            });
-            self.subscriptions.insert_many(documents).await?;
+            // The owners' locks are held: a subscription refused by the unique `{owner, user}`
+            // index was inserted by an earlier attempt of this insert.
+            let documents = created
+                .iter()
+                .map(|(owner, user)| {
+                    doc! { "owner": owner, "user": user, "origins": [&stored], "since": now }
+                })
+                .collect();
+            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
         }
         self.count(&created, 1).await
     }
@@ -94,27 +101,34 @@ impl FollowGraph {
         let scope = doc! { "owner": { "$in": &owners }, "user": { "$in": users } };
         let mut with_origin = scope.clone();
         with_origin.insert("origins", &stored);
-        self.subscriptions
-            .update_many(with_origin, doc! { "$pull": { "origins": &stored } })
-            .await?;
+        // `$pull` and a filtered delete: both change nothing the second time.
+        let update = doc! { "$pull": { "origins": &stored } };
+        self.update_many(with_origin, update).await?;
         let mut emptied = scope;
         emptied.insert("origins", doc! { "$size": 0 });
         let removed: Vec<Pair> = self.pairs(emptied.clone()).await?.into_iter().collect();
         if !removed.is_empty() {
-            self.subscriptions.delete_many(emptied).await?;
+            retry(&self.retry, "delete subscriptions", || async {
+                self.subscriptions.delete_many(emptied.clone()).await?;
+                Ok(())
+            })
+            .await?;
         }
         self.count(&removed, -1).await
     }
 
     /// The `(owner, user)` of every subscription matching `filter`.
     async fn pairs(&self, filter: Document) -> Result<BTreeSet<Pair>> {
-        let found: Vec<Document> = self
-            .subscriptions
-            .find(filter)
-            .projection(doc! { "owner": 1, "user": 1 })
-            .await?
-            .try_collect()
-            .await?;
+        let found: Vec<Document> = retry(&self.retry, "find subscriptions", || async {
+            Ok(self
+                .subscriptions
+                .find(filter.clone())
+                .projection(doc! { "owner": 1, "user": 1 })
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await?;
         Ok(found
             .iter()
             .filter_map(|d| {
@@ -170,14 +184,30 @@ impl FollowGraph {
             }
         }
         for ((count, delta), users) in by_change {
-            self.users
-                .update_many(
-                    doc! { "_id": { "$in": users } },
-                    doc! { "$inc": { count.field(): delta } },
-                )
-                .await?;
+            // Applied once under retries: each stats document records the change's id.
+            let mut filter = doc! { "_id": { "$in": users } };
+            let mut update = doc! { "$inc": { count.field(): delta } };
+            once_per_op(&mut filter, &mut update, bson::oid::ObjectId::new());
+            retry(&self.retry, "count update", || async {
+                self.users
+                    .update_many(filter.clone(), update.clone())
+                    .await?;
+                Ok(())
+            })
+            .await?;
         }
         Ok(())
+    }
+
+    /// `update_many` on subscriptions, retried: callers pass idempotent updates only.
+    async fn update_many(&self, filter: Document, update: Document) -> Result<()> {
+        retry(&self.retry, "update subscriptions", || async {
+            self.subscriptions
+                .update_many(filter.clone(), update.clone())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// [`FollowGraph::rebuild`] with the owner's lock held.
@@ -245,11 +275,8 @@ impl FollowGraph {
                 Some(wanted) if wanted == origins => report.unchanged += 1,
                 Some(wanted) => {
                     let wanted: Vec<String> = wanted.into_iter().collect();
-                    self.subscriptions
-                        .update_one(
-                            doc! { "owner": owner, "user": user },
-                            doc! { "$set": { "origins": wanted } },
-                        )
+                    let update = doc! { "$set": { "origins": wanted } };
+                    self.update_many(doc! { "owner": owner, "user": user }, update)
                         .await?;
                     report.corrected += 1;
                 }
@@ -257,9 +284,12 @@ impl FollowGraph {
         }
         if !removed.is_empty() {
             let users: Vec<&String> = removed.iter().map(|(_, user)| user).collect();
-            self.subscriptions
-                .delete_many(doc! { "owner": owner, "user": { "$in": users } })
-                .await?;
+            let filter = doc! { "owner": owner, "user": { "$in": users } };
+            retry(&self.retry, "delete subscriptions", || async {
+                self.subscriptions.delete_many(filter.clone()).await?;
+                Ok(())
+            })
+            .await?;
         }
         let now = bson::DateTime::now();
         let created: Vec<Pair> = desired
@@ -267,11 +297,14 @@ impl FollowGraph {
             .map(|user| (owner.to_owned(), user.clone()))
             .collect();
         if !desired.is_empty() {
-            let documents = desired.into_iter().map(|(user, origins)| {
-                let origins: Vec<String> = origins.into_iter().collect();
-                doc! { "owner": owner, "user": user, "origins": origins, "since": now }
-            });
-            self.subscriptions.insert_many(documents).await?;
+            let documents = desired
+                .into_iter()
+                .map(|(user, origins)| {
+                    let origins: Vec<String> = origins.into_iter().collect();
+                    doc! { "owner": owner, "user": user, "origins": origins, "since": now }
+                })
+                .collect();
+            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
         }
         report.created = created.len();
         report.removed = removed.len();
@@ -295,20 +328,20 @@ impl FollowGraph {
     /// Sets one count of `user`'s stats outright (locking the stats document where updates are
     /// not atomic, so a concurrent `$inc` of the other count is not lost).
     pub(super) async fn set_count(&self, user: &str, count: Count, value: i64) -> Result<()> {
-        let update = self.users.update_one(
-            doc! { "_id": user },
-            doc! { "$set": { count.field(): value } },
-        );
+        // A `$set`: setting twice sets once.
+        let update = retry(&self.retry, "set count", || async {
+            self.users
+                .update_one(
+                    doc! { "_id": user },
+                    doc! { "$set": { count.field(): value } },
+                )
+                .await?;
+            Ok(())
+        });
         if self.capabilities.get(&self.database).await?.atomic_updates {
-            update.await?;
-            return Ok(());
+            return update.await;
         }
-        self.stats_locks
-            .with_lock(&stats_key(user), async {
-                update.await?;
-                Ok(())
-            })
-            .await
+        self.stats_locks.with_lock(&stats_key(user), update).await
     }
 }
 

@@ -336,7 +336,7 @@ impl BucketedFanOut {
             database: database.clone(),
             buckets,
             heads: database.collection(heads),
-            locks: LeaseLocks::new(database.collection(locks), LOCK_LEASE),
+            locks: LeaseLocks::new(database.collection(locks), LOCK_LEASE, retry),
             recipients,
             bucket_size,
             capabilities: DetectedCapabilities::default(),
@@ -395,7 +395,7 @@ impl BucketedFanOut {
         // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
         // detectable conflict.
         self.indexes.ensure().await?;
-        self.recipients.store(list).await?;
+        self.recipients.store(list, &self.retry).await?;
         let capabilities = self.capabilities().await?;
         let entry = Entry {
             document: &entry,

@@ -11,8 +11,9 @@ use super::{
     MAX_DOCUMENT_BYTES,
 };
 use crate::indexes::Indexes;
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
+use crate::update_batch::{insert_many_once, insert_once_with};
 use crate::Result;
 
 const LAYOUT: Layout = Layout {
@@ -48,6 +49,7 @@ pub struct FanOutOnRead {
     database: Database,
     messages: Collection<Document>,
     indexes: Indexes,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`FanOutOnRead`] store.
@@ -55,12 +57,19 @@ pub struct FanOutOnRead {
 pub struct FanOutOnReadBuilder {
     database: Database,
     collection: String,
+    retry: RetryPolicy,
 }
 
 impl FanOutOnReadBuilder {
     /// The messages collection (default `inbox`).
     pub fn collection(mut self, name: impl Into<String>) -> Self {
         self.collection = name.into();
+        self
+    }
+
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -74,6 +83,7 @@ impl FanOutOnReadBuilder {
         Ok(FanOutOnRead::with_collection(
             &self.database,
             &self.collection,
+            self.retry,
         ))
     }
 }
@@ -105,10 +115,10 @@ impl FanOutOnRead {
 
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
-        Self::with_collection(database, Self::DEFAULT_COLLECTION)
+        Self::with_collection(database, Self::DEFAULT_COLLECTION, RetryPolicy::default())
     }
 
-    fn with_collection(database: &Database, collection: &str) -> Self {
+    fn with_collection(database: &Database, collection: &str, retry: RetryPolicy) -> Self {
         let messages = database.collection(collection);
         Self {
             indexes: Indexes::new().with(
@@ -117,6 +127,7 @@ impl FanOutOnRead {
             ),
             database: database.clone(),
             messages,
+            retry,
         }
     }
 
@@ -125,6 +136,7 @@ impl FanOutOnRead {
         FanOutOnReadBuilder {
             database: database.clone(),
             collection: Self::DEFAULT_COLLECTION.to_owned(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -141,7 +153,8 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         let mut document = message.to_document()?;
         document.insert("_id", message.id.0);
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
-        self.messages.insert_one(document).await?;
+        // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
+        insert_once_with(&self.retry, &self.messages, document).await?;
         Ok(message)
     }
 
@@ -152,18 +165,21 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-        let holding: Vec<Document> = self
-            .messages
-            .find(doc! {
-                "from": &message.from,
-                "sent": message.sent,
-                "id": message.id.0,
-                "to": { "$in": recipients },
-            })
-            .projection(doc! { "to": 1 })
-            .await?
-            .try_collect()
-            .await?;
+        let holding: Vec<Document> = retry(&self.retry, "find", || async {
+            Ok(self
+                .messages
+                .find(doc! {
+                    "from": &message.from,
+                    "sent": message.sent,
+                    "id": message.id.0,
+                    "to": { "$in": recipients },
+                })
+                .projection(doc! { "to": 1 })
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await?;
         let held: std::collections::HashSet<&str> = holding
             .iter()
             .filter_map(|d| d.get_array("to").ok())
@@ -177,18 +193,18 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         if missing.is_empty() {
             return Ok(());
         }
-        let copies = missing.into_iter().map(|recipient| {
-            let mut copy = document.clone();
-            copy.insert("_id", derived_id(message.id, recipient));
-            copy.insert("to", vec![recipient.as_str()]);
-            copy
-        });
-        match self.messages.insert_many(copies).ordered(false).await {
-            Ok(_) => Ok(()),
-            // Delivered to these recipients before: their `_id`s are taken.
-            Err(error) if is_duplicate_key(&error) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
+        let copies = missing
+            .into_iter()
+            .map(|recipient| {
+                let mut copy = document.clone();
+                copy.insert("_id", derived_id(message.id, recipient));
+                copy.insert("to", vec![recipient.as_str()]);
+                copy
+            })
+            .collect();
+        // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
+        // was delivered before (or by an earlier attempt of this one).
+        insert_many_once(&self.retry, &self.messages, copies).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {

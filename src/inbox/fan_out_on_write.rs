@@ -12,9 +12,10 @@ use super::{
     MAX_DOCUMENT_BYTES,
 };
 use crate::indexes::Indexes;
+use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
-use crate::{Error, Result};
+use crate::update_batch::insert_many_once;
+use crate::Result;
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnWrite,
@@ -45,6 +46,7 @@ pub struct FanOutOnWrite {
     copies: Collection<Document>,
     recipients: RecipientLists,
     indexes: Indexes,
+    retry: RetryPolicy,
 }
 
 /// Configures a [`FanOutOnWrite`] store.
@@ -54,6 +56,7 @@ pub struct FanOutOnWriteBuilder {
     collection: String,
     recipients: String,
     max_inline: usize,
+    retry: RetryPolicy,
 }
 
 impl FanOutOnWriteBuilder {
@@ -77,6 +80,12 @@ impl FanOutOnWriteBuilder {
         self
     }
 
+    /// How transient failures are retried (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
     /// Builds the store.
     ///
     /// # Errors
@@ -92,6 +101,7 @@ impl FanOutOnWriteBuilder {
             &self.database,
             &self.collection,
             RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
+            self.retry,
         ))
     }
 }
@@ -99,6 +109,10 @@ impl FanOutOnWriteBuilder {
 impl FanOutOnWrite {
     /// Inserts one copy of `message` per recipient, in one unordered `insert`; `delivered`
     /// marks copies written by [`InboxStore::deliver`], which `remove_from` may take back.
+    ///
+    /// Retried under the store's policy. Idempotent: the unique `{recipient, sent, id}` index
+    /// refuses a second copy of the message for a recipient, so a copy refused as a duplicate was
+    /// stored by an earlier attempt (or an earlier delivery) and counts as done.
     async fn insert_copies<P: Payload>(
         &self,
         message: &Message<P>,
@@ -115,14 +129,16 @@ impl FanOutOnWrite {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
         // The unique index is what refuses a second copy.
         self.indexes.ensure().await?;
-        self.recipients.store(list).await?;
-        let copies = recipients.iter().map(|recipient| {
-            let mut copy = document.clone();
-            copy.insert("recipient", recipient.as_str());
-            copy
-        });
-        self.copies.insert_many(copies).ordered(false).await?;
-        Ok(())
+        self.recipients.store(list, &self.retry).await?;
+        let copies = recipients
+            .iter()
+            .map(|recipient| {
+                let mut copy = document.clone();
+                copy.insert("recipient", recipient.as_str());
+                copy
+            })
+            .collect();
+        insert_many_once(&self.retry, &self.copies, copies).await
     }
 
     /// How many messages `owner` has received (one command).
@@ -165,10 +181,16 @@ impl FanOutOnWrite {
                 database.collection(RecipientLists::DEFAULT_COLLECTION),
                 RecipientLists::DEFAULT_MAX_INLINE,
             ),
+            RetryPolicy::default(),
         )
     }
 
-    fn with_collections(database: &Database, copies: &str, recipients: RecipientLists) -> Self {
+    fn with_collections(
+        database: &Database,
+        copies: &str,
+        recipients: RecipientLists,
+        retry: RetryPolicy,
+    ) -> Self {
         let copies = database.collection(copies);
         let unique = IndexModel::builder()
             .keys(LAYOUT.index_keys())
@@ -179,6 +201,7 @@ impl FanOutOnWrite {
             database: database.clone(),
             copies,
             recipients,
+            retry,
         }
     }
 
@@ -189,6 +212,7 @@ impl FanOutOnWrite {
             collection: Self::DEFAULT_COLLECTION.to_owned(),
             recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -208,11 +232,8 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite {
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
         validate::check_recipients(recipients)?;
-        match self.insert_copies(message, recipients, true).await {
-            // Copies already there: the unique index refused them, as it should.
-            Err(Error::Database(error)) if is_duplicate_key(&error) => Ok(()),
-            outcome => outcome,
-        }
+        // Copies already there are refused by the unique index, and taken as done.
+        self.insert_copies(message, recipients, true).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {

@@ -21,7 +21,8 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::{MessageId, MAX_DOCUMENT_BYTES};
-use crate::update_batch::insert_once;
+use crate::retry::RetryPolicy;
+use crate::update_batch::insert_once_with;
 use crate::{Error, Result};
 
 /// The field that replaces `to` in a copy whose list is stored apart: how many recipients.
@@ -82,11 +83,12 @@ impl RecipientLists {
         Ok(Some(SharedList(list)))
     }
 
-    /// Stores `list` (one `insert`; nothing for `None`). A list already stored, by a retry or an
-    /// earlier delivery of the same message, is taken as done.
-    pub(super) async fn store(&self, list: Option<SharedList>) -> Result<()> {
+    /// Stores `list` (one `insert`; nothing for `None`), retrying transient failures under
+    /// `policy`. A list already stored, by a retry or an earlier delivery of the same message, is
+    /// taken as done.
+    pub(super) async fn store(&self, list: Option<SharedList>, policy: &RetryPolicy) -> Result<()> {
         if let Some(SharedList(list)) = list {
-            insert_once(&self.lists, list).await?;
+            insert_once_with(policy, &self.lists, list).await?;
         }
         Ok(())
     }
