@@ -75,9 +75,7 @@ async fn main() -> common::ExampleResult {
     }
     // Workers start after the posts here, so the commands above are the posts' own.
     let workers: Vec<_> = (0..2).map(|_| delivery.start_worker()).collect();
-    delivery
-        .wait_until_delivered(Duration::from_secs(60))
-        .await?;
+    delivery.wait_until_drained(Duration::from_secs(60)).await?;
     println!(
         "\nstar is a celebrity (posts merged at read time): {}",
         delivery.is_celebrity("star").await?
@@ -99,9 +97,7 @@ async fn main() -> common::ExampleResult {
     for message in &page.items {
         println!("  {:>5}: {}", message.from, message.payload);
     }
-    delivery
-        .wait_until_delivered(Duration::from_secs(60))
-        .await?;
+    delivery.wait_until_drained(Duration::from_secs(60)).await?;
     println!("  zed's inbox after the rebuild holds {} posts", {
         delivery.inbox().count("zed").await?
     });
@@ -137,7 +133,7 @@ async fn main() -> common::ExampleResult {
         let started = Instant::now();
         delivery.post(&author, "measured".to_owned()).await?;
         delivery
-            .wait_until_delivered(Duration::from_secs(300))
+            .wait_until_drained(Duration::from_secs(300))
             .await?;
         let elapsed = started.elapsed();
         let sent = commands.snapshot();

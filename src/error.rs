@@ -249,6 +249,47 @@ impl Error {
         }
     }
 
+    /// Whether something the operation names does not exist ([`Error::NotFound`]).
+    ///
+    /// ```
+    /// let error = mongo_social::Error::NotFound { what: "post", id: "p1".into() };
+    /// assert!(error.is_not_found() && !error.is_retryable());
+    /// ```
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
+    }
+
+    /// Whether something to be created exists already ([`Error::AlreadyExists`]).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, Error::AlreadyExists { .. })
+    }
+
+    /// Whether the caller's input was refused before anything was written: an empty, repeated
+    /// or malformed value, a cursor or link this store did not make, a page limit out of range,
+    /// something too large or too deep, a self-follow. Calling again with the same input fails
+    /// the same way.
+    ///
+    /// ```
+    /// let error = mongo_social::Error::InvalidPageLimit { limit: 0, max: 1000 };
+    /// assert!(error.is_invalid_input());
+    /// ```
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::NoRecipients
+                | Error::DuplicateRecipient { .. }
+                | Error::EmptyUserId { .. }
+                | Error::EmptyField { .. }
+                | Error::InvalidCursor { .. }
+                | Error::InvalidPageLimit { .. }
+                | Error::MessageTooLarge { .. }
+                | Error::TooLarge { .. }
+                | Error::SelfFollow { .. }
+                | Error::InvalidLink { .. }
+                | Error::ThreadTooDeep { .. }
+        )
+    }
+
     /// Whether one attempt failed for a reason that another attempt may not meet: the failures
     /// the library itself retries.
     pub(crate) fn is_transient(&self) -> bool {

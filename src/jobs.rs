@@ -148,6 +148,7 @@ pub struct JobQueue {
 
 /// Configures a [`JobQueue`].
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct JobQueueBuilder {
     database: Database,
     collection: String,
@@ -329,6 +330,21 @@ impl JobQueue {
                 .send_modify(|count| *count = count.wrapping_add(1));
         }
         Ok(added)
+    }
+
+    /// Runs due jobs with `handler` in this task, batch after batch, until none is due; returns
+    /// how many ran. For tests, scripts and applications without a worker. The stores built on
+    /// the queue ([`crate::delivery::Delivery`], [`crate::FeedStore`]) have a `run_pending` of
+    /// their own that passes their handler.
+    pub async fn run_pending(&self, handler: &dyn JobHandler) -> Result<usize> {
+        let mut total = 0;
+        loop {
+            let ran = self.run_once(handler).await?;
+            if ran == 0 {
+                return Ok(total);
+            }
+            total += ran;
+        }
     }
 
     /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,

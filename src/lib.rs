@@ -28,12 +28,19 @@ mod validate;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
+// Each module's stores and the traits they implement, at the root; everything else stays in its
+// module (`comments::NewComment`, `graph::GraphQuery`, ...), except the inbox's vocabulary,
+// which the other modules share.
+pub use comments::{CommentStore, DynCommentStore, Embedded, HybridPages, PerComment};
+pub use delivery::Delivery;
 pub use error::{Error, Result};
 pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
+pub use graph::FollowGraph;
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
 };
+pub use jobs::JobQueue;
 pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};
 pub use sharding::ShardKey;

@@ -98,7 +98,7 @@ async fn thousands_of_followers_each_get_one_copy() {
         .unwrap();
     assert_eq!(own.items[0].id, posted.id);
     delivery
-        .wait_until_delivered(Duration::from_secs(120))
+        .wait_until_drained(Duration::from_secs(120))
         .await
         .unwrap();
     for worker in workers {
@@ -151,7 +151,7 @@ async fn a_killed_worker_leaves_its_job_to_another() {
     let partial = copies(&t, posted.id.0).await.len();
     let rescuer = delivery.start_worker();
     delivery
-        .wait_until_delivered(Duration::from_secs(120))
+        .wait_until_drained(Duration::from_secs(120))
         .await
         .unwrap();
     assert_eq!(rescuer.last_error(), None);

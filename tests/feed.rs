@@ -252,7 +252,7 @@ async fn rename_reaches_every_copy_after_an_interrupted_propagation() {
         .unwrap();
     assert_eq!(post.created_by.revision, 3);
     // The background job left by `rename_user_in_background` finds its work done.
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(named("ann3").await, 18);
     assert_eq!(count(&t, "feed_jobs").await, 0);
 }
@@ -361,7 +361,7 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
         let author = if i % 3 == 0 { "bob" } else { "ann" };
         created.push(post(&store, author, &format!("post {i}"), "text").await.id);
     }
-    assert_eq!(store.run_pending_jobs().await.unwrap(), 23);
+    assert_eq!(store.run_pending().await.unwrap(), 23);
     let newest_first: Vec<PostId> = created.iter().rev().copied().collect();
 
     let latest = FeedKind::Latest;
@@ -393,7 +393,7 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
         .await
         .unwrap();
     let newer = post(&store, "ann", "late", "text").await.id;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     let second = store
         .feed_page(&latest, PageRequest::after(4, first.next.unwrap()))
         .await
@@ -476,7 +476,7 @@ async fn hot_feed_counts_only_the_window() {
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
     clock.set(start + 26 * HOUR_MS);
     store.schedule_hot_refresh().await.unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     let items = store.feed_items(&FeedKind::Hot).await.unwrap();
     let scored: Vec<(PostId, f64)> = items.iter().map(|item| (item.post, item.score)).collect();
     assert_eq!(scored, [(b, 2.0), (d, 1.0)]);
@@ -498,11 +498,11 @@ async fn personal_feeds_follow_the_follow_list() {
     let c1 = post(&store, "cat", "c1", "x").await.id;
     let e1 = post(&store, "eve", "e1", "x").await.id;
     let a2 = post(&store, "ann", "a2", "x").await.id;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
 
-    // The commands of one post's fan-out job, run by `run_pending_jobs`.
+    // The commands of one post's fan-out job, run by `run_pending`.
     let extra = post(&store, "cat", "c2", "x").await.id;
-    let (ran, commands) = t.commands.measure(store.run_pending_jobs()).await;
+    let (ran, commands) = t.commands.measure(store.run_pending()).await;
     assert_eq!(ran.unwrap(), 1);
     let expected: &[&str] = if t.info.capabilities().atomic_updates {
         // due jobs, claim, re-check, post, create feeds, push, delete job, release, due jobs
@@ -542,7 +542,7 @@ async fn personal_feeds_follow_the_follow_list() {
         .enqueue("post_created", doc! { "post": a2.0 })
         .await
         .unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(
         read_feed(&store, &feed_of("bob"), 10).await,
         [extra, a2, c1, a1]
@@ -773,7 +773,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     let (t, store) = store_with("feed_bad_input", |b| b.max_post_bytes(4096)).await;
     users(&store, &["ann", "bob"]).await;
     let kept = post(&store, "ann", "kept", "x").await.id;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     let collections = [
         "posts",
         "users",
@@ -1040,7 +1040,7 @@ async fn ranking_is_pluggable() {
     let a1 = post(&store, "ann", "a1", "x").await.id;
     let c2 = post(&store, "cat", "c2", "x").await.id;
     let a2 = post(&store, "ann", "a2", "x").await.id;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     for size in [1, 3] {
         assert_eq!(
             read_feed(&store, &FeedKind::Latest, size).await,
@@ -1163,12 +1163,12 @@ async fn propagation_jobs_stop_at_their_deadline_and_resume() {
     for i in 0..4 {
         post(&store, "ann", &format!("p{i}"), "x").await;
     }
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     let propagation = store
         .rename_user_in_background("ann", "annie")
         .await
         .unwrap();
-    let ran = store.run_pending_jobs().await.unwrap();
+    let ran = store.run_pending().await.unwrap();
     assert!(ran > 1, "the propagation was split over {ran} jobs");
     assert!(store.unfinished_propagations().await.unwrap().is_empty());
     assert!(store.run_propagation(propagation, None).await.unwrap().done);
@@ -1356,7 +1356,7 @@ async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
     .await;
     users(&store, &["ann", "bob", "nan"]).await;
     let p = post(&store, "ann", "once", "x").await.id;
-    assert_eq!(store.run_pending_jobs().await.unwrap(), 1);
+    assert_eq!(store.run_pending().await.unwrap(), 1);
     assert_eq!(store.jobs().pending().await.unwrap(), 0);
     assert_eq!(
         read_feed(&store, &FeedKind::User("bob".into()), 5).await,
@@ -1366,7 +1366,7 @@ async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
 
     // A non-finite score is a typed error, and no feed gets it.
     post(&store, "nan", "bad", "x").await;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     let job = t
         .collection::<Document>("feed_jobs")
         .find_one(doc! {})
@@ -1407,7 +1407,7 @@ async fn fan_out_waits_for_a_post_whose_job_came_first() {
         )
         .await
         .unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(
         store.jobs().pending().await.unwrap(),
         1,
@@ -1424,7 +1424,7 @@ async fn fan_out_waits_for_a_post_whose_job_came_first() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [missing]);
 
     // A post that never appears: its job is dropped once old.
@@ -1437,17 +1437,17 @@ async fn fan_out_waits_for_a_post_whose_job_came_first() {
         )
         .await
         .unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(store.jobs().pending().await.unwrap(), 1);
     clock.set(clock.now().timestamp_millis() + HOUR_MS);
     tokio::time::sleep(Duration::from_millis(5)).await;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(store.jobs().pending().await.unwrap(), 0, "dropped");
     assert_eq!(store.jobs().failed().await.unwrap(), 0);
 
     // Normal posts: job, then post, and it reaches the feed.
     let p = post(&store, "ann", "now", "x").await.id;
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p, missing]);
     assert!(
         store
@@ -1466,7 +1466,7 @@ async fn reopen_reads_what_was_written() {
     let (t, first) = store_with("feed_reopen", |b| b).await;
     users(&first, &["ann", "bob"]).await;
     let written = post(&first, "ann", "Hello", "First post").await;
-    first.run_pending_jobs().await.unwrap();
+    first.run_pending().await.unwrap();
     let second = FeedStore::<Extra>::builder(&t.db)
         .capabilities(t.info.capabilities())
         .build()

@@ -574,7 +574,7 @@ async fn the_graph_is_the_feeds_follow_source() {
         .create_post(NewPost::new("ann", "Hello", "from ann", ()))
         .await
         .unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     for (reader, expected) in [
         ("bob", vec![post.id]),
         ("cat", vec![post.id]),

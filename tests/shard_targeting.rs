@@ -287,7 +287,7 @@ async fn feed_commands_are_targeted() {
         .create_post(NewPost::new("ann", "Hello", "First post", ()))
         .await
         .unwrap();
-    store.run_pending_jobs().await.unwrap();
+    store.run_pending().await.unwrap();
     store.like(post.id, "bob").await.unwrap();
     store.unlike(post.id, "bob").await.unwrap();
     store.post(post.id).await.unwrap();

@@ -308,7 +308,7 @@ async fn feed(bench: &mut Bench) -> Result<(), Error> {
             "fan-out to 100 followers",
             1,
             posts.len(),
-            |_| store.run_pending_jobs(),
+            |_| store.run_pending(),
         )
         .await?;
     bench
@@ -316,7 +316,7 @@ async fn feed(bench: &mut Bench) -> Result<(), Error> {
             store.create_post(NewPost::new("ann", "Title", "A short post body.", ()))
         })
         .await?;
-    store.run_pending_jobs().await?;
+    store.run_pending().await?;
     bench
         .measure(&db, "feed", "like", 50, |i| {
             store.like(posts[i % posts.len()], &fans[i])

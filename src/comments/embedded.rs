@@ -83,6 +83,7 @@ pub struct Embedded {
 
 /// Configures an [`Embedded`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct EmbeddedBuilder {
     database: Database,
     discussions: String,

@@ -89,6 +89,7 @@ pub struct HybridPages {
 
 /// Configures a [`HybridPages`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct HybridPagesBuilder {
     database: Database,
     pages: String,

@@ -82,6 +82,7 @@ pub struct PerComment {
 
 /// Configures a [`PerComment`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct PerCommentBuilder {
     database: Database,
     comments: String,

@@ -95,7 +95,7 @@ const REBUILD: &str = "rebuild";
 ///
 /// let worker = delivery.start_worker();
 /// delivery.post("ann", "Hello, followers".to_string()).await?;
-/// delivery.wait_until_delivered(Duration::from_secs(30)).await?;
+/// delivery.wait_until_drained(Duration::from_secs(30)).await?;
 /// let page = delivery.inbox().inbox_page("bob", PageRequest::first(20)).await?;
 /// assert_eq!(page.items[0].payload, "Hello, followers");
 /// worker.stop().await;
@@ -151,6 +151,7 @@ impl<P: Payload> fmt::Debug for Inner<P> {
 }
 
 /// Configures a [`Delivery`].
+#[must_use = "a builder does nothing until `build()`"]
 pub struct DeliveryBuilder<P: Payload> {
     database: Database,
     graph: Arc<FollowGraph>,
@@ -573,26 +574,22 @@ impl<P: Payload> Delivery<P> {
             .start_worker(Arc::new(worker::Handler(self.inner.clone())))
     }
 
-    /// Runs the fan-out jobs that are due now, in this task; returns how many ran.
+    /// Runs the fan-out jobs that are due, in this task, until none is left; returns how many
+    /// ran. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        let handler = worker::Handler(self.inner.clone());
-        let mut ran = 0;
-        loop {
-            let now = self.inner.jobs.run_once(&handler).await?;
-            if now == 0 {
-                return Ok(ran);
-            }
-            ran += now;
-        }
+        self.inner
+            .jobs
+            .run_pending(&worker::Handler(self.inner.clone()))
+            .await
     }
 
     /// Waits until no fan-out job is left (every post delivered), for tests and graceful
-    /// shutdown.
+    /// shutdown; see [`JobQueue::wait_until_drained`].
     ///
     /// # Errors
     ///
     /// [`Error::Timeout`] after `timeout`.
-    pub async fn wait_until_delivered(&self, timeout: Duration) -> Result<()> {
+    pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
         self.inner.jobs.wait_until_drained(timeout).await
     }
 }

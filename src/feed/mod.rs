@@ -158,7 +158,7 @@ struct Settings {
 /// store.create_indexes().await?;
 /// store.create_user(NewUser::new("ann", "ann")).await?;
 /// store.create_post(NewPost::new("ann", "Hello", "First post", ())).await?;
-/// store.run_pending_jobs().await?; // or store.start_worker() in a service
+/// store.run_pending().await?; // or store.start_worker() in a service
 /// let page = store.feed_page(&FeedKind::User("bob".into()), PageRequest::first(20)).await?;
 /// assert_eq!(page.items[0].title, "Hello");
 /// # Ok(()) }
@@ -210,6 +210,7 @@ impl<X> fmt::Debug for FeedStore<X> {
 
 /// Configures a [`FeedStore`].
 #[derive(Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct FeedStoreBuilder<X> {
     database: Database,
     prefix: String,
@@ -443,17 +444,9 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Runs due jobs in this task until none is left; returns how many ran. For tests, scripts
-    /// and applications without a worker.
-    pub async fn run_pending_jobs(&self) -> Result<usize> {
-        let handler = feeds::FeedJobs(self.clone());
-        let mut total = 0;
-        loop {
-            let ran = self.jobs.run_once(&handler).await?;
-            if ran == 0 {
-                return Ok(total);
-            }
-            total += ran;
-        }
+    /// and applications without a worker. See [`JobQueue::run_pending`].
+    pub async fn run_pending(&self) -> Result<usize> {
+        self.jobs.run_pending(&feeds::FeedJobs(self.clone())).await
     }
 
     /// Waits until every job enqueued so far has run; see [`JobQueue::wait_until_drained`].

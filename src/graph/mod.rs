@@ -309,6 +309,7 @@ pub struct FollowGraph {
 
 /// Configures a [`FollowGraph`].
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct FollowGraphBuilder {
     database: Database,
     names: [String; 6],

@@ -144,6 +144,7 @@ pub struct BucketedFanOut {
 
 /// Configures a [`BucketedFanOut`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct BucketedFanOutBuilder {
     database: Database,
     buckets: String,

@@ -54,6 +54,7 @@ pub struct FanOutOnRead {
 
 /// Configures a [`FanOutOnRead`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct FanOutOnReadBuilder {
     database: Database,
     collection: String,

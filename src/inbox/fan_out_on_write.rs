@@ -51,6 +51,7 @@ pub struct FanOutOnWrite {
 
 /// Configures a [`FanOutOnWrite`] store.
 #[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct FanOutOnWriteBuilder {
     database: Database,
     collection: String,
