@@ -183,8 +183,9 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     ///
-    /// Retried on transient failures, and applied once however often it is retried (see the
-    /// [module docs](self)); a call made again by the caller is a new change.
+    /// Retried on transient failures, and applied once however often it is retried (each change
+    /// carries an operation id the counter remembers); a call made again by the caller is a new
+    /// change.
     pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
         self.check_post_exists(post).await?;
         self.increment(post, counter.field(), delta).await
