@@ -6,6 +6,7 @@
 //!   [`Error::EmptyUserId`], in every module.
 //! - Any other required text (a group or discussion id, a username, a comment's text, a post's
 //!   title and body, search terms, a job's kind) that is blank is [`Error::EmptyField`].
+//! - A page size outside `1..=max` is [`Error::InvalidPageLimit`].
 
 use crate::{Error, Result};
 
@@ -31,9 +32,29 @@ pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Fails with [`Error::InvalidPageLimit`] unless `1 <= limit <= max`: the one page-size rule of
+/// every paged read.
+pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
+    if limit == 0 || limit > max {
+        return Err(Error::InvalidPageLimit { limit, max });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_page_limit_rule() {
+        assert!(page_limit(1, 10).is_ok() && page_limit(10, 10).is_ok());
+        for limit in [0, 11] {
+            assert!(matches!(
+                page_limit(limit, 10),
+                Err(Error::InvalidPageLimit { limit: l, max: 10 }) if l == limit
+            ));
+        }
+    }
 
     #[test]
     fn empty_and_whitespace_are_the_same_error() {

@@ -39,13 +39,7 @@ pub(super) fn check_size(value: &impl Serialize, limit: usize) -> Result<usize> 
 /// Checks a page query's discussion and limit.
 pub(super) fn check_query(discussion: &str, query: &CommentQuery) -> Result<()> {
     check_discussion(discussion)?;
-    if query.limit == 0 || query.limit > CommentQuery::MAX_LIMIT {
-        return Err(Error::InvalidPageLimit {
-            limit: query.limit,
-            max: CommentQuery::MAX_LIMIT,
-        });
-    }
-    Ok(())
+    crate::validate::page_limit(query.limit, CommentQuery::MAX_LIMIT)
 }
 
 /// [`Error::InvalidLink`] for `link`.

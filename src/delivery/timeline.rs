@@ -8,7 +8,7 @@ use super::worker::decode_post;
 use super::Delivery;
 use crate::feed::FollowSource;
 use crate::inbox::{Message, Page, PageCursor, PageRequest};
-use crate::{Error, Payload, Result, Strategy};
+use crate::{Payload, Result, Strategy};
 
 impl<P: Payload> Delivery<P> {
     /// One page of `owner`'s timeline, newest first, with the inbox's cursor API.
@@ -40,12 +40,7 @@ impl<P: Payload> Delivery<P> {
             return inner.inbox.inbox_page(owner, page).await;
         }
         crate::validate::user_id("owner", owner)?;
-        if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
-            return Err(Error::InvalidPageLimit {
-                limit: page.limit,
-                max: PageRequest::MAX_LIMIT,
-            });
-        }
+        crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)?;
         let strategy = inner.inbox.strategy();
         let after = page
             .after

@@ -108,13 +108,7 @@ fn decode_items(feed: Option<Document>) -> Result<Vec<FeedItem>> {
 }
 
 pub(super) fn check_limit(page: &PageRequest) -> Result<()> {
-    if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
-        return Err(Error::InvalidPageLimit {
-            limit: page.limit,
-            max: PageRequest::MAX_LIMIT,
-        });
-    }
-    Ok(())
+    crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)
 }
 
 impl<X: Payload> FeedStore<X> {

@@ -949,12 +949,7 @@ async fn page_of(
     field: &str,
     query: &GraphQuery,
 ) -> Result<Vec<Document>> {
-    if query.limit == 0 || query.limit > GraphQuery::MAX_LIMIT {
-        return Err(Error::InvalidPageLimit {
-            limit: query.limit,
-            max: GraphQuery::MAX_LIMIT,
-        });
-    }
+    crate::validate::page_limit(query.limit, GraphQuery::MAX_LIMIT)?;
     if let Some(cursor) = &query.after {
         filter.insert(field, doc! { "$gt": cursor.id()? });
     }

@@ -37,13 +37,7 @@ pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
 
 pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
     check_user_id("owner", owner)?;
-    if page.limit == 0 || page.limit > PageRequest::MAX_LIMIT {
-        return Err(Error::InvalidPageLimit {
-            limit: page.limit,
-            max: PageRequest::MAX_LIMIT,
-        });
-    }
-    Ok(())
+    crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)
 }
 
 /// Fails with [`Error::MessageTooLarge`] when `document` encodes to more than `limit` bytes.
