@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongo_social::feed::{FeedKind, FeedStore, FollowList, Media, NewPost, NewUser, SearchOrder};
+use mongo_social::feed::{FeedKind, FeedStore, Media, NewPost, NewUser, SearchOrder};
+use mongo_social::graph::FollowList;
 use mongo_social::testing::CommandCounter;
 use mongo_social::{PageRequest, Post};
 use serde::{Deserialize, Serialize};

@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::feed::{
-    Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, FollowList,
-    Media, NewPost, NewUser, Ranking, SearchOrder,
+    Candidate, Clock, Counter, DefaultRanking, FeedKind, FeedStore, FeedStoreBuilder, Media,
+    NewPost, NewUser, Ranking, SearchOrder,
 };
+use mongo_social::graph::FollowList;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, TestDb};
 use mongo_social::{Error, PageCursor, PageRequest, Post, PostId};
@@ -1317,7 +1318,7 @@ async fn old_posts_liked_recently_do_not_crowd_out_the_hot_window() {
 struct Repeating;
 
 #[async_trait]
-impl mongo_social::feed::FollowSource for Repeating {
+impl mongo_social::graph::FollowSource for Repeating {
     async fn followers_of(&self, _user: &str) -> mongo_social::Result<Vec<String>> {
         Ok(vec![
             "bob".into(),

@@ -10,8 +10,8 @@ use mongo_social::comments::{
     Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
 };
 use mongo_social::delivery::Delivery;
-use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser, SearchOrder};
-use mongo_social::graph::{FollowGraph, GraphQuery};
+use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser, SearchOrder};
+use mongo_social::graph::{FollowGraph, FollowList, GraphQuery};
 use mongo_social::sharding::{Routing, ShardKey};
 use mongo_social::testing::routing::{route_commands, RoutedCommand};
 use mongo_social::testing::{self, CommandCounter};

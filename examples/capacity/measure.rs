@@ -12,8 +12,8 @@ use mongo_social::comments::{
     Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
 };
 use mongo_social::delivery::Delivery;
-use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser};
-use mongo_social::graph::{FollowGraph, GraphQuery};
+use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
+use mongo_social::graph::{FollowGraph, FollowList, GraphQuery};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
 };

@@ -6,7 +6,7 @@ use futures::TryStreamExt;
 
 use super::worker::decode_post;
 use super::Delivery;
-use crate::feed::FollowSource;
+use crate::graph::FollowSource;
 use crate::inbox::{Message, Page, PageCursor, PageRequest};
 use crate::{Payload, Result, Strategy};
 

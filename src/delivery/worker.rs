@@ -8,7 +8,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::{Inner, FAN_OUT, REBUILD};
-use crate::feed::FollowSource;
+use crate::graph::FollowSource;
 use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};

@@ -35,7 +35,6 @@
 mod counters;
 mod cursor;
 mod feeds;
-mod follows;
 mod posts;
 mod ranking;
 mod search;
@@ -52,9 +51,10 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
+use crate::graph::{DynFollowSource, FollowList};
+
 pub use counters::{Counter, Counters};
 pub use feeds::{FeedItem, FeedKind};
-pub use follows::{DynFollowSource, FollowList, FollowSource};
 pub use posts::{Media, NewPost, Post};
 pub use ranking::{Candidate, DefaultRanking, DynRanking, Ranking};
 pub use search::{SearchOrder, FALLBACK_CANDIDATES};
@@ -149,7 +149,8 @@ struct Settings {
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
 /// use std::sync::Arc;
-/// use mongo_social::feed::{FeedKind, FeedStore, FollowList, NewPost, NewUser};
+/// use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
+/// use mongo_social::graph::FollowList;
 /// use mongo_social::PageRequest;
 ///
 /// let follows = Arc::new(FollowList::new());

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 
+use super::FollowSource;
 use super::{FollowGraph, GraphQuery};
-use crate::feed::FollowSource;
 use crate::Result;
 
 /// Per-user feeds built from the graph: followers and followees by any route (direct or through

@@ -57,6 +57,9 @@
 //! round of 50 users, plus one `find` per 500. On FerretDB the stats updates are locked too (+2).
 
 mod follow_source;
+mod follows;
+
+pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
 
 use std::collections::BTreeSet;

@@ -1,5 +1,6 @@
-//! Who follows whom: a small trait the follow graph can implement later, and a list kept by the
-//! application in the meantime.
+//! Who follows whom, as the feed and the delivery read it: the [`FollowSource`] trait, which
+//! [`super::FollowGraph`] implements, and [`FollowList`], follows kept in memory by an
+//! application that holds its graph elsewhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -9,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::Result;
 
-/// The follow graph as the feeds need it.
+/// The follow graph as the feeds and the delivery need it.
 ///
 /// Per-user feeds are built on write from [`FollowSource::followers_of`] (a new post goes into
 /// each follower's feed) and rebuilt on demand from [`FollowSource::followees_of`] (a returning
@@ -30,7 +31,7 @@ pub type DynFollowSource = dyn FollowSource;
 /// applications that keep the graph elsewhere and load it at startup.
 ///
 /// ```
-/// use mongo_social::feed::FollowList;
+/// use mongo_social::graph::FollowList;
 /// let follows = FollowList::new();
 /// follows.follow("bob", "ann"); // bob follows ann
 /// assert!(follows.is_following("bob", "ann"));
