@@ -226,7 +226,7 @@ impl JobQueueBuilder {
     /// [`Error::InvalidConfig`] for an unusable collection name, a zero lease, batch,
     /// `max_attempts` or poll interval, or a maximum poll interval below the poll interval.
     pub fn build(self) -> Result<JobQueue> {
-        crate::inbox::check_collection_name(&self.collection)?;
+        crate::validate::check_collection_name(&self.collection)?;
         if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
             return Err(Error::InvalidConfig {
                 reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),

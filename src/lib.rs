@@ -18,6 +18,7 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+mod payload;
 mod retry;
 pub mod server;
 pub mod sharding;

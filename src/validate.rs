@@ -7,6 +7,8 @@
 //! - Any other required text (a group or discussion id, a username, a comment's text, a post's
 //!   title and body, search terms, a job's kind) that is blank is [`Error::EmptyField`].
 //! - A page size outside `1..=max` is [`Error::InvalidPageLimit`].
+//! - A collection name MongoDB would refuse, or two roles given one collection, is
+//!   [`Error::InvalidConfig`].
 
 use crate::{Error, Result};
 
@@ -37,6 +39,34 @@ pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
 pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
     if limit == 0 || limit > max {
         return Err(Error::InvalidPageLimit { limit, max });
+    }
+    Ok(())
+}
+
+/// The largest document MongoDB stores.
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Fails with [`Error::InvalidConfig`] unless every name is usable and no two are the
+/// same; `roles` names them in the error (`"buckets, heads and locks"`).
+pub(crate) fn check_collection_names(names: &[&str], roles: &str) -> Result<()> {
+    for name in names {
+        check_collection_name(name)?;
+    }
+    let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
+    if distinct.len() != names.len() {
+        return Err(Error::InvalidConfig {
+            reason: format!("{roles} need {} different collections", names.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::InvalidConfig`] for a name MongoDB would refuse.
+pub(crate) fn check_collection_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with("system.") {
+        return Err(Error::InvalidConfig {
+            reason: format!("`{name}` is not a usable collection name"),
+        });
     }
     Ok(())
 }

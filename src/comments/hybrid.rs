@@ -16,11 +16,11 @@ use super::{
     Design, Features, NewComment, Order, ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
-use crate::inbox::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::indexes::Indexes;
 use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
+use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.

@@ -15,11 +15,11 @@ use super::{
     slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
     Deletion, Design, Features, NewComment, Order, ThreadedComments,
 };
-use crate::inbox::check_collection_names;
 use crate::indexes::Indexes;
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
+use crate::validate::check_collection_names;
 use crate::{Error, Result};
 
 /// Letter of this design's cursors.
@@ -152,7 +152,7 @@ impl PerCommentBuilder {
                 ),
             });
         }
-        if self.max_comment_bytes > crate::inbox::MAX_DOCUMENT_BYTES {
+        if self.max_comment_bytes > crate::validate::MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidConfig {
                 reason: "max_comment_bytes cannot pass the 16 MiB document limit".to_owned(),
             });

@@ -35,9 +35,9 @@ use bson::{doc, Document};
 use serde::{Deserialize, Serialize};
 
 use super::{FeedStore, PostId};
-use crate::inbox::Payload;
 use crate::retry::retry;
 use crate::update_batch::{insert_once_with, is_duplicate_key};
+use crate::Payload;
 use crate::Result;
 
 /// Rounds of a counter's `$inc` that may meet a concurrently created document.

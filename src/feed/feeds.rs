@@ -7,7 +7,7 @@
 //!
 //! - **latest** (`"latest"`) and **per-user** feeds (`"user:<id>"`) are written when a post's
 //!   `post_created` job runs: the post goes into "latest", its author's own feed and the feed of
-//!   each of the author's followers ([`super::FollowSource::followers_of`]).
+//!   each of the author's followers ([`crate::graph::FollowSource::followers_of`]).
 //!   [`FeedStore::rebuild_user_feed`] refills a user's feed from whom they follow.
 //! - **hot** (`"hot"`) holds the posts created within the hot window (default 24 hours) that
 //!   were liked within it, by likes in the window; [`FeedStore::refresh_hot_feed`] recomputes it
@@ -32,9 +32,9 @@ use serde::{Deserialize, Serialize};
 use super::cursor;
 use super::ranking::Candidate;
 use super::{FeedStore, Post, PostId};
-use crate::inbox::Payload;
 use crate::jobs::{Job, JobHandler};
 use crate::update_batch::UpdateBatch;
+use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
 pub(super) const JOB_POST_CREATED: &str = "post_created";
@@ -245,7 +245,7 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// Rebuilds `user`'s feed from the newest posts of `user` and whom they follow
-    /// ([`super::FollowSource::followees_of`]): for a new or returning user, or after follows
+    /// ([`crate::graph::FollowSource::followees_of`]): for a new or returning user, or after follows
     /// changed. One `find` of posts and one write of the feed (plus the lock where updates are
     /// not atomic). Returns the feed's length.
     ///

@@ -60,12 +60,13 @@ pub use ranking::{Candidate, DefaultRanking, DynRanking, Ranking};
 pub use search::{SearchOrder, FALLBACK_CANDIDATES};
 pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
 
-use crate::inbox::{check_collection_name, Payload};
 use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, ServerInfo};
 use crate::sharding::ShardKey;
+use crate::validate::check_collection_name;
+use crate::Payload;
 use crate::{Error, Result, RetryPolicy};
 
 /// A post's stable id.

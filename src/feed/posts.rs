@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::users::UserChunk;
 use super::{FeedStore, PostId};
-use crate::inbox::Payload;
 use crate::validate::{non_blank, user_id};
+use crate::Payload;
 use crate::{Error, Result};
 
 /// A picture, video or audio clip attached to a post.

@@ -20,7 +20,7 @@ use futures::TryStreamExt;
 use super::cursor::{self, CursorKind};
 use super::feeds::check_limit;
 use super::{FeedStore, Post, PostId};
-use crate::inbox::Payload;
+use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
 /// Matches the regex fallback ranks for a best-match search.

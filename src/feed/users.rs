@@ -37,8 +37,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::FeedStore;
-use crate::inbox::Payload;
 use crate::validate;
+use crate::Payload;
 use crate::{Error, Result};
 
 /// The minimal identity copied into every post: what a post shows of its creator.

@@ -72,7 +72,6 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::bson_ext;
-use crate::inbox::check_collection_name;
 use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::retry::{retry, RetryPolicy};
@@ -80,6 +79,7 @@ use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate;
+use crate::validate::check_collection_name;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.

@@ -27,7 +27,6 @@ use std::str::FromStr;
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder};
@@ -38,12 +37,9 @@ pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 use crate::sharding::ShardKey;
 use crate::Result;
 
-/// What an application stores in a message: any serde type that can cross threads.
-///
-/// Implemented for every suitable type; you never implement it yourself.
-pub trait Payload: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {}
-
-impl<T> Payload for T where T: Serialize + DeserializeOwned + Send + Sync + Unpin + 'static {}
+pub use crate::payload::Payload;
+// For the strategies (`super::...`): the checks every module shares.
+use crate::validate::{check_collection_name, check_collection_names, MAX_DOCUMENT_BYTES};
 
 /// A message's stable id, assigned once when it is sent and shared by every copy of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -349,32 +345,4 @@ pub(crate) fn derived_id(id: MessageId, key: &str) -> ObjectId {
     bytes[..4].copy_from_slice(&id.0.bytes()[..4]);
     bytes[4..].copy_from_slice(&hash.to_be_bytes());
     ObjectId::from_bytes(bytes)
-}
-
-/// The largest document MongoDB stores.
-pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
-
-/// Fails with [`crate::Error::InvalidConfig`] unless every name is usable and no two are the
-/// same; `roles` names them in the error (`"buckets, heads and locks"`).
-pub(crate) fn check_collection_names(names: &[&str], roles: &str) -> Result<()> {
-    for name in names {
-        check_collection_name(name)?;
-    }
-    let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
-    if distinct.len() != names.len() {
-        return Err(crate::Error::InvalidConfig {
-            reason: format!("{roles} need {} different collections", names.len()),
-        });
-    }
-    Ok(())
-}
-
-/// Fails with [`crate::Error::InvalidConfig`] for a name MongoDB would refuse.
-pub(crate) fn check_collection_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with("system.") {
-        return Err(crate::Error::InvalidConfig {
-            reason: format!("`{name}` is not a usable collection name"),
-        });
-    }
-    Ok(())
 }
