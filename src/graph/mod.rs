@@ -56,20 +56,26 @@
 //! `update`s of the stats. A change over a group of M members (or F followers): the same per
 //! round of 50 users, plus one `find` per 500. On FerretDB the stats updates are locked too (+2).
 
+mod builder;
 mod follow_source;
 mod follows;
+mod paging;
+mod types;
+
+pub use builder::FollowGraphBuilder;
+use paging::{page_of, trim};
+pub use paging::{GraphCursor, GraphPage, GraphQuery};
+pub use types::{Origin, RebuildReport, Subscription, UserStats};
 
 pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::time::Duration;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongodb::options::IndexOptions;
-use mongodb::{Collection, Database, IndexModel};
+use mongodb::{Collection, Database};
 
 use crate::bson_ext;
 use crate::indexes::Indexes;
@@ -79,7 +85,6 @@ use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate;
-use crate::validate::check_collection_name;
 use crate::{Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
@@ -91,184 +96,6 @@ const SCAN_PAGE: i64 = 500;
 const LEASE: Duration = Duration::from_secs(120);
 /// Lease of group locks, renewed before each page of 500 users a group change runs over.
 const GROUP_LEASE: Duration = Duration::from_secs(300);
-
-/// One route by which an owner follows a user.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Origin {
-    /// The owner follows the user directly (the seed's `"!"`).
-    Direct,
-    /// The owner follows this group, of which the user is a member.
-    Group(String),
-}
-
-impl Origin {
-    /// The origin as stored: `"!"` or `"#<group>"` (the `#` keeps any group name apart from
-    /// `"!"`).
-    pub fn as_stored(&self) -> String {
-        match self {
-            Origin::Direct => "!".to_owned(),
-            Origin::Group(group) => format!("#{group}"),
-        }
-    }
-
-    fn from_stored(stored: &str) -> Option<Self> {
-        match stored {
-            "!" => Some(Origin::Direct),
-            _ => stored
-                .strip_prefix('#')
-                .map(|g| Origin::Group(g.to_owned())),
-        }
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::Direct => f.write_str("direct"),
-            Origin::Group(group) => write!(f, "group {group}"),
-        }
-    }
-}
-
-/// That `owner` follows `user`, and by which routes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Subscription {
-    /// Who follows.
-    pub owner: String,
-    /// Whom.
-    pub user: String,
-    /// Every route, sorted: [`Origin::Direct`] first, then groups by name.
-    pub origins: Vec<Origin>,
-}
-
-impl Subscription {
-    fn from_document(document: &Document) -> Result<Self> {
-        let text = |field: &str| -> Result<String> {
-            document
-                .get_str(field)
-                .map(str::to_owned)
-                .map_err(|_| corrupt(field))
-        };
-        let mut origins: Vec<Origin> = document
-            .get_array("origins")
-            .map_err(|_| corrupt("origins"))?
-            .iter()
-            .filter_map(Bson::as_str)
-            .filter_map(Origin::from_stored)
-            .collect();
-        origins.sort();
-        Ok(Self {
-            owner: text("owner")?,
-            user: text("user")?,
-            origins,
-        })
-    }
-}
-
-fn corrupt(field: &str) -> Error {
-    Error::Decode(serde::de::Error::custom(format!(
-        "subscription without a valid `{field}`"
-    )))
-}
-
-/// A user's follower and following counts, by any route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct UserStats {
-    /// Users who follow this one (directly or through a group).
-    pub followers: u64,
-    /// Users this one follows (directly or through a group).
-    pub following: u64,
-}
-
-/// Which page of a graph query to read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GraphQuery {
-    /// At most this many items (1 to [`GraphQuery::MAX_LIMIT`]).
-    pub limit: usize,
-    /// Continue after the page that returned this cursor.
-    pub after: Option<GraphCursor>,
-}
-
-impl GraphQuery {
-    /// The largest page a query returns.
-    pub const MAX_LIMIT: usize = 10_000;
-
-    /// The first `limit` items.
-    pub fn first(limit: usize) -> Self {
-        Self { limit, after: None }
-    }
-
-    /// The `limit` items after the page that returned `cursor`.
-    pub fn after(limit: usize, cursor: GraphCursor) -> Self {
-        Self {
-            limit,
-            after: Some(cursor),
-        }
-    }
-}
-
-/// Where the next page of a graph query starts: after the last user id of the previous page
-/// (results are ordered by user id). Opaque; it can be stored as text and parsed back.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct GraphCursor(String);
-
-impl GraphCursor {
-    /// The cursor as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    fn after(id: &str) -> Self {
-        Self(format!("g.{id}"))
-    }
-
-    fn id(&self) -> Result<&str> {
-        self.0
-            .strip_prefix("g.")
-            .filter(|id| !id.is_empty())
-            .ok_or_else(|| Error::InvalidCursor {
-                reason: "not a follow graph cursor".to_owned(),
-            })
-    }
-}
-
-impl fmt::Display for GraphCursor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::str::FromStr for GraphCursor {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        let cursor = Self(s.to_owned());
-        cursor.id()?;
-        Ok(cursor)
-    }
-}
-
-/// One page of a graph query, ordered by user id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GraphPage<T> {
-    /// The items on this page.
-    pub items: Vec<T>,
-    /// Pass to [`GraphQuery::after`] for the next page; `None` on the last page.
-    pub next: Option<GraphCursor>,
-}
-
-/// What [`FollowGraph::rebuild`] changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct RebuildReport {
-    /// Subscriptions that were missing.
-    pub created: usize,
-    /// Subscriptions whose origins were wrong.
-    pub corrected: usize,
-    /// Subscriptions that had no route left.
-    pub removed: usize,
-    /// Subscriptions that were right.
-    pub unchanged: usize,
-}
 
 /// The follow graph with groups. See the [module docs](self) for its collections and
 /// guarantees.
@@ -308,80 +135,6 @@ pub struct FollowGraph {
     capabilities: DetectedCapabilities,
     indexes: Indexes,
     retry: RetryPolicy,
-}
-
-/// Configures a [`FollowGraph`].
-#[derive(Clone, Debug)]
-#[must_use = "a builder does nothing until `build()`"]
-pub struct FollowGraphBuilder {
-    database: Database,
-    names: [String; 6],
-    retry: RetryPolicy,
-}
-
-impl FollowGraphBuilder {
-    /// Prefixes every collection name with `prefix` (default: none), to keep several graphs in
-    /// one database.
-    pub fn collection_prefix(mut self, prefix: &str) -> Self {
-        for name in &mut self.names {
-            *name = format!("{prefix}{name}");
-        }
-        self
-    }
-
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
-    /// The graph.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a prefix that makes an unusable collection name.
-    pub fn build(self) -> Result<FollowGraph> {
-        for name in &self.names {
-            check_collection_name(name)?;
-        }
-        let [users, groups, follows, members, subscriptions, locks] = self.names;
-        let locks = self.database.collection(&locks);
-        let follows = self.database.collection(&follows);
-        let members = self.database.collection(&members);
-        let subscriptions = self.database.collection(&subscriptions);
-        let index = |keys: Document, unique: bool| {
-            IndexModel::builder()
-                .keys(keys)
-                .options(unique.then(|| IndexOptions::builder().unique(true).build()))
-                .build()
-        };
-        let indexes = Indexes::new()
-            .with(
-                &follows,
-                index(doc! { "owner": 1, "kind": 1, "target": 1 }, true),
-            )
-            .with(
-                &follows,
-                index(doc! { "kind": 1, "target": 1, "owner": 1 }, false),
-            )
-            .with(&members, index(doc! { "group": 1, "user": 1 }, true))
-            .with(&subscriptions, index(doc! { "owner": 1, "user": 1 }, true))
-            .with(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false));
-        Ok(FollowGraph {
-            users: self.database.collection(&users),
-            groups: self.database.collection(&groups),
-            follows,
-            members,
-            subscriptions,
-            indexes,
-            owner_locks: LeaseLocks::new(locks.clone(), LEASE, self.retry),
-            group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE, self.retry),
-            stats_locks: LeaseLocks::new(locks, LEASE, self.retry),
-            capabilities: DetectedCapabilities::default(),
-            retry: self.retry,
-            database: self.database,
-        })
-    }
 }
 
 /// A change of a group's relations.
@@ -943,34 +696,6 @@ impl FollowGraph {
         });
         Ok(GraphPage { items, next })
     }
-}
-
-/// Up to `limit + 1` documents matching `filter`, after the cursor, in `field` order.
-async fn page_of(
-    collection: &Collection<Document>,
-    mut filter: Document,
-    field: &str,
-    query: &GraphQuery,
-) -> Result<Vec<Document>> {
-    crate::validate::page_limit(query.limit, GraphQuery::MAX_LIMIT)?;
-    if let Some(cursor) = &query.after {
-        filter.insert(field, doc! { "$gt": cursor.id()? });
-    }
-    Ok(collection
-        .find(filter)
-        .sort(doc! { field: 1 })
-        .limit(query.limit as i64 + 1)
-        .await?
-        .try_collect()
-        .await?)
-}
-
-/// Cuts `items` to `limit`, returning the cursor after the last kept one if more followed.
-fn trim<T>(items: &mut Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Option<GraphCursor> {
-    let more = items.len() > limit;
-    items.truncate(limit);
-    more.then(|| items.last().map(|last| GraphCursor::after(&id(last))))
-        .flatten()
 }
 
 fn not_found(what: &'static str, id: &str) -> Error {
