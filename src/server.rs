@@ -260,32 +260,26 @@ impl Capabilities {
         probes: Option<&Probes>,
     ) -> Self {
         let sharding = topology == Topology::Sharded;
+        // MongoDB's, for MongoDB and the engines that took its semantics.
+        let mongodb = Self {
+            atomic_updates: true,
+            max_update_statements: max_write_batch_size,
+            unordered_update_batches: true,
+            slice_projection: true,
+            slice_past_end: true,
+            find_and_modify_projection: true,
+            group_first_accumulator: true,
+            transactions: topology != Topology::Standalone,
+            text_search: true,
+            sharding,
+        };
         match flavor {
-            ServerFlavor::MongoDb => Self {
-                atomic_updates: true,
-                max_update_statements: max_write_batch_size,
-                unordered_update_batches: true,
-                slice_projection: true,
-                slice_past_end: true,
-                find_and_modify_projection: true,
-                group_first_accumulator: true,
-                transactions: topology != Topology::Standalone,
-                text_search: true,
-                sharding,
-            },
+            ServerFlavor::MongoDb => mongodb,
             // FerretDB 2.x runs on PostgreSQL with the DocumentDB extension: MongoDB's update
             // semantics and operators, no transactions.
             ServerFlavor::FerretDb { version } if !version.starts_with("v1.") => Self {
-                atomic_updates: true,
-                max_update_statements: max_write_batch_size,
-                unordered_update_batches: true,
-                slice_projection: true,
-                slice_past_end: true,
-                find_and_modify_projection: true,
-                group_first_accumulator: true,
                 transactions: false,
-                text_search: true,
-                sharding,
+                ..mongodb
             },
             ServerFlavor::FerretDb { .. } => Self {
                 atomic_updates: false,
