@@ -545,8 +545,10 @@ impl CommentStore for Embedded {
                     // Never pushed twice: a retry after a lost reply matches nothing.
                     filter.insert("comments.id", doc! { "$ne": node.id });
                     let mut tries = 0;
+                    let (id, posted) = (node.id, node.posted);
                     let pushed = retry(&self.retry, "post comment", || {
                         tries += 1;
+                        let again = tries > 1;
                         let mut action = self
                             .discussions
                             .find_one_and_update(filter.clone(), update.clone())
@@ -554,11 +556,24 @@ impl CommentStore for Embedded {
                         if capabilities.find_and_modify_projection {
                             action = action.projection(doc! { "slots": 1 });
                         }
-                        async move { Ok(action.await?) }
+                        async move {
+                            // FerretDB 1.x matches `$ne` on an array path when any element
+                            // differs: a retry looks for the comment itself first.
+                            if again {
+                                if let Some((index, stored)) =
+                                    self.find_posted(discussion, id).await?
+                                {
+                                    return Ok(Some((index, stored.posted)));
+                                }
+                            }
+                            Ok(action
+                                .await?
+                                .map(|document| (count_field(&document, "slots") - 1, posted)))
+                        }
                     })
                     .await?;
-                    if let Some(document) = pushed {
-                        return Ok((count_field(&document, "slots") - 1, node.posted));
+                    if let Some(landed) = pushed {
+                        return Ok(landed);
                     }
                     uncertain |= tries > 1;
                     if uncertain {
@@ -774,14 +789,30 @@ impl ThreadedComments for Embedded {
                     // Pushed at `index` only while it is free: a retry after a lost reply
                     // matches nothing, and the next round finds the reply there.
                     let mut tries = 0;
-                    let result = retry(&self.retry, "reply to comment", || {
+                    let (id, posted) = (node.id, node.posted);
+                    let (parent_path, parent) = (&parent_path, parent);
+                    let landed = retry(&self.retry, "reply to comment", || {
                         tries += 1;
+                        let again = tries > 1;
                         let action = self.discussions.update_one(filter.clone(), update.clone());
-                        async move { Ok(action.await?) }
+                        async move {
+                            if again {
+                                let window = self
+                                    .window_with(discussion, parent_path, parent, "parent comment")
+                                    .await?;
+                                let siblings = window.node(parent_path).map(|n| &n.replies);
+                                if let Some(sibling) = siblings
+                                    .and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
+                                {
+                                    return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                                }
+                            }
+                            Ok((action.await?.matched_count == 1).then_some((index, posted)))
+                        }
                     })
                     .await?;
-                    if result.matched_count == 1 {
-                        return Ok((index, node.posted));
+                    if let Some(landed) = landed {
+                        return Ok(landed);
                     }
                     if tries == 1 {
                         self.refusal(discussion, growth).await??;

@@ -313,22 +313,33 @@ impl HybridPages {
                 "$max": { LAST_POSTED: entry.posted },
             };
             let mut tries = 0;
+            let (slug, posted) = (entry.slug.clone(), entry.posted);
             let pushed = retry(&self.retry, "post comment", || {
                 tries += 1;
+                let again = tries > 1;
+                let slug = slug.clone();
                 let action = self
                     .pages
                     .update_one(filter.clone(), update.clone())
                     .upsert(true);
                 async move {
+                    // FerretDB 1.x matches `$ne` on an array path when any element differs: a
+                    // retry looks for the comment itself first.
+                    if again {
+                        if let Some(stored) = self.find_slug(discussion, &slug).await? {
+                            return Ok(Some(stored.posted));
+                        }
+                    }
                     match action.await {
-                        Ok(_) => Ok(true),
-                        Err(error) if is_duplicate_key(&error) => Ok(false),
+                        Ok(_) => Ok(Some(posted)),
+                        Err(error) if is_duplicate_key(&error) => Ok(None),
                         Err(error) => Err(error.into()),
                     }
                 }
             })
             .await?;
-            if pushed {
+            if let Some(posted) = pushed {
+                entry.posted = posted;
                 return Ok(());
             }
             uncertain |= tries > 1;
