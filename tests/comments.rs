@@ -10,7 +10,7 @@ use mongo_social::comments::{
     PerComment,
 };
 use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
-use mongo_social::testing::{self, TestDb};
+use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::Error;
 use mongodb::Database;
 
@@ -33,7 +33,7 @@ fn new(text: &str) -> NewComment {
 
 /// Runs each suite check against one design, each in a fresh database.
 macro_rules! conformance {
-    ($design:ident, post: $post:expr, posts_lock: $posts_lock:expr) => {
+    ($design:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
         mod $design {
             use super::*;
 
@@ -105,6 +105,22 @@ macro_rules! conformance {
                 suite::posted_agrees_with_position(store, 8, 6).await;
             }
 
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn survives_outage() {
+                let t = testing::test_db(concat!(
+                    "comments_",
+                    stringify!($design),
+                    "_survives_outage"
+                ))
+                .await;
+                let proxy = FaultProxy::to_test_server();
+                let client = proxy.client_with(|_| {}).await;
+                let store = super::$design(&client.database(t.db.name()));
+                store.create_indexes().await.expect("create indexes");
+                suite::survives_outage(store, &proxy).await;
+                super::$after(&t.db).await;
+            }
+
             #[tokio::test]
             async fn bad_input() {
                 let (t, store) = store("bad_input").await;
@@ -158,9 +174,27 @@ macro_rules! conformance {
     };
 }
 
-conformance!(per_comment, post: ["find", "insert"], posts_lock: false);
-conformance!(embedded, post: ["findAndModify"], posts_lock: true);
-conformance!(hybrid, post: ["find", "update"], posts_lock: true);
+/// Nothing more to check after an outage than the suite does.
+async fn no_more_checks(_db: &Database) {}
+
+/// No page of the hybrid store (pages of 5) past its cap after an outage, every page but the
+/// last full.
+async fn hybrid_pages_capped(db: &Database) {
+    let store = HybridPages::builder(db).page_size(5).build().unwrap();
+    let counts = store.page_counts(DISCUSSION).await.unwrap();
+    assert!(!counts.is_empty());
+    for (i, (page, count)) in counts.iter().enumerate() {
+        assert_eq!(*page, i as u64, "pages in sequence");
+        assert!(*count <= 5, "page {page} holds {count}");
+        if i + 1 < counts.len() {
+            assert_eq!(*count, 5, "page {page} is full before the next opens");
+        }
+    }
+}
+
+conformance!(per_comment, post: ["find", "insert"], posts_lock: false, after_outage: no_more_checks);
+conformance!(embedded, post: ["findAndModify"], posts_lock: true, after_outage: no_more_checks);
+conformance!(hybrid, post: ["find", "update"], posts_lock: true, after_outage: hybrid_pages_capped);
 
 #[tokio::test]
 async fn per_comment_refuses_replies_past_the_index_key_limit() {

@@ -13,7 +13,7 @@ use super::{
     Features, NewComment, Order, ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
-use crate::retry::RetryPolicy;
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
@@ -76,6 +76,7 @@ const MAX_DEPTH_LIMIT: usize = 45;
 pub struct Embedded {
     discussions: Collection<Document>,
     guard: WriteGuard,
+    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -127,10 +128,10 @@ impl EmbeddedBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
-    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
-    /// not retried yet (their failures are returned as they happen, classified by
-    /// [`Error::is_retryable`]).
+    /// How transient failures are retried (default [`RetryPolicy::default`]): posts, replies,
+    /// edits, deletes, the discussion's creation and, where updates are not atomic, its lock.
+    /// Each write recognises its own earlier attempt (the comment's id, its position, the
+    /// values it sets), so a retry after a lost reply never applies it twice.
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -157,6 +158,7 @@ impl EmbeddedBuilder {
         Ok(Embedded {
             discussions: self.database.collection(&self.discussions),
             guard: WriteGuard::new(&self.database, &self.locks, "embedded", self.retry),
+            retry: self.retry,
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,
@@ -291,11 +293,14 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = self
-            .discussions
-            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-            .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
-            .await?;
+        let found = retry(&self.retry, "read discussion", || async {
+            Ok(self
+                .discussions
+                .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+                .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
+                .await?)
+        })
+        .await?;
         let Some(found) = found else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
@@ -308,6 +313,38 @@ impl Embedded {
             }));
         }
         Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
+    }
+
+    /// [`Embedded::window_with`] for a write, retried: a read is idempotent.
+    async fn window_for_write(
+        &self,
+        discussion: &str,
+        path: &[usize],
+        link: &str,
+        what: &'static str,
+    ) -> Result<Window> {
+        retry(&self.retry, "read discussion", || {
+            self.window_with(discussion, path, link, what)
+        })
+        .await
+    }
+
+    /// The top-level comment whose id is `id`, with its position, if the discussion holds it:
+    /// how a post whose reply was lost finds out whether it landed (a rare path, so it reads the
+    /// whole document).
+    async fn find_posted(
+        &self,
+        discussion: &str,
+        id: bson::oid::ObjectId,
+    ) -> Result<Option<(usize, Node)>> {
+        let window = retry(&self.retry, "read discussion", || {
+            self.window(discussion, Range::All)
+        })
+        .await?;
+        Ok(window.and_then(|mut window| {
+            let index = window.nodes.iter().position(|node| node.id == id)?;
+            Some((window.first + index, window.nodes.swap_remove(index)))
+        }))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -332,7 +369,9 @@ impl Embedded {
         self.guard
             .run(discussion, async {
                 for _ in 0..ATTEMPTS {
-                    let window = self.window_with(discussion, &path, link, "comment").await?;
+                    let window = self
+                        .window_for_write(discussion, &path, link, "comment")
+                        .await?;
                     let node = window.node(&path).expect("checked by window_with");
                     let (filter, update, growth, value) = match change(&path, node)? {
                         Change::Done(value) => return Ok(value),
@@ -345,11 +384,23 @@ impl Embedded {
                     };
                     let mut full_filter = self.with_room(discussion, growth);
                     full_filter.extend(filter);
-                    let result = self.discussions.update_one(full_filter, update).await?;
+                    // The filter names the comment's current text, so an attempt whose reply
+                    // was lost makes its retry match nothing; the next round reads the comment
+                    // and `change` recognises it as changed (a `$set` of the same values).
+                    let mut tries = 0;
+                    let result = retry(&self.retry, "change comment", || {
+                        tries += 1;
+                        let action = self
+                            .discussions
+                            .update_one(full_filter.clone(), update.clone());
+                        async move { Ok(action.await?) }
+                    })
+                    .await?;
                     if result.matched_count == 1 {
                         return Ok(value);
                     }
-                    if growth > 0 {
+                    // After a retry the miss may be this change's own: the next round tells.
+                    if growth > 0 && tries == 1 {
                         self.refusal(discussion, growth).await??;
                     }
                 }
@@ -435,34 +486,36 @@ impl CommentStore for Embedded {
         validate::check_discussion(discussion)?;
         // Guarded: on servers without atomic updates, creating the fields of an existing
         // document must not interleave with a post to it.
+        // Retried whole: an attempt whose reply was lost left `slots`, which the next one sees.
+        let attempt = || async {
+            let existing = self
+                .discussions
+                .find_one(doc! { "_id": discussion })
+                .await?;
+            let base = match &existing {
+                Some(document) if document.contains_key("slots") => return Ok(()),
+                Some(document) => bson::to_vec(document)?.len(),
+                None => 0,
+            };
+            let fields =
+                doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
+            let created = self
+                .discussions
+                .update_one(
+                    doc! { "_id": discussion, "slots": { "$exists": false } },
+                    doc! { "$set": fields },
+                )
+                .upsert(true)
+                .await;
+            match created {
+                Ok(_) => Ok(()),
+                // Created by a concurrent call.
+                Err(error) if is_duplicate_key(&error) => Ok(()),
+                Err(error) => Err(error.into()),
+            }
+        };
         self.guard
-            .run(discussion, async {
-                let existing = self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .await?;
-                let base = match &existing {
-                    Some(document) if document.contains_key("slots") => return Ok(()),
-                    Some(document) => bson::to_vec(document)?.len(),
-                    None => 0,
-                };
-                let fields =
-                    doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
-                let created = self
-                    .discussions
-                    .update_one(
-                        doc! { "_id": discussion, "slots": { "$exists": false } },
-                        doc! { "$set": fields },
-                    )
-                    .upsert(true)
-                    .await;
-                match created {
-                    Ok(_) => Ok(()),
-                    // Created by a concurrent call.
-                    Err(error) if is_duplicate_key(&error) => Ok(()),
-                    Err(error) => Err(error.into()),
-                }
-            })
+            .run(discussion, retry(&self.retry, "create discussion", attempt))
             .await
     }
 
@@ -476,6 +529,8 @@ impl CommentStore for Embedded {
             .guard
             .run(discussion, async {
                 let mut floor = None;
+                // Whether an attempt failed after it may have landed.
+                let mut uncertain = false;
                 for _ in 0..ATTEMPTS {
                     // Stamped once this writer's turn has come, and never before the newest
                     // top-level comment: the push lands only if none is later, so positions and
@@ -488,15 +543,45 @@ impl CommentStore for Embedded {
                     };
                     let mut filter = self.with_room(discussion, growth);
                     filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
-                    let mut action = self
-                        .discussions
-                        .find_one_and_update(filter, update)
-                        .return_document(ReturnDocument::After);
-                    if capabilities.find_and_modify_projection {
-                        action = action.projection(doc! { "slots": 1 });
+                    // Never pushed twice: a retry after a lost reply matches nothing.
+                    filter.insert("comments.id", doc! { "$ne": node.id });
+                    let mut tries = 0;
+                    let (id, posted) = (node.id, node.posted);
+                    let pushed = retry(&self.retry, "post comment", || {
+                        tries += 1;
+                        let again = tries > 1;
+                        let mut action = self
+                            .discussions
+                            .find_one_and_update(filter.clone(), update.clone())
+                            .return_document(ReturnDocument::After);
+                        if capabilities.find_and_modify_projection {
+                            action = action.projection(doc! { "slots": 1 });
+                        }
+                        async move {
+                            // FerretDB 1.x matches `$ne` on an array path when any element
+                            // differs: a retry looks for the comment itself first.
+                            if again {
+                                if let Some((index, stored)) =
+                                    self.find_posted(discussion, id).await?
+                                {
+                                    return Ok(Some((index, stored.posted)));
+                                }
+                            }
+                            Ok(action
+                                .await?
+                                .map(|document| (count_field(&document, "slots") - 1, posted)))
+                        }
+                    })
+                    .await?;
+                    if let Some(landed) = pushed {
+                        return Ok(landed);
                     }
-                    if let Some(document) = action.await? {
-                        return Ok(count_field(&document, "slots") - 1);
+                    uncertain |= tries > 1;
+                    if uncertain {
+                        if let Some((index, stored)) = self.find_posted(discussion, node.id).await?
+                        {
+                            return Ok((index, stored.posted));
+                        }
                     }
                     // Missing, full, or a later comment got there first.
                     floor = self.refusal(discussion, growth).await??;
@@ -504,6 +589,8 @@ impl CommentStore for Embedded {
                 Err(Error::Contention { attempts: ATTEMPTS })
             })
             .await?;
+        let (index, posted) = index;
+        node.posted = posted;
         Ok(node.comment(&[index]))
     }
 
@@ -573,6 +660,10 @@ impl CommentStore for Embedded {
                 return Err(Error::CommentDeleted {
                     link: link.to_owned(),
                 });
+            }
+            if node.text == text && node.edited == Some(now) {
+                // This edit's own earlier attempt, whose reply was lost.
+                return Ok(Change::Done(node.comment(path)));
             }
             let edited = Node {
                 text: text.to_owned(),
@@ -668,12 +759,16 @@ impl ThreadedComments for Embedded {
             .run(discussion, async {
                 for _ in 0..ATTEMPTS {
                     let window = self
-                        .window_with(discussion, &parent_path, parent, "parent comment")
+                        .window_for_write(discussion, &parent_path, parent, "parent comment")
                         .await?;
                     let siblings = &window
                         .node(&parent_path)
                         .expect("checked by window_with")
                         .replies;
+                    // This reply's own earlier attempt, whose reply was lost, took its position.
+                    if let Some(index) = siblings.iter().position(|sibling| sibling.id == node.id) {
+                        return Ok((index, siblings[index].posted));
+                    }
                     let index = siblings.len();
                     // Stamped for this attempt at position `index`, never before the reply
                     // there before it: the reply that takes a position carries the stamp made
@@ -692,20 +787,43 @@ impl ThreadedComments for Embedded {
                         "$push": { format!("{field}.replies"): pushed },
                         "$inc": { "count": 1_i64, "bytes": growth },
                     };
-                    if self
-                        .discussions
-                        .update_one(filter, update)
-                        .await?
-                        .matched_count
-                        == 1
-                    {
-                        return Ok(index);
+                    // Pushed at `index` only while it is free: a retry after a lost reply
+                    // matches nothing, and the next round finds the reply there.
+                    let mut tries = 0;
+                    let (id, posted) = (node.id, node.posted);
+                    let (parent_path, parent) = (&parent_path, parent);
+                    let landed = retry(&self.retry, "reply to comment", || {
+                        tries += 1;
+                        let again = tries > 1;
+                        let action = self.discussions.update_one(filter.clone(), update.clone());
+                        async move {
+                            if again {
+                                let window = self
+                                    .window_with(discussion, parent_path, parent, "parent comment")
+                                    .await?;
+                                let siblings = window.node(parent_path).map(|n| &n.replies);
+                                if let Some(sibling) = siblings
+                                    .and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
+                                {
+                                    return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                                }
+                            }
+                            Ok((action.await?.matched_count == 1).then_some((index, posted)))
+                        }
+                    })
+                    .await?;
+                    if let Some(landed) = landed {
+                        return Ok(landed);
                     }
-                    self.refusal(discussion, growth).await??;
+                    if tries == 1 {
+                        self.refusal(discussion, growth).await??;
+                    }
                 }
                 Err(Error::Contention { attempts: ATTEMPTS })
             })
             .await?;
+        let (index, posted) = index;
+        node.posted = posted;
         let mut path = parent_path;
         path.push(index);
         Ok(node.comment(&path))

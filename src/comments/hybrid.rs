@@ -17,7 +17,7 @@ use super::{
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::indexes::Indexes;
-use crate::retry::RetryPolicy;
+use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
@@ -82,6 +82,7 @@ pub struct HybridPages {
     pages: Collection<Document>,
     registry: Registry,
     guard: WriteGuard,
+    retry: RetryPolicy,
     indexes: Indexes,
     page_size: usize,
     max_comment_bytes: usize,
@@ -132,10 +133,10 @@ impl HybridPagesBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]): the discussion's
-    /// registration and, where updates are not atomic, its lock. Posts, edits and deletes are
-    /// not retried yet (their failures are returned as they happen, classified by
-    /// [`Error::is_retryable`]).
+    /// How transient failures are retried (default [`RetryPolicy::default`]): posts, edits,
+    /// deletes, the discussion's registration and, where updates are not atomic, its lock.
+    /// Each write recognises its own earlier attempt (the comment's slug, the values it sets),
+    /// so a retry after a lost reply never applies it twice.
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
@@ -184,6 +185,7 @@ impl HybridPagesBuilder {
             indexes,
             registry: Registry::new(self.database.collection(&self.discussions), self.retry),
             guard: WriteGuard::new(&self.database, &self.locks, "hybrid", self.retry),
+            retry: self.retry,
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -286,13 +288,15 @@ impl HybridPages {
     /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
     /// recorded with the page counter).
     async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
-        let registered = self
-            .registry
-            .find(discussion)
-            .await?
-            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let registered = retry(&self.retry, "read discussion", || {
+            self.registry.find(discussion)
+        })
+        .await?
+        .ok_or_else(|| validate::no_discussion(discussion))?;
         let mut page = number(&registered, "last_page");
         let mut floor = bson_ext::date(&registered, FLOOR);
+        // Whether an attempt failed after it may have landed.
+        let mut uncertain = false;
         for _ in 0..ATTEMPTS {
             entry.posted = now_or_after(floor);
             let filter = doc! {
@@ -300,23 +304,61 @@ impl HybridPages {
                 "page": page,
                 "count": { "$lt": self.page_size as i64 },
                 LAST_POSTED: { "$not": { "$gt": entry.posted } },
+                // Never pushed twice: a retry after a lost reply matches nothing (and its
+                // upsert meets the page's unique key).
+                "comments.slug": { "$ne": &entry.slug },
             };
             let update = doc! {
                 "$push": { "comments": bson::to_bson(&*entry)? },
                 "$inc": { "count": 1_i64, "visible": 1_i64 },
                 "$max": { LAST_POSTED: entry.posted },
             };
-            match self.pages.update_one(filter, update).upsert(true).await {
-                Ok(_) => return Ok(()),
-                Err(error) if is_duplicate_key(&error) => {}
-                Err(error) => return Err(error.into()),
+            let mut tries = 0;
+            let (slug, posted) = (entry.slug.clone(), entry.posted);
+            let pushed = retry(&self.retry, "post comment", || {
+                tries += 1;
+                let again = tries > 1;
+                let slug = slug.clone();
+                let action = self
+                    .pages
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true);
+                async move {
+                    // FerretDB 1.x matches `$ne` on an array path when any element differs: a
+                    // retry looks for the comment itself first.
+                    if again {
+                        if let Some(stored) = self.find_slug(discussion, &slug).await? {
+                            return Ok(Some(stored.posted));
+                        }
+                    }
+                    match action.await {
+                        Ok(_) => Ok(Some(posted)),
+                        Err(error) if is_duplicate_key(&error) => Ok(None),
+                        Err(error) => Err(error.into()),
+                    }
+                }
+            })
+            .await?;
+            if let Some(posted) = pushed {
+                entry.posted = posted;
+                return Ok(());
+            }
+            uncertain |= tries > 1;
+            if uncertain {
+                if let Some(stored) = self.find_slug(discussion, &entry.slug).await? {
+                    entry.posted = stored.posted;
+                    return Ok(());
+                }
             }
             // The page exists: full, just created by another writer, or holding a later comment.
-            let existing = self
-                .pages
-                .find_one(doc! { "discussion_id": discussion, "page": page })
-                .projection(doc! { "count": 1, LAST_POSTED: 1 })
-                .await?;
+            let existing = retry(&self.retry, "read page", || async {
+                Ok(self
+                    .pages
+                    .find_one(doc! { "discussion_id": discussion, "page": page })
+                    .projection(doc! { "count": 1, LAST_POSTED: 1 })
+                    .await?)
+            })
+            .await?;
             let last_posted = existing
                 .as_ref()
                 .and_then(|p| bson_ext::date(p, LAST_POSTED));
@@ -329,10 +371,18 @@ impl HybridPages {
                 if let Some(last_posted) = last_posted {
                     advance.insert("$max", doc! { FLOOR: last_posted });
                 }
-                self.registry
-                    .discussions
-                    .update_one(doc! { "_id": discussion, "last_page": page }, advance)
-                    .await?;
+                // Filtered by the page it names: applying it twice advances once.
+                retry(&self.retry, "open comment page", || async {
+                    self.registry
+                        .discussions
+                        .update_one(
+                            doc! { "_id": discussion, "last_page": page },
+                            advance.clone(),
+                        )
+                        .await?;
+                    Ok(())
+                })
+                .await?;
                 page += 1;
             }
         }
@@ -419,6 +469,23 @@ impl HybridPages {
         Ok(entries)
     }
 
+    /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
+    /// whether it landed.
+    async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
+        let page = retry(&self.retry, "read page", || async {
+            Ok(self
+                .pages
+                .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
+                .await?)
+        })
+        .await?;
+        let Some(page) = page else {
+            return Ok(None);
+        };
+        let page: Page = bson::from_document(page)?;
+        Ok(page.comments.into_iter().find(|entry| entry.slug == slug))
+    }
+
     /// The page holding `slug`, and the comment's index in it.
     async fn locate(&self, discussion: &str, slug: &str) -> Result<(Page, usize)> {
         validate::check_discussion(discussion)?;
@@ -449,7 +516,8 @@ impl HybridPages {
     ) -> Result<std::result::Result<Entry, Entry>> {
         self.guard
             .run(discussion, async {
-                let (page, index) = self.locate(discussion, slug).await?;
+                let (page, index) =
+                    retry(&self.retry, "read page", || self.locate(discussion, slug)).await?;
                 let entry = page.comments[index].clone();
                 if entry.deleted {
                     return Ok(Err(entry));
@@ -460,19 +528,22 @@ impl HybridPages {
                 if visible != 0 {
                     update.insert("$inc", doc! { "visible": visible });
                 }
-                let result = self
-                    .pages
-                    .update_one(
-                        doc! {
-                            "_id": page.id,
-                            // The shard key's prefix, so a sharded cluster routes it to one shard.
-                            "discussion_id": discussion,
-                            format!("{field}.slug"): slug,
-                            format!("{field}.deleted"): false,
-                        },
-                        update,
-                    )
-                    .await?;
+                let filter = doc! {
+                    "_id": page.id,
+                    // The shard key's prefix, so a sharded cluster routes it to one shard.
+                    "discussion_id": discussion,
+                    format!("{field}.slug"): slug,
+                    format!("{field}.deleted"): false,
+                };
+                // A `$set` (an edit's retry sets the same values again), whose `visible` change
+                // comes with `deleted: false` in the filter: a tombstone's retry matches nothing.
+                let result = retry(&self.retry, "change comment", || async {
+                    Ok(self
+                        .pages
+                        .update_one(filter.clone(), update.clone())
+                        .await?)
+                })
+                .await?;
                 if result.matched_count == 0 {
                     // Deleted between the read and the update.
                     return Ok(Err(entry));

@@ -881,3 +881,89 @@ pub async fn command_counts(
     store.get(DISCUSSION, &link).await.unwrap();
     assert_eq!(commands.names(), ["find"], "a direct link");
 }
+
+/// Posts and (where the design threads) replies from a few concurrent tasks through a client on
+/// `proxy` while it cuts connections and refuses new ones for 3 seconds.
+///
+/// Afterwards: every comment whose write returned `Ok` is stored exactly once, at the link it
+/// returned; one that failed (only with a transient error) is stored at most once; `count` is
+/// the number of stored comments.
+pub async fn survives_outage(
+    store: Arc<dyn CommentStore>,
+    proxy: &crate::testing::fault_proxy::FaultProxy,
+) {
+    const TASKS: usize = 4;
+    const PER_TASK: usize = 25;
+    create(&*store).await;
+    let mut tasks = Vec::new();
+    for task in 0..TASKS {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            let mut parent: Option<String> = None;
+            for seq in 0..PER_TASK {
+                let text = format!("t{task}-{seq}");
+                let comment = NewComment::new(author(task), &text);
+                let outcome = match (store.threaded(), &parent) {
+                    (Some(threads), Some(link)) if seq % 3 == 2 => {
+                        threads.reply(DISCUSSION, link, comment).await
+                    }
+                    _ => store.post(DISCUSSION, comment).await,
+                };
+                match &outcome {
+                    Ok(comment) => parent = Some(comment.link.clone()),
+                    Err(error) => assert!(error.is_retryable(), "only transient failures: {error}"),
+                }
+                outcomes.push((text, outcome.ok()));
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            outcomes
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    proxy.outage(std::time::Duration::from_secs(3));
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    proxy.cut();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.extend(task.await.expect("poster task"));
+    }
+    assert!(proxy.connections_refused() > 0, "the outage was felt");
+
+    let stored = read_chronological(&*store, Order::OldestFirst, 16).await;
+    assert_eq!(
+        store.count(DISCUSSION).await.expect("count"),
+        stored.len() as u64,
+        "the count is what the discussion holds"
+    );
+    let mut failed = 0;
+    for (text, outcome) in &outcomes {
+        let copies = stored.iter().filter(|c| c.text == *text).count();
+        match outcome {
+            Some(comment) => {
+                assert_eq!(copies, 1, "{text}: stored once");
+                let linked = store.get(DISCUSSION, &comment.link).await.expect("get");
+                assert_eq!(linked.text, *text, "{text}: its link leads to it");
+                assert_eq!(linked.posted, comment.posted, "{text}: stamped as returned");
+            }
+            None => {
+                failed += 1;
+                assert!(copies <= 1, "{text}: never twice");
+            }
+        }
+    }
+    for comment in &stored {
+        assert!(
+            outcomes.iter().any(|(text, _)| *text == comment.text),
+            "{}: stored but never written",
+            comment.text
+        );
+    }
+    crate::testing::note(&format!(
+        "comments survives_outage: {} writes, {failed} failed; proxy accepted {} and refused {} \
+         connections",
+        outcomes.len(),
+        proxy.connections_accepted(),
+        proxy.connections_refused()
+    ));
+}
