@@ -179,6 +179,26 @@ impl FaultProxy {
         self.cut();
     }
 
+    /// Runs `writers` through the outage the conformance suites use: 200 ms of normal traffic,
+    /// a 3-second [`outage`](Self::outage), then every open connection cut once more. Returns
+    /// the writers' results once all have finished.
+    ///
+    /// # Panics
+    ///
+    /// If a writer panicked, or if no connection was refused (the outage was not felt).
+    pub async fn outage_during<T>(&self, writers: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        self.outage(Duration::from_secs(3));
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        self.cut();
+        let mut results = Vec::with_capacity(writers.len());
+        for writer in writers {
+            results.push(writer.await.expect("a writer panicked"));
+        }
+        assert!(self.connections_refused() > 0, "the outage was felt");
+        results
+    }
+
     /// Whether new connections are being refused now.
     pub fn is_refusing(&self) -> bool {
         self.shared

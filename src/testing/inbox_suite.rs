@@ -763,15 +763,7 @@ pub async fn survives_outage(store: Arc<Store>, proxy: &crate::testing::fault_pr
             (from, outcomes)
         }));
     }
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    proxy.outage(std::time::Duration::from_secs(3));
-    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
-    proxy.cut();
-    let mut sent = Vec::new();
-    for task in tasks {
-        sent.push(task.await.expect("sender task"));
-    }
-    assert!(proxy.connections_refused() > 0, "the outage was felt");
+    let sent = proxy.outage_during(tasks).await;
 
     let mut inboxes: HashMap<&str, Vec<Message<Note>>> = HashMap::new();
     for user in users {
