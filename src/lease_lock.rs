@@ -82,7 +82,7 @@ impl LeaseLocks {
             Ok(taken) => Ok(taken),
             Err(error) => {
                 // Some locks may have been taken before the failure: give them back first.
-                self.release(keys, token).await?;
+                self.give_back(keys, token).await?;
                 Err(error)
             }
         }
@@ -181,6 +181,29 @@ impl LeaseLocks {
         .await
     }
 
+    /// Releases the locks on `keys` held under `token` when their holder is done with them (its
+    /// work over, or its acquisition failed). If the server cannot be reached within the retry
+    /// budget, a background task goes on trying for up to the lease (after which the locks
+    /// expire anyway), so a holder cut off by an outage frees its keys moments after the server
+    /// returns, not a lease later; the caller is not failed for it.
+    async fn give_back(&self, keys: &[String], token: ObjectId) -> Result<()> {
+        match self.release(keys, token).await {
+            Err(error) if error.is_retryable() => {
+                let patient = Self {
+                    retry: RetryPolicy::default().budget(self.lease),
+                    ..self.clone()
+                };
+                let keys = keys.to_vec();
+                tokio::spawn(async move {
+                    // Past the lease the locks are expired: nothing is left to do either way.
+                    let _ = patient.release(&keys, token).await;
+                });
+                Ok(())
+            }
+            released => released,
+        }
+    }
+
     /// Runs `work` while holding the locks on all of `keys` (taken together, waiting while
     /// another holder has any of them, see [`LeaseLocks::acquire_all`]), and releases them
     /// whatever `work` returns.
@@ -222,7 +245,7 @@ impl LeaseLocks {
     {
         self.acquire_all(keys, token, MAX_LOCK_WAITS).await?;
         let outcome = work.await;
-        let released = self.release(keys, token).await;
+        let released = self.give_back(keys, token).await;
         let value = outcome?;
         released?;
         Ok(value)
@@ -276,8 +299,9 @@ impl LeaseLocks {
             }
             idle_rounds = 0;
             let outcome = work(taken.clone()).await;
-            self.release(&taken, token).await?;
+            let released = self.give_back(&taken, token).await;
             outcome?;
+            released?;
             pending.retain(|key| !taken.contains(key));
         }
         Ok(())

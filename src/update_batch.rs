@@ -29,6 +29,8 @@ pub(crate) struct UpdateBatch<'a> {
     collection: &'a str,
     policy: &'a RetryPolicy,
     statements: Vec<Statement>,
+    /// Whether statements that may or may not have run are reported instead of sent again.
+    report_unknown: bool,
 }
 
 #[derive(Debug)]
@@ -47,8 +49,13 @@ pub(crate) struct BatchOutcome {
     /// Statements that failed with a duplicate key error, by position in the batch.
     pub(crate) duplicate_key: Vec<usize>,
     /// Statements the server may not have run: on servers that stop an unordered batch at the
-    /// first error (FerretDB 1.x), everything in a command that reported an error.
+    /// first error (FerretDB 1.x), everything in a command that reported an error; and, for a
+    /// batch that [reports them](UpdateBatch::report_unknown), the statements of a command that
+    /// failed transiently.
     pub(crate) unknown: Vec<usize>,
+    /// The transient failure that left statements [`unknown`](Self::unknown), for the caller to
+    /// back off on before it checks them.
+    pub(crate) transient: Option<Error>,
 }
 
 impl BatchOutcome {
@@ -77,7 +84,20 @@ impl<'a> UpdateBatch<'a> {
             collection,
             policy,
             statements: Vec::new(),
+            report_unknown: false,
         }
+    }
+
+    /// Statements whose command failed transiently (a lost reply, a dropped connection, a
+    /// deadlock where the server does not say which statements ran) are not sent again but
+    /// reported in [`BatchOutcome::unknown`], with the failure in [`BatchOutcome::transient`],
+    /// for the caller to check what landed. For statements whose "not already applied" guard a
+    /// server may evaluate wrongly: FerretDB 1.x matches `$ne` on a path through an array of
+    /// documents (`{"messages.id": {$ne: id}}`) even when the array holds `id`, so a blind resend
+    /// there applies twice.
+    pub(crate) fn report_unknown(mut self) -> Self {
+        self.report_unknown = true;
+        self
     }
 
     /// Adds `{q: filter, u: update, upsert}`, which must be idempotent.
@@ -169,8 +189,8 @@ impl<'a> UpdateBatch<'a> {
             Err(error) => {
                 let error = Error::from(error);
                 return if error.is_transient() {
-                    // Whether any statement ran is unknown; each is idempotent: all again.
-                    Ok(Sent::Again(indexes.to_vec(), error))
+                    // Whether any statement ran is unknown.
+                    Ok(self.unknown(indexes, error, outcome))
                 } else {
                     Err(error)
                 };
@@ -178,7 +198,7 @@ impl<'a> UpdateBatch<'a> {
         };
         if let Ok(concern) = reply.get_document("writeConcernError") {
             return if is_transient_write_error(concern) {
-                Ok(Sent::Again(indexes.to_vec(), write_error(concern)))
+                Ok(self.unknown(indexes, write_error(concern), outcome))
             } else {
                 Err(write_error(concern))
             };
@@ -210,7 +230,7 @@ impl<'a> UpdateBatch<'a> {
         if !precise_errors && any_error {
             // The server may have stopped at the first error: what follows it is unknown.
             if let Some(error) = transient {
-                return Ok(Sent::Again(indexes.to_vec(), error));
+                return Ok(self.unknown(indexes, error, outcome));
             }
             let positions = indexes.iter().map(|&i| self.statements[i].position);
             outcome.unknown.extend(positions);
@@ -223,6 +243,20 @@ impl<'a> UpdateBatch<'a> {
             Some(error) => Sent::Again(again, error),
             None => Sent::Done,
         })
+    }
+}
+
+impl UpdateBatch<'_> {
+    /// The statements at `indexes` may or may not have run after a transient `error`: sent
+    /// again, or reported when the batch [reports them](Self::report_unknown).
+    fn unknown(&self, indexes: &[usize], error: Error, outcome: &mut BatchOutcome) -> Sent {
+        if !self.report_unknown {
+            return Sent::Again(indexes.to_vec(), error);
+        }
+        let positions = indexes.iter().map(|&i| self.statements[i].position);
+        outcome.unknown.extend(positions);
+        outcome.transient = Some(error);
+        Sent::Done
     }
 }
 

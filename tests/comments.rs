@@ -11,20 +11,33 @@ use mongo_social::comments::{
 };
 use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
-use mongo_social::Error;
+use mongo_social::{Error, RetryPolicy};
 use mongodb::Database;
 
 fn per_comment(db: &Database) -> Arc<dyn CommentStore> {
-    Arc::new(PerComment::new(db))
+    per_comment_with(db, RetryPolicy::default())
+}
+
+fn per_comment_with(db: &Database, retry: RetryPolicy) -> Arc<dyn CommentStore> {
+    Arc::new(PerComment::builder(db).retry_policy(retry).build().unwrap())
 }
 
 fn embedded(db: &Database) -> Arc<dyn CommentStore> {
-    Arc::new(Embedded::new(db))
+    embedded_with(db, RetryPolicy::default())
+}
+
+fn embedded_with(db: &Database, retry: RetryPolicy) -> Arc<dyn CommentStore> {
+    Arc::new(Embedded::builder(db).retry_policy(retry).build().unwrap())
 }
 
 /// Pages of 5, so the suite's discussions span many pages.
 fn hybrid(db: &Database) -> Arc<dyn CommentStore> {
-    Arc::new(HybridPages::builder(db).page_size(5).build().unwrap())
+    hybrid_with(db, RetryPolicy::default())
+}
+
+fn hybrid_with(db: &Database, retry: RetryPolicy) -> Arc<dyn CommentStore> {
+    let builder = HybridPages::builder(db).page_size(5).retry_policy(retry);
+    Arc::new(builder.build().unwrap())
 }
 
 fn new(text: &str) -> NewComment {
@@ -33,7 +46,7 @@ fn new(text: &str) -> NewComment {
 
 /// Runs each suite check against one design, each in a fresh database.
 macro_rules! conformance {
-    ($design:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
+    ($design:ident, $with_retry:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
         mod $design {
             use super::*;
 
@@ -116,8 +129,10 @@ macro_rules! conformance {
                 let proxy = FaultProxy::to_test_server();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$design(&client.database(t.db.name()));
+                let impatient = proxy.impatient_client().await.database(t.db.name());
+                let impatient = super::$with_retry(&impatient, testing::impatient_retry());
                 store.create_indexes().await.expect("create indexes");
-                suite::survives_outage(store, &proxy).await;
+                suite::survives_outage(store, impatient, &proxy).await;
                 super::$after(&t.db).await;
             }
 
@@ -192,9 +207,9 @@ async fn hybrid_pages_capped(db: &Database) {
     }
 }
 
-conformance!(per_comment, post: ["find", "insert"], posts_lock: false, after_outage: no_more_checks);
-conformance!(embedded, post: ["findAndModify"], posts_lock: true, after_outage: no_more_checks);
-conformance!(hybrid, post: ["find", "update"], posts_lock: true, after_outage: hybrid_pages_capped);
+conformance!(per_comment, per_comment_with, post: ["find", "insert"], posts_lock: false, after_outage: no_more_checks);
+conformance!(embedded, embedded_with, post: ["findAndModify"], posts_lock: true, after_outage: no_more_checks);
+conformance!(hybrid, hybrid_with, post: ["find", "update"], posts_lock: true, after_outage: hybrid_pages_capped);
 
 #[tokio::test]
 async fn per_comment_refuses_replies_past_the_index_key_limit() {

@@ -197,9 +197,10 @@ async fn a_worker_rides_out_an_outage() {
     ));
 }
 
-/// Follows and unfollows from a few concurrent owners through a 3-second outage. Afterwards
-/// (each failed operation called again, the documented remedy): every subscription is the last
-/// operation's, none twice, `recount` changes no count and `rebuild` changes nothing.
+/// Follows and unfollows from a few concurrent owners through lost replies and a 3-second
+/// outage, half of them on an impatient client and retry budget, so some operations fail.
+/// Afterwards (each failed operation called again, the documented remedy): every subscription is
+/// the last operation's, none twice, `recount` changes no count and `rebuild` changes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_graph_survives_an_outage() {
     const OWNERS: usize = 4;
@@ -210,13 +211,20 @@ async fn the_graph_survives_an_outage() {
     let client = proxy.client_with(|_| {}).await;
     let graph = Arc::new(FollowGraph::new(&client.database(test.db.name())));
     graph.create_indexes().await.expect("indexes");
+    let impatient = proxy.impatient_client().await.database(test.db.name());
+    let impatient = FollowGraph::builder(&impatient)
+        .retry_policy(testing::impatient_retry())
+        .build()
+        .expect("impatient graph");
+    let impatient = Arc::new(impatient);
     let users: Vec<String> = (0..USERS).map(|i| format!("u{i}")).collect();
     for user in &users {
         graph.add_user(user).await.expect("add user");
     }
     let mut tasks = Vec::new();
     for o in 0..OWNERS {
-        let (graph, users) = (graph.clone(), users.clone());
+        let graph = if o % 2 == 0 { &graph } else { &impatient }.clone();
+        let users = users.clone();
         tasks.push(tokio::spawn(async move {
             let owner = &users[o];
             let mut ops = Vec::new();
@@ -246,9 +254,13 @@ async fn the_graph_survives_an_outage() {
         .collect();
     let failed = ops.iter().filter(|op| !op.3).count();
 
-    // The last operation on each pair decides; a failed one is called again.
-    let mut last: HashMap<(String, String), bool> = HashMap::new();
+    // The last operation on each pair decides; if it failed, it is called again (an earlier
+    // failed one was overtaken by the operations after it).
+    let mut last: HashMap<(String, String), (bool, bool)> = HashMap::new();
     for (owner, user, follow, ok) in &ops {
+        last.insert((owner.clone(), user.clone()), (*follow, *ok));
+    }
+    for ((owner, user), (follow, ok)) in &last {
         if !ok {
             if *follow {
                 graph.follow(owner, user).await.expect("follow again");
@@ -256,9 +268,8 @@ async fn the_graph_survives_an_outage() {
                 graph.unfollow(owner, user).await.expect("unfollow again");
             }
         }
-        last.insert((owner.clone(), user.clone()), *follow);
     }
-    for ((owner, user), follows) in &last {
+    for ((owner, user), (follows, _)) in &last {
         let subscription = graph.subscription(owner, user).await.expect("subscription");
         assert_eq!(subscription.is_some(), *follows, "{owner} -> {user}");
     }
@@ -294,15 +305,19 @@ async fn the_graph_survives_an_outage() {
         );
     }
     testing::note(&format!(
-        "graph outage: {} operations, {failed} failed; proxy refused {} connections",
+        "graph outage: {} operations, {failed} failed; proxy lost {} replies, refused {} \
+         connections",
         ops.len(),
+        proxy.replies_lost(),
         proxy.connections_refused()
     ));
+    assert!(failed > 0, "an impatient owner gave up during the outage");
 }
 
-/// Likes and unlikes from a few concurrent users through a 3-second outage. Afterwards: each
-/// post's `likes` counter equals its stored likes (no like counted twice or missed), and each
-/// pair whose last operation returned `Ok` is in that state.
+/// Likes and unlikes from a few concurrent users through lost replies and a 3-second outage,
+/// half of them on an impatient client and retry budget, so some operations fail. Afterwards:
+/// each post's `likes` counter equals its stored likes (no like counted twice or missed), and
+/// each pair whose last operation returned `Ok` is in that state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn likes_survive_an_outage() {
     const USERS: usize = 4;
@@ -337,10 +352,18 @@ async fn likes_survive_an_outage() {
             .expect("post");
         posts.push(post.id);
     }
-    let store = Arc::new(store);
+    let impatient = proxy.impatient_client().await.database(test.db.name());
+    let impatient: FeedStore<Document> = FeedStore::builder(&impatient)
+        .capabilities(test.info.capabilities())
+        .retry_policy(testing::impatient_retry())
+        .build()
+        .await
+        .expect("impatient store");
+    let (store, impatient) = (Arc::new(store), Arc::new(impatient));
     let mut tasks = Vec::new();
     for (u, user) in users.iter().cloned().enumerate() {
-        let (store, posts) = (store.clone(), posts.clone());
+        let store = if u % 2 == 0 { &store } else { &impatient }.clone();
+        let posts = posts.clone();
         tasks.push(tokio::spawn(async move {
             let mut ops = Vec::new();
             for round in 0..ROUNDS {
@@ -386,10 +409,13 @@ async fn likes_survive_an_outage() {
             assert_eq!(store.likes(*post, user).await.expect("likes"), *like);
         }
     }
+    let failed = ops.iter().filter(|op| !op.3).count();
     testing::note(&format!(
-        "likes outage: {} operations, {} failed; proxy refused {} connections",
+        "likes outage: {} operations, {failed} failed; proxy lost {} replies, refused {} \
+         connections",
         ops.len(),
-        ops.iter().filter(|op| !op.3).count(),
+        proxy.replies_lost(),
         proxy.connections_refused()
     ));
+    assert!(failed > 0, "an impatient user gave up during the outage");
 }

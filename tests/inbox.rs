@@ -10,21 +10,48 @@ use mongo_social::testing::inbox_suite::{self, Note};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage,
-    PageRequest,
+    PageRequest, RetryPolicy,
 };
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 
 fn fan_out_on_read(db: &Database) -> Arc<DynInboxStore<Note>> {
-    Arc::new(FanOutOnRead::new(db))
+    fan_out_on_read_with(db, RetryPolicy::default())
+}
+
+fn fan_out_on_read_with(db: &Database, retry: RetryPolicy) -> Arc<DynInboxStore<Note>> {
+    Arc::new(
+        FanOutOnRead::builder(db)
+            .retry_policy(retry)
+            .build()
+            .unwrap(),
+    )
 }
 
 fn fan_out_on_write(db: &Database) -> Arc<DynInboxStore<Note>> {
-    Arc::new(FanOutOnWrite::new(db))
+    fan_out_on_write_with(db, RetryPolicy::default())
+}
+
+fn fan_out_on_write_with(db: &Database, retry: RetryPolicy) -> Arc<DynInboxStore<Note>> {
+    Arc::new(
+        FanOutOnWrite::builder(db)
+            .retry_policy(retry)
+            .build()
+            .unwrap(),
+    )
 }
 
 fn bucketed(db: &Database) -> Arc<DynInboxStore<Note>> {
-    Arc::new(BucketedFanOut::new(db))
+    bucketed_with(db, RetryPolicy::default())
+}
+
+fn bucketed_with(db: &Database, retry: RetryPolicy) -> Arc<DynInboxStore<Note>> {
+    Arc::new(
+        BucketedFanOut::builder(db)
+            .retry_policy(retry)
+            .build()
+            .unwrap(),
+    )
 }
 
 /// A client for a port where nothing listens, giving up after one second.
@@ -40,7 +67,7 @@ async fn unreachable_database() -> Database {
 
 /// Runs each suite check against one strategy, each in a fresh database.
 macro_rules! conformance {
-    ($strategy:ident) => {
+    ($strategy:ident, $with_retry:ident) => {
         mod $strategy {
             use super::*;
 
@@ -132,19 +159,10 @@ macro_rules! conformance {
                 let proxy = FaultProxy::to_test_server();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$strategy(&client.database(db.db.name()));
-                // Known gap (issue 12): on FerretDB 1.x, whose updates are not atomic, a bucketed
-                // send retried across an outage was seen delivered twice to one recipient.
-                if testing::skip_unless(
-                    store.strategy() != mongo_social::Strategy::BucketedFanOut
-                        || db.info.capabilities().atomic_updates,
-                    name,
-                    "bucketed sends retried across an outage can double-deliver where updates \
-                     are not atomic (open, issue 12)",
-                ) {
-                    return;
-                }
+                let impatient = proxy.impatient_client().await.database(db.db.name());
+                let impatient = super::$with_retry(&impatient, testing::impatient_retry());
                 store.create_indexes().await.expect("create indexes");
-                inbox_suite::survives_outage(store, &proxy).await;
+                inbox_suite::survives_outage(store, impatient, &proxy).await;
             }
 
             #[tokio::test]
@@ -181,9 +199,9 @@ macro_rules! conformance {
     };
 }
 
-conformance!(fan_out_on_read);
-conformance!(fan_out_on_write);
-conformance!(bucketed);
+conformance!(fan_out_on_read, fan_out_on_read_with);
+conformance!(fan_out_on_write, fan_out_on_write_with);
+conformance!(bucketed, bucketed_with);
 
 /// The store is usable as `Arc<dyn InboxStore>` chosen at runtime, and reports its strategy.
 #[tokio::test]

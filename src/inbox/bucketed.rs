@@ -17,6 +17,7 @@ use super::{
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
+use crate::retry::{retry, Backoff};
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
@@ -57,6 +58,13 @@ struct Seen {
     count: i64,
     holds: bool,
     last_sent: Option<bson::DateTime>,
+}
+
+/// What one round of pushes left to check: the recipients whose push must be looked at, and the
+/// transient failure to back off on first, if one left some of them unknown.
+struct Pushed {
+    suspects: Vec<String>,
+    transient: Option<Error>,
 }
 
 /// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
@@ -445,6 +453,12 @@ impl BucketedFanOut {
 
     /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
     /// recipients whose bucket was full or contended, a check and another round.
+    ///
+    /// A push whose command failed transiently is never sent again blindly: its recipients are
+    /// checked like any other suspect (the check reads whether their bucket holds the message),
+    /// after a backoff under the store's [`RetryPolicy`]. The `messages.id $ne` guard of the push
+    /// would make a resend harmless on MongoDB, but FerretDB 1.x evaluates it wrongly, and the
+    /// check costs a `find` only when something failed.
     async fn deliver(
         &self,
         recipients: Vec<String>,
@@ -452,22 +466,38 @@ impl BucketedFanOut {
         capabilities: &Capabilities,
     ) -> Result<()> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let mut targets = self.read_heads(&names).await?;
+        let mut targets = retry(&self.retry, "read heads", || self.read_heads(&names)).await?;
         let mut pending = recipients;
         let mut moves: HashMap<String, u32> = HashMap::new();
+        let mut backoff = Backoff::new(&self.retry, "deliver to buckets");
         for _ in 0..MAX_ROUNDS {
-            let suspects = self.push(&pending, &targets, entry, capabilities).await?;
-            if suspects.is_empty() {
+            let pushed = self.push(&pending, &targets, entry, capabilities).await?;
+            if pushed.suspects.is_empty() {
                 return Ok(());
             }
-            let (waiting, mut moved) = self.inspect(suspects, &mut targets, entry).await?;
+            if let Some(error) = pushed.transient {
+                backoff.wait(error).await?;
+            }
+            let (waiting, mut moved) = retry(&self.retry, "check buckets", || {
+                self.inspect(&pushed.suspects, &targets, entry)
+            })
+            .await?;
+            let mut pending_next = Vec::with_capacity(waiting.len());
+            for (owner, target) in waiting {
+                targets.insert(owner.clone(), target);
+                pending_next.push(owner);
+            }
             for (owner, target) in &mut moved {
                 let count = moves.entry(owner.clone()).or_default();
                 *count += 1;
                 // A head that lags by more than one bucket (its update was lost to a race) is
                 // resynchronised from the newest bucket instead of walked one bucket per round.
                 if *count >= 2 {
-                    if let Some((sequence, _)) = self.newest_bucket(owner).await? {
+                    let newest = retry(&self.retry, "read newest bucket", || {
+                        self.newest_bucket(owner)
+                    })
+                    .await?;
+                    if let Some((sequence, _)) = newest {
                         if sequence > target.sequence {
                             // The floor stays: every bucket after the one it came from holds
                             // later messages.
@@ -480,10 +510,10 @@ impl BucketedFanOut {
             if !moved.is_empty() {
                 self.advance_heads(&moved, capabilities).await?;
             }
-            if waiting.is_empty() {
+            if pending_next.is_empty() {
                 return Ok(());
             }
-            pending = waiting;
+            pending = std::mem::take(&mut pending_next);
         }
         Err(Error::Contention {
             attempts: MAX_ROUNDS,
@@ -536,15 +566,16 @@ impl BucketedFanOut {
     /// if it does not exist and never past `bucket_size`, with `sent` raised to the target's
     /// floor and never below the bucket's `last_sent`. Returns the recipients whose push must be
     /// checked (their bucket was full, was opened by someone else meanwhile, or holds a later
-    /// `sent`).
+    /// `sent`; or their push failed transiently and may or may not have landed).
     async fn push(
         &self,
         pending: &[String],
         targets: &HashMap<String, Target>,
         entry: &Entry<'_>,
         capabilities: &Capabilities,
-    ) -> Result<Vec<String>> {
-        let mut batch = UpdateBatch::new(&self.database, self.buckets.name(), &self.retry);
+    ) -> Result<Pushed> {
+        let mut batch =
+            UpdateBatch::new(&self.database, self.buckets.name(), &self.retry).report_unknown();
         for owner in pending {
             let target = targets[owner];
             let stamp = target
@@ -571,20 +602,24 @@ impl BucketedFanOut {
             )?;
         }
         let outcome = batch.run(capabilities).await?;
-        Ok(outcome.suspects().map(|i| pending[i].clone()).collect())
+        Ok(Pushed {
+            suspects: outcome.suspects().map(|i| pending[i].clone()).collect(),
+            transient: outcome.transient,
+        })
     }
 
     /// Looks at the target bucket of each suspect. Returns the recipients still waiting for the
-    /// message, with the bucket to try next, and the heads that moved.
+    /// message, each with the target to try next, and the heads that moved. Changes nothing, so
+    /// it is retried freely.
     ///
     /// A recipient's next push is raised to the newest `sent` of the full bucket it leaves, or,
     /// when a later message reached a bucket with room first, to now.
     async fn inspect(
         &self,
-        suspects: Vec<String>,
-        targets: &mut HashMap<String, Target>,
+        suspects: &[String],
+        targets: &HashMap<String, Target>,
         entry: &Entry<'_>,
-    ) -> Result<(Vec<String>, Vec<(String, Target)>)> {
+    ) -> Result<(Vec<(String, Target)>, Vec<(String, Target)>)> {
         let (id, entry_sent) = (entry.id, entry.sent);
         let clauses: Vec<Bson> = suspects
             .iter()
@@ -624,30 +659,29 @@ impl BucketedFanOut {
         let mut waiting = Vec::new();
         let mut moved = Vec::new();
         for owner in suspects {
-            let target = targets[&owner];
-            match seen.get(&owner) {
+            let target = targets[owner];
+            match seen.get(owner) {
                 Some(Seen { holds: true, .. }) => {}
                 Some(bucket) if bucket.count >= self.bucket_size as i64 => {
                     let next = Target {
                         sequence: target.sequence + 1,
                         floor: later(target.floor, bucket.last_sent),
                     };
-                    targets.insert(owner.clone(), next);
                     moved.push((owner.clone(), next));
-                    waiting.push(owner);
+                    waiting.push((owner.clone(), next));
                 }
                 // With room: a later message got there first, or this sender did not reach it.
                 Some(bucket) => {
+                    let mut next = target;
                     if bucket.last_sent > Some(stamp(entry_sent, target.floor)) {
                         // Raised to now, not just to the newest time seen: senders that
                         // stamped between the two would otherwise keep landing first.
-                        let floor = Some(now_or_after(later(target.floor, bucket.last_sent)));
-                        targets.insert(owner.clone(), Target { floor, ..target });
+                        next.floor = Some(now_or_after(later(target.floor, bucket.last_sent)));
                     }
-                    waiting.push(owner);
+                    waiting.push((owner.clone(), next));
                 }
                 // Missing: opened by another sender meanwhile, or not reached by this one.
-                None => waiting.push(owner),
+                None => waiting.push((owner.clone(), target)),
             }
         }
         Ok((waiting, moved))

@@ -883,13 +883,18 @@ pub async fn command_counts(
 }
 
 /// Posts and (where the design threads) replies from a few concurrent tasks through a client on
-/// `proxy` while it cuts connections and refuses new ones for 3 seconds.
+/// `proxy` while it loses replies, then cuts connections and refuses new ones for 3 seconds
+/// ([`FaultProxy::outage_during`](crate::testing::fault_proxy::FaultProxy::outage_during)).
+/// `store` and `impatient` are one design's collections through that client; half the tasks use
+/// `impatient`, whose retry budget ([`impatient_retry`](crate::testing::impatient_retry)) is
+/// shorter than the outage.
 ///
 /// Afterwards: every comment whose write returned `Ok` is stored exactly once, at the link it
 /// returned; one that failed (only with a transient error) is stored at most once; `count` is
-/// the number of stored comments.
+/// the number of stored comments; and some impatient write did fail, so that branch was checked.
 pub async fn survives_outage(
     store: Arc<dyn CommentStore>,
+    impatient: Arc<dyn CommentStore>,
     proxy: &crate::testing::fault_proxy::FaultProxy,
 ) {
     const TASKS: usize = 4;
@@ -897,7 +902,7 @@ pub async fn survives_outage(
     create(&*store).await;
     let mut tasks = Vec::new();
     for task in 0..TASKS {
-        let store = store.clone();
+        let store = if task % 2 == 0 { &store } else { &impatient }.clone();
         tasks.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut parent: Option<String> = None;
@@ -957,10 +962,12 @@ pub async fn survives_outage(
         );
     }
     crate::testing::note(&format!(
-        "comments survives_outage: {} writes, {failed} failed; proxy accepted {} and refused {} \
-         connections",
+        "comments survives_outage: {} writes, {failed} failed; proxy lost {} replies, accepted \
+         {} and refused {} connections",
         outcomes.len(),
+        proxy.replies_lost(),
         proxy.connections_accepted(),
         proxy.connections_refused()
     ));
+    assert!(failed > 0, "an impatient writer gave up during the outage");
 }

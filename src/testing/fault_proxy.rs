@@ -3,8 +3,9 @@
 //! It forwards bytes and knows nothing of the wire protocol, so it works with every server the
 //! fixture uses. A test points a client at it ([`FaultProxy::client_with`]) and tells it to cut
 //! every open connection ([`FaultProxy::cut`]), refuse new ones for a while
-//! ([`FaultProxy::refuse_for`], [`FaultProxy::outage`]) or delay traffic
-//! ([`FaultProxy::delay`]).
+//! ([`FaultProxy::refuse_for`], [`FaultProxy::outage`]), lose the server's replies so that a
+//! command runs but its caller never learns it did ([`FaultProxy::lose_replies_for`]), or delay
+//! traffic ([`FaultProxy::delay`]).
 //!
 //! The proxy runs on its own thread with its own single-threaded runtime, so it outlives no test
 //! runtime and needs none; dropping it closes every connection and stops the thread. It holds at
@@ -43,6 +44,9 @@ use tokio::sync::watch;
 struct Faults {
     /// New connections are refused until then.
     refuse_until: Option<Instant>,
+    /// Until then, a connection on which the server replies is closed instead: the command ran,
+    /// its reply is lost.
+    lose_replies_until: Option<Instant>,
     /// Every chunk of bytes is held this long before it is forwarded.
     delay: Duration,
 }
@@ -52,6 +56,7 @@ struct Shared {
     faults: Mutex<Faults>,
     accepted: AtomicU64,
     refused: AtomicU64,
+    replies_lost: AtomicU64,
     open: AtomicUsize,
 }
 
@@ -162,6 +167,17 @@ impl FaultProxy {
             .unwrap_or_else(|error| panic!("cannot create a client through the proxy: {error}"))
     }
 
+    /// A client through the proxy that gives up quickly: server selection times out after
+    /// 500 ms, so an operation started during an outage fails within about a second with a
+    /// transient error instead of waiting for the server (30 s by default). With
+    /// [`impatient_retry`](super::impatient_retry), the outage checks' "impatient" writers.
+    pub async fn impatient_client(&self) -> Client {
+        self.client_with(|options| {
+            options.server_selection_timeout = Some(Duration::from_millis(500));
+        })
+        .await
+    }
+
     /// Drops every open connection at once (new ones are accepted, unless refused).
     pub fn cut(&self) {
         self.generation
@@ -173,6 +189,13 @@ impl FaultProxy {
         self.shared.faults().refuse_until = Some(Instant::now() + duration);
     }
 
+    /// For `duration` from now, every reply the server sends is dropped with its connection: the
+    /// command it answers has run on the server, and the driver sees a network error. The
+    /// fault that tests whether a retried write is applied once.
+    pub fn lose_replies_for(&self, duration: Duration) {
+        self.shared.faults().lose_replies_until = Some(Instant::now() + duration);
+    }
+
     /// An outage: every open connection cut, new ones refused for `duration`.
     pub fn outage(&self, duration: Duration) {
         self.refuse_for(duration);
@@ -180,14 +203,19 @@ impl FaultProxy {
     }
 
     /// Runs `writers` through the outage the conformance suites use: 200 ms of normal traffic,
-    /// a 3-second [`outage`](Self::outage), then every open connection cut once more. Returns
-    /// the writers' results once all have finished.
+    /// 700 ms in which every reply is lost ([`lose_replies_for`](Self::lose_replies_for): the
+    /// writes of that time run on the server but fail at the caller), a 3-second
+    /// [`outage`](Self::outage), then every open connection cut once more. Returns the writers'
+    /// results once all have finished.
     ///
     /// # Panics
     ///
-    /// If a writer panicked, or if no connection was refused (the outage was not felt).
+    /// If a writer panicked, if no reply was lost, or if no connection was refused (the outage
+    /// was not felt).
     pub async fn outage_during<T>(&self, writers: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        self.lose_replies_for(Duration::from_millis(700));
+        tokio::time::sleep(Duration::from_millis(700)).await;
         self.outage(Duration::from_secs(3));
         tokio::time::sleep(Duration::from_millis(3500)).await;
         self.cut();
@@ -195,6 +223,7 @@ impl FaultProxy {
         for writer in writers {
             results.push(writer.await.expect("a writer panicked"));
         }
+        assert!(self.replies_lost() > 0, "replies were lost");
         assert!(self.connections_refused() > 0, "the outage was felt");
         results
     }
@@ -220,6 +249,11 @@ impl FaultProxy {
     /// Connections refused so far.
     pub fn connections_refused(&self) -> u64 {
         self.shared.refused.load(Ordering::Relaxed)
+    }
+
+    /// Replies dropped so far by [`lose_replies_for`](Self::lose_replies_for).
+    pub fn replies_lost(&self) -> u64 {
+        self.shared.replies_lost.load(Ordering::Relaxed)
     }
 
     /// Connections open now.
@@ -299,8 +333,8 @@ async fn serve(
                     }
                 };
                 tokio::select! {
-                    _ = forward(client_read, server_write, &shared) => {}
-                    _ = forward(server_read, client_write, &shared) => {}
+                    _ = forward(client_read, server_write, &shared, Direction::Request) => {}
+                    _ = forward(server_read, client_write, &shared, Direction::Reply) => {}
                     _ = cut => {}
                 }
             }
@@ -309,11 +343,20 @@ async fn serve(
     }
 }
 
-/// Copies bytes one way until either side closes, holding each chunk for the current delay.
+/// Which way bytes flow: client to server, or back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Request,
+    Reply,
+}
+
+/// Copies bytes one way until either side closes, holding each chunk for the current delay;
+/// replies that are to be lost close the connection instead.
 async fn forward(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     shared: &Shared,
+    direction: Direction,
 ) {
     let mut buffer = vec![0; 64 * 1024];
     loop {
@@ -321,6 +364,16 @@ async fn forward(
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
+        if direction == Direction::Reply {
+            let losing = shared
+                .faults()
+                .lose_replies_until
+                .is_some_and(|until| Instant::now() < until);
+            if losing {
+                shared.replies_lost.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
         let delay = shared.faults().delay;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;

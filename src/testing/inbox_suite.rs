@@ -730,19 +730,27 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");
 }
 
-/// Senders keep sending while every connection is cut and new ones are refused for 3 seconds,
-/// then cut once more. `store` must use a client connected through `proxy`.
+/// Senders keep sending through [`FaultProxy::outage_during`](crate::testing::fault_proxy::FaultProxy::outage_during):
+/// replies lost, then every connection cut and new ones refused for 3 seconds, then cut once
+/// more. `store` and `impatient` must be one store's collections through a client connected via
+/// `proxy`; half the senders use `impatient`, whose retry budget
+/// ([`impatient_retry`](crate::testing::impatient_retry)) is shorter than the outage.
 ///
 /// Afterwards: every send that returned `Ok` is in each recipient's inbox exactly once; one that
 /// returned an error is in no inbox twice (a send that fails part-way may have reached some
-/// recipients, as documented); every count equals what its inbox holds.
-pub async fn survives_outage(store: Arc<Store>, proxy: &crate::testing::fault_proxy::FaultProxy) {
+/// recipients, as documented); every count equals what its inbox holds; and some impatient send
+/// did fail, so the error branch was checked.
+pub async fn survives_outage(
+    store: Arc<Store>,
+    impatient: Arc<Store>,
+    proxy: &crate::testing::fault_proxy::FaultProxy,
+) {
     const SENDERS: u32 = 4;
     const PER_SENDER: u32 = 30;
     let users = ["ann", "bob", "cat", "dan", "eve"];
     let mut tasks = Vec::new();
     for s in 0..SENDERS {
-        let store = store.clone();
+        let store = if s % 2 == 0 { &store } else { &impatient }.clone();
         tasks.push(tokio::spawn(async move {
             let from = format!("sender{s}");
             let mut outcomes = Vec::new();
@@ -801,9 +809,12 @@ pub async fn survives_outage(store: Arc<Store>, proxy: &crate::testing::fault_pr
         }
     }
     crate::testing::note(&format!(
-        "survives_outage: {} sends, {failed} failed; proxy accepted {} and refused {} connections",
+        "survives_outage: {} sends, {failed} failed; proxy lost {} replies, accepted {} and \
+         refused {} connections",
         SENDERS * PER_SENDER,
+        proxy.replies_lost(),
         proxy.connections_accepted(),
         proxy.connections_refused()
     ));
+    assert!(failed > 0, "an impatient sender gave up during the outage");
 }

@@ -477,6 +477,15 @@ pub fn skip_unless(cond: bool, test: &str, reason: &str) -> bool {
     true
 }
 
+/// The retry policy of the "impatient" writers in the outage checks
+/// ([`fault_proxy::FaultProxy::outage_during`], on a
+/// [`fault_proxy::FaultProxy::impatient_client`]): a 1-second budget, shorter than the outage,
+/// so some of their writes fail, including writes that ran on the server but whose replies were
+/// lost, and the checks see what a caller is left with after an error.
+pub fn impatient_retry() -> crate::RetryPolicy {
+    crate::RetryPolicy::default().budget(std::time::Duration::from_secs(1))
+}
+
 /// Prints a note on the real stderr (not captured by the test harness), for what a reader of
 /// the test log must know, such as a check run at reduced volume on this server.
 pub fn note(text: &str) {
