@@ -8,6 +8,7 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+mod backend;
 mod bson_ext;
 pub mod comments;
 pub mod delivery;

@@ -530,6 +530,13 @@ fn bson_to_usize(value: &Bson) -> Option<usize> {
 pub(crate) struct DetectedCapabilities(std::sync::Arc<tokio::sync::OnceCell<Capabilities>>);
 
 impl DetectedCapabilities {
+    /// Capabilities known already (given by the application): nothing is detected.
+    pub(crate) fn given(capabilities: Capabilities) -> Self {
+        Self(std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(
+            capabilities,
+        ))))
+    }
+
     /// The capabilities of the server behind `database`, asking it only the first time (callers
     /// racing on the first use wait for one detection).
     pub(crate) async fn get(&self, database: &Database) -> Result<Capabilities> {

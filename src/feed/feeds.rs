@@ -360,14 +360,14 @@ impl<X: Payload> FeedStore<X> {
 
     /// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats.
     async fn merge_into_feeds(&self, entries: Vec<(String, FeedItem)>) -> Result<()> {
-        if self.capabilities.atomic_updates {
+        let atomic = async {
             // Feeds that get the same item share one update.
             let mut groups: BTreeMap<(u64, PostId), Vec<String>> = BTreeMap::new();
-            for (key, item) in entries {
+            for (key, item) in &entries {
                 groups
                     .entry((item.score.to_bits(), item.post))
                     .or_default()
-                    .push(key);
+                    .push(key.clone());
             }
             for ((bits, post), keys) in groups {
                 let item = FeedItem {
@@ -378,15 +378,18 @@ impl<X: Payload> FeedStore<X> {
                     self.push_atomically(chunk, item).await?;
                 }
             }
-            return Ok(());
-        }
-        for chunk in entries.chunks(LOCKED_GROUP) {
-            let keys: Vec<String> = chunk.iter().map(|(key, _)| key.clone()).collect();
-            let lock_keys: Vec<String> = keys.iter().map(|key| feed_lock(key)).collect();
-            self.serialized(&lock_keys, self.merge_locked(chunk, &keys))
-                .await?;
-        }
-        Ok(())
+            Ok(())
+        };
+        let locked = async {
+            for chunk in entries.chunks(LOCKED_GROUP) {
+                let keys: Vec<String> = chunk.iter().map(|(key, _)| key.clone()).collect();
+                let lock_keys: Vec<String> = keys.iter().map(|key| feed_lock(key)).collect();
+                self.serialized(&lock_keys, self.merge_locked(chunk, &keys))
+                    .await?;
+            }
+            Ok(())
+        };
+        self.exclusive.either(atomic, locked).await
     }
 
     /// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.

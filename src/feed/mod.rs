@@ -60,9 +60,9 @@ pub use ranking::{Candidate, DefaultRanking, DynRanking, Ranking};
 pub use search::{SearchOrder, FALLBACK_CANDIDATES};
 pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
 
+use crate::backend::Exclusive;
 use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
-use crate::lease_lock::LeaseLocks;
 use crate::server::{Capabilities, ServerInfo};
 use crate::sharding::ShardKey;
 use crate::validate::check_collection_name;
@@ -168,7 +168,8 @@ struct Settings {
 pub struct FeedStore<X> {
     database: Database,
     collections: Collections,
-    locks: LeaseLocks,
+    /// Writers of feeds and counters, taking turns where updates are not atomic.
+    exclusive: Exclusive,
     jobs: JobQueue,
     follows: Arc<DynFollowSource>,
     ranking: Arc<DynRanking>,
@@ -184,7 +185,7 @@ impl<X> Clone for FeedStore<X> {
         Self {
             database: self.database.clone(),
             collections: self.collections.clone(),
-            locks: self.locks.clone(),
+            exclusive: self.exclusive.clone(),
             jobs: self.jobs.clone(),
             follows: self.follows.clone(),
             ranking: self.ranking.clone(),
@@ -376,7 +377,8 @@ impl<X: Payload> FeedStoreBuilder<X> {
         let indexes = store_indexes(&collections, capabilities);
         Ok(FeedStore {
             indexes,
-            locks: LeaseLocks::new(db.collection(&name("feed_locks")), LOCK_LEASE, self.retry),
+            exclusive: Exclusive::new(db, &name("feed_locks"), LOCK_LEASE, self.retry)
+                .given(capabilities),
             jobs,
             collections,
             follows: self.follows,
@@ -509,7 +511,7 @@ impl<X: Payload> FeedStore<X> {
                 "small: a few documents per rename",
             ),
             ShardKey::new(
-                self.locks.collection_name(),
+                self.exclusive.locks_collection(),
                 doc! { "_id": 1 },
                 "locks are taken and released by key",
             ),
@@ -532,10 +534,7 @@ impl<X: Payload> FeedStore<X> {
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        if self.capabilities.atomic_updates {
-            return f.await;
-        }
-        self.locks.with_locks(keys, f).await
+        self.exclusive.run(keys, f).await
     }
 }
 

@@ -5,10 +5,10 @@ use mongodb::options::IndexOptions;
 use mongodb::{Database, IndexModel};
 
 use super::{FollowGraph, GROUP_LEASE, LEASE};
+use crate::backend::Exclusive;
 use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::retry::RetryPolicy;
-use crate::server::DetectedCapabilities;
 use crate::validate::check_collection_name;
 use crate::Result;
 
@@ -78,10 +78,8 @@ impl FollowGraphBuilder {
             indexes,
             owner_locks: LeaseLocks::new(locks.clone(), LEASE, self.retry),
             group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE, self.retry),
-            stats_locks: LeaseLocks::new(locks, LEASE, self.retry),
-            capabilities: DetectedCapabilities::default(),
+            stats: Exclusive::over(&self.database, locks, LEASE, self.retry),
             retry: self.retry,
-            database: self.database,
         })
     }
 }

@@ -77,11 +77,11 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::{Collection, Database};
 
+use crate::backend::Exclusive;
 use crate::bson_ext;
 use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::retry::{retry, RetryPolicy};
-use crate::server::DetectedCapabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate;
@@ -123,7 +123,6 @@ const GROUP_LEASE: Duration = Duration::from_secs(300);
 /// ```
 #[derive(Clone, Debug)]
 pub struct FollowGraph {
-    database: Database,
     users: Collection<Document>,
     groups: Collection<Document>,
     follows: Collection<Document>,
@@ -131,8 +130,8 @@ pub struct FollowGraph {
     subscriptions: Collection<Document>,
     owner_locks: LeaseLocks,
     group_locks: LeaseLocks,
-    stats_locks: LeaseLocks,
-    capabilities: DetectedCapabilities,
+    /// The stats documents' writers, taking turns where updates are not atomic.
+    stats: Exclusive,
     indexes: Indexes,
     retry: RetryPolicy,
 }

@@ -156,12 +156,9 @@ impl FollowGraph {
         if deltas.is_empty() {
             return Ok(());
         }
-        if self.capabilities.get(&self.database).await?.atomic_updates {
-            return self.apply(&deltas, None).await;
-        }
         let users: BTreeSet<&String> = deltas.keys().map(|(user, _)| user).collect();
         let keys: Vec<String> = users.into_iter().map(|user| stats_key(user)).collect();
-        self.stats_locks
+        self.stats
             .in_rounds(&keys, ROUND, |taken| self.apply(&deltas, Some(taken)))
             .await
     }
@@ -338,10 +335,7 @@ impl FollowGraph {
                 .await?;
             Ok(())
         });
-        if self.capabilities.get(&self.database).await?.atomic_updates {
-            return update.await;
-        }
-        self.stats_locks.with_lock(&stats_key(user), update).await
+        self.stats.run_one(&stats_key(user), update).await
     }
 }
 

@@ -14,11 +14,11 @@ use super::{
     validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
     Strategy, MAX_DOCUMENT_BYTES,
 };
+use crate::backend::Exclusive;
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::indexes::Indexes;
-use crate::lease_lock::LeaseLocks;
 use crate::retry::{retry, Backoff};
-use crate::server::{Capabilities, DetectedCapabilities};
+use crate::server::Capabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
 use crate::{Error, Result, RetryPolicy};
@@ -142,10 +142,10 @@ pub struct BucketedFanOut {
     database: Database,
     buckets: Collection<Document>,
     heads: Collection<Document>,
-    locks: LeaseLocks,
+    /// Recipients' writers, taking turns where updates are not atomic.
+    exclusive: Exclusive,
     recipients: RecipientLists,
     bucket_size: u32,
-    capabilities: DetectedCapabilities,
     indexes: Indexes,
     retry: RetryPolicy,
 }
@@ -345,10 +345,9 @@ impl BucketedFanOut {
             database: database.clone(),
             buckets,
             heads: database.collection(heads),
-            locks: LeaseLocks::new(database.collection(locks), LOCK_LEASE, retry),
+            exclusive: Exclusive::new(database, locks, LOCK_LEASE, retry),
             recipients,
             bucket_size,
-            capabilities: DetectedCapabilities::default(),
             retry,
         }
     }
@@ -405,18 +404,20 @@ impl BucketedFanOut {
         // detectable conflict.
         self.indexes.ensure().await?;
         self.recipients.store(list, &self.retry).await?;
-        let capabilities = self.capabilities().await?;
+        let capabilities = self.exclusive.capabilities().await?;
         let entry = Entry {
             document: &entry,
             id: message.id,
             sent: message.sent,
         };
-        if capabilities.atomic_updates {
-            self.deliver(recipients, &entry, &capabilities).await
-        } else {
-            self.deliver_under_locks(recipients, &entry, &capabilities)
-                .await
-        }
+        // Where recipients are locked, a bounded round keeps each locked delivery to about one
+        // `update` command, well inside the lease even on a slow server.
+        let round = capabilities.max_update_statements.max(1);
+        self.exclusive
+            .in_rounds(&recipients, round, |taken| {
+                self.deliver(taken, &entry, &capabilities)
+            })
+            .await
     }
 
     /// The recipients whose two newest buckets already hold message `id` (one `find` of heads,
@@ -445,10 +446,6 @@ impl BucketedFanOut {
             .iter()
             .filter_map(|bucket| bucket.get_str("owner").ok().map(str::to_owned))
             .collect())
-    }
-
-    async fn capabilities(&self) -> Result<Capabilities> {
-        self.capabilities.get(&self.database).await
     }
 
     /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
@@ -518,25 +515,6 @@ impl BucketedFanOut {
         Err(Error::Contention {
             attempts: MAX_ROUNDS,
         })
-    }
-
-    /// [`Self::deliver`] for servers whose updates are not atomic: each round locks the
-    /// recipients it can (one `insert`), delivers to them, and unlocks them (one `delete`), so no
-    /// two senders ever update one owner's buckets at once.
-    async fn deliver_under_locks(
-        &self,
-        recipients: Vec<String>,
-        entry: &Entry<'_>,
-        capabilities: &Capabilities,
-    ) -> Result<()> {
-        // A bounded batch keeps each locked delivery to about one `update` command, well inside
-        // the lease even on a slow server.
-        let batch = capabilities.max_update_statements.max(1);
-        self.locks
-            .in_rounds(&recipients, batch, |taken| {
-                self.deliver(taken, entry, capabilities)
-            })
-            .await
     }
 
     /// Each recipient's newest bucket, from the heads collection (bucket 0 when unknown), with
