@@ -1,7 +1,13 @@
 //! Reading numbers and times out of stored documents, whatever numeric type the server kept
-//! them as; times that must not go backwards.
+//! them as; times that must not go backwards; decoding stored documents, with errors that name
+//! the document.
+
+use std::fmt;
 
 use bson::{Bson, Document};
+use serde::de::DeserializeOwned;
+
+use crate::{Error, Result};
 
 /// The integer at `key`, from an `Int32`, `Int64` or `Double`; `None` when missing or not a
 /// number.
@@ -40,4 +46,36 @@ pub(crate) fn later(
 pub(crate) fn now_or_after(floor: Option<bson::DateTime>) -> bson::DateTime {
     let now = bson::DateTime::now();
     floor.map_or(now, |floor| floor.max(now))
+}
+
+/// Decodes `document`, read from `collection`, as a `T`: the one way the crate decodes stored
+/// documents, so a failure is an [`Error::Decode`] naming the collection and the `_id`.
+pub(crate) fn decode<T: DeserializeOwned>(collection: &str, document: Document) -> Result<T> {
+    let id = document.get("_id").cloned();
+    decode_with_id(collection, id, document)
+}
+
+/// [`decode`] for a value that is part of (or was rewritten from) the stored document `id` of
+/// `collection`: an array of a discussion's comments, a job's payload, an entry whose `_id` was
+/// renamed.
+pub(crate) fn decode_with_id<T: DeserializeOwned>(
+    collection: &str,
+    id: Option<Bson>,
+    value: impl Into<Bson>,
+) -> Result<T> {
+    bson::from_bson(value.into()).map_err(|source| Error::Decode {
+        collection: collection.to_owned(),
+        id: id.map(Box::new),
+        source,
+    })
+}
+
+/// An [`Error::Decode`] for the stored document `id` of `collection`, which lacks what the crate
+/// reads by hand (`reason`: "a subscription without a valid `owner`").
+pub(crate) fn corrupt(collection: &str, id: Option<Bson>, reason: impl fmt::Display) -> Error {
+    Error::Decode {
+        collection: collection.to_owned(),
+        id: id.map(Box::new),
+        source: serde::de::Error::custom(reason),
+    }
 }

@@ -1,4 +1,9 @@
-//! The crate's error type.
+//! The crate's error type, and [`Entity`], what a [`Error::NotFound`] or [`Error::AlreadyExists`]
+//! names.
+
+use std::fmt;
+
+use bson::Bson;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -21,11 +26,16 @@ pub enum Error {
         recipient: String,
     },
 
-    /// A user id was empty or only whitespace. Every module refuses a blank user id with this
-    /// variant (inbox, comments, graph, delivery, feed), before anything is written.
-    #[error("{what} must not be an empty user id")]
-    EmptyUserId {
-        /// Which role the id had (`"sender"`, `"recipient"`, `"owner"`, `"user"`, `"author"`).
+    /// Required text was empty or only whitespace: a user id (an inbox's sender, recipient or
+    /// owner, a comment's author, a follower, a feed's user) or any other (a group or discussion
+    /// id, a username, a comment's text, a job's kind). Every module refuses it with this
+    /// variant, before anything is written.
+    #[error("{what} must not be blank")]
+    Blank {
+        /// What was blank: for a user id, its role (`"sender"`, `"recipient"`, `"owner"`,
+        /// `"user"`, `"author"`); otherwise the field (`"group id"`, `"discussion id"`,
+        /// `"username"`, `"text"`, `"title and body"`, `"media url"`, `"search terms"`,
+        /// `"job kind"`).
         what: &'static str,
     },
 
@@ -52,21 +62,23 @@ pub enum Error {
         reason: String,
     },
 
-    /// A message (or the document that would hold it) is larger than the server accepts.
-    #[error("message is {size} bytes, larger than the {limit} bytes this strategy can store")]
-    MessageTooLarge {
-        /// Encoded size of the message in bytes.
+    /// Something to be stored (a message, a post, a comment, a recipient list) encodes to more
+    /// bytes than the store accepts, or than the document that would hold it can take.
+    #[error("{what} is {size} bytes, larger than the {limit} bytes allowed")]
+    TooLarge {
+        /// What was too large (`"message"`, `"post"`, `"comment"`, `"recipient list"`).
+        what: &'static str,
+        /// Encoded size in bytes.
         size: usize,
-        /// Largest encoded size the strategy accepts.
+        /// Largest encoded size accepted.
         limit: usize,
     },
 
     /// Something an operation names does not exist (a post, a user, a discussion, a comment).
     #[error("unknown {what} `{id}`")]
     NotFound {
-        /// What kind of thing was looked up (`"post"`, `"user"`, `"group"`, `"discussion"`,
-        /// `"comment"`, `"parent comment"`, ...).
-        what: &'static str,
+        /// What kind of thing was looked up.
+        what: Entity,
         /// The id that was not found.
         id: String,
     },
@@ -74,30 +86,10 @@ pub enum Error {
     /// Something to be created exists already (a user id, a username).
     #[error("{what} `{id}` already exists")]
     AlreadyExists {
-        /// What kind of thing clashed (`"user"`, `"username"`).
-        what: &'static str,
+        /// What kind of thing clashed ([`Entity::User`], [`Entity::Username`]).
+        what: Entity,
         /// The clashing id or value.
         id: String,
-    },
-
-    /// A required text field other than a user id (see [`Error::EmptyUserId`]) was empty or
-    /// only whitespace.
-    #[error("{field} must not be empty")]
-    EmptyField {
-        /// Which field (`"title and body"`, `"username"`, `"group id"`, `"text"`,
-        /// `"discussion id"`, `"search terms"`, `"job kind"`, ...).
-        field: &'static str,
-    },
-
-    /// A document (a post, a user) is larger than the store accepts.
-    #[error("{what} is {size} bytes, larger than the {limit} bytes allowed")]
-    TooLarge {
-        /// What was too large (`"post"`, `"user"`, `"comment"`).
-        what: &'static str,
-        /// Encoded size in bytes.
-        size: usize,
-        /// Largest encoded size accepted.
-        limit: usize,
     },
 
     /// Waiting for something (a job queue to drain) took longer than allowed.
@@ -185,21 +177,52 @@ pub enum Error {
     },
 
     /// The server refused a write with an error this crate does not handle itself.
+    ///
+    /// `code` and `message` are the server's. Where the driver reported the failure, its error
+    /// is the [`source`](std::error::Error::source); where the crate read it from a command's
+    /// reply itself (an entry of an `update` command's `writeErrors`, or its
+    /// `writeConcernError`), there is no driver error and `source` is `None`.
     #[error("write failed with code {code}: {message}")]
     Write {
         /// The server's error code.
         code: i32,
         /// The server's error message.
         message: String,
+        /// The driver's error, when the driver reported the failure.
+        #[source]
+        source: Option<mongodb::error::Error>,
     },
 
     /// A value could not be encoded to BSON.
     #[error("could not encode to BSON: {0}")]
     Encode(#[from] bson::ser::Error),
 
-    /// A stored document could not be decoded (for example, a payload of another type).
-    #[error("could not decode a stored document: {0}")]
-    Decode(#[from] bson::de::Error),
+    /// A stored document could not be decoded (for example, a payload of another type, or a
+    /// field the crate needs missing): names the collection and the document's `_id`, for the
+    /// application to find it.
+    #[error("could not decode {} in `{collection}`: {source}", DocumentId(.id))]
+    Decode {
+        /// The collection the document was read from.
+        collection: String,
+        /// The document's `_id` (`None` for a document without one); for a message in an inbox
+        /// bucket, the message's own `id`. Boxed, to keep every `Result` of the crate small.
+        id: Option<Box<Bson>>,
+        /// What did not decode.
+        #[source]
+        source: bson::de::Error,
+    },
+
+    /// An application's [`JobHandler`](crate::jobs::JobHandler) failed with an error of its
+    /// own; build it with [`Error::handler`]. The job queue records the text on the job and
+    /// runs the job again later.
+    #[error("job `{kind}` failed: {source}")]
+    Handler {
+        /// The kind of the job that failed.
+        kind: String,
+        /// The handler's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// Any other error reported by the driver or the server.
     #[error("MongoDB error: {0}")]
@@ -252,7 +275,9 @@ impl Error {
     /// Whether something the operation names does not exist ([`Error::NotFound`]).
     ///
     /// ```
-    /// let error = mongo_social::Error::NotFound { what: "post", id: "p1".into() };
+    /// use mongo_social::{Entity, Error};
+    ///
+    /// let error = Error::NotFound { what: Entity::Post, id: "p1".into() };
     /// assert!(error.is_not_found() && !error.is_retryable());
     /// ```
     pub fn is_not_found(&self) -> bool {
@@ -278,16 +303,69 @@ impl Error {
             self,
             Error::NoRecipients
                 | Error::DuplicateRecipient { .. }
-                | Error::EmptyUserId { .. }
-                | Error::EmptyField { .. }
+                | Error::Blank { .. }
                 | Error::InvalidCursor { .. }
                 | Error::InvalidPageLimit { .. }
-                | Error::MessageTooLarge { .. }
                 | Error::TooLarge { .. }
                 | Error::SelfFollow { .. }
                 | Error::InvalidLink { .. }
                 | Error::ThreadTooDeep { .. }
         )
+    }
+
+    /// The server's error code, where the server refused the operation: the `code` of an
+    /// [`Error::Write`], or of a command failure, write error or write concern error the driver
+    /// reported ([`Error::Database`]). `None` for every other error.
+    ///
+    /// ```
+    /// let error = mongo_social::Error::Write {
+    ///     code: 11000,
+    ///     message: "E11000 duplicate key error".into(),
+    ///     source: None,
+    /// };
+    /// assert_eq!(error.code(), Some(11000));
+    /// ```
+    pub fn code(&self) -> Option<i32> {
+        use mongodb::error::{ErrorKind, WriteFailure};
+        match self {
+            Error::Write { code, .. } => Some(*code),
+            Error::Database(error) => match &*error.kind {
+                ErrorKind::Command(command) => Some(command.code),
+                ErrorKind::Write(WriteFailure::WriteError(write)) => Some(write.code),
+                ErrorKind::Write(WriteFailure::WriteConcernError(concern)) => Some(concern.code),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// An [`Error::Handler`] for `job`: how an application's
+    /// [`JobHandler`](crate::jobs::JobHandler) reports a failure of its own.
+    ///
+    /// ```
+    /// use mongo_social::jobs::{Job, JobHandler};
+    /// use mongo_social::Error;
+    ///
+    /// #[derive(Debug)]
+    /// struct Greet;
+    ///
+    /// #[async_trait::async_trait]
+    /// impl JobHandler for Greet {
+    ///     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+    ///         let who = job.payload.get_str("who").map_err(|error| Error::handler(job, error))?;
+    ///         println!("hello, {who}");
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn handler(
+        job: &crate::jobs::Job,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Handler {
+            kind: job.kind.clone(),
+            source: source.into(),
+        }
     }
 
     /// Whether one attempt failed for a reason that another attempt may not meet: the failures
@@ -308,5 +386,251 @@ impl From<mongodb::error::Error> for Error {
             mongodb::error::ErrorKind::ServerSelection { .. } => Error::Unreachable(error),
             _ => Error::Database(error),
         }
+    }
+}
+
+/// What an [`Error::NotFound`] or an [`Error::AlreadyExists`] names. Displayed as the words of
+/// the error's message (`ParentComment` as "parent comment").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Entity {
+    /// A post of the feed.
+    Post,
+    /// A user: of the follow graph, the feed or the delivery.
+    User,
+    /// A user's extended profile in the feed.
+    ExtendedUser,
+    /// A username, unique among the feed's users.
+    Username,
+    /// A group of the follow graph.
+    Group,
+    /// A discussion comments are posted to.
+    Discussion,
+    /// A comment, named by its link.
+    Comment,
+    /// The comment a reply answers, named by its link.
+    ParentComment,
+    /// The propagation of a user's new username to the copies of their chunk.
+    Propagation,
+    /// The shared recipient list of a message with many recipients.
+    RecipientList,
+}
+
+impl Entity {
+    /// The words for it in error messages (`"parent comment"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Entity::Post => "post",
+            Entity::User => "user",
+            Entity::ExtendedUser => "extended user",
+            Entity::Username => "username",
+            Entity::Group => "group",
+            Entity::Discussion => "discussion",
+            Entity::Comment => "comment",
+            Entity::ParentComment => "parent comment",
+            Entity::Propagation => "propagation",
+            Entity::RecipientList => "recipient list",
+        }
+    }
+}
+
+impl fmt::Display for Entity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The document an [`Error::Decode`] names, in its message.
+struct DocumentId<'a>(&'a Option<Box<Bson>>);
+
+impl fmt::Display for DocumentId<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(id) => write!(f, "the document with _id {id}"),
+            None => f.write_str("a document without _id"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use bson::doc;
+    use bson::oid::ObjectId;
+
+    use super::*;
+    use crate::update_batch::{insert_failure, InsertFailure};
+
+    #[test]
+    fn entities_read_as_the_words_they_replace() {
+        let words = [
+            (Entity::Post, "post"),
+            (Entity::User, "user"),
+            (Entity::ExtendedUser, "extended user"),
+            (Entity::Username, "username"),
+            (Entity::Group, "group"),
+            (Entity::Discussion, "discussion"),
+            (Entity::Comment, "comment"),
+            (Entity::ParentComment, "parent comment"),
+            (Entity::Propagation, "propagation"),
+            (Entity::RecipientList, "recipient list"),
+        ];
+        for (entity, text) in words {
+            assert_eq!(entity.to_string(), text);
+        }
+        let missing = Error::NotFound {
+            what: Entity::ParentComment,
+            id: "0a1b/2c3d".into(),
+        };
+        assert_eq!(missing.to_string(), "unknown parent comment `0a1b/2c3d`");
+        assert!(missing.is_not_found() && !missing.is_invalid_input());
+        let taken = Error::AlreadyExists {
+            what: Entity::Username,
+            id: "ann".into(),
+        };
+        assert_eq!(taken.to_string(), "username `ann` already exists");
+        assert!(taken.is_already_exists() && !taken.is_not_found());
+    }
+
+    #[test]
+    fn one_variant_for_blank_text_and_one_for_too_large() {
+        let blank = Error::Blank { what: "owner" };
+        assert_eq!(blank.to_string(), "owner must not be blank");
+        let too_large = Error::TooLarge {
+            what: "message",
+            size: 400_000,
+            limit: 335_544,
+        };
+        assert_eq!(
+            too_large.to_string(),
+            "message is 400000 bytes, larger than the 335544 bytes allowed"
+        );
+        for error in [blank, too_large] {
+            assert!(error.is_invalid_input() && !error.is_retryable(), "{error}");
+        }
+    }
+
+    /// A transient `insert` failure as the driver reports it: the `Write` built from it keeps the
+    /// driver's error as its source, and is classified by its code as before.
+    #[test]
+    fn a_write_keeps_the_drivers_error_as_its_source() {
+        let failure: mongodb::error::InsertManyError = bson::from_document(doc! {
+            "writeErrors": [
+                { "index": 0, "code": 11000, "errmsg": "E11000 duplicate key error" },
+                { "index": 1, "code": 112, "errmsg": "WriteConflict" },
+            ],
+        })
+        .expect("an insert failure");
+        let driver = mongodb::error::Error::from(mongodb::error::ErrorKind::InsertMany(failure));
+        let InsertFailure::Transient(error) = insert_failure(driver) else {
+            panic!("a write conflict is transient");
+        };
+        assert_eq!(
+            error.to_string(),
+            "write failed with code 112: WriteConflict"
+        );
+        assert_eq!(error.code(), Some(112));
+        assert!(error.is_retryable());
+        let source = error.source().expect("the driver's error");
+        let driver = source
+            .downcast_ref::<mongodb::error::Error>()
+            .expect("a driver error");
+        assert!(matches!(
+            &*driver.kind,
+            mongodb::error::ErrorKind::InsertMany(_)
+        ));
+
+        // Read from a command's reply (`writeErrors`), with no driver error: the same
+        // classification.
+        let from_reply = Error::Write {
+            code: 112,
+            message: "WriteConflict".into(),
+            source: None,
+        };
+        assert!(from_reply.source().is_none());
+        assert!(from_reply.is_retryable());
+        assert_eq!(from_reply.code(), Some(112));
+    }
+
+    #[test]
+    fn a_driver_error_has_the_servers_code() {
+        let command: mongodb::error::CommandError = bson::from_document(doc! {
+            "ok": 0.0, "code": 13, "codeName": "Unauthorized", "errmsg": "not authorized",
+        })
+        .expect("a command error");
+        let error = Error::from(mongodb::error::Error::from(
+            mongodb::error::ErrorKind::Command(command),
+        ));
+        assert!(matches!(error, Error::Database(_)), "{error}");
+        assert_eq!(error.code(), Some(13));
+        assert_eq!(Error::NoRecipients.code(), None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Stored {
+        slug: String,
+    }
+
+    /// A stored document that does not decode names its collection and `_id`.
+    #[test]
+    fn a_decode_error_names_the_collection_and_the_id() {
+        let id = ObjectId::new();
+        let good = doc! { "_id": id, "slug": "0a1b" };
+        let stored: Stored = crate::bson_ext::decode("comments", good).unwrap();
+        assert_eq!(stored.slug, "0a1b");
+        let corrupt = doc! { "_id": id, "slug": 5 };
+        let error = crate::bson_ext::decode::<Stored>("comments", corrupt).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::Decode { collection, id: Some(found), .. }
+                    if collection == "comments" && **found == Bson::ObjectId(id)
+            ),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        let named =
+            format!("could not decode the document with _id ObjectId(\"{id}\") in `comments`: ");
+        assert!(text.starts_with(&named), "{text}");
+        let source = error.source().expect("the decoder's error");
+        assert!(source.downcast_ref::<bson::de::Error>().is_some());
+        assert!(!error.is_retryable() && !error.is_invalid_input());
+
+        let error = crate::bson_ext::decode::<Stored>("comments", doc! { "slug": 5 }).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("could not decode a document without _id in `comments`: "),
+            "{error}"
+        );
+        let error =
+            crate::bson_ext::corrupt("posts", Some(Bson::from("p1")), "a post lacks created");
+        assert_eq!(
+            error.to_string(),
+            "could not decode the document with _id \"p1\" in `posts`: a post lacks created"
+        );
+    }
+
+    #[test]
+    fn a_handler_error_keeps_the_applications_error() {
+        let job: crate::jobs::Job = bson::from_document(doc! {
+            "_id": ObjectId::new(), "kind": "send_email", "payload": {}, "attempts": 0,
+        })
+        .expect("a job");
+        let error = Error::handler(&job, std::io::Error::other("mail server down"));
+        assert!(matches!(&error, Error::Handler { kind, .. } if kind == "send_email"));
+        assert_eq!(
+            error.to_string(),
+            "job `send_email` failed: mail server down"
+        );
+        let source = error.source().expect("the handler's error");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert!(!error.is_retryable() && !error.is_invalid_input());
+        let error = Error::handler(&job, "no such template");
+        assert_eq!(
+            error.to_string(),
+            "job `send_email` failed: no such template"
+        );
     }
 }

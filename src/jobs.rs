@@ -99,7 +99,9 @@ impl Job {
 #[async_trait]
 pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
     /// Runs one job. An error leaves the job in the queue, retried after a back-off, and marked
-    /// failed after [`JobQueueBuilder::max_attempts`] runs.
+    /// failed after [`JobQueueBuilder::max_attempts`] runs; its text is kept on the job as
+    /// `last_error`. A failure of the application's own is an [`Error::Handler`], made with
+    /// [`Error::handler`]; errors of this crate's stores pass through `?` as they are.
     async fn handle(&self, job: &Job) -> Result<()>;
 }
 
@@ -294,11 +296,16 @@ impl JobQueue {
         self.lease
     }
 
+    /// The jobs collection's name, for errors that name a job's document.
+    pub(crate) fn collection_name(&self) -> &str {
+        self.jobs.name()
+    }
+
     /// Adds a job, due now (one `insert`).
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
+    /// [`Error::Blank`] for a blank `kind`, before anything is written.
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
         self.enqueue_once(id, kind, payload).await?;
@@ -313,7 +320,7 @@ impl JobQueue {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for a blank `kind`, before anything is written.
+    /// [`Error::Blank`] for a blank `kind`, before anything is written.
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
         crate::validate::non_blank("job kind", kind)?;
         let job = doc! {
@@ -411,10 +418,10 @@ impl JobQueue {
             .iter()
             .filter_map(|key| ObjectId::parse_str(key).ok())
             .collect();
-        let jobs = self.jobs.clone_with_type::<Job>();
         let now = bson::DateTime::now();
-        retry(&self.retry, "find claimed jobs", || async {
-            Ok(jobs
+        let found: Vec<Document> = retry(&self.retry, "find claimed jobs", || async {
+            Ok(self
+                .jobs
                 .find(doc! {
                     "_id": { "$in": &ids },
                     "failed": false,
@@ -425,7 +432,11 @@ impl JobQueue {
                 .try_collect()
                 .await?)
         })
-        .await
+        .await?;
+        found
+            .into_iter()
+            .map(|job| crate::bson_ext::decode(self.jobs.name(), job))
+            .collect()
     }
 
     /// Runs the jobs in order; from the second on, only while `deadline` has not passed.

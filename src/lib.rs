@@ -35,7 +35,7 @@ pub mod testing;
 // which the other modules share.
 pub use comments::{CommentStore, DynCommentStore, Embedded, HybridPages, PerComment};
 pub use delivery::Delivery;
-pub use error::{Error, Result};
+pub use error::{Entity, Error, Result};
 pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use graph::FollowGraph;
 pub use inbox::{

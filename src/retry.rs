@@ -301,6 +301,7 @@ mod tests {
                     Err(Error::Write {
                         code: 112,
                         message: "WriteConflict".into(),
+                        source: None,
                     })
                 } else {
                     Ok(call)
@@ -317,6 +318,7 @@ mod tests {
                 Err(Error::Write {
                     code: 16908292,
                     message: "deadlock detected".into(),
+                    source: None,
                 })
             }
         })
@@ -337,6 +339,7 @@ mod tests {
                 Err(Error::Write {
                     code: 11000,
                     message: "E11000 duplicate key".into(),
+                    source: None,
                 })
             }
         })
@@ -355,6 +358,7 @@ mod tests {
             let as_error = Error::Write {
                 code: *code,
                 message: name.to_string(),
+                source: None,
             };
             assert!(as_error.is_retryable(), "{code} {name}");
         }
@@ -383,7 +387,8 @@ mod tests {
             assert!(!is_transient_write_error(&entry), "{code} {name}");
             assert!(!Error::Write {
                 code,
-                message: name.into()
+                message: name.into(),
+                source: None,
             }
             .is_retryable());
         }

@@ -281,6 +281,8 @@ fn write_error(error: &Document) -> Error {
     Error::Write {
         code: code_of(error).unwrap_or(-1),
         message: error.get_str("errmsg").unwrap_or("unknown").to_owned(),
+        // Read from the reply here: the driver reported no error.
+        source: None,
     }
 }
 
@@ -372,19 +374,19 @@ pub(crate) fn insert_failure(error: mongodb::error::Error) -> InsertFailure {
         });
         if concern_ok && known {
             let transient = writes.iter().find(|w| w.code != DUPLICATE_KEY);
-            if let Some(write) = transient {
-                return InsertFailure::Transient(Error::Write {
-                    code: write.code,
-                    message: write.message.clone(),
-                });
-            }
-            if let Some(concern) = &failure.write_concern_error {
-                return InsertFailure::Transient(Error::Write {
-                    code: concern.code,
-                    message: concern.message.clone(),
-                });
-            }
-            return InsertFailure::Duplicates(writes.iter().map(|w| w.index).collect());
+            let reported = match (transient, &failure.write_concern_error) {
+                (Some(write), _) => Some((write.code, write.message.clone())),
+                (None, Some(concern)) => Some((concern.code, concern.message.clone())),
+                (None, None) => None,
+            };
+            let Some((code, message)) = reported else {
+                return InsertFailure::Duplicates(writes.iter().map(|w| w.index).collect());
+            };
+            return InsertFailure::Transient(Error::Write {
+                code,
+                message,
+                source: Some(error),
+            });
         }
     }
     if is_duplicate_key(&error) {

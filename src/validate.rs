@@ -1,11 +1,11 @@
 //! Input checks shared by every module, run before anything is written: one rule for required
 //! text (not empty, not only whitespace) and one error variant per kind of input.
 //!
-//! - A user id (an inbox's sender, recipient or owner; a comment's author; a follower or followee;
-//!   a feed's user or author; a delivery's author or reader) that is blank is
-//!   [`Error::EmptyUserId`], in every module.
-//! - Any other required text (a group or discussion id, a username, a comment's text, a post's
-//!   title and body, search terms, a job's kind) that is blank is [`Error::EmptyField`].
+//! - Required text that is blank is [`Error::Blank`], in every module: a user id (an inbox's
+//!   sender, recipient or owner; a comment's author; a follower or followee; a feed's user or
+//!   author; a delivery's author or reader), named by its role, or any other (a group or
+//!   discussion id, a username, a comment's text, a post's title and body, search terms, a job's
+//!   kind), named by its field.
 //! - A page size outside `1..=max` is [`Error::InvalidPageLimit`].
 //! - A collection name MongoDB would refuse, or two roles given one collection, is
 //!   [`Error::InvalidConfig`].
@@ -17,19 +17,16 @@ pub(crate) fn is_blank(text: &str) -> bool {
     text.trim().is_empty()
 }
 
-/// Fails with [`Error::EmptyUserId`] (naming `what`: `"sender"`, `"owner"`, ...) for a blank user
-/// id.
+/// Fails with [`Error::Blank`] (naming the id's role `what`: `"sender"`, `"owner"`, ...) for a
+/// blank user id.
 pub(crate) fn user_id(what: &'static str, id: &str) -> Result<()> {
-    if is_blank(id) {
-        return Err(Error::EmptyUserId { what });
-    }
-    Ok(())
+    non_blank(what, id)
 }
 
-/// Fails with [`Error::EmptyField`] (naming `field`) for blank required text other than a user id.
+/// Fails with [`Error::Blank`] (naming `field`) for blank required text.
 pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
     if is_blank(value) {
-        return Err(Error::EmptyField { field });
+        return Err(Error::Blank { what: field });
     }
     Ok(())
 }
@@ -91,11 +88,11 @@ mod tests {
         for blank in ["", " ", "\t\n", "\u{3000}"] {
             assert!(matches!(
                 user_id("owner", blank),
-                Err(Error::EmptyUserId { what: "owner" })
+                Err(Error::Blank { what: "owner" })
             ));
             assert!(matches!(
                 non_blank("text", blank),
-                Err(Error::EmptyField { field: "text" })
+                Err(Error::Blank { what: "text" })
             ));
         }
         assert!(user_id("owner", " bob ").is_ok());

@@ -15,7 +15,7 @@ use mongo_social::feed::{
 use mongo_social::graph::FollowList;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, TestDb};
-use mongo_social::{Error, PageCursor, PageRequest, Post, PostId};
+use mongo_social::{Entity, Error, PageCursor, PageRequest, Post, PostId};
 use serde::{Deserialize, Serialize};
 
 const HOUR_MS: i64 = 60 * 60 * 1000;
@@ -150,7 +150,10 @@ async fn post_round_trip_with_media_and_extension() {
     assert_eq!((extended.id.as_str(), &extended.details), ("ann", &details));
     assert!(matches!(
         store.put_extended_user("ghost", &details).await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     users(&store, &["bob"]).await;
     assert!(matches!(
@@ -793,15 +796,15 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     t.commands.reset();
     assert!(matches!(
         store.create_post(new("ann", " ", "")).await,
-        Err(Error::EmptyField {
-            field: "title and body"
+        Err(Error::Blank {
+            what: "title and body"
         })
     ));
     assert!(matches!(
         store
             .create_post(new("ann", "t", "b").image(Media::new("", "no url")))
             .await,
-        Err(Error::EmptyField { field: "media url" })
+        Err(Error::Blank { what: "media url" })
     ));
     assert!(matches!(
         store
@@ -849,8 +852,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         store
             .search("  ", SearchOrder::Newest, PageRequest::first(5))
             .await,
-        Err(Error::EmptyField {
-            field: "search terms"
+        Err(Error::Blank {
+            what: "search terms"
         })
     ));
     assert!(matches!(
@@ -859,8 +862,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             .await,
         Err(Error::InvalidPageLimit { .. })
     ));
-    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
-    // module, `EmptyField` for other text.
+    // Empty and whitespace-only are the same error, `Blank`, as in every module: naming the
+    // role of a user id, the field of other text.
     for blank in ["", " ", "\t "] {
         for result in [
             store.create_user(NewUser::new(blank, "x")).await.map(drop),
@@ -878,7 +881,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             assert!(
                 matches!(
                     result,
-                    Err(Error::EmptyUserId {
+                    Err(Error::Blank {
                         what: "user" | "author"
                     })
                 ),
@@ -888,7 +891,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         assert!(
             matches!(
                 store.create_user(NewUser::new("u9", blank)).await,
-                Err(Error::EmptyField { field: "username" })
+                Err(Error::Blank { what: "username" })
             ),
             "{blank:?}"
         );
@@ -897,64 +900,97 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
 
     assert!(matches!(
         store.create_post(new("ghost", "t", "b")).await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     let unknown = PostId::new();
     assert!(matches!(
         store.post(unknown).await,
-        Err(Error::NotFound { what: "post", .. })
+        Err(Error::NotFound {
+            what: Entity::Post,
+            ..
+        })
     ));
     assert!(matches!(
         store.like(unknown, "ann").await,
-        Err(Error::NotFound { what: "post", .. })
+        Err(Error::NotFound {
+            what: Entity::Post,
+            ..
+        })
     ));
     assert!(matches!(
         store.unlike(unknown, "ann").await,
-        Err(Error::NotFound { what: "post", .. })
+        Err(Error::NotFound {
+            what: Entity::Post,
+            ..
+        })
     ));
     assert!(matches!(
         store.counters(unknown).await,
-        Err(Error::NotFound { what: "post", .. })
+        Err(Error::NotFound {
+            what: Entity::Post,
+            ..
+        })
     ));
     assert!(matches!(
         store.like(kept, "ghost").await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     assert!(matches!(
         store.unlike(kept, "ghost").await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     assert!(matches!(
         store
             .feed_page(&FeedKind::User("ghost".into()), PageRequest::first(5))
             .await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     assert!(matches!(
         store.rebuild_user_feed("ghost").await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
     assert!(matches!(
         store.create_user(NewUser::new("ann", "other")).await,
-        Err(Error::AlreadyExists { what: "user", .. })
+        Err(Error::AlreadyExists {
+            what: Entity::User,
+            ..
+        })
     ));
     assert!(matches!(
         store.create_user(NewUser::new("carl", "bob")).await,
         Err(Error::AlreadyExists {
-            what: "username",
+            what: Entity::Username,
             ..
         })
     ));
     assert!(matches!(
         store.rename_user("ann", "bob").await,
         Err(Error::AlreadyExists {
-            what: "username",
+            what: Entity::Username,
             ..
         })
     ));
     assert!(matches!(
         store.rename_user("ghost", "casper").await,
-        Err(Error::NotFound { what: "user", .. })
+        Err(Error::NotFound {
+            what: Entity::User,
+            ..
+        })
     ));
 
     for name in collections {
@@ -1498,7 +1534,7 @@ async fn reopen_reads_what_was_written() {
         matches!(
             taken,
             Err(Error::AlreadyExists {
-                what: "username",
+                what: Entity::Username,
                 ..
             })
         ),
@@ -1522,7 +1558,7 @@ async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
         matches!(
             taken,
             Err(Error::AlreadyExists {
-                what: "username",
+                what: Entity::Username,
                 ..
             })
         ),
@@ -1534,7 +1570,7 @@ async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
         matches!(
             taken,
             Err(Error::AlreadyExists {
-                what: "username",
+                what: Entity::Username,
                 ..
             })
         ),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bson::{doc, Document};
 use mongo_social::graph::{FollowGraph, GraphQuery, Origin, RebuildReport, Subscription};
 use mongo_social::testing;
-use mongo_social::Error;
+use mongo_social::{Entity, Error};
 
 async fn graph(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
     let t = testing::test_db(&format!("graph_{test}")).await;
@@ -429,31 +429,55 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
     assert!(matches!(error, Error::SelfFollow { .. }), "{error}");
     let error = graph.follow("a", "nobody").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: "user", ref id } if id == "nobody"),
+        matches!(error, Error::NotFound { what: Entity::User, ref id } if id == "nobody"),
         "{error}"
     );
     let error = graph.follow("nobody", "a").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: "user", .. }),
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::User,
+                ..
+            }
+        ),
         "{error}"
     );
     let error = graph.follow_group("a", "nogroup").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: "group", .. }),
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::Group,
+                ..
+            }
+        ),
         "{error}"
     );
     let error = graph.add_member("nogroup", "a").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: "group", .. }),
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::Group,
+                ..
+            }
+        ),
         "{error}"
     );
     let error = graph.add_member("g", "nobody").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: "user", .. }),
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::User,
+                ..
+            }
+        ),
         "{error}"
     );
-    // Empty and whitespace-only are the same error: `EmptyUserId` for a user id, as in every
-    // module, `EmptyField` for a group id.
+    // Empty and whitespace-only are the same error, `Blank`, as in every module: naming the
+    // role of a user id, or the group id.
     for blank in ["", " ", "\t "] {
         for error in [
             graph.follow(blank, "a").await.unwrap_err(),
@@ -470,7 +494,12 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
                 .unwrap_err(),
         ] {
             assert!(
-                matches!(error, Error::EmptyUserId { .. }),
+                matches!(
+                    error,
+                    Error::Blank {
+                        what: "owner" | "user"
+                    }
+                ),
                 "{blank:?}: {error}"
             );
         }
@@ -483,7 +512,7 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
                 .unwrap_err(),
         ] {
             assert!(
-                matches!(error, Error::EmptyField { field: "group id" }),
+                matches!(error, Error::Blank { what: "group id" }),
                 "{blank:?}: {error}"
             );
         }

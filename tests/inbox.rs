@@ -408,7 +408,9 @@ async fn bucketed_message_limit_is_exact_and_typed() {
     let limit = store.max_message_bytes();
     let too_big = "x".repeat(limit);
     let refused = store.send(NewMessage::new("joe", ["bob"], too_big)).await;
-    assert!(matches!(refused, Err(Error::MessageTooLarge { limit: l, .. }) if l == limit));
+    assert!(
+        matches!(refused, Err(Error::TooLarge { what: "message", limit: l, .. }) if l == limit)
+    );
     let fits = "x".repeat(limit - 200);
     for _ in 0..3 {
         store

@@ -203,7 +203,7 @@ async fn a_blank_job_kind_is_refused() {
         assert!(
             matches!(
                 refused,
-                Err(mongo_social::Error::EmptyField { field: "job kind" })
+                Err(mongo_social::Error::Blank { what: "job kind" })
             ),
             "{blank:?}: {refused:?}"
         );

@@ -17,7 +17,7 @@ use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::{Error, Result};
+use crate::{Entity, Error, Result};
 
 /// Letter of this design's cursors.
 const CURSOR: char = 'e';
@@ -235,7 +235,11 @@ impl Embedded {
         };
         let slots = count_field(&found, "slots");
         let mut nodes: Vec<Node> = match found.get_array("comments") {
-            Ok(array) => bson::from_bson(Bson::Array(array.clone()))?,
+            Ok(array) => bson_ext::decode_with_id(
+                self.discussions.name(),
+                Some(discussion.into()),
+                array.clone(),
+            )?,
             Err(_) => Vec::new(),
         };
         let first = match range {
@@ -267,7 +271,7 @@ impl Embedded {
         discussion: &str,
         path: &[usize],
         link: &str,
-        what: &'static str,
+        what: Entity,
     ) -> Result<Window> {
         let window = self
             .window(
@@ -321,7 +325,7 @@ impl Embedded {
         discussion: &str,
         path: &[usize],
         link: &str,
-        what: &'static str,
+        what: Entity,
     ) -> Result<Window> {
         retry(&self.retry, "read discussion", || {
             self.window_with(discussion, path, link, what)
@@ -370,7 +374,7 @@ impl Embedded {
             .run(discussion, async {
                 for _ in 0..ATTEMPTS {
                     let window = self
-                        .window_for_write(discussion, &path, link, "comment")
+                        .window_for_write(discussion, &path, link, Entity::Comment)
                         .await?;
                     let node = window.node(&path).expect("checked by window_with");
                     let (filter, update, growth, value) = match change(&path, node)? {
@@ -645,7 +649,9 @@ impl CommentStore for Embedded {
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
         validate::check_discussion(discussion)?;
         let path = tree::parse_path(link, self.max_depth)?;
-        let window = self.window_with(discussion, &path, link, "comment").await?;
+        let window = self
+            .window_with(discussion, &path, link, Entity::Comment)
+            .await?;
         Ok(window
             .node(&path)
             .expect("checked by window_with")
@@ -759,7 +765,7 @@ impl ThreadedComments for Embedded {
             .run(discussion, async {
                 for _ in 0..ATTEMPTS {
                     let window = self
-                        .window_for_write(discussion, &parent_path, parent, "parent comment")
+                        .window_for_write(discussion, &parent_path, parent, Entity::ParentComment)
                         .await?;
                     let siblings = &window
                         .node(&parent_path)
@@ -799,7 +805,12 @@ impl ThreadedComments for Embedded {
                         async move {
                             if again {
                                 let window = self
-                                    .window_with(discussion, parent_path, parent, "parent comment")
+                                    .window_with(
+                                        discussion,
+                                        parent_path,
+                                        parent,
+                                        Entity::ParentComment,
+                                    )
                                     .await?;
                                 let siblings = window.node(parent_path).map(|n| &n.replies);
                                 if let Some(sibling) = siblings
@@ -895,7 +906,9 @@ impl ThreadedComments for Embedded {
                 Some(path)
             }
         };
-        let window = self.window_with(discussion, &root, link, "comment").await?;
+        let window = self
+            .window_with(discussion, &root, link, Entity::Comment)
+            .await?;
         let mut entries = Vec::new();
         let mut path = root.clone();
         window

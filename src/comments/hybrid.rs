@@ -21,7 +21,7 @@ use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::{Error, Result};
+use crate::{Entity, Error, Result};
 
 /// Letter of this design's cursors.
 const CURSOR: char = 'h';
@@ -434,7 +434,7 @@ impl HybridPages {
             let fetched = pages.len();
             let mut last_page = None;
             for page in pages {
-                let page: Page = bson::from_document(page)?;
+                let page: Page = bson_ext::decode(self.pages.name(), page)?;
                 last_page = Some(page.page);
                 let mut indexed: Vec<(usize, Entry)> =
                     page.comments.into_iter().enumerate().collect();
@@ -482,7 +482,7 @@ impl HybridPages {
         let Some(page) = page else {
             return Ok(None);
         };
-        let page: Page = bson::from_document(page)?;
+        let page: Page = bson_ext::decode(self.pages.name(), page)?;
         Ok(page.comments.into_iter().find(|entry| entry.slug == slug))
     }
 
@@ -494,13 +494,13 @@ impl HybridPages {
             .pages
             .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
             .await?
-            .ok_or_else(|| validate::no_comment("comment", slug))?;
-        let page: Page = bson::from_document(page)?;
+            .ok_or_else(|| validate::no_comment(Entity::Comment, slug))?;
+        let page: Page = bson_ext::decode(self.pages.name(), page)?;
         let index = page
             .comments
             .iter()
             .position(|entry| entry.slug == slug)
-            .ok_or_else(|| validate::no_comment("comment", slug))?;
+            .ok_or_else(|| validate::no_comment(Entity::Comment, slug))?;
         Ok((page, index))
     }
 

@@ -297,15 +297,15 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::EmptyField`] for a blank id; server errors as they come.
+    /// [`crate::Error::Blank`] for a blank id; server errors as they come.
     async fn create_discussion(&self, discussion: &str) -> Result<()>;
 
     /// Posts a top-level comment and returns it as stored.
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`crate::Error::EmptyField`] (blank text or discussion id),
-    /// [`crate::Error::EmptyUserId`] (blank author id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
+    /// Before anything is written: [`crate::Error::Blank`] (blank text, discussion id or author
+    /// id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
     /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
@@ -331,7 +331,7 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// As [`CommentStore::get`], plus [`crate::Error::CommentDeleted`] for a tombstone,
-    /// [`crate::Error::EmptyField`], [`crate::Error::TooLarge`] and
+    /// [`crate::Error::Blank`], [`crate::Error::TooLarge`] and
     /// [`crate::Error::DiscussionFull`].
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
 

@@ -20,7 +20,7 @@ use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate::check_collection_names;
-use crate::{Error, Result};
+use crate::{bson_ext, Entity, Error, Result};
 
 /// Letter of this design's cursors.
 const CURSOR: char = 'p';
@@ -343,11 +343,13 @@ impl PerComment {
 
     async fn find_one(&self, filter: Document) -> Result<Option<Stored>> {
         let found = self.comments.find_one(filter).await?;
-        Ok(found.map(bson::from_document).transpose()?)
+        found
+            .map(|found| bson_ext::decode(self.comments.name(), found))
+            .transpose()
     }
 
     /// The comment at `link`.
-    async fn find_link(&self, discussion: &str, link: &str, what: &'static str) -> Result<Stored> {
+    async fn find_link(&self, discussion: &str, link: &str, what: Entity) -> Result<Stored> {
         validate::check_discussion(discussion)?;
         slug::parse_slug(link)?;
         self.find_one(doc! { "discussion_id": discussion, "slug": link })
@@ -443,8 +445,8 @@ impl PerComment {
             .await?;
         let stored = found
             .into_iter()
-            .map(bson::from_document)
-            .collect::<std::result::Result<Vec<Stored>, _>>()?;
+            .map(|found| bson_ext::decode(self.comments.name(), found))
+            .collect::<Result<Vec<Stored>>>()?;
         if stored.is_empty()
             && query.after.is_none()
             && self.registry.find(discussion).await?.is_none()
@@ -553,12 +555,15 @@ impl CommentStore for PerComment {
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        Ok(self.find_link(discussion, link, "comment").await?.comment())
+        Ok(self
+            .find_link(discussion, link, Entity::Comment)
+            .await?
+            .comment())
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
         validate::check_text(text)?;
-        let stored = self.find_link(discussion, link, "comment").await?;
+        let stored = self.find_link(discussion, link, Entity::Comment).await?;
         let edited = Stored {
             text: text.to_owned(),
             edited: Some(bson::DateTime::now()),
@@ -584,7 +589,9 @@ impl CommentStore for PerComment {
             })
             .await?;
         match updated {
-            Some(document) => Ok(bson::from_document::<Stored>(document)?.comment()),
+            Some(document) => {
+                Ok(bson_ext::decode::<Stored>(self.comments.name(), document)?.comment())
+            }
             None => match self
                 .find_one(doc! { "_id": edited.id, "discussion_id": discussion })
                 .await?
@@ -592,13 +599,13 @@ impl CommentStore for PerComment {
                 Some(_) => Err(Error::CommentDeleted {
                     link: link.to_owned(),
                 }),
-                None => Err(validate::no_comment("comment", link)),
+                None => Err(validate::no_comment(Entity::Comment, link)),
             },
         }
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        let stored = self.find_link(discussion, link, "comment").await?;
+        let stored = self.find_link(discussion, link, Entity::Comment).await?;
         if stored.deleted {
             return Ok(Deletion::Tombstoned);
         }
@@ -638,7 +645,7 @@ impl CommentStore for PerComment {
                         .await?
                     {
                         Some(_) => Ok(Deletion::Tombstoned),
-                        None => Err(validate::no_comment("comment", link)),
+                        None => Err(validate::no_comment(Entity::Comment, link)),
                     };
                 }
                 // A reply that found this comment before it went must not be orphaned.
@@ -679,7 +686,9 @@ impl CommentStore for PerComment {
 impl ThreadedComments for PerComment {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment)?;
-        let parent = self.find_link(discussion, parent, "parent comment").await?;
+        let parent = self
+            .find_link(discussion, parent, Entity::ParentComment)
+            .await?;
         let reply = self.insert(discussion, Some(&parent), comment).await?;
         // The parent may have been removed (as a leaf) between the read and the insert: put it
         // (and any ancestor removed after it) back as a tombstone so the reply keeps its place.
@@ -719,7 +728,7 @@ impl ThreadedComments for PerComment {
         query: &CommentQuery,
     ) -> Result<CommentPage> {
         validate::check_query(discussion, query)?;
-        let root = self.find_link(discussion, link, "comment").await?;
+        let root = self.find_link(discussion, link, Entity::Comment).await?;
         // Posting order inside a sub-thread, whatever the query's order: the cursor says so.
         let query = &CommentQuery {
             order: Order::OldestFirst,

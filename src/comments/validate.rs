@@ -3,20 +3,19 @@
 use serde::Serialize;
 
 use super::{CommentQuery, NewComment};
-use crate::{Error, Result};
+use crate::{Entity, Error, Result};
 
-/// Fails with [`Error::EmptyField`] for a blank discussion id.
+/// Fails with [`Error::Blank`] for a blank discussion id.
 pub(super) fn check_discussion(discussion: &str) -> Result<()> {
     crate::validate::non_blank("discussion id", discussion)
 }
 
-/// Fails with [`Error::EmptyField`] for blank text.
+/// Fails with [`Error::Blank`] for blank text.
 pub(super) fn check_text(text: &str) -> Result<()> {
     crate::validate::non_blank("text", text)
 }
 
-/// Checks a new comment: discussion and text present ([`Error::EmptyField`]), author id present
-/// ([`Error::EmptyUserId`]).
+/// Checks a new comment: discussion, author id and text present ([`Error::Blank`]).
 pub(super) fn check_new_comment(discussion: &str, comment: &NewComment) -> Result<()> {
     check_discussion(discussion)?;
     crate::validate::user_id("author", &comment.author.id)?;
@@ -51,7 +50,7 @@ pub(super) fn invalid_link(link: &str, reason: &'static str) -> Error {
 }
 
 /// [`Error::NotFound`] for the comment at `link`.
-pub(super) fn no_comment(what: &'static str, link: &str) -> Error {
+pub(super) fn no_comment(what: Entity, link: &str) -> Error {
     Error::NotFound {
         what,
         id: link.to_owned(),
@@ -61,7 +60,7 @@ pub(super) fn no_comment(what: &'static str, link: &str) -> Error {
 /// [`Error::NotFound`] for a discussion.
 pub(super) fn no_discussion(discussion: &str) -> Error {
     Error::NotFound {
-        what: "discussion",
+        what: Entity::Discussion,
         id: discussion.to_owned(),
     }
 }

@@ -387,7 +387,7 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyUserId`] or [`Error::NotFound`] (an author the graph does not know) before
+    /// [`Error::Blank`] or [`Error::NotFound`] (an author the graph does not know) before
     /// anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
         crate::validate::user_id("sender", author)?;
@@ -407,7 +407,11 @@ impl<P: Payload> Delivery<P> {
         let size = bson::to_vec(&document)?.len();
         let limit = self.inner.inbox.max_message_bytes();
         if size > limit {
-            return Err(Error::MessageTooLarge { size, limit });
+            return Err(Error::TooLarge {
+                what: "message",
+                size,
+                limit,
+            });
         }
         let mut outbox = document.clone();
         outbox.remove("id");

@@ -106,7 +106,7 @@ impl<P: Payload> Delivery<P> {
             .await?;
         let mut items = found
             .into_iter()
-            .map(decode_post)
+            .map(|found| decode_post(self.inner.outbox.name(), found))
             .collect::<Result<Vec<Message<P>>>>()?;
         let more = items.len() > limit;
         items.truncate(limit);

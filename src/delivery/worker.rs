@@ -8,6 +8,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::{Inner, FAN_OUT, REBUILD};
+use crate::bson_ext;
 use crate::graph::FollowSource;
 use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
@@ -60,7 +61,11 @@ impl<P: Payload> Inner<P> {
             .await?
             .try_collect()
             .await?;
-        found.into_iter().map(decode_post).collect()
+        let outbox = self.outbox.name();
+        found
+            .into_iter()
+            .map(|found| decode_post(outbox, found))
+            .collect()
     }
 
     /// Delivers `posts` (newest first) to `owner`, oldest first, so that even an inbox kept in
@@ -94,13 +99,22 @@ impl<P: Payload> Inner<P> {
         Ok(())
     }
 
+    /// [`Error::Decode`] for a job of this delivery that it cannot run (`reason`).
+    fn corrupt_job(&self, job: &Job, reason: impl fmt::Display) -> Error {
+        bson_ext::corrupt(self.jobs.collection_name(), Some(job.id.into()), reason)
+    }
+
     /// One page of a post's fan-out, and the job for the next page.
     async fn fan_out(&self, job: &Job) -> Result<()> {
         let document = job
             .payload
             .get_document("message")
-            .map_err(|_| corrupt("fan-out job without message"))?;
-        let message: Message<P> = bson::from_document(document.clone())?;
+            .map_err(|_| self.corrupt_job(job, "a fan-out job without message"))?;
+        let message: Message<P> = bson_ext::decode_with_id(
+            self.jobs.collection_name(),
+            Some(job.id.into()),
+            document.clone(),
+        )?;
         let after_text = job.payload.get_str("after").ok();
         let after = after_text.map(str::parse::<GraphCursor>).transpose()?;
         if after.is_none() {
@@ -145,7 +159,7 @@ impl<P: Payload> Inner<P> {
         let user = job
             .payload
             .get_str("user")
-            .map_err(|_| corrupt("rebuild job without user"))?;
+            .map_err(|_| self.corrupt_job(job, "a rebuild job without user"))?;
         let since = job.payload.get_datetime("since").ok().copied();
         let followees = self.graph.followees_of(user).await?;
         let posts = self
@@ -166,16 +180,13 @@ impl<P: Payload> Inner<P> {
     }
 }
 
-/// A post as stored in the outbox.
-pub(super) fn decode_post<P: Payload>(mut document: Document) -> Result<Message<P>> {
-    if let Some(id) = document.remove("_id") {
-        document.insert("id", id);
+/// A post as stored in the outbox, the collection `outbox`.
+pub(super) fn decode_post<P: Payload>(outbox: &str, mut document: Document) -> Result<Message<P>> {
+    let id = document.remove("_id");
+    if let Some(id) = &id {
+        document.insert("id", id.clone());
     }
-    Ok(bson::from_document(document)?)
-}
-
-fn corrupt(what: &str) -> Error {
-    Error::Decode(serde::de::Error::custom(what))
+    bson_ext::decode_with_id(outbox, id, document)
 }
 
 /// The job handler of a [`super::Delivery`].
@@ -193,7 +204,9 @@ impl<P: Payload> JobHandler for Handler<P> {
         match job.kind.as_str() {
             FAN_OUT => self.0.fan_out(job).await,
             REBUILD => self.0.rebuild(job).await,
-            other => Err(corrupt(&format!("unknown delivery job kind `{other}`"))),
+            other => Err(self
+                .0
+                .corrupt_job(job, format!("a delivery job of unknown kind `{other}`"))),
         }
     }
 }

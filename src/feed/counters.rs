@@ -86,7 +86,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::EmptyUserId`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// [`crate::Error::Blank`] for a blank user id, [`crate::Error::NotFound`] for an
     /// unknown post or user, before anything is written. If the `$inc` fails, the like is
     /// deleted again before the error is returned, so a retry counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
@@ -132,7 +132,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::EmptyUserId`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// [`crate::Error::Blank`] for a blank user id, [`crate::Error::NotFound`] for an
     /// unknown post or user, before anything is written. If the `$inc` fails, the like is put
     /// back before the error is returned, so a retry counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
@@ -204,7 +204,7 @@ impl<X: Payload> FeedStore<X> {
             .projection(doc! { "ops": 0 })
             .await?
         {
-            Some(found) => Ok(bson::from_document(found)?),
+            Some(found) => crate::bson_ext::decode(self.collections.counters.name(), found),
             None => {
                 self.check_post_exists(post).await?;
                 Ok(Counters::default())

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::cursor;
 use super::ranking::Candidate;
 use super::{FeedStore, Post, PostId};
+use crate::bson_ext;
 use crate::jobs::{Job, JobHandler};
 use crate::update_batch::UpdateBatch;
 use crate::Payload;
@@ -97,12 +98,13 @@ fn comes_after(item: &FeedItem, (score, post): (f64, PostId)) -> bool {
 /// taken as never stored (or deleted) and the job is dropped.
 const MISSING_POST_GRACE: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
-fn decode_items(feed: Option<Document>) -> Result<Vec<FeedItem>> {
+/// The items of a feed document read from `collection`.
+fn decode_items(collection: &str, feed: Option<Document>) -> Result<Vec<FeedItem>> {
     let Some(mut feed) = feed else {
         return Ok(Vec::new());
     };
     match feed.remove("items") {
-        Some(items) => Ok(bson::from_bson(items)?),
+        Some(items) => bson_ext::decode_with_id(collection, feed.get("_id").cloned(), items),
         None => Ok(Vec::new()),
     }
 }
@@ -125,7 +127,7 @@ impl<X: Payload> FeedStore<X> {
     /// # Errors
     ///
     /// [`Error::InvalidCursor`] for a cursor not made by a feed page (before any command) or
-    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::EmptyUserId`] for
+    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::Blank`] for
     /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn feed_page(&self, feed: &FeedKind, page: PageRequest) -> Result<Page<Post<X>>> {
         check_limit(&page)?;
@@ -186,7 +188,7 @@ impl<X: Payload> FeedStore<X> {
             return Ok(None);
         };
         let generation = crate::bson_ext::integer(&found, "generation").unwrap_or(0);
-        let mut items = decode_items(Some(found))?;
+        let mut items = decode_items(self.collections.feeds.name(), Some(found))?;
         sort_items(&mut items);
         Ok(Some((items, generation)))
     }
@@ -254,7 +256,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for an empty user id, [`Error::NotFound`] for an unknown user
+    /// [`Error::Blank`] for an empty user id, [`Error::NotFound`] for an unknown user
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user_feed(&self, user: &str) -> Result<usize> {
@@ -293,7 +295,7 @@ impl<X: Payload> FeedStore<X> {
         let found: Vec<Document> = find.await?.try_collect().await?;
         let mut items = Vec::with_capacity(found.len());
         for post in &found {
-            let candidate = candidate_of(post, now, &recent_likes)?;
+            let candidate = candidate_of(self.collections.posts.name(), post, now, &recent_likes)?;
             items.push(FeedItem {
                 post: candidate.post,
                 score: self.score(feed, &candidate)?,
@@ -341,7 +343,12 @@ impl<X: Payload> FeedStore<X> {
             }
             return Ok(());
         };
-        let candidate = candidate_of(&found, self.clock.now(), &|_| 0)?;
+        let candidate = candidate_of(
+            self.collections.posts.name(),
+            &found,
+            self.clock.now(),
+            &|_| 0,
+        )?;
         let mut feeds = vec![FeedKind::Latest, FeedKind::User(candidate.author.clone())];
         for follower in self.follows.followers_of(&candidate.author).await? {
             let feed = FeedKind::User(follower);
@@ -433,7 +440,11 @@ impl<X: Payload> FeedStore<X> {
         let mut feeds: HashMap<String, Vec<FeedItem>> = HashMap::with_capacity(keys.len());
         for mut feed in found {
             let key = feed.get_str("_id").unwrap_or_default().to_owned();
-            feeds.insert(key, decode_items(Some(std::mem::take(&mut feed)))?);
+            let items = decode_items(
+                self.collections.feeds.name(),
+                Some(std::mem::take(&mut feed)),
+            )?;
+            feeds.insert(key, items);
         }
         let mut batch = UpdateBatch::new(
             &self.database,
@@ -516,17 +527,26 @@ impl<X: Payload> FeedStore<X> {
     }
 }
 
+/// The ranking input of `post`, read from the collection `posts`.
 fn candidate_of(
+    posts: &str,
     post: &Document,
     now: bson::DateTime,
     recent_likes: &impl Fn(PostId) -> u64,
 ) -> Result<Candidate> {
-    let id = PostId(post.get_object_id("_id").map_err(|_| malformed_post())?);
-    let created = *post.get_datetime("created").map_err(|_| malformed_post())?;
+    let malformed = || {
+        bson_ext::corrupt(
+            posts,
+            post.get("_id").cloned(),
+            "a post lacks _id, created or created_by.id",
+        )
+    };
+    let id = PostId(post.get_object_id("_id").map_err(|_| malformed())?);
+    let created = *post.get_datetime("created").map_err(|_| malformed())?;
     let author = post
         .get_document("created_by")
         .and_then(|chunk| chunk.get_str("id"))
-        .map_err(|_| malformed_post())?
+        .map_err(|_| malformed())?
         .to_owned();
     Ok(Candidate {
         post: id,
@@ -535,12 +555,6 @@ fn candidate_of(
         recent_likes: recent_likes(id),
         now,
     })
-}
-
-fn malformed_post() -> Error {
-    Error::Decode(<bson::de::Error as serde::de::Error>::custom(
-        "a post lacks _id, created or created_by.id",
-    ))
 }
 
 fn bad_job(job: &Job) -> Error {

@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use super::users::UserChunk;
 use super::{FeedStore, PostId};
+use crate::bson_ext;
 use crate::validate::{non_blank, user_id};
 use crate::Payload;
-use crate::{Error, Result};
+use crate::{Entity, Error, Result};
 
 /// A picture, video or audio clip attached to a post.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,15 +129,15 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`Error::EmptyField`] for an empty author, a post with
+    /// Before anything is written: [`Error::Blank`] for an empty author, a post with
     /// neither title nor body, or a media item without url; [`Error::TooLarge`] above
     /// [`super::FeedStoreBuilder::max_post_bytes`]; [`Error::NotFound`] for an unknown author. If
     /// the post cannot be inserted, its job is deleted again and the error returned.
     pub async fn create_post(&self, post: NewPost<X>) -> Result<Post<X>> {
         user_id("author", &post.author)?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
-            return Err(Error::EmptyField {
-                field: "title and body",
+            return Err(Error::Blank {
+                what: "title and body",
             });
         }
         let media = post.images.iter().chain(&post.videos).chain(&post.audio);
@@ -205,7 +206,7 @@ impl<X: Payload> FeedStore<X> {
             .find_one(doc! { "_id": id.0 })
             .await?
             .ok_or_else(|| not_found_post(id))?;
-        Ok(bson::from_document(found)?)
+        bson_ext::decode(self.collections.posts.name(), found)
     }
 
     /// The post's `created`, or [`Error::NotFound`] (one `find`).
@@ -218,9 +219,11 @@ impl<X: Payload> FeedStore<X> {
             .await?
             .ok_or_else(|| not_found_post(id))?;
         found.get_datetime("created").copied().map_err(|_| {
-            Error::Decode(<bson::de::Error as serde::de::Error>::custom(
+            bson_ext::corrupt(
+                self.collections.posts.name(),
+                Some(id.0.into()),
                 "a post lacks created",
-            ))
+            )
         })
     }
 
@@ -251,7 +254,7 @@ impl<X: Payload> FeedStore<X> {
             .await?;
         let mut by_id = HashMap::with_capacity(found.len());
         for document in found {
-            let post: Post<X> = bson::from_document(document)?;
+            let post: Post<X> = bson_ext::decode(self.collections.posts.name(), document)?;
             by_id.insert(post.id, post);
         }
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
@@ -260,7 +263,7 @@ impl<X: Payload> FeedStore<X> {
 
 pub(super) fn not_found_post(id: PostId) -> Error {
     Error::NotFound {
-        what: "post",
+        what: Entity::Post,
         id: id.to_string(),
     }
 }

@@ -20,6 +20,7 @@ use futures::TryStreamExt;
 use super::cursor::{self, CursorKind};
 use super::feeds::check_limit;
 use super::{FeedStore, Post, PostId};
+use crate::bson_ext;
 use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
@@ -44,7 +45,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyField`] for blank terms, [`Error::InvalidPageLimit`],
+    /// [`Error::Blank`] for blank terms, [`Error::InvalidPageLimit`],
     /// [`Error::InvalidCursor`] for a cursor from another kind of page; all before any command.
     pub async fn search(
         &self,
@@ -54,8 +55,8 @@ impl<X: Payload> FeedStore<X> {
     ) -> Result<Page<Post<X>>> {
         let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
         if terms.is_empty() {
-            return Err(Error::EmptyField {
-                field: "search terms",
+            return Err(Error::Blank {
+                what: "search terms",
             });
         }
         check_limit(&page)?;
@@ -163,7 +164,7 @@ impl<X: Payload> FeedStore<X> {
                 .try_collect()
                 .await?
         };
-        decode_posts(found)
+        decode_posts(self.collections.posts.name(), found)
     }
 
     /// One `aggregate`: match, score, keyset, sort, limit.
@@ -196,7 +197,10 @@ impl<X: Payload> FeedStore<X> {
             .into_iter()
             .map(|document| {
                 let score = document.get_f64("_score").unwrap_or(0.0);
-                Ok((score, bson::from_document(document)?))
+                Ok((
+                    score,
+                    bson_ext::decode(self.collections.posts.name(), document)?,
+                ))
             })
             .collect()
     }
@@ -217,10 +221,11 @@ impl<X: Payload> FeedStore<X> {
             .try_collect()
             .await?;
         let lowered: Vec<String> = terms.iter().map(|term| term.to_lowercase()).collect();
-        let mut scored: Vec<(f64, Post<X>)> = decode_posts::<X>(found)?
-            .into_iter()
-            .map(|post| (fallback_score(&lowered, &post.title, &post.body), post))
-            .collect();
+        let mut scored: Vec<(f64, Post<X>)> =
+            decode_posts::<X>(self.collections.posts.name(), found)?
+                .into_iter()
+                .map(|post| (fallback_score(&lowered, &post.title, &post.body), post))
+                .collect();
         scored.sort_by(|(sa, a), (sb, b)| sb.total_cmp(sa).then(b.id.cmp(&a.id)));
         if let Some((score, last)) = after {
             scored.retain(|(s, post)| match s.total_cmp(&score) {
@@ -233,10 +238,11 @@ impl<X: Payload> FeedStore<X> {
     }
 }
 
-fn decode_posts<X: Payload>(found: Vec<Document>) -> Result<Vec<Post<X>>> {
+/// Posts read from the collection `posts`.
+fn decode_posts<X: Payload>(posts: &str, found: Vec<Document>) -> Result<Vec<Post<X>>> {
     found
         .into_iter()
-        .map(|document| Ok(bson::from_document(document)?))
+        .map(|document| bson_ext::decode(posts, document))
         .collect()
 }
 

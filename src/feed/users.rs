@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use super::FeedStore;
 use crate::validate;
 use crate::Payload;
-use crate::{Error, Result};
+use crate::{bson_ext, Entity, Error, Result};
 
 /// The minimal identity copied into every post: what a post shows of its creator.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,7 +134,7 @@ impl<X: Payload> FeedStore<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyUserId`] for a blank id, [`Error::EmptyField`] for a blank username,
+    /// [`Error::Blank`] for a blank id or username,
     /// [`Error::AlreadyExists`] for an id or username taken, all before anything is written.
     pub async fn create_user(&self, user: NewUser) -> Result<User> {
         validate::user_id("user", &user.id)?;
@@ -166,12 +166,12 @@ impl<X: Payload> FeedStore<X> {
                     .is_some();
                 Err(if id_taken {
                     Error::AlreadyExists {
-                        what: "user",
+                        what: Entity::User,
                         id: user.id,
                     }
                 } else {
                     Error::AlreadyExists {
-                        what: "username",
+                        what: Entity::Username,
                         id: user.username,
                     }
                 })
@@ -189,7 +189,7 @@ impl<X: Payload> FeedStore<X> {
         validate::user_id("user", id)?;
         let found = self.collections.users.find_one(doc! { "_id": id }).await?;
         let found = found.ok_or_else(|| not_found_user(id))?;
-        Ok(bson::from_document(found)?)
+        bson_ext::decode(self.collections.users.name(), found)
     }
 
     /// Stores the rest of a user (one `update`, upserting). The user must exist.
@@ -221,17 +221,17 @@ impl<X: Payload> FeedStore<X> {
             .find_one(doc! { "_id": id })
             .await?
             .ok_or_else(|| Error::NotFound {
-                what: "extended user",
+                what: Entity::ExtendedUser,
                 id: id.to_owned(),
             })?;
-        Ok(bson::from_document(found)?)
+        bson_ext::decode(self.collections.extended_users.name(), found)
     }
 
     /// Renames a user and updates every copy of their chunk before returning.
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyUserId`], [`Error::EmptyField`] (username), [`Error::NotFound`],
+    /// [`Error::Blank`] (id or username), [`Error::NotFound`],
     /// [`Error::AlreadyExists`] (username taken),
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
@@ -295,7 +295,7 @@ impl<X: Payload> FeedStore<X> {
                     .is_some();
                 if taken {
                     Err(Error::AlreadyExists {
-                        what: "username",
+                        what: Entity::Username,
                         id: username.to_owned(),
                     })
                 } else {
@@ -358,7 +358,7 @@ impl<X: Payload> FeedStore<X> {
             .find_one(doc! { "_id": propagation })
             .await?
             .ok_or_else(|| Error::NotFound {
-                what: "propagation",
+                what: Entity::Propagation,
                 id: propagation.to_hex(),
             })?;
         let mut status = PropagationStatus {
@@ -472,7 +472,9 @@ impl<X: Payload> FeedStore<X> {
         for propagation in &unfinished {
             match self.run_propagation(*propagation, None).await {
                 // A user deleted since: nothing left to copy.
-                Err(Error::NotFound { what: "user", .. }) => {
+                Err(Error::NotFound {
+                    what: Entity::User, ..
+                }) => {
                     self.collections
                         .propagations
                         .update_one(
@@ -516,7 +518,7 @@ fn user_lock(id: &str) -> String {
 
 pub(super) fn not_found_user(id: &str) -> Error {
     Error::NotFound {
-        what: "user",
+        what: Entity::User,
         id: id.to_owned(),
     }
 }

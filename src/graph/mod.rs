@@ -85,7 +85,7 @@ use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate;
-use crate::{Error, Result};
+use crate::{Entity, Error, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
 const ROUND: usize = 50;
@@ -259,7 +259,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::SelfFollow`], [`Error::EmptyUserId`] for a blank id, [`Error::NotFound`] for a
+    /// [`Error::SelfFollow`], [`Error::Blank`] for a blank id, [`Error::NotFound`] for a
     /// user not registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
@@ -301,7 +301,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyUserId`] for a blank user id, [`Error::EmptyField`] for a blank group id,
+    /// [`Error::Blank`] for a blank user id or group id,
     /// [`Error::NotFound`] for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
         self.change_group(group, owner, GroupChange::Follow).await
@@ -390,8 +390,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::EmptyUserId`] (or, for a
-    /// group's members, [`Error::EmptyField`]).
+    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::Blank`] (a blank user id,
+    /// or group id for a group's members).
     pub async fn following(
         &self,
         owner: &str,
@@ -476,7 +476,11 @@ impl FollowGraph {
             .subscriptions
             .find_one(doc! { "owner": owner, "user": user })
             .await?;
-        found.as_ref().map(Subscription::from_document).transpose()
+        let collection = self.subscriptions.name();
+        found
+            .as_ref()
+            .map(|found| Subscription::from_document(collection, found))
+            .transpose()
     }
 
     /// A user's follower and following counts (one read of the stats document).
@@ -490,7 +494,7 @@ impl FollowGraph {
             .users
             .find_one(doc! { "_id": user })
             .await?
-            .ok_or_else(|| not_found("user", user))?;
+            .ok_or_else(|| not_found(Entity::User, user))?;
         Ok(UserStats {
             followers: bson_ext::count(&found, "followers"),
             following: bson_ext::count(&found, "following"),
@@ -574,7 +578,7 @@ impl FollowGraph {
             .await?;
         let found: BTreeSet<&str> = found.iter().filter_map(|d| d.get_str("_id").ok()).collect();
         match ids.iter().find(|id| !found.contains(*id)) {
-            Some(missing) => Err(not_found("user", missing)),
+            Some(missing) => Err(not_found(Entity::User, missing)),
             None => Ok(()),
         }
     }
@@ -584,7 +588,7 @@ impl FollowGraph {
         validate::non_blank("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
-            return Err(not_found("group", group));
+            return Err(not_found(Entity::Group, group));
         }
         Ok(())
     }
@@ -684,7 +688,7 @@ impl FollowGraph {
         let documents = page_of(&self.subscriptions, filter, field, query).await?;
         let mut items = documents
             .iter()
-            .map(Subscription::from_document)
+            .map(|found| Subscription::from_document(self.subscriptions.name(), found))
             .collect::<Result<Vec<_>>>()?;
         let next = trim(&mut items, query.limit, |s| {
             if field == "user" {
@@ -697,7 +701,7 @@ impl FollowGraph {
     }
 }
 
-fn not_found(what: &'static str, id: &str) -> Error {
+fn not_found(what: Entity, id: &str) -> Error {
     Error::NotFound {
         what,
         id: id.to_owned(),

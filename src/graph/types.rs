@@ -4,7 +4,7 @@ use std::fmt;
 
 use bson::{Bson, Document};
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// One route by which an owner follows a user.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,7 +56,15 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    pub(super) fn from_document(document: &Document) -> Result<Self> {
+    /// Reads a subscription stored in `collection`.
+    pub(super) fn from_document(collection: &str, document: &Document) -> Result<Self> {
+        let corrupt = |field: &str| {
+            crate::bson_ext::corrupt(
+                collection,
+                document.get("_id").cloned(),
+                format!("a subscription without a valid `{field}`"),
+            )
+        };
         let text = |field: &str| -> Result<String> {
             document
                 .get_str(field)
@@ -77,12 +85,6 @@ impl Subscription {
             origins,
         })
     }
-}
-
-fn corrupt(field: &str) -> Error {
-    Error::Decode(serde::de::Error::custom(format!(
-        "subscription without a valid `{field}`"
-    )))
 }
 
 /// A user's follower and following counts, by any route.

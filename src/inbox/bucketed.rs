@@ -134,7 +134,7 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// error is returned and the deliveries already made stay.
 ///
 /// A message must fit a bucket: its encoded size is limited to about `16 MiB / bucket_size`
-/// (about 335 KB for 50), checked before anything is written ([`Error::MessageTooLarge`]).
+/// (about 335 KB for 50), checked before anything is written ([`Error::TooLarge`]).
 /// The bucket size is part of the stored layout: reopen a collection with the size it was written
 /// with.
 #[derive(Clone, Debug)]
@@ -778,8 +778,11 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         self.recipients.restore(&mut entries, "id").await?;
         let items = entries
             .into_iter()
-            .map(bson::from_document)
-            .collect::<std::result::Result<Vec<Message<P>>, _>>()?;
+            .map(|entry| {
+                let id = entry.get("id").cloned();
+                crate::bson_ext::decode_with_id(self.buckets.name(), id, entry)
+            })
+            .collect::<Result<Vec<Message<P>>>>()?;
         let next = match last_position {
             Some(position) if position > 0 => Some(PageCursor::after_position(position)),
             _ => None,

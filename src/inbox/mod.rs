@@ -256,7 +256,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
-    /// [`crate::Error::EmptyUserId`] or [`crate::Error::MessageTooLarge`] before anything is
+    /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
     /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
     async fn send(&self, message: NewMessage<P>) -> Result<Message<P>>;
 
@@ -281,7 +281,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
-    /// [`crate::Error::EmptyUserId`] or [`crate::Error::MessageTooLarge`] before anything is
+    /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
     /// written.
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()>;
 
@@ -292,7 +292,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`crate::Error::NotSupported`] for [`BucketedFanOut`], whose positions would shift (a
-    /// bucketed inbox keeps what it received); [`crate::Error::EmptyUserId`].
+    /// bucketed inbox keeps what it received); [`crate::Error::Blank`].
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
 
     /// The largest message (encoded, in bytes) the store accepts, so a caller can refuse a

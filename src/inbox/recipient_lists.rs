@@ -126,7 +126,7 @@ impl RecipientLists {
                 continue;
             };
             let to = lists.get(&id).cloned().ok_or_else(|| Error::NotFound {
-                what: "recipient list",
+                what: crate::Entity::RecipientList,
                 id: id.to_hex(),
             })?;
             entry.remove(SHARED);

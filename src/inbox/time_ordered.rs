@@ -63,7 +63,7 @@ pub(super) async fn read_page<P: Payload>(
     }
     let items = documents
         .into_iter()
-        .map(|document| decode(document, layout))
+        .map(|document| decode(collection.name(), document, layout))
         .collect::<Result<Vec<Message<P>>>>()?;
     let next = match items.last() {
         Some(last) if more => Some(PageCursor::after_time(layout.strategy, last.sent, last.id)),
@@ -84,11 +84,17 @@ pub(super) async fn count(
         .await?)
 }
 
-fn decode<P: Payload>(mut document: Document, layout: Layout) -> Result<Message<P>> {
+/// A message read from `collection`.
+fn decode<P: Payload>(
+    collection: &str,
+    mut document: Document,
+    layout: Layout,
+) -> Result<Message<P>> {
+    let stored_id = document.get("_id").cloned();
     if layout.id_field != "id" {
         if let Some(id) = document.remove(layout.id_field) {
             document.insert("id", id);
         }
     }
-    Ok(bson::from_document(document)?)
+    crate::bson_ext::decode_with_id(collection, stored_id, document)
 }

@@ -30,7 +30,7 @@ pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Fails with [`Error::EmptyUserId`] for a blank user id (the crate's one rule).
+/// Fails with [`Error::Blank`] for a blank user id (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
     crate::validate::user_id(what, id)
 }
@@ -40,11 +40,16 @@ pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
     crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)
 }
 
-/// Fails with [`Error::MessageTooLarge`] when `document` encodes to more than `limit` bytes.
+/// Fails with [`Error::TooLarge`] (`"message"`) when `document` encodes to more than `limit`
+/// bytes.
 pub(super) fn check_encoded_size(document: &Document, limit: usize) -> Result<usize> {
     let size = bson::to_vec(document)?.len();
     if size > limit {
-        return Err(Error::MessageTooLarge { size, limit });
+        return Err(Error::TooLarge {
+            what: "message",
+            size,
+            limit,
+        });
     }
     Ok(size)
 }

@@ -12,7 +12,7 @@ use crate::comments::{
     ThreadedComments,
 };
 use crate::testing::CommandCounter;
-use crate::Error;
+use crate::{Entity, Error};
 
 /// The discussion most checks use.
 pub const DISCUSSION: &str = "article-1";
@@ -343,7 +343,7 @@ pub async fn direct_links(store: &dyn CommentStore) {
         matches!(
             error,
             Error::NotFound {
-                what: "comment",
+                what: Entity::Comment,
                 ..
             }
         ),
@@ -588,7 +588,7 @@ pub async fn bad_input(
         matches!(
             error,
             Error::NotFound {
-                what: "discussion",
+                what: Entity::Discussion,
                 ..
             }
         ),
@@ -602,33 +602,35 @@ pub async fn bad_input(
         matches!(
             error,
             Error::NotFound {
-                what: "discussion",
+                what: Entity::Discussion,
                 ..
             }
         ),
         "{error}"
     );
     let error = store.post(DISCUSSION, new("   ")).await.unwrap_err();
-    assert!(
-        matches!(error, Error::EmptyField { field: "text" }),
-        "{error}"
-    );
-    // Empty and whitespace-only are the same error: a blank user id is `EmptyUserId` in every
-    // module, other blank text `EmptyField`.
+    assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
+    // Empty and whitespace-only are the same error, `Blank`, in every module: naming the role
+    // of a user id, the field of other text.
     for blank in ["", " ", "\t "] {
         let error = store.post(blank, new("x")).await.unwrap_err();
         assert!(
             matches!(
                 error,
-                Error::EmptyField {
-                    field: "discussion id"
+                Error::Blank {
+                    what: "discussion id"
                 }
             ),
             "{blank:?}: {error}"
         );
         let error = store.create_discussion(blank).await.unwrap_err();
         assert!(
-            matches!(error, Error::EmptyField { .. }),
+            matches!(
+                error,
+                Error::Blank {
+                    what: "discussion id"
+                }
+            ),
             "{blank:?}: {error}"
         );
         let error = store
@@ -639,12 +641,12 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::EmptyUserId { what: "author" }),
+            matches!(error, Error::Blank { what: "author" }),
             "{blank:?}: {error}"
         );
         let error = store.post(DISCUSSION, new(blank)).await.unwrap_err();
         assert!(
-            matches!(error, Error::EmptyField { field: "text" }),
+            matches!(error, Error::Blank { what: "text" }),
             "{blank:?}: {error}"
         );
     }
@@ -666,7 +668,7 @@ pub async fn bad_input(
         .edit(DISCUSSION, &posted[0].link, "")
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+    assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
     let error = store
         .edit(DISCUSSION, &posted[0].link, &"y".repeat(70 * 1024))
         .await
@@ -704,7 +706,7 @@ pub async fn bad_input(
             matches!(
                 error,
                 Error::NotFound {
-                    what: "parent comment",
+                    what: Entity::ParentComment,
                     ..
                 }
             ),
@@ -714,7 +716,7 @@ pub async fn bad_input(
             .reply(DISCUSSION, &posted[0].link, new(""))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::EmptyField { .. }), "{error}");
+        assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
     }
 
     for bad in ["", "garbage", "p.c.o.", "q.c.o.1"] {

@@ -445,26 +445,29 @@ pub async fn bad_input(store: &Store) {
         assert!(
             matches!(
                 send(blank, vec!["bob"]).await,
-                Err(Error::EmptyUserId { what: "sender" })
+                Err(Error::Blank { what: "sender" })
             ),
             "sender {blank:?}"
         );
         assert!(
             matches!(
                 send("joe", vec!["bob", blank]).await,
-                Err(Error::EmptyUserId { what: "recipient" })
+                Err(Error::Blank { what: "recipient" })
             ),
             "recipient {blank:?}"
         );
         assert!(
             matches!(
                 store.inbox_page(blank, PageRequest::first(5)).await,
-                Err(Error::EmptyUserId { what: "owner" })
+                Err(Error::Blank { what: "owner" })
             ),
             "owner {blank:?}"
         );
         assert!(
-            matches!(store.count(blank).await, Err(Error::EmptyUserId { .. })),
+            matches!(
+                store.count(blank).await,
+                Err(Error::Blank { what: "owner" })
+            ),
             "count {blank:?}"
         );
     }
@@ -477,7 +480,10 @@ pub async fn bad_input(store: &Store) {
         store
             .send(NewMessage::new("joe", ["bob", "ann"], huge))
             .await,
-        Err(Error::MessageTooLarge { .. })
+        Err(Error::TooLarge {
+            what: "message",
+            ..
+        })
     ));
     for owner in ["bob", "ann"] {
         assert_eq!(
@@ -534,7 +540,7 @@ pub async fn bad_input(store: &Store) {
     }
     assert!(matches!(
         store.inbox_page("", PageRequest::first(5)).await,
-        Err(Error::EmptyUserId { what: "owner" })
+        Err(Error::Blank { what: "owner" })
     ));
     assert_eq!(store.count("bob").await.expect("count"), 3);
 }
@@ -726,7 +732,10 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     let error = store.deliver(&sent, &twice).await.unwrap_err();
     assert!(matches!(error, Error::DuplicateRecipient { .. }), "{error}");
     let error = store.deliver(&sent, &[String::new()]).await.unwrap_err();
-    assert!(matches!(error, Error::EmptyUserId { .. }), "{error}");
+    assert!(
+        matches!(error, Error::Blank { what: "recipient" }),
+        "{error}"
+    );
     assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");
 }
 
