@@ -1,4 +1,4 @@
-//! A long flat discussion in pages of comments (the manual's hybrid design), read page by page
+//! A long flat discussion in pages of comments (the manual's hybrid strategy), read page by page
 //! with a cursor.
 //!
 //! ```text

@@ -30,8 +30,8 @@ mod validate;
 pub mod testing;
 
 // Each module's stores and the traits they implement, at the root; everything else stays in its
-// module (`comments::NewComment`, `graph::GraphQuery`, ...), except the inbox's vocabulary,
-// which the other modules share.
+// module (`comments::NewComment`, `graph::GraphQuery`, `inbox::Strategy`, ...), except the
+// inbox's vocabulary, which the other modules share.
 pub use comments::{CommentStore, DynCommentStore, Embedded, HybridPages, PerComment};
 pub use delivery::Delivery;
 pub use error::{Error, Result};
@@ -39,7 +39,7 @@ pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use graph::FollowGraph;
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
-    NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
+    NewMessage, Page, PageCursor, PageRequest, Payload,
 };
 pub use jobs::JobQueue;
 pub use retry::RetryPolicy;

@@ -1,5 +1,5 @@
-//! The comment conformance suite, run against every design on the real server, plus each
-//! design's own checks.
+//! The comment conformance suite, run against every strategy on the real server, plus each
+//! strategy's own checks.
 
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ fn new(text: &str) -> NewComment {
     NewComment::new(Author::new("u1", "Rick"), text)
 }
 
-/// Runs each suite check against one design, each in a fresh database.
+/// Runs each suite check against one strategy, each in a fresh database.
 macro_rules! conformance {
     ($design:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
         mod $design {
@@ -315,7 +315,7 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
     );
     assert!(
         error.to_string().contains("HybridPages"),
-        "suggests the hybrid design: {error}"
+        "suggests the hybrid strategy: {error}"
     );
     assert!(
         posted.len() >= 6,
@@ -498,7 +498,7 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
                 }
             })
             .collect();
-        // This design's layout, filled the manual's way.
+        // This strategy's layout, filled the manual's way.
         pages.push(doc! {
             "discussion_id": DISCUSSION,
             "page": page as i64,

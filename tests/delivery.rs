@@ -425,7 +425,7 @@ async fn fan_out_works_through_every_inbox_strategy() {
                 .await
                 .unwrap();
             let mut texts: Vec<&str> = page.items.iter().map(|m| m.payload.as_str()).collect();
-            if delivery.inbox().strategy() == mongo_social::Strategy::BucketedFanOut {
+            if delivery.inbox().strategy() == mongo_social::inbox::Strategy::BucketedFanOut {
                 // Buckets keep arrival order, and the three fan-outs ran interleaved.
                 texts.sort_unstable_by(|a, b| b.cmp(a));
             }

@@ -135,7 +135,7 @@ macro_rules! conformance {
                 // Known gap (issue 12): on FerretDB 1.x, whose updates are not atomic, a bucketed
                 // send retried across an outage was seen delivered twice to one recipient.
                 if testing::skip_unless(
-                    store.strategy() != mongo_social::Strategy::BucketedFanOut
+                    store.strategy() != mongo_social::inbox::Strategy::BucketedFanOut
                         || db.info.capabilities().atomic_updates,
                     name,
                     "bucketed sends retried across an outage can double-deliver where updates \

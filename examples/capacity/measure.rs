@@ -208,13 +208,13 @@ async fn inboxes(bench: &mut Bench) -> Result<(), Error> {
 
 async fn comments(bench: &mut Bench) -> Result<(), Error> {
     type MakeStore = fn(&Database) -> Box<DynCommentStore>;
-    let designs: [(&str, MakeStore); 3] = [
+    let strategies: [(&str, MakeStore); 3] = [
         ("per-comment", |db| Box::new(PerComment::new(db))),
         ("embedded", |db| Box::new(Embedded::new(db))),
         ("hybrid pages", |db| Box::new(HybridPages::new(db))),
     ];
-    for (design, make) in designs {
-        let db = bench.database(&format!("comments_{}", design.replace(['-', ' '], "_")));
+    for (strategy, make) in strategies {
+        let db = bench.database(&format!("comments_{}", strategy.replace(['-', ' '], "_")));
         db.drop().await?;
         let store = make(&db);
         store.create_indexes().await?;
@@ -222,7 +222,7 @@ async fn comments(bench: &mut Bench) -> Result<(), Error> {
         let author = Author::new("u1", "Ann");
         let text = "a comment of about sixty bytes, as a short reply would be..";
         bench
-            .measure(&db, design, "post", 50, |_| {
+            .measure(&db, strategy, "post", 50, |_| {
                 store.post("d", NewComment::new(author.clone(), text))
             })
             .await?;
@@ -236,14 +236,14 @@ async fn comments(bench: &mut Bench) -> Result<(), Error> {
                 .map(|comment| comment.link.clone())
                 .unwrap_or_default();
             bench
-                .measure(&db, design, "reply", 20, |_| {
+                .measure(&db, strategy, "reply", 20, |_| {
                     threads.reply("d", &parent, NewComment::new(author.clone(), text))
                 })
                 .await?;
         }
         let query = CommentQuery::oldest_first(50);
         bench
-            .measure(&db, design, "page of 50", 20, |_| {
+            .measure(&db, strategy, "page of 50", 20, |_| {
                 store.chronological("d", &query)
             })
             .await?;

@@ -1,9 +1,9 @@
 //! Opaque keyset cursors for comment pages.
 //!
 //! A cursor names the last comment of a page, so the next page starts strictly after it. Its
-//! text is `<design>.<view>.<order>.<key>`: which store made it, for which view and order, and a
-//! key whose shape is the design's own (a posting time and id, a sort path, a position). A
-//! cursor handed to another design, view or order is refused with
+//! text is `<strategy>.<view>.<order>.<key>`: which store made it, for which view and order, and a
+//! key whose shape is the strategy's own (a posting time and id, a sort path, a position). A
+//! cursor handed to another strategy, view or order is refused with
 //! [`crate::Error::InvalidCursor`] rather than read wrongly. Applications treat the text as
 //! opaque; the format may change between major versions.
 
@@ -49,20 +49,20 @@ impl CommentCursor {
         &self.0
     }
 
-    /// A cursor of design `design` (one letter), view and order, after `key`.
-    pub(super) fn new(design: char, view: View, order: Order, key: &str) -> Self {
+    /// A cursor of strategy `strategy` (one letter), view and order, after `key`.
+    pub(super) fn new(strategy: char, view: View, order: Order, key: &str) -> Self {
         Self(format!(
-            "{design}.{}.{}.{key}",
+            "{strategy}.{}.{}.{key}",
             view.tag(),
             order_tag(order)
         ))
     }
 
-    /// The key of a cursor made by [`CommentCursor::new`] with the same design, view and order.
-    pub(super) fn key(&self, design: char, view: View, order: Order) -> Result<&str> {
-        let prefix = format!("{design}.{}.{}.", view.tag(), order_tag(order));
+    /// The key of a cursor made by [`CommentCursor::new`] with the same strategy, view and order.
+    pub(super) fn key(&self, strategy: char, view: View, order: Order) -> Result<&str> {
+        let prefix = format!("{strategy}.{}.{}.", view.tag(), order_tag(order));
         self.0.strip_prefix(&prefix).ok_or_else(|| {
-            invalid("made by another comment design, view or order than this query's")
+            invalid("made by another comment strategy, view or order than this query's")
         })
     }
 }
@@ -106,11 +106,11 @@ impl FromStr for CommentCursor {
     /// Accepts any text of the cursor's outer shape; the key is checked when the cursor is used.
     fn from_str(s: &str) -> Result<Self> {
         let mut parts = s.splitn(4, '.');
-        let design = parts.next().unwrap_or_default();
+        let strategy = parts.next().unwrap_or_default();
         let view = parts.next().unwrap_or_default();
         let order = parts.next().unwrap_or_default();
         let key = parts.next().unwrap_or_default();
-        let shape_ok = matches!(design, "p" | "e" | "h")
+        let shape_ok = matches!(strategy, "p" | "e" | "h")
             && matches!(view, "c" | "t" | "s")
             && matches!(order, "o" | "n")
             && !key.is_empty();

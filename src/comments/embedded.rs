@@ -9,8 +9,8 @@ use super::cursor::{self, View};
 use super::guard::WriteGuard;
 use super::tree::{self, Entry, Node, Window};
 use super::{
-    validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
-    Features, NewComment, Order, ThreadedComments,
+    validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Features,
+    NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::retry::{retry, RetryPolicy};
@@ -19,7 +19,7 @@ use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::{Error, Result};
 
-/// Letter of this design's cursors.
+/// Letter of this strategy's cursors.
 const CURSOR: char = 'e';
 /// Bytes a comment costs its document beyond its own encoding: the array index key, and the
 /// `replies` array of a parent that had none.
@@ -33,7 +33,7 @@ const LAST_POSTED: &str = "last_posted";
 const MAX_DEPTH_LIMIT: usize = 45;
 
 /// Every comment of a discussion inside the discussion's document, as in the manual's second
-/// design, threads nested by position.
+/// strategy, threads nested by position.
 ///
 /// The document (in a collection of the application's choosing, default `discussions`) is
 /// `{_id: discussion, count, slots, bytes, last_posted, comments: [{posted, author, text, edited,
@@ -464,8 +464,8 @@ fn cursor_path(key: &str, max_depth: usize) -> Result<Vec<usize>> {
 
 #[async_trait]
 impl CommentStore for Embedded {
-    fn design(&self) -> Design {
-        Design::Embedded
+    fn strategy(&self) -> Strategy {
+        Strategy::Embedded
     }
 
     fn features(&self) -> Features {
@@ -734,7 +734,7 @@ impl CommentStore for Embedded {
             self.discussions.name(),
             doc! { "_id": "hashed" },
             "each discussion is one document, read and written by _id; hashing spreads \
-             discussions evenly (the manual leaves this design's shard key to the application, \
+             discussions evenly (the manual leaves this strategy's shard key to the application, \
              whose content collection it usually is)",
         )]
     }

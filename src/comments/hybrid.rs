@@ -1,4 +1,4 @@
-//! Comments in pages of about 100 per document, the manual's hybrid design.
+//! Comments in pages of about 100 per document, the manual's hybrid strategy.
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
@@ -13,7 +13,7 @@ use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
     validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
-    Design, Features, NewComment, Order, ThreadedComments,
+    Features, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::indexes::Indexes;
@@ -23,7 +23,7 @@ use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
 use crate::{Error, Result};
 
-/// Letter of this design's cursors.
+/// Letter of this strategy's cursors.
 const CURSOR: char = 'h';
 /// Rounds a post tries while pages fill under it.
 const ATTEMPTS: usize = 32;
@@ -36,7 +36,7 @@ const LAST_POSTED: &str = "last_posted";
 const FLOOR: &str = "floor";
 
 /// Comments in pages of `page_size` (default 100) per document, as in the manual's hybrid
-/// design. Comments are top-level only (the manual leaves threading out of this design).
+/// strategy. Comments are top-level only (the manual leaves threading out of this strategy).
 ///
 /// Collections (names configurable):
 /// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, comments: [{slug,
@@ -393,7 +393,7 @@ impl HybridPages {
     ///
     /// Pages are read in page order and a comment's place is its page and its index there, never
     /// a position computed from the page size, so pages of any size read correctly: this
-    /// design's (every page but the last holds exactly `page_size`) and the manual's (a page is
+    /// strategy's (every page but the last holds exactly `page_size`) and the manual's (a page is
     /// left once it holds more than its soft limit, so concurrent writers overfill it). One
     /// `find` reads as many pages as hold `wanted` comments when every page but the last holds
     /// at least `page_size`; should some hold fewer, further `find`s read on.
@@ -581,7 +581,7 @@ fn check_slug(slug: &str) -> Result<()> {
     {
         return Err(validate::invalid_link(
             slug,
-            "a slug of this design is 16 lowercase hex digits",
+            "a slug of this strategy is 16 lowercase hex digits",
         ));
     }
     Ok(())
@@ -599,8 +599,8 @@ fn number(document: &Document, field: &str) -> i64 {
 
 #[async_trait]
 impl CommentStore for HybridPages {
-    fn design(&self) -> Design {
-        Design::HybridPages
+    fn strategy(&self) -> Strategy {
+        Strategy::HybridPages
     }
 
     fn features(&self) -> Features {

@@ -13,7 +13,7 @@ use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
     slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
-    Deletion, Design, Features, NewComment, Order, ThreadedComments,
+    Deletion, Features, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::indexes::Indexes;
 use crate::retry::{retry, RetryPolicy};
@@ -22,12 +22,12 @@ use crate::update_batch::insert_once_with;
 use crate::validate::check_collection_names;
 use crate::{Error, Result};
 
-/// Letter of this design's cursors.
+/// Letter of this strategy's cursors.
 const CURSOR: char = 'p';
 /// Attempts at a fresh slug part when one collides with another comment's.
 const SLUG_ATTEMPTS: usize = 8;
 
-/// One document per comment, as in the manual's first design, threaded by slug paths.
+/// One document per comment, as in the manual's first strategy, threaded by slug paths.
 ///
 /// Collections (names configurable):
 /// - `comments`: `{_id, discussion_id, parent_id, slug, full_slug, thread_key, posted, author:
@@ -477,8 +477,8 @@ impl PerComment {
 
 #[async_trait]
 impl CommentStore for PerComment {
-    fn design(&self) -> Design {
-        Design::PerComment
+    fn strategy(&self) -> Strategy {
+        Strategy::PerComment
     }
 
     fn features(&self) -> Features {

@@ -1,4 +1,4 @@
-//! Input checks shared by every design, run before anything is written.
+//! Input checks shared by every strategy, run before anything is written.
 
 use serde::Serialize;
 

@@ -61,14 +61,14 @@ use bson::{doc, Document};
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::graph::{FollowGraph, GraphQuery};
-use crate::inbox::{derived_id, DynInboxStore, Message, MessageId};
+use crate::inbox::{derived_id, DynInboxStore, Message, MessageId, Strategy};
 use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::{insert_once_with, is_duplicate_key};
 use crate::validate::check_collection_names;
-use crate::{Error, Payload, Result, Strategy};
+use crate::{Error, Payload, Result};
 
 /// The job kind of a page of fan-out.
 const FAN_OUT: &str = "fan_out";

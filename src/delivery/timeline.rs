@@ -7,8 +7,8 @@ use futures::TryStreamExt;
 use super::worker::decode_post;
 use super::Delivery;
 use crate::graph::FollowSource;
-use crate::inbox::{Message, Page, PageCursor, PageRequest};
-use crate::{Payload, Result, Strategy};
+use crate::inbox::{Message, Page, PageCursor, PageRequest, Strategy};
+use crate::{Payload, Result};
 
 impl<P: Payload> Delivery<P> {
     /// One page of `owner`'s timeline, newest first, with the inbox's cursor API.

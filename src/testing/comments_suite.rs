@@ -1,5 +1,5 @@
 //! Conformance checks every [`CommentStore`] must pass, run against the real server by
-//! `tests/comments.rs` for each design. Checks of threading run where the design declares it
+//! `tests/comments.rs` for each strategy. Checks of threading run where the strategy declares it
 //! ([`CommentStore::threaded`]) and assert its absence elsewhere.
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
@@ -202,8 +202,8 @@ pub async fn build_tree(threads: &dyn ThreadedComments) -> Vec<Comment> {
     vec![a, a1, a1x, a2, b, b1, c]
 }
 
-/// Threading, where the design has it: depth-first order in both orders, parents and depths,
-/// complete threaded pagination; and no threading where the design says so.
+/// Threading, where the strategy has it: depth-first order in both orders, parents and depths,
+/// complete threaded pagination; and no threading where the strategy says so.
 pub async fn threaded_order(store: &dyn CommentStore) {
     let Some(threads) = store.threaded() else {
         assert!(
@@ -335,7 +335,7 @@ pub async fn direct_links(store: &dyn CommentStore) {
     let mut unknown = posted[0].link.clone();
     let last = unknown.pop().unwrap();
     unknown.push(if last == '9' { '8' } else { '9' });
-    if store.design() == crate::comments::Design::Embedded {
+    if store.strategy() == crate::comments::Strategy::Embedded {
         unknown = "999".to_owned(); // a position path: a position past the end
     }
     let error = store.get(DISCUSSION, &unknown).await.unwrap_err();
@@ -356,7 +356,7 @@ pub async fn direct_links(store: &dyn CommentStore) {
     assert!(matches!(error, Error::NotFound { .. }), "{error}");
 }
 
-/// Edits keep when and that they happened; deletes remove leaves (where the design does) and
+/// Edits keep when and that they happened; deletes remove leaves (where the strategy does) and
 /// tombstone the rest; counts follow.
 pub async fn edits_and_deletes(store: &dyn CommentStore) {
     create(store).await;
@@ -496,10 +496,10 @@ pub async fn concurrent_posters(store: Arc<dyn CommentStore>, posters: usize, ea
     );
 }
 
-/// Concurrent posters, and where the design threads, concurrent replies to one parent: a
+/// Concurrent posters, and where the strategy threads, concurrent replies to one parent: a
 /// comment's place and its `posted` time agree in every view. The chronological view is oldest
 /// first by `posted`; in the threaded view the top-level comments, and the replies to any one
-/// comment, come in `posted` order. (A design that stamps a comment before it knows its place,
+/// comment, come in `posted` order. (A strategy that stamps a comment before it knows its place,
 /// then loses a race for that place, breaks this.)
 pub async fn posted_agrees_with_position(
     store: Arc<dyn CommentStore>,
@@ -691,7 +691,7 @@ pub async fn bad_input(
             .unwrap_err();
         assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
         let mut unknown = posted[0].link.clone();
-        unknown.push_str(if store.design() == crate::comments::Design::Embedded {
+        unknown.push_str(if store.strategy() == crate::comments::Strategy::Embedded {
             ".7"
         } else {
             "/0123abcd"
@@ -720,7 +720,7 @@ pub async fn bad_input(
     for bad in ["", "garbage", "p.c.o.", "q.c.o.1"] {
         assert!(bad.parse::<CommentCursor>().is_err(), "{bad}");
     }
-    // A well-formed cursor of another view, order or design is refused.
+    // A well-formed cursor of another view, order or strategy is refused.
     let page = store
         .chronological(DISCUSSION, &CommentQuery::oldest_first(1))
         .await
@@ -794,7 +794,7 @@ pub async fn reopen(first: &dyn CommentStore, second: &dyn CommentStore) {
 }
 
 /// A store used before [`CommentStore::create_indexes`] was called still keeps every promise: a
-/// design whose correctness depends on an index creates it before its first write (once per
+/// strategy whose correctness depends on an index creates it before its first write (once per
 /// store).
 pub async fn without_create_indexes(store: &dyn CommentStore) {
     create(store).await;
@@ -822,8 +822,8 @@ pub async fn without_create_indexes(store: &dyn CommentStore) {
     }
 }
 
-/// Commands per operation, as the design's docs state: reading a page is one `find`.
-/// `post` lists the commands of a top-level post; where `locked` (the design locks posts on
+/// Commands per operation, as the strategy's docs state: reading a page is one `find`.
+/// `post` lists the commands of a top-level post; where `locked` (the strategy locks posts on
 /// servers without atomic updates, and this is one), a lock `insert` comes first and a lock
 /// `delete` last.
 pub async fn command_counts(
@@ -882,7 +882,7 @@ pub async fn command_counts(
     assert_eq!(commands.names(), ["find"], "a direct link");
 }
 
-/// Posts and (where the design threads) replies from a few concurrent tasks through a client on
+/// Posts and (where the strategy threads) replies from a few concurrent tasks through a client on
 /// `proxy` while it cuts connections and refuses new ones for 3 seconds.
 ///
 /// Afterwards: every comment whose write returned `Ok` is stored exactly once, at the link it
