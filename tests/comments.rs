@@ -6,12 +6,11 @@ use std::sync::Arc;
 use bson::{doc, Document};
 use futures::FutureExt;
 use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order,
-    PerComment,
+    Author, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order, PerComment,
 };
 use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
-use mongo_social::Error;
+use mongo_social::{Error, PageRequest};
 use mongodb::Database;
 
 fn per_comment(db: &Database) -> Arc<dyn CommentStore> {
@@ -466,10 +465,10 @@ async fn hybrid_pages_are_capped_and_never_duplicated() {
         );
     }
     let page = store
-        .chronological(DISCUSSION, &CommentQuery::oldest_first(7))
+        .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(7))
         .await
         .unwrap();
-    assert_eq!(page.comments.len(), 7);
+    assert_eq!(page.items.len(), 7);
 }
 
 /// Pages filled by the manual's own algorithm (a page is left once it holds *more* than 100, so
@@ -535,10 +534,10 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
     // Posting goes on after the last page, and the walk includes it.
     store.post(DISCUSSION, new("after")).await.unwrap();
     let newest = store
-        .chronological(DISCUSSION, &CommentQuery::newest_first(2))
+        .chronological(DISCUSSION, Order::NewestFirst, PageRequest::first(2))
         .await
         .unwrap();
-    let texts: Vec<&str> = newest.comments.iter().map(|c| c.text.as_str()).collect();
+    let texts: Vec<&str> = newest.items.iter().map(|c| c.text.as_str()).collect();
     assert_eq!(texts, ["after", "m325"]);
     assert_eq!(
         suite::read_chronological(&store, Order::OldestFirst, 50)

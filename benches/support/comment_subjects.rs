@@ -9,9 +9,9 @@ use std::sync::Arc;
 use bson::{doc, Document};
 use futures::StreamExt;
 use mongo_social::comments::{
-    Author, CommentCursor, CommentQuery, CommentStore, Embedded, HybridPages, NewComment,
-    PerComment,
+    Author, CommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
 };
+use mongo_social::{Cursor, PageRequest};
 use mongodb::Database;
 
 use crate::seed_comments::{SeedComments, SeedServer, SeedView};
@@ -124,7 +124,7 @@ pub struct PageCase {
     /// `first` or `end`.
     pub place: &'static str,
     /// Our strategies: the keyset cursor before the page (`None` for the first page).
-    pub cursor: Option<CommentCursor>,
+    pub cursor: Option<Cursor>,
     /// The seeds: `page_num` for `skip(page_num * PAGE)`.
     pub page_num: usize,
 }
@@ -273,11 +273,11 @@ impl Subject {
     pub async fn read(&self, server: Server, case: &PageCase) -> Result<usize, BoxError> {
         Ok(match &self.kind {
             Kind::Ours(store) => {
-                let mut query = CommentQuery::oldest_first(PAGE);
-                if let Some(cursor) = &case.cursor {
-                    query = query.after(cursor.clone());
-                }
-                self.ours_page(store.as_ref(), case.view, &query).await?.0
+                let request = PageRequest {
+                    limit: PAGE,
+                    after: case.cursor.clone(),
+                };
+                self.ours_page(store.as_ref(), case.view, request).await?.0
             }
             Kind::Seed(seed) => seed
                 .page(
@@ -293,45 +293,43 @@ impl Subject {
         })
     }
 
-    /// One page of one of our strategies: how many comments, and the cursor after them.
+    /// One page, oldest first, of one of our strategies: how many comments, and the cursor
+    /// after them.
     async fn ours_page(
         &self,
         store: &dyn CommentStore,
         view: View,
-        query: &CommentQuery,
-    ) -> Result<(usize, Option<CommentCursor>), BoxError> {
+        request: PageRequest,
+    ) -> Result<(usize, Option<Cursor>), BoxError> {
+        let order = Order::OldestFirst;
         let page = match view {
-            View::Chronological => store.chronological(DISCUSSION, query).await?,
+            View::Chronological => store.chronological(DISCUSSION, order, request).await?,
             View::Threaded => {
                 store
                     .threaded()
                     .ok_or("not a threaded strategy")?
-                    .thread_page(DISCUSSION, query)
+                    .thread_page(DISCUSSION, order, request)
                     .await?
             }
         };
-        Ok((page.comments.len(), page.next))
+        Ok((page.items.len(), page.next))
     }
 
     /// Our strategies: the cursor after the first `offset` comments of `view`, found by paging
-    /// through (up to 1,000 comments a page).
-    pub async fn cursor_at(
-        &self,
-        view: View,
-        offset: usize,
-    ) -> Result<Option<CommentCursor>, BoxError> {
+    /// through (up to `PageRequest::MAX_LIMIT` comments a page).
+    pub async fn cursor_at(&self, view: View, offset: usize) -> Result<Option<Cursor>, BoxError> {
         let Kind::Ours(store) = &self.kind else {
             return Ok(None);
         };
         let mut cursor = None;
         let mut remaining = offset;
         while remaining > 0 {
-            let take = remaining.min(CommentQuery::MAX_LIMIT);
-            let mut query = CommentQuery::oldest_first(take);
-            if let Some(cursor) = cursor.take() {
-                query = query.after(cursor);
-            }
-            let (len, next) = self.ours_page(store.as_ref(), view, &query).await?;
+            let take = remaining.min(PageRequest::MAX_LIMIT);
+            let request = PageRequest {
+                limit: take,
+                after: cursor.take(),
+            };
+            let (len, next) = self.ours_page(store.as_ref(), view, request).await?;
             if len != take {
                 let view = view.name();
                 return Err(format!("{}: {view} page of {len}, not {take}", self.name).into());

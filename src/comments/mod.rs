@@ -30,8 +30,10 @@
 //! [`Embedded`] and [`HybridPages`] delete by tombstone (the text is removed and the comment is
 //! marked deleted, keeping its place) rather than by shifting array elements.
 //!
-//! Pages are keyset pages with an opaque [`CommentCursor`]: comments posted while a reader pages
-//! through a discussion never cause a repeat or a gap in what follows the cursor.
+//! Pages are the crate's keyset pages ([`crate::page`]): an [`Order`] (which top-level comments
+//! come first) and a [`PageRequest`] in, a [`Page`] of comments and an opaque
+//! [`crate::Cursor`] out. Comments posted while a reader pages through a discussion never cause
+//! a repeat or a gap in what follows the cursor.
 //!
 //! Counts ([`CommentStore::count`]) are of comments not deleted, and stay exact under concurrent
 //! posting and deleting.
@@ -51,13 +53,12 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-pub use cursor::CommentCursor;
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use hybrid::{HybridPages, HybridPagesBuilder};
 pub use per_comment::{PerComment, PerCommentBuilder};
 
 use crate::sharding::ShardKey;
-use crate::Result;
+use crate::{Page, PageRequest, Result};
 
 /// Who wrote a comment: the profile reference and the name shown, as in the seed's `author`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,61 +140,6 @@ pub enum Order {
     NewestFirst,
 }
 
-/// Which page of a view to read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommentQuery {
-    /// Oldest or newest top-level comments first.
-    pub order: Order,
-    /// At most this many comments (1 to [`CommentQuery::MAX_LIMIT`]).
-    pub limit: usize,
-    /// Continue after the page that returned this cursor; `None` for the first page.
-    pub after: Option<CommentCursor>,
-}
-
-impl CommentQuery {
-    /// The largest page a store returns in one call.
-    pub const MAX_LIMIT: usize = 1_000;
-
-    /// The first `limit` comments, oldest first.
-    ///
-    /// ```
-    /// use mongo_social::comments::{CommentQuery, Order};
-    /// let query = CommentQuery::oldest_first(20);
-    /// assert_eq!((query.order, query.limit, query.after), (Order::OldestFirst, 20, None));
-    /// ```
-    pub fn oldest_first(limit: usize) -> Self {
-        Self {
-            order: Order::OldestFirst,
-            limit,
-            after: None,
-        }
-    }
-
-    /// The first `limit` comments, newest (top-level) first.
-    pub fn newest_first(limit: usize) -> Self {
-        Self {
-            order: Order::NewestFirst,
-            limit,
-            after: None,
-        }
-    }
-
-    /// The same query, continuing after the page that returned `cursor`.
-    pub fn after(mut self, cursor: CommentCursor) -> Self {
-        self.after = Some(cursor);
-        self
-    }
-}
-
-/// One page of comments, and the cursor to the next page if there is one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommentPage {
-    /// The comments on this page, in the view's order.
-    pub comments: Vec<Comment>,
-    /// Pass to [`CommentQuery::after`] for the next page; `None` on the last page.
-    pub next: Option<CommentCursor>,
-}
-
 /// What [`CommentStore::delete`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Deletion {
@@ -263,9 +209,8 @@ pub struct Features {
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
 /// use std::sync::Arc;
-/// use mongo_social::comments::{
-///     Author, CommentQuery, CommentStore, HybridPages, NewComment, PerComment,
-/// };
+/// use mongo_social::comments::{Author, CommentStore, HybridPages, NewComment, Order, PerComment};
+/// use mongo_social::PageRequest;
 ///
 /// let store: Arc<dyn CommentStore> = if std::env::var("THREADED").is_ok() {
 ///     Arc::new(PerComment::new(&db))
@@ -279,8 +224,10 @@ pub struct Features {
 /// if let Some(threads) = store.threaded() {
 ///     threads.reply("article-42", &first.link, NewComment::new(rick, "Replying to myself")).await?;
 /// }
-/// let page = store.chronological("article-42", &CommentQuery::oldest_first(20)).await?;
-/// assert_eq!(page.comments[0].text, "First!");
+/// let page = store
+///     .chronological("article-42", Order::OldestFirst, PageRequest::first(20))
+///     .await?;
+/// assert_eq!(page.items[0].text, "First!");
 /// # Ok(()) }
 /// ```
 #[async_trait]
@@ -310,14 +257,20 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
-    /// One page of every comment in the discussion, replies included, by posting time.
+    /// One page of every comment in the discussion, replies included, by posting time: oldest
+    /// or newest first as `order` says.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidCursor`] for a cursor of another view or strategy,
+    /// [`crate::Error::InvalidCursor`] for a cursor of another view, order or strategy,
     /// [`crate::Error::InvalidPageLimit`], [`crate::Error::NotFound`] for a discussion that was
     /// not registered.
-    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 
     /// The comment at `link` (a direct link).
     ///
@@ -374,15 +327,20 @@ pub trait ThreadedComments: CommentStore {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of the threaded view: depth first, each comment followed by its replies in
-    /// posting order; top-level comments in `query.order`.
+    /// posting order; top-level comments in `order`.
     ///
     /// # Errors
     ///
     /// As [`CommentStore::chronological`].
-    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+    async fn thread_page(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 
     /// One page of the sub-thread rooted at `link`: that comment, then all its descendants in
-    /// threaded order (`query.order` is ignored: a sub-thread reads in posting order).
+    /// threaded order (a sub-thread always reads in posting order).
     ///
     /// # Errors
     ///
@@ -391,6 +349,6 @@ pub trait ThreadedComments: CommentStore {
         &self,
         discussion: &str,
         link: &str,
-        query: &CommentQuery,
-    ) -> Result<CommentPage>;
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 }

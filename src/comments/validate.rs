@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::{CommentQuery, NewComment};
-use crate::{Error, Result};
+use super::NewComment;
+use crate::{Error, PageRequest, Result};
 
 /// Fails with [`Error::EmptyField`] for a blank discussion id.
 pub(super) fn check_discussion(discussion: &str) -> Result<()> {
@@ -36,10 +36,10 @@ pub(super) fn check_size(value: &impl Serialize, limit: usize) -> Result<usize> 
     Ok(size)
 }
 
-/// Checks a page query's discussion and limit.
-pub(super) fn check_query(discussion: &str, query: &CommentQuery) -> Result<()> {
+/// Checks a page read's discussion and limit.
+pub(super) fn check_page(discussion: &str, page: &PageRequest) -> Result<()> {
     check_discussion(discussion)?;
-    crate::validate::page_limit(query.limit, CommentQuery::MAX_LIMIT)
+    page.check()
 }
 
 /// [`Error::InvalidLink`] for `link`.
