@@ -1,4 +1,4 @@
-//! The three comment designs head to head: posting into a discussion, and reading a page of it
+//! The three comment strategies head to head: posting into a discussion, and reading a page of it
 //! near the start and near the end, with the MongoDB manual's own algorithms
 //! (`benches/support/seed_comments.rs`, implemented literally with plain driver calls) as
 //! sibling baselines.
@@ -8,11 +8,11 @@
 //! MONGODB_URI=mongodb://127.0.0.1:27017/ MONGO_SOCIAL_BENCH_SCALE=full cargo bench --bench comments
 //! ```
 //!
-//! Every (group, design, M) gets its own database, `mongo_social_bench_comments_<group>_<design>_m<M>`,
+//! Every (group, strategy, M) gets its own database, `mongo_social_bench_comments_<group>_<strategy>_m<M>`,
 //! dropped before it is filled (on FerretDB 1.x every query but `{_id: x}` scans its whole
 //! collection, so sharing one would measure the neighbours). Discussions are filled with M
-//! top-level comments of 64 characters from 8 authors, the six designs' discussions at the same
-//! time (untimed): our designs through the store's `post`,
+//! top-level comments of 64 characters from 8 authors, the six strategies' discussions at the same
+//! time (untimed): our strategies through the store's `post`,
 //! `MONGO_SOCIAL_BENCH_FILL_TASKS` at a time (one at a time for embedded and hybrid pages on a
 //! server without atomic updates, where a discussion lock serialises them anyway); the seed
 //! baselines through their own post (per-comment concurrently; embedded concurrently only where
@@ -21,27 +21,27 @@
 //! Groups:
 //!
 //! - `post`: one comment posted into a discussion that holds M comments at the start
-//!   (`<design> post/M`), and for the threaded designs one reply to a top-level comment
-//!   (`<design> reply/M`, each reply to another comment of the fill). Seed baselines:
+//!   (`<strategy> post/M`), and for the threaded strategies one reply to a top-level comment
+//!   (`<strategy> reply/M`, each reply to another comment of the fill). Seed baselines:
 //!   `seed per-comment` (an `insert`; a reply finds its parent by slug first), `seed embedded`
 //!   (`$push`), `seed hybrid` (read the discussion, upserting `findAndModify` on the last page,
 //!   and the page counter `update` when a page passes 100). Timed posts accumulate: after each
 //!   benchmark a line gives the average commands per post it timed and the discussion's size
 //!   at the end. Throughput: 1 element.
-//! - `page`: 50 comments of a discussion of M comments, `<design> <view> <where>/M` with view
-//!   `chronological` or `threaded` (threaded designs only) and where `first` (offset 0) or `end`
-//!   (the last 50: offset M - 50, rounded down to a multiple of 50). Our designs read keyset pages: the `end` cursor is found
+//! - `page`: 50 comments of a discussion of M comments, `<strategy> <view> <where>/M` with view
+//!   `chronological` or `threaded` (threaded strategies only) and where `first` (offset 0) or `end`
+//!   (the last 50: offset M - 50, rounded down to a multiple of 50). Our strategies read keyset pages: the `end` cursor is found
 //!   once, untimed, by paging through. The seeds read `skip`-based pages (`page_num = M / 50 -
 //!   1`): per-comment `sort` + `skip` + `limit`; embedded `$slice: [skip, 50]` (threaded: the
 //!   whole document, paged client-side); hybrid walks the pages from the first, one query each,
 //!   subtracting counts from `skip`. Comparing `first` with `end` and one M with the next shows
-//!   whether a design's cost stays flat. An embedded discussion must fit one 16 MiB document:
+//!   whether a strategy's cost stays flat. An embedded discussion must fit one 16 MiB document:
 //!   an M that would not is skipped, with the reason printed. Throughput: 50 elements.
 //!
-//! Before each group, one line per (design, operation, M) gives the commands one operation sent,
+//! Before each group, one line per (strategy, operation, M) gives the commands one operation sent,
 //! as a [`CommandCounter`] on the bench client saw them. On a server without `$slice` projections
 //! (FerretDB 1.x) a line says that the seed's embedded and hybrid pages read whole documents and
-//! slice them client-side (our embedded design does the same there).
+//! slice them client-side (our embedded strategy does the same there).
 //!
 //! Sizes (defaults suit the local FerretDB; `full` is meant for a real MongoDB via
 //! `MONGODB_URI`):
@@ -136,7 +136,7 @@ struct Env {
     client: Client,
     commands: CommandCounter,
     config: Config,
-    /// What the server offers that changes how the designs run.
+    /// What the server offers that changes how the strategies run.
     server: Server,
 }
 
@@ -170,12 +170,12 @@ impl Env {
     }
 }
 
-/// Our three designs and the manual's three, each in the (dropped) database
-/// `mongo_social_bench_comments_<group>_<design>_m<m>`.
+/// Our three strategies and the manual's three, each in the (dropped) database
+/// `mongo_social_bench_comments_<group>_<strategy>_m<m>`.
 fn subjects(env: &Env, group: &str, m: u64) -> Vec<Subject> {
     comment_subjects::subjects(|name| {
-        let design = name.replace([' ', '-'], "_");
-        env.database(&format!("{group}_{design}_m{m}"))
+        let strategy = name.replace([' ', '-'], "_");
+        env.database(&format!("{group}_{strategy}_m{m}"))
     })
 }
 
@@ -184,7 +184,7 @@ fn no_slice_note(env: &Env, group: &str) {
     if !env.server.seed.slice_projection {
         eprintln!(
             "{group}: this server has no $slice projection: the seed's embedded and hybrid pages \
-             (and our embedded design) read whole documents and slice them client-side"
+             (and our embedded strategy) read whole documents and slice them client-side"
         );
     }
 }
@@ -216,7 +216,7 @@ struct Posting {
 }
 
 impl Posting {
-    /// What can be timed in this design: a post, and a reply where it has threads.
+    /// What can be timed in this strategy: a post, and a reply where it has threads.
     fn ops(&self) -> &'static [Op] {
         if self.subject.threaded() {
             &[Op::Post, Op::Reply]

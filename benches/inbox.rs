@@ -65,9 +65,10 @@ use std::time::{Duration, Instant};
 use bson::Document;
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use futures::{StreamExt, TryStreamExt};
+use mongo_social::inbox::Strategy;
 use mongo_social::testing::CommandCounter;
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest, Strategy,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
 };
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;

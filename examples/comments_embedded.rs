@@ -10,9 +10,8 @@
 //! discussion meets when its document is full (with a 2 KiB limit, to keep it short).
 
 use bson::{doc, Document};
-use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, Embedded, NewComment, ThreadedComments,
-};
+use mongo_social::comments::{Author, CommentStore, Embedded, NewComment, Order, ThreadedComments};
+use mongo_social::PageRequest;
 
 mod common;
 
@@ -72,10 +71,10 @@ async fn main() -> common::ExampleResult {
     );
 
     let (page, names) = commands
-        .measure(store.thread_page("article-1", &CommentQuery::oldest_first(10)))
+        .measure(store.thread_page("article-1", Order::OldestFirst, PageRequest::first(10)))
         .await;
     println!("\n== the threaded view, one `find` of one document {names:?} ==");
-    for comment in page?.comments {
+    for comment in page?.items {
         println!(
             "  {:<6}{}{}: {}",
             comment.link,

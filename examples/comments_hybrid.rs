@@ -1,4 +1,4 @@
-//! A long flat discussion in pages of comments (the manual's hybrid design), read page by page
+//! A long flat discussion in pages of comments (the manual's hybrid strategy), read page by page
 //! with a cursor.
 //!
 //! ```text
@@ -9,7 +9,8 @@
 //! (100 by default) so the page documents show: every page but the last is full, a page of
 //! comments reads one or two page documents, and a direct link finds a comment by its slug.
 
-use mongo_social::comments::{Author, CommentQuery, CommentStore, HybridPages, NewComment};
+use mongo_social::comments::{Author, CommentStore, HybridPages, NewComment, Order};
+use mongo_social::PageRequest;
 
 mod common;
 
@@ -38,16 +39,16 @@ async fn main() -> common::ExampleResult {
     }
 
     println!("\n== oldest first, 4 a page ==");
-    let mut query = CommentQuery::oldest_first(4);
+    let mut request = PageRequest::first(4);
     loop {
         let (page, names) = commands
-            .measure(store.chronological("article-1", &query))
+            .measure(store.chronological("article-1", Order::OldestFirst, request))
             .await;
         let page = page?;
-        let texts: Vec<&str> = page.comments.iter().map(|c| c.text.as_str()).collect();
+        let texts: Vec<&str> = page.items.iter().map(|c| c.text.as_str()).collect();
         println!("  {names:?} {texts:?}");
         match page.next {
-            Some(next) => query = query.after(next),
+            Some(next) => request = PageRequest::after(4, next),
             None => break,
         }
     }

@@ -9,8 +9,9 @@
 //! edit, a delete (a comment with replies becomes a tombstone) and the commands each call sent.
 
 use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, NewComment, PerComment, ThreadedComments,
+    Author, CommentStore, NewComment, Order, PerComment, ThreadedComments,
 };
+use mongo_social::PageRequest;
 
 mod common;
 
@@ -65,14 +66,14 @@ async fn main() -> common::ExampleResult {
         .await?;
 
     println!("\n== the threaded view, newest thread first, 2 comments a page ==");
-    let mut query = CommentQuery::newest_first(2);
+    let mut request = PageRequest::first(2);
     loop {
         let (page, names) = commands
-            .measure(store.thread_page("article-1", &query))
+            .measure(store.thread_page("article-1", Order::NewestFirst, request))
             .await;
         let page = page?;
         println!("  -- page {names:?}");
-        for comment in &page.comments {
+        for comment in &page.items {
             println!(
                 "  {}{}: {}",
                 "    ".repeat(comment.depth + 1),
@@ -81,7 +82,7 @@ async fn main() -> common::ExampleResult {
             );
         }
         match page.next {
-            Some(next) => query = query.after(next),
+            Some(next) => request = PageRequest::after(2, next),
             None => break,
         }
     }
@@ -89,10 +90,10 @@ async fn main() -> common::ExampleResult {
     let (linked, names) = commands.measure(store.get("article-1", &reply.link)).await;
     println!("\ndirect link {} {names:?}: {:?}", reply.link, linked?.text);
     let (sub, names) = commands
-        .measure(store.sub_thread("article-1", &first.link, &CommentQuery::oldest_first(10)))
+        .measure(store.sub_thread("article-1", &first.link, PageRequest::first(10)))
         .await;
     println!("sub-thread of {} {names:?}:", first.link);
-    for comment in sub?.comments {
+    for comment in sub?.items {
         println!("  {}{}", "  ".repeat(comment.depth), comment.link);
     }
 

@@ -8,7 +8,8 @@
 //! Uses `MONGODB_URI` when set; otherwise starts a private FerretDB. Prints whom each user
 //! follows and by which routes, follower counts, and the commands each operation sent.
 
-use mongo_social::graph::{FollowGraph, GraphQuery, Origin};
+use mongo_social::graph::{FollowGraph, Origin};
+use mongo_social::PageRequest;
 
 mod common;
 
@@ -41,7 +42,7 @@ async fn main() -> common::ExampleResult {
 
     for person in ["ann", "dan"] {
         let (page, names) = commands
-            .measure(graph.following(person, &GraphQuery::first(50)))
+            .measure(graph.following(person, PageRequest::first(50)))
             .await;
         println!("\n{person} follows {names:?}:");
         for subscription in page?.items {

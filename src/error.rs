@@ -108,7 +108,7 @@ pub enum Error {
         user: String,
     },
 
-    /// A comment link (slug path or position path) is not one this design makes.
+    /// A comment link (slug path or position path) is not one this strategy makes.
     #[error("invalid comment link `{link}`: {reason}")]
     InvalidLink {
         /// The link as given.
@@ -117,8 +117,8 @@ pub enum Error {
         reason: &'static str,
     },
 
-    /// A reply would nest deeper than the design can index or store.
-    #[error("a reply at depth {depth} would exceed this design's limit: {limit}")]
+    /// A reply would nest deeper than the strategy can index or store.
+    #[error("a reply at depth {depth} would exceed this strategy's limit: {limit}")]
     ThreadTooDeep {
         /// Depth the reply would have (top-level comments have depth 0).
         depth: usize,
@@ -129,7 +129,7 @@ pub enum Error {
     /// A discussion whose comments are embedded in one document has no room for this change.
     #[error(
         "discussion `{discussion}` would grow to about {size} bytes, past its {limit}-byte \
-         document limit; a discussion this long belongs in the hybrid design \
+         document limit; a discussion this long belongs in the hybrid strategy \
          (`HybridPages`), which spreads comments over pages"
     )]
     DiscussionFull {
@@ -137,7 +137,7 @@ pub enum Error {
         discussion: String,
         /// Estimated size of the document after the change.
         size: usize,
-        /// Largest size the design lets the document reach.
+        /// Largest size the strategy lets the document reach.
         limit: usize,
     },
 

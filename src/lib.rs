@@ -19,6 +19,7 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+pub mod page;
 mod payload;
 mod retry;
 pub mod server;
@@ -30,9 +31,9 @@ mod validate;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-// Each module's stores and the traits they implement, at the root; everything else stays in its
-// module (`comments::NewComment`, `graph::GraphQuery`, ...), except the inbox's vocabulary,
-// which the other modules share.
+// Each module's stores and the traits they implement, at the root, with the page vocabulary every
+// module shares; everything else stays in its module (`comments::NewComment`,
+// `inbox::Strategy`, ...), except the inbox's and the feed's message and post types.
 pub use comments::{CommentStore, DynCommentStore, Embedded, HybridPages, PerComment};
 pub use delivery::Delivery;
 pub use error::{Entity, Error, Result};
@@ -40,9 +41,10 @@ pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use graph::FollowGraph;
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
-    NewMessage, Page, PageCursor, PageRequest, Payload, Strategy,
+    NewMessage, Payload,
 };
 pub use jobs::JobQueue;
+pub use page::{Cursor, Page, PageRequest};
 pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};
 pub use sharding::ShardKey;

@@ -1,17 +1,16 @@
-//! The comment conformance suite, run against every design on the real server, plus each
-//! design's own checks.
+//! The comment conformance suite, run against every strategy on the real server, plus each
+//! strategy's own checks.
 
 use std::sync::Arc;
 
 use bson::{doc, Document};
 use futures::FutureExt;
 use mongo_social::comments::{
-    Author, CommentQuery, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order,
-    PerComment,
+    Author, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order, PerComment,
 };
 use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
-use mongo_social::{Error, RetryPolicy};
+use mongo_social::{Error, PageRequest, RetryPolicy};
 use mongodb::Database;
 
 fn per_comment(db: &Database) -> Arc<dyn CommentStore> {
@@ -44,7 +43,7 @@ fn new(text: &str) -> NewComment {
     NewComment::new(Author::new("u1", "Rick"), text)
 }
 
-/// Runs each suite check against one design, each in a fresh database.
+/// Runs each suite check against one strategy, each in a fresh database.
 macro_rules! conformance {
     ($design:ident, $with_retry:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
         mod $design {
@@ -330,7 +329,7 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
     );
     assert!(
         error.to_string().contains("HybridPages"),
-        "suggests the hybrid design: {error}"
+        "suggests the hybrid strategy: {error}"
     );
     assert!(
         posted.len() >= 6,
@@ -481,10 +480,10 @@ async fn hybrid_pages_are_capped_and_never_duplicated() {
         );
     }
     let page = store
-        .chronological(DISCUSSION, &CommentQuery::oldest_first(7))
+        .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(7))
         .await
         .unwrap();
-    assert_eq!(page.comments.len(), 7);
+    assert_eq!(page.items.len(), 7);
 }
 
 /// Pages filled by the manual's own algorithm (a page is left once it holds *more* than 100, so
@@ -513,7 +512,7 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
                 }
             })
             .collect();
-        // This design's layout, filled the manual's way.
+        // This strategy's layout, filled the manual's way.
         pages.push(doc! {
             "discussion_id": DISCUSSION,
             "page": page as i64,
@@ -550,10 +549,10 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
     // Posting goes on after the last page, and the walk includes it.
     store.post(DISCUSSION, new("after")).await.unwrap();
     let newest = store
-        .chronological(DISCUSSION, &CommentQuery::newest_first(2))
+        .chronological(DISCUSSION, Order::NewestFirst, PageRequest::first(2))
         .await
         .unwrap();
-    let texts: Vec<&str> = newest.comments.iter().map(|c| c.text.as_str()).collect();
+    let texts: Vec<&str> = newest.items.iter().map(|c| c.text.as_str()).collect();
     assert_eq!(texts, ["after", "m325"]);
     assert_eq!(
         suite::read_chronological(&store, Order::OldestFirst, 50)

@@ -11,7 +11,8 @@ use mongo_social::delivery::Delivery;
 use mongo_social::graph::FollowGraph;
 use mongo_social::testing::{self, TestDb};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, PageRequest,
+    BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, InboxStore,
+    NewMessage, PageRequest,
 };
 
 /// `n` followers of `author`, written straight into the graph's collections (the documented
@@ -425,7 +426,7 @@ async fn fan_out_works_through_every_inbox_strategy() {
                 .await
                 .unwrap();
             let mut texts: Vec<&str> = page.items.iter().map(|m| m.payload.as_str()).collect();
-            if delivery.inbox().strategy() == mongo_social::Strategy::BucketedFanOut {
+            if delivery.inbox().strategy() == mongo_social::inbox::Strategy::BucketedFanOut {
                 // Buckets keep arrival order, and the three fan-outs ran interleaved.
                 texts.sort_unstable_by(|a, b| b.cmp(a));
             }
@@ -509,8 +510,21 @@ async fn bad_input_writes_nothing() {
         .build()
         .unwrap_err();
     assert!(matches!(error, Error::InvalidConfig { .. }), "{error}");
+    // A bucketed inbox's cursor, where the timeline's inbox orders by send time.
+    let bucketed = BucketedFanOut::new(&t.db);
+    for text in ["a", "b"] {
+        bucketed
+            .send(NewMessage::new("ann", ["someone"], text.to_owned()))
+            .await
+            .unwrap();
+    }
+    let cursor = InboxStore::<String>::inbox_page(&bucketed, "someone", PageRequest::first(1))
+        .await
+        .unwrap()
+        .next
+        .unwrap();
     let error = delivery
-        .timeline("someone", PageRequest::after(5, "b.3".parse().unwrap()))
+        .timeline("someone", PageRequest::after(5, cursor))
         .await
         .unwrap_err();
     assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");

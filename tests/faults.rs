@@ -8,9 +8,10 @@ use std::time::Duration;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
-use mongo_social::graph::{FollowGraph, GraphQuery};
+use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, fault_proxy::FaultProxy};
+use mongo_social::PageRequest;
 
 #[tokio::test]
 async fn proxy_forwards_cuts_refuses_and_stops() {
@@ -274,10 +275,10 @@ async fn the_graph_survives_an_outage() {
         assert_eq!(subscription.is_some(), *follows, "{owner} -> {user}");
     }
     for owner in &users {
-        let mut query = GraphQuery::first(50);
+        let mut query = PageRequest::first(50);
         let mut seen = HashSet::new();
         loop {
-            let page = graph.following(owner, &query).await.expect("following");
+            let page = graph.following(owner, query).await.expect("following");
             for subscription in page.items {
                 assert!(
                     seen.insert(subscription.user.clone()),
@@ -285,7 +286,7 @@ async fn the_graph_survives_an_outage() {
                 );
             }
             match page.next {
-                Some(next) => query = GraphQuery::after(50, next),
+                Some(next) => query = PageRequest::after(50, next),
                 None => break,
             }
         }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bson::{doc, Document};
-use mongo_social::graph::{FollowGraph, GraphQuery, Origin, RebuildReport, Subscription};
+use mongo_social::graph::{FollowGraph, Origin, RebuildReport, Subscription};
 use mongo_social::testing;
-use mongo_social::{Entity, Error};
+use mongo_social::{Entity, Error, PageRequest};
 
 async fn graph(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
     let t = testing::test_db(&format!("graph_{test}")).await;
@@ -29,13 +29,13 @@ fn group(name: &str) -> Origin {
 /// Every page of `owner`'s subscriptions, `limit` at a time.
 async fn following(graph: &FollowGraph, owner: &str, limit: usize) -> Vec<Subscription> {
     let mut all = Vec::new();
-    let mut query = GraphQuery::first(limit);
+    let mut query = PageRequest::first(limit);
     loop {
-        let page = graph.following(owner, &query).await.unwrap();
+        let page = graph.following(owner, query).await.unwrap();
         assert!(page.items.len() <= limit);
         all.extend(page.items);
         match page.next {
-            Some(next) => query = GraphQuery::after(limit, next),
+            Some(next) => query = PageRequest::after(limit, next),
             None => return all,
         }
     }
@@ -43,12 +43,12 @@ async fn following(graph: &FollowGraph, owner: &str, limit: usize) -> Vec<Subscr
 
 async fn followers(graph: &FollowGraph, user: &str, limit: usize) -> Vec<String> {
     let mut all = Vec::new();
-    let mut query = GraphQuery::first(limit);
+    let mut query = PageRequest::first(limit);
     loop {
-        let page = graph.followers(user, &query).await.unwrap();
+        let page = graph.followers(user, query).await.unwrap();
         all.extend(page.items.into_iter().map(|s| s.owner));
         match page.next {
-            Some(next) => query = GraphQuery::after(limit, next),
+            Some(next) => query = PageRequest::after(limit, next),
             None => return all,
         }
     }
@@ -155,7 +155,7 @@ async fn routes_through_users_and_groups() {
     )
     .await;
     let members = graph
-        .members("groupX", &GraphQuery::first(10))
+        .members("groupX", PageRequest::first(10))
         .await
         .unwrap();
     assert_eq!(members.items, ["userD"]);
@@ -489,7 +489,7 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
             graph.stats(blank).await.unwrap_err(),
             graph.rebuild(blank).await.unwrap_err(),
             graph
-                .following(blank, &GraphQuery::first(5))
+                .following(blank, PageRequest::first(5))
                 .await
                 .unwrap_err(),
         ] {
@@ -507,7 +507,7 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
             graph.follow_group("a", blank).await.unwrap_err(),
             graph.add_group(blank).await.unwrap_err(),
             graph
-                .members(blank, &GraphQuery::first(5))
+                .members(blank, PageRequest::first(5))
                 .await
                 .unwrap_err(),
         ] {
@@ -518,11 +518,11 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
         }
     }
     let error = graph
-        .following("a", &GraphQuery::first(0))
+        .following("a", PageRequest::first(0))
         .await
         .unwrap_err();
     assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
-    assert!("x.y".parse::<mongo_social::graph::GraphCursor>().is_err());
+    assert!("x.y".parse::<mongo_social::Cursor>().is_err());
     assert_eq!(
         t.documents(&["graph_locks"]).await,
         before,
@@ -572,8 +572,8 @@ async fn a_direct_follow_costs_what_the_docs_say() {
     expected.push("delete");
     assert_eq!(t.commands.names(), expected);
     t.commands.reset();
-    graph.following("a", &GraphQuery::first(10)).await.unwrap();
-    graph.followers("b", &GraphQuery::first(10)).await.unwrap();
+    graph.following("a", PageRequest::first(10)).await.unwrap();
+    graph.followers("b", PageRequest::first(10)).await.unwrap();
     assert_eq!(t.commands.names(), ["find", "find"]);
 }
 

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongo_social::comments::{
-    Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
+    Author, DynCommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser, SearchOrder};
-use mongo_social::graph::{FollowGraph, FollowList, GraphQuery};
+use mongo_social::graph::{FollowGraph, FollowList};
 use mongo_social::sharding::{Routing, ShardKey};
 use mongo_social::testing::routing::{route_commands, RoutedCommand};
 use mongo_social::testing::{self, CommandCounter};
@@ -169,23 +169,24 @@ async fn comment_commands_are_targeted() {
                 .await
                 .unwrap();
             threads
-                .thread_page("d1", &CommentQuery::newest_first(3))
+                .thread_page("d1", Order::NewestFirst, PageRequest::first(3))
                 .await
                 .unwrap();
             threads
-                .sub_thread("d1", &links[0], &CommentQuery::oldest_first(3))
+                .sub_thread("d1", &links[0], PageRequest::first(3))
                 .await
                 .unwrap();
             store.get("d1", &reply.link).await.unwrap();
         }
         let page = store
-            .chronological("d1", &CommentQuery::oldest_first(3))
+            .chronological("d1", Order::OldestFirst, PageRequest::first(3))
             .await
             .unwrap();
         store
             .chronological(
                 "d1",
-                &CommentQuery::oldest_first(3).after(page.next.unwrap()),
+                Order::OldestFirst,
+                PageRequest::after(3, page.next.unwrap()),
             )
             .await
             .unwrap();
@@ -210,9 +211,9 @@ async fn graph_commands_are_targeted() {
     graph.follow("a", "b").await.unwrap();
     graph.follow_group("a", "g").await.unwrap();
     graph.add_member("g", "d").await.unwrap();
-    graph.following("a", &GraphQuery::first(10)).await.unwrap();
-    graph.followers("c", &GraphQuery::first(10)).await.unwrap();
-    graph.members("g", &GraphQuery::first(10)).await.unwrap();
+    graph.following("a", PageRequest::first(10)).await.unwrap();
+    graph.followers("c", PageRequest::first(10)).await.unwrap();
+    graph.members("g", PageRequest::first(10)).await.unwrap();
     graph.stats("c").await.unwrap();
     graph.unfollow("a", "b").await.unwrap();
     graph.remove_member("g", "c").await.unwrap();

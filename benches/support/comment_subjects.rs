@@ -1,4 +1,4 @@
-//! The comment designs under measurement, ours (`mongo_social::comments`) and the manual's
+//! The comment strategies under measurement, ours (`mongo_social::comments`) and the manual's
 //! (`seed_comments`), behind one face: set a discussion up, fill it, post, reply, read a page.
 //! Shared by `benches/comments.rs` and `examples/compare`; each binary uses a part of it.
 
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use bson::{doc, Document};
 use futures::StreamExt;
 use mongo_social::comments::{
-    Author, CommentCursor, CommentQuery, CommentStore, Embedded, HybridPages, NewComment,
-    PerComment,
+    Author, CommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
 };
+use mongo_social::{Cursor, PageRequest};
 use mongodb::Database;
 
 use crate::seed_comments::{SeedComments, SeedServer, SeedView};
@@ -26,13 +26,13 @@ pub const DISCUSSION: &str = "article-1";
 /// Authors taking turns.
 const AUTHORS: u64 = 8;
 /// The 16 MiB document limit an embedded discussion must fit, less the 64 KiB our embedded
-/// design keeps for the application's own fields.
+/// strategy keeps for the application's own fields.
 const EMBEDDED_MAX_BYTES: usize = 16 * 1024 * 1024 - 64 * 1024;
 /// Bytes an embedded comment costs its document beyond its encoding (array index key, and some
-/// slack), as our embedded design counts them.
+/// slack), as our embedded strategy counts them.
 const EMBEDDED_ELEMENT_OVERHEAD: usize = 32;
 
-/// What the server offers that changes how the designs may run.
+/// What the server offers that changes how the strategies may run.
 #[derive(Clone, Copy, Debug)]
 pub struct Server {
     /// Whether single-document updates are atomic (MongoDB; not FerretDB 1.x).
@@ -55,20 +55,20 @@ impl Server {
     }
 }
 
-/// What is measured: one of our designs or one of the manual's.
+/// What is measured: one of our strategies or one of the manual's.
 pub enum Kind {
     Ours(Arc<dyn CommentStore>),
     Seed(SeedComments),
 }
 
-/// A design in its own database.
+/// A strategy in its own database.
 pub struct Subject {
     pub kind: Kind,
     pub db: Database,
     pub name: &'static str,
 }
 
-/// Our three designs and the manual's three, each in the database `database(name)` gives.
+/// Our three strategies and the manual's three, each in the database `database(name)` gives.
 pub fn subjects(mut database: impl FnMut(&str) -> Database) -> Vec<Subject> {
     let mut subjects = Vec::new();
     for name in ["per-comment", "embedded", "hybrid-pages"] {
@@ -78,7 +78,7 @@ pub fn subjects(mut database: impl FnMut(&str) -> Database) -> Vec<Subject> {
             "embedded" => Arc::new(Embedded::new(&db)),
             _ => Arc::new(HybridPages::new(&db)),
         };
-        debug_assert_eq!(store.design().name(), name);
+        debug_assert_eq!(store.strategy().name(), name);
         subjects.push(Subject {
             kind: Kind::Ours(store),
             db,
@@ -123,8 +123,8 @@ pub struct PageCase {
     pub view: View,
     /// `first` or `end`.
     pub place: &'static str,
-    /// Our designs: the keyset cursor before the page (`None` for the first page).
-    pub cursor: Option<CommentCursor>,
+    /// Our strategies: the keyset cursor before the page (`None` for the first page).
+    pub cursor: Option<Cursor>,
     /// The seeds: `page_num` for `skip(page_num * PAGE)`.
     pub page_num: usize,
 }
@@ -156,12 +156,12 @@ impl Subject {
 
     pub fn is_embedded(&self) -> bool {
         match &self.kind {
-            Kind::Ours(store) => store.design().name() == "embedded",
+            Kind::Ours(store) => store.strategy().name() == "embedded",
             Kind::Seed(seed) => *seed == SeedComments::Embedded,
         }
     }
 
-    /// The views this design can page in.
+    /// The views this strategy can page in.
     pub fn views(&self) -> &'static [View] {
         if self.threaded() {
             &[View::Chronological, View::Threaded]
@@ -185,7 +185,7 @@ impl Subject {
         Ok(())
     }
 
-    /// Posts top-level comment `i`; returns its link where the design hands one back.
+    /// Posts top-level comment `i`; returns its link where the strategy hands one back.
     pub async fn post(&self, server: Server, i: u64) -> Result<Option<String>, BoxError> {
         Ok(match &self.kind {
             Kind::Ours(store) => Some(
@@ -205,7 +205,7 @@ impl Subject {
     pub async fn reply(&self, parent: &str, i: u64) -> Result<(), BoxError> {
         match &self.kind {
             Kind::Ours(store) => {
-                let threads = store.threaded().ok_or("not a threaded design")?;
+                let threads = store.threaded().ok_or("not a threaded strategy")?;
                 threads
                     .reply(DISCUSSION, parent, NewComment::new(author(i), text(i)))
                     .await?;
@@ -218,12 +218,12 @@ impl Subject {
         Ok(())
     }
 
-    /// How many posts may run at once while filling without breaking the design: up to `max`
+    /// How many posts may run at once while filling without breaking the strategy: up to `max`
     /// where posts are independent, else 1 (a discussion lock would serialise them anyway on
     /// a server without atomic updates; the manual's page counter is racy).
     pub fn fill_tasks(&self, server: Server, max: usize) -> usize {
         let concurrent = match &self.kind {
-            Kind::Ours(store) => store.design().name() == "per-comment" || server.atomic_updates,
+            Kind::Ours(store) => store.strategy().name() == "per-comment" || server.atomic_updates,
             Kind::Seed(SeedComments::PerComment) => true,
             Kind::Seed(SeedComments::Embedded) => server.atomic_updates,
             Kind::Seed(SeedComments::Hybrid) => false,
@@ -235,7 +235,7 @@ impl Subject {
         }
     }
 
-    /// Posts top-level comments `from..to` (`max_tasks` at a time where the design allows) and
+    /// Posts top-level comments `from..to` (`max_tasks` at a time where the strategy allows) and
     /// returns their links (positions for the seed's embedded design). The discussion must be
     /// set up and hold `from` comments.
     pub async fn fill(
@@ -273,11 +273,11 @@ impl Subject {
     pub async fn read(&self, server: Server, case: &PageCase) -> Result<usize, BoxError> {
         Ok(match &self.kind {
             Kind::Ours(store) => {
-                let mut query = CommentQuery::oldest_first(PAGE);
-                if let Some(cursor) = &case.cursor {
-                    query = query.after(cursor.clone());
-                }
-                self.ours_page(store.as_ref(), case.view, &query).await?.0
+                let request = PageRequest {
+                    limit: PAGE,
+                    after: case.cursor.clone(),
+                };
+                self.ours_page(store.as_ref(), case.view, request).await?.0
             }
             Kind::Seed(seed) => seed
                 .page(
@@ -293,45 +293,43 @@ impl Subject {
         })
     }
 
-    /// One page of one of our designs: how many comments, and the cursor after them.
+    /// One page, oldest first, of one of our strategies: how many comments, and the cursor
+    /// after them.
     async fn ours_page(
         &self,
         store: &dyn CommentStore,
         view: View,
-        query: &CommentQuery,
-    ) -> Result<(usize, Option<CommentCursor>), BoxError> {
+        request: PageRequest,
+    ) -> Result<(usize, Option<Cursor>), BoxError> {
+        let order = Order::OldestFirst;
         let page = match view {
-            View::Chronological => store.chronological(DISCUSSION, query).await?,
+            View::Chronological => store.chronological(DISCUSSION, order, request).await?,
             View::Threaded => {
                 store
                     .threaded()
-                    .ok_or("not a threaded design")?
-                    .thread_page(DISCUSSION, query)
+                    .ok_or("not a threaded strategy")?
+                    .thread_page(DISCUSSION, order, request)
                     .await?
             }
         };
-        Ok((page.comments.len(), page.next))
+        Ok((page.items.len(), page.next))
     }
 
-    /// Our designs: the cursor after the first `offset` comments of `view`, found by paging
-    /// through (up to 1,000 comments a page).
-    pub async fn cursor_at(
-        &self,
-        view: View,
-        offset: usize,
-    ) -> Result<Option<CommentCursor>, BoxError> {
+    /// Our strategies: the cursor after the first `offset` comments of `view`, found by paging
+    /// through (up to `PageRequest::MAX_LIMIT` comments a page).
+    pub async fn cursor_at(&self, view: View, offset: usize) -> Result<Option<Cursor>, BoxError> {
         let Kind::Ours(store) = &self.kind else {
             return Ok(None);
         };
         let mut cursor = None;
         let mut remaining = offset;
         while remaining > 0 {
-            let take = remaining.min(CommentQuery::MAX_LIMIT);
-            let mut query = CommentQuery::oldest_first(take);
-            if let Some(cursor) = cursor.take() {
-                query = query.after(cursor);
-            }
-            let (len, next) = self.ours_page(store.as_ref(), view, &query).await?;
+            let take = remaining.min(PageRequest::MAX_LIMIT);
+            let request = PageRequest {
+                limit: take,
+                after: cursor.take(),
+            };
+            let (len, next) = self.ours_page(store.as_ref(), view, request).await?;
             if len != take {
                 let view = view.name();
                 return Err(format!("{}: {view} page of {len}, not {take}", self.name).into());
@@ -343,7 +341,7 @@ impl Subject {
     }
 
     /// The first page and the last full page of every view of a discussion of `m` comments,
-    /// with the cursors our designs need to get there. The last page starts at the last multiple
+    /// with the cursors our strategies need to get there. The last page starts at the last multiple
     /// of `PAGE` up to `m - PAGE` (so `skip`-based seeds read the same comments as our keyset
     /// pages): offset `m - PAGE` when `m` is a multiple of `PAGE`.
     pub async fn page_cases(&self, m: u64) -> Result<Vec<PageCase>, BoxError> {
@@ -365,7 +363,7 @@ impl Subject {
         Ok(cases)
     }
 
-    /// `Err(reason)` when this is an embedded design whose discussion of `m` comments would
+    /// `Err(reason)` when this is an embedded strategy whose discussion of `m` comments would
     /// not fit one 16 MiB document.
     pub fn fits(&self, m: u64) -> Result<(), String> {
         if !self.is_embedded() {
@@ -385,7 +383,7 @@ impl Subject {
         ))
     }
 
-    /// The bytes one comment of this embedded design adds to the discussion document.
+    /// The bytes one comment of this embedded strategy adds to the discussion document.
     fn embedded_comment_bytes(&self) -> usize {
         let comment = match &self.kind {
             // Our embedded node: id, posted, author, text, deleted.

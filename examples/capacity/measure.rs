@@ -9,11 +9,11 @@ use std::sync::Arc;
 use bson::doc;
 use futures::TryStreamExt;
 use mongo_social::comments::{
-    Author, CommentQuery, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
+    Author, DynCommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
-use mongo_social::graph::{FollowGraph, FollowList, GraphQuery};
+use mongo_social::graph::{FollowGraph, FollowList};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
 };
@@ -208,13 +208,13 @@ async fn inboxes(bench: &mut Bench) -> Result<(), Error> {
 
 async fn comments(bench: &mut Bench) -> Result<(), Error> {
     type MakeStore = fn(&Database) -> Box<DynCommentStore>;
-    let designs: [(&str, MakeStore); 3] = [
+    let strategies: [(&str, MakeStore); 3] = [
         ("per-comment", |db| Box::new(PerComment::new(db))),
         ("embedded", |db| Box::new(Embedded::new(db))),
         ("hybrid pages", |db| Box::new(HybridPages::new(db))),
     ];
-    for (design, make) in designs {
-        let db = bench.database(&format!("comments_{}", design.replace(['-', ' '], "_")));
+    for (strategy, make) in strategies {
+        let db = bench.database(&format!("comments_{}", strategy.replace(['-', ' '], "_")));
         db.drop().await?;
         let store = make(&db);
         store.create_indexes().await?;
@@ -222,29 +222,28 @@ async fn comments(bench: &mut Bench) -> Result<(), Error> {
         let author = Author::new("u1", "Ann");
         let text = "a comment of about sixty bytes, as a short reply would be..";
         bench
-            .measure(&db, design, "post", 50, |_| {
+            .measure(&db, strategy, "post", 50, |_| {
                 store.post("d", NewComment::new(author.clone(), text))
             })
             .await?;
         if let Some(threads) = store.threaded() {
             let page = store
-                .chronological("d", &CommentQuery::oldest_first(1))
+                .chronological("d", Order::OldestFirst, PageRequest::first(1))
                 .await?;
             let parent = page
-                .comments
+                .items
                 .first()
                 .map(|comment| comment.link.clone())
                 .unwrap_or_default();
             bench
-                .measure(&db, design, "reply", 20, |_| {
+                .measure(&db, strategy, "reply", 20, |_| {
                     threads.reply("d", &parent, NewComment::new(author.clone(), text))
                 })
                 .await?;
         }
-        let query = CommentQuery::oldest_first(50);
         bench
-            .measure(&db, design, "page of 50", 20, |_| {
-                store.chronological("d", &query)
+            .measure(&db, strategy, "page of 50", 20, |_| {
+                store.chronological("d", Order::OldestFirst, PageRequest::first(50))
             })
             .await?;
     }
@@ -260,7 +259,6 @@ async fn graph(bench: &mut Bench) -> Result<(), Error> {
     for user in &people {
         graph.add_user(user).await?;
     }
-    let query = GraphQuery::first(100);
     bench
         .measure(&db, "graph", "follow", 100, |i| {
             graph.follow(&people[0], &people[i + 1])
@@ -268,7 +266,7 @@ async fn graph(bench: &mut Bench) -> Result<(), Error> {
         .await?;
     bench
         .measure(&db, "graph", "following page of 100", 20, |_| {
-            graph.following(&people[0], &query)
+            graph.following(&people[0], PageRequest::first(100))
         })
         .await?;
     bench

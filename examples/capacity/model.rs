@@ -87,7 +87,7 @@ impl Linear {
     }
 }
 
-/// The load of one design under the workload.
+/// The load of one strategy under the workload.
 #[derive(Clone, Debug)]
 pub struct Load {
     pub strategy: &'static str,

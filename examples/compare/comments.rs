@@ -1,4 +1,4 @@
-//! The comments half of `compare`: the library's three designs and the MongoDB manual's three
+//! The comments half of `compare`: the library's three strategies and the MongoDB manual's three
 //! (`benches/support/seed_comments.rs`), posting, replying and reading pages of 50 as a
 //! discussion grows.
 
@@ -25,7 +25,7 @@ pub const OPERATIONS: [Operation; 5] = [
     Operation {
         name: REPLY,
         area: Area::Comments,
-        size: "comments in the discussion; threaded designs only",
+        size: "comments in the discussion; threaded strategies only",
     },
     Operation {
         name: PAGE_FIRST,
@@ -51,7 +51,7 @@ fn who(subject: &Subject) -> Who {
         SubjectKind::Seed(seed) => (Kind::Seed, *seed),
         SubjectKind::Ours(store) => (
             Kind::Library,
-            match store.design().name() {
+            match store.strategy().name() {
                 "per-comment" => SeedComments::PerComment,
                 "embedded" => SeedComments::Embedded,
                 _ => SeedComments::Hybrid,
@@ -65,15 +65,15 @@ fn who(subject: &Subject) -> Who {
     }
 }
 
-/// Grows one discussion per design through `sizes` (increasing), and at each size reads the
-/// first and the last page of 50 in every view the design has; at the largest size, then reads
-/// the storage per comment, and posts (and replies, where the design has threads) `bench.reps`
-/// times. Designs whose name contains `only` run.
+/// Grows one discussion per strategy (ours and the manual's) through `sizes` (increasing), and
+/// at each size reads the first and the last page of 50 in every view it has; at the largest
+/// size, then reads the storage per comment, and posts (and replies, where it has threads)
+/// `bench.reps` times. Those whose name contains `only` run.
 pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<Vec<Row>> {
     if !bench.server.seed.slice_projection {
         eprintln!(
             "  this server has no $slice projection: the seed's embedded and hybrid pages (and \
-             our embedded design) read whole documents and slice them client-side"
+             our embedded strategy) read whole documents and slice them client-side"
         );
     }
     let mut rows = Vec::new();

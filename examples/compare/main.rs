@@ -1,4 +1,4 @@
-//! The evidence for choosing a strategy: the library's inbox strategies and comment designs
+//! The evidence for choosing a strategy: the library's inbox and comment strategies
 //! against the seed documents' literal algorithms, on the same server in the same run.
 //!
 //! ```text
@@ -22,10 +22,10 @@
 //!     after which every inbox is counted;
 //!   - storage per message from `collStats` (`size`, `totalIndexSize`) over the subject's
 //!     collections, for sends to N <= 100 and for the inbox of 1,000.
-//! - **Comments** (`comments.rs`): the three designs and the MongoDB manual's three
+//! - **Comments** (`comments.rs`): the three strategies and the MongoDB manual's three
 //!   (`benches/support/seed_comments.rs`), in a discussion grown through
 //!   `COMPARE_DISCUSSION_SIZES` comments (default 100, 400): the first and the last page of 50
-//!   oldest first, and the last page of 50 in threaded order where the design has threads; at
+//!   oldest first, and the last page of 50 in threaded order where the strategy has threads; at
 //!   the largest size the storage per comment, a `post` and a `reply`.
 //!
 //! Every subject uses its own database, dropped before and after use (on FerretDB 1.x every

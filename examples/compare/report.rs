@@ -31,7 +31,7 @@ impl Kind {
     }
 }
 
-/// Inbox strategies or comment designs.
+/// Inbox or comment strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Area {
     Inbox,

@@ -9,18 +9,19 @@ use super::cursor::{self, View};
 use super::guard::WriteGuard;
 use super::tree::{self, Entry, Node, Window};
 use super::{
-    validate, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion, Design,
-    Features, NewComment, Order, ThreadedComments,
+    validate, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
+    ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
+use crate::page::invalid;
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::{Entity, Error, Result};
+use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
 
-/// Letter of this design's cursors.
-const CURSOR: char = 'e';
+/// The strategy named in this store's cursors.
+const STRATEGY: Strategy = Strategy::Embedded;
 /// Bytes a comment costs its document beyond its own encoding: the array index key, and the
 /// `replies` array of a parent that had none.
 const ELEMENT_OVERHEAD: usize = 32;
@@ -33,7 +34,7 @@ const LAST_POSTED: &str = "last_posted";
 const MAX_DEPTH_LIMIT: usize = 45;
 
 /// Every comment of a discussion inside the discussion's document, as in the manual's second
-/// design, threads nested by position.
+/// strategy, threads nested by position.
 ///
 /// The document (in a collection of the application's choosing, default `discussions`) is
 /// `{_id: discussion, count, slots, bytes, last_posted, comments: [{posted, author, text, edited,
@@ -446,30 +447,36 @@ fn page_after(
     limit: usize,
     more_beyond: bool,
     is_after: impl Fn(&Entry<'_>) -> bool,
-    cursor: impl Fn(&Entry<'_>) -> CommentCursor,
-) -> CommentPage {
+    cursor: impl Fn(&Entry<'_>) -> Cursor,
+) -> Page<Comment> {
     let mut entries: Vec<Entry<'_>> = entries.into_iter().filter(|e| is_after(e)).collect();
     let more = entries.len() > limit || (more_beyond && !entries.is_empty());
     entries.truncate(limit);
-    CommentPage {
+    Page {
         next: if more {
             entries.last().map(&cursor)
         } else {
             None
         },
-        comments: entries.iter().map(Entry::comment).collect(),
+        items: entries.iter().map(Entry::comment).collect(),
     }
 }
 
-/// The position path in a cursor key.
-fn cursor_path(key: &str, max_depth: usize) -> Result<Vec<usize>> {
-    tree::parse_path(key, max_depth).map_err(|_| cursor::invalid("not a position path"))
+/// The position path in a threaded or sub-thread cursor of `view` in `order`.
+fn cursor_path(cursor: &Cursor, view: View, order: Order, max_depth: usize) -> Result<Vec<usize>> {
+    let [path] = cursor::position(cursor, STRATEGY, view, order)?;
+    tree::parse_path(&path, max_depth).map_err(|_| invalid("not a position path"))
+}
+
+/// A threaded or sub-thread cursor of `view` in `order` after the comment at `path`.
+fn after_path(view: View, order: Order, path: &[usize]) -> Cursor {
+    cursor::new(STRATEGY, view, order, &[&tree::format_path(path)])
 }
 
 #[async_trait]
 impl CommentStore for Embedded {
-    fn design(&self) -> Design {
-        Design::Embedded
+    fn strategy(&self) -> Strategy {
+        Strategy::Embedded
     }
 
     fn features(&self) -> Features {
@@ -598,21 +605,18 @@ impl CommentStore for Embedded {
         Ok(node.comment(&[index]))
     }
 
-    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
-        let after = match &query.after {
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let key = cursor.key(CURSOR, View::Chronological, query.order)?;
-                let (millis, id) = key
-                    .split_once('.')
-                    .ok_or_else(|| cursor::invalid("missing comment id"))?;
-                let millis: i64 = millis
-                    .parse()
-                    .map_err(|_| cursor::invalid("bad posting time"))?;
-                let id = bson::oid::ObjectId::parse_str(id)
-                    .map_err(|_| cursor::invalid("bad comment id"))?;
-                Some((millis, id))
+                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order)?;
+                Some((posted.timestamp_millis(), id))
             }
         };
         let window = self
@@ -622,27 +626,19 @@ impl CommentStore for Embedded {
         let mut entries = window.threaded(Order::OldestFirst);
         let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
         entries.sort_by_key(key);
-        if query.order == Order::NewestFirst {
+        if order == Order::NewestFirst {
             entries.reverse();
         }
-        let order = query.order;
         Ok(page_after(
             entries,
-            query.limit,
+            page.limit,
             false,
             |e| match &after {
                 None => true,
                 Some(after) if order == Order::OldestFirst => key(e) > *after,
                 Some(after) => key(e) < *after,
             },
-            |e| {
-                let key = format!(
-                    "{}.{}",
-                    e.node.posted.timestamp_millis(),
-                    e.node.id.to_hex()
-                );
-                CommentCursor::new(CURSOR, View::Chronological, order, &key)
-            },
+            |e| cursor::after_posted(STRATEGY, order, e.node.posted, e.node.id),
         ))
     }
 
@@ -740,7 +736,7 @@ impl CommentStore for Embedded {
             self.discussions.name(),
             doc! { "_id": "hashed" },
             "each discussion is one document, read and written by _id; hashing spreads \
-             discussions evenly (the manual leaves this design's shard key to the application, \
+             discussions evenly (the manual leaves this strategy's shard key to the application, \
              whose content collection it usually is)",
         )]
     }
@@ -840,19 +836,21 @@ impl ThreadedComments for Embedded {
         Ok(node.comment(&path))
     }
 
-    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
-        let after = match &query.after {
+    async fn thread_page(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let after = match &page.after {
             None => None,
-            Some(cursor) => Some(cursor_path(
-                cursor.key(CURSOR, View::Threaded, query.order)?,
-                self.max_depth,
-            )?),
+            Some(cursor) => Some(cursor_path(cursor, View::Threaded, order, self.max_depth)?),
         };
         // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
         // the cursor's own thread on) are enough for a page and a look past it.
-        let len = query.limit + 1;
-        let range = match (query.order, &after) {
+        let len = page.fetch();
+        let range = match (order, &after) {
             (Order::OldestFirst, None) => Range::From { first: 0, len },
             (Order::OldestFirst, Some(path)) => Range::From {
                 first: path[0],
@@ -871,17 +869,16 @@ impl ThreadedComments for Embedded {
             .window(discussion, range)
             .await?
             .ok_or_else(|| validate::no_discussion(discussion))?;
-        let order = query.order;
         Ok(page_after(
             window.threaded(order),
-            query.limit,
+            page.limit,
             window.more_beyond(order),
             |e| {
                 after.as_ref().is_none_or(|after| {
                     tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
                 })
             },
-            |e| CommentCursor::new(CURSOR, View::Threaded, order, &tree::format_path(&e.path)),
+            |e| after_path(View::Threaded, order, &e.path),
         ))
     }
 
@@ -889,19 +886,17 @@ impl ThreadedComments for Embedded {
         &self,
         discussion: &str,
         link: &str,
-        query: &CommentQuery,
-    ) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
         let root = tree::parse_path(link, self.max_depth)?;
-        let after = match &query.after {
+        let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let path = cursor_path(
-                    cursor.key(CURSOR, View::SubThread, Order::OldestFirst)?,
-                    self.max_depth,
-                )?;
+                let path =
+                    cursor_path(cursor, View::SubThread, Order::OldestFirst, self.max_depth)?;
                 if !path.starts_with(&root) {
-                    return Err(cursor::invalid("not a position in this sub-thread"));
+                    return Err(invalid("not a position in this sub-thread"));
                 }
                 Some(path)
             }
@@ -917,13 +912,10 @@ impl ThreadedComments for Embedded {
             .preorder(&mut path, &mut entries);
         Ok(page_after(
             entries,
-            query.limit,
+            page.limit,
             false,
             |e| after.as_ref().is_none_or(|after| e.path > *after),
-            |e| {
-                let key = tree::format_path(&e.path);
-                CommentCursor::new(CURSOR, View::SubThread, Order::OldestFirst, &key)
-            },
+            |e| after_path(View::SubThread, Order::OldestFirst, &e.path),
         ))
     }
 }

@@ -1,4 +1,4 @@
-//! Comments in pages of about 100 per document, the manual's hybrid design.
+//! Comments in pages of about 100 per document, the manual's hybrid strategy.
 
 use async_trait::async_trait;
 use bson::oid::ObjectId;
@@ -12,19 +12,20 @@ use super::cursor::{self, View};
 use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
-    validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore, Deletion,
-    Design, Features, NewComment, Order, ThreadedComments,
+    validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
+    ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::indexes::Indexes;
+use crate::page::{invalid, Cursor};
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
-use crate::{Entity, Error, Result};
+use crate::{Entity, Error, PageRequest, Result};
 
-/// Letter of this design's cursors.
-const CURSOR: char = 'h';
+/// The strategy named in this store's cursors.
+const STRATEGY: Strategy = Strategy::HybridPages;
 /// Rounds a post tries while pages fill under it.
 const ATTEMPTS: usize = 32;
 /// Bytes of a page document not available to comments: ids, counters, field names.
@@ -36,7 +37,7 @@ const LAST_POSTED: &str = "last_posted";
 const FLOOR: &str = "floor";
 
 /// Comments in pages of `page_size` (default 100) per document, as in the manual's hybrid
-/// design. Comments are top-level only (the manual leaves threading out of this design).
+/// strategy. Comments are top-level only (the manual leaves threading out of this strategy).
 ///
 /// Collections (names configurable):
 /// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, comments: [{slug,
@@ -393,7 +394,7 @@ impl HybridPages {
     ///
     /// Pages are read in page order and a comment's place is its page and its index there, never
     /// a position computed from the page size, so pages of any size read correctly: this
-    /// design's (every page but the last holds exactly `page_size`) and the manual's (a page is
+    /// strategy's (every page but the last holds exactly `page_size`) and the manual's (a page is
     /// left once it holds more than its soft limit, so concurrent writers overfill it). One
     /// `find` reads as many pages as hold `wanted` comments when every page but the last holds
     /// at least `page_size`; should some hold fewer, further `find`s read on.
@@ -558,10 +559,22 @@ impl HybridPages {
 /// chronological view reads (page, then index), whatever the pages' sizes.
 type Place = (i64, usize);
 
-/// The place in a chronological cursor's key, `<page>.<index>`.
-fn parse_place(key: &str) -> Result<Place> {
-    let bad = || cursor::invalid("bad position");
-    let (page, index) = key.split_once('.').ok_or_else(bad)?;
+/// A chronological cursor in `order` after the comment at `place`.
+fn after_place(order: Order, (page, index): Place) -> Cursor {
+    let place = [page.to_string(), index.to_string()];
+    cursor::new(
+        STRATEGY,
+        View::Chronological,
+        order,
+        &place.each_ref().map(String::as_str),
+    )
+}
+
+/// The place in a chronological cursor in `order`: its page and index.
+fn parse_place(cursor: &Cursor, order: Order) -> Result<Place> {
+    let bad = || invalid("bad position");
+    let [page, index] = cursor::position(cursor, STRATEGY, View::Chronological, order)?;
+    let (page, index) = (page.as_str(), index.as_str());
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     if !digits(page) || !digits(index) {
         return Err(bad());
@@ -581,7 +594,7 @@ fn check_slug(slug: &str) -> Result<()> {
     {
         return Err(validate::invalid_link(
             slug,
-            "a slug of this design is 16 lowercase hex digits",
+            "a slug of this strategy is 16 lowercase hex digits",
         ));
     }
     Ok(())
@@ -599,8 +612,8 @@ fn number(document: &Document, field: &str) -> i64 {
 
 #[async_trait]
 impl CommentStore for HybridPages {
-    fn design(&self) -> Design {
-        Design::HybridPages
+    fn strategy(&self) -> Strategy {
+        Strategy::HybridPages
     }
 
     fn features(&self) -> Features {
@@ -640,38 +653,30 @@ impl CommentStore for HybridPages {
         Ok(entry.comment())
     }
 
-    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
-        let after = match &query.after {
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<crate::Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let after = match &page.after {
             None => None,
-            Some(cursor) => Some(parse_place(cursor.key(
-                CURSOR,
-                View::Chronological,
-                query.order,
-            )?)?),
+            Some(cursor) => Some(parse_place(cursor, order)?),
         };
         // One more comment than the page, to know whether another page follows.
-        let wanted = query.limit + 1;
-        let entries = self.walk(discussion, query.order, after, wanted).await?;
+        let entries = self.walk(discussion, order, after, page.fetch()).await?;
         if entries.is_empty()
-            && query.after.is_none()
+            && page.after.is_none()
             && self.registry.find(discussion).await?.is_none()
         {
             return Err(validate::no_discussion(discussion));
         }
-        let order = query.order;
-        Ok(super::cursor::page_from(
+        Ok(cursor::page_from(
             entries,
-            query.limit,
+            page.limit,
             |(_, entry)| entry.comment(),
-            |((page, index), _)| {
-                CommentCursor::new(
-                    CURSOR,
-                    View::Chronological,
-                    order,
-                    &format!("{page}.{index}"),
-                )
-            },
+            |(place, _)| after_place(order, *place),
         ))
     }
 

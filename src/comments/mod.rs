@@ -1,7 +1,8 @@
-//! Comment threads: the three designs of the MongoDB manual's "Storing Comments", behind one
-//! [`CommentStore`] trait, with threading ([`ThreadedComments`]) where the design has it.
+//! Comment threads: the three designs of the MongoDB manual's "Storing Comments" as three
+//! strategies behind one [`CommentStore`] trait ([`CommentStore::strategy`] says which), with
+//! threading ([`ThreadedComments`]) where the strategy has it.
 //!
-//! | design | post | read a page | threads | deletes | shard key |
+//! | strategy | post | read a page | threads | deletes | shard key |
 //! |---|---|---|---|---|---|
 //! | [`PerComment`] | 2 commands (3 for a reply) | one `find` | yes, any depth the index allows | leaves removed, others tombstoned | `{discussion_id: 1, slug: 1}` |
 //! | [`Embedded`] | 1 command | one `find` of one document | yes, up to 45 levels | tombstoned | `{_id: "hashed"}` (the discussion) |
@@ -10,7 +11,7 @@
 //! (Counts are for MongoDB. On servers whose updates are not atomic, such as FerretDB 1.x, each
 //! write also takes and releases a lock document: 2 more commands.)
 //!
-//! # Which design to choose
+//! # Which strategy to choose
 //!
 //! - **[`PerComment`]** when discussions can grow without bound, or comments are edited,
 //!   moderated and linked to one by one: every comment is its own small document, found by its
@@ -29,8 +30,10 @@
 //! [`Embedded`] and [`HybridPages`] delete by tombstone (the text is removed and the comment is
 //! marked deleted, keeping its place) rather than by shifting array elements.
 //!
-//! Pages are keyset pages with an opaque [`CommentCursor`]: comments posted while a reader pages
-//! through a discussion never cause a repeat or a gap in what follows the cursor.
+//! Pages are the crate's keyset pages ([`crate::page`]): an [`Order`] (which top-level comments
+//! come first) and a [`PageRequest`] in, a [`Page`] of comments and an opaque
+//! [`crate::Cursor`] out. Comments posted while a reader pages through a discussion never cause
+//! a repeat or a gap in what follows the cursor.
 //!
 //! Counts ([`CommentStore::count`]) are of comments not deleted, and stay exact under concurrent
 //! posting and deleting.
@@ -50,13 +53,12 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-pub use cursor::CommentCursor;
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use hybrid::{HybridPages, HybridPagesBuilder};
 pub use per_comment::{PerComment, PerCommentBuilder};
 
 use crate::sharding::ShardKey;
-use crate::Result;
+use crate::{Page, PageRequest, Result};
 
 /// Who wrote a comment: the profile reference and the name shown, as in the seed's `author`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,7 +118,7 @@ pub struct Comment {
     pub author: Author,
     /// What it says; empty once deleted.
     pub text: String,
-    /// When it was posted (millisecond precision, the posting client's clock). Every design
+    /// When it was posted (millisecond precision, the posting client's clock). Every strategy
     /// keeps it in step with the comment's place: the chronological view never lists a comment
     /// before an earlier one, nor the threaded view a reply before an earlier sibling, even
     /// under concurrent posters (a writer stamps a comment for the place it takes, raised to the
@@ -138,75 +140,20 @@ pub enum Order {
     NewestFirst,
 }
 
-/// Which page of a view to read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommentQuery {
-    /// Oldest or newest top-level comments first.
-    pub order: Order,
-    /// At most this many comments (1 to [`CommentQuery::MAX_LIMIT`]).
-    pub limit: usize,
-    /// Continue after the page that returned this cursor; `None` for the first page.
-    pub after: Option<CommentCursor>,
-}
-
-impl CommentQuery {
-    /// The largest page a store returns in one call.
-    pub const MAX_LIMIT: usize = 1_000;
-
-    /// The first `limit` comments, oldest first.
-    ///
-    /// ```
-    /// use mongo_social::comments::{CommentQuery, Order};
-    /// let query = CommentQuery::oldest_first(20);
-    /// assert_eq!((query.order, query.limit, query.after), (Order::OldestFirst, 20, None));
-    /// ```
-    pub fn oldest_first(limit: usize) -> Self {
-        Self {
-            order: Order::OldestFirst,
-            limit,
-            after: None,
-        }
-    }
-
-    /// The first `limit` comments, newest (top-level) first.
-    pub fn newest_first(limit: usize) -> Self {
-        Self {
-            order: Order::NewestFirst,
-            limit,
-            after: None,
-        }
-    }
-
-    /// The same query, continuing after the page that returned `cursor`.
-    pub fn after(mut self, cursor: CommentCursor) -> Self {
-        self.after = Some(cursor);
-        self
-    }
-}
-
-/// One page of comments, and the cursor to the next page if there is one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CommentPage {
-    /// The comments on this page, in the view's order.
-    pub comments: Vec<Comment>,
-    /// Pass to [`CommentQuery::after`] for the next page; `None` on the last page.
-    pub next: Option<CommentCursor>,
-}
-
 /// What [`CommentStore::delete`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Deletion {
-    /// The comment is gone (a leaf in a design that removes leaves).
+    /// The comment is gone (a leaf in a strategy that removes leaves).
     Removed,
     /// The comment stays as a tombstone: text removed, place in the thread kept. Deleting a
     /// tombstone again reports this too and changes nothing.
     Tombstoned,
 }
 
-/// The three designs, for display and for code that must know which one it holds.
+/// The three strategies, for display and for code that must know which one it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Design {
+pub enum Strategy {
     /// One document per comment, with slug paths.
     PerComment,
     /// Every comment embedded in the discussion's document.
@@ -215,24 +162,24 @@ pub enum Design {
     HybridPages,
 }
 
-impl Design {
-    /// The design's name, such as `"per-comment"`.
+impl Strategy {
+    /// The strategy's name, such as `"per-comment"`.
     pub fn name(self) -> &'static str {
         match self {
-            Design::PerComment => "per-comment",
-            Design::Embedded => "embedded",
-            Design::HybridPages => "hybrid-pages",
+            Strategy::PerComment => "per-comment",
+            Strategy::Embedded => "embedded",
+            Strategy::HybridPages => "hybrid-pages",
         }
     }
 }
 
-impl fmt::Display for Design {
+impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// What a design supports beyond the [`CommentStore`] basics.
+/// What a strategy supports beyond the [`CommentStore`] basics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Features {
@@ -249,7 +196,7 @@ pub struct Features {
 /// application's. Register it once with [`CommentStore::create_discussion`]; posting to a
 /// discussion that was not registered fails with [`crate::Error::NotFound`].
 ///
-/// Every design keeps these promises:
+/// Every strategy keeps these promises:
 /// - concurrent posters lose nothing and duplicate nothing;
 /// - the chronological view lists every comment (replies included) by posting time, in keyset
 ///   pages without gaps or repeats;
@@ -257,14 +204,13 @@ pub struct Features {
 /// - [`CommentStore::count`] is exact under concurrent posting and deleting;
 /// - bad input fails with a typed [`crate::Error`] before anything is written.
 ///
-/// Hold it as `Arc<dyn CommentStore>` to choose the design at runtime:
+/// Hold it as `Arc<dyn CommentStore>` to choose the strategy at runtime:
 ///
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
 /// use std::sync::Arc;
-/// use mongo_social::comments::{
-///     Author, CommentQuery, CommentStore, HybridPages, NewComment, PerComment,
-/// };
+/// use mongo_social::comments::{Author, CommentStore, HybridPages, NewComment, Order, PerComment};
+/// use mongo_social::PageRequest;
 ///
 /// let store: Arc<dyn CommentStore> = if std::env::var("THREADED").is_ok() {
 ///     Arc::new(PerComment::new(&db))
@@ -278,19 +224,21 @@ pub struct Features {
 /// if let Some(threads) = store.threaded() {
 ///     threads.reply("article-42", &first.link, NewComment::new(rick, "Replying to myself")).await?;
 /// }
-/// let page = store.chronological("article-42", &CommentQuery::oldest_first(20)).await?;
-/// assert_eq!(page.comments[0].text, "First!");
+/// let page = store
+///     .chronological("article-42", Order::OldestFirst, PageRequest::first(20))
+///     .await?;
+/// assert_eq!(page.items[0].text, "First!");
 /// # Ok(()) }
 /// ```
 #[async_trait]
 pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
-    /// Which design this store implements.
-    fn design(&self) -> Design;
+    /// Which strategy this store implements.
+    fn strategy(&self) -> Strategy;
 
-    /// What the design supports beyond the basics.
+    /// What the strategy supports beyond the basics.
     fn features(&self) -> Features;
 
-    /// Threading (replies, threaded view, sub-threads), when the design has it.
+    /// Threading (replies, threaded view, sub-threads), when the strategy has it.
     fn threaded(&self) -> Option<&dyn ThreadedComments>;
 
     /// Registers a discussion so comments can be posted to it. Idempotent.
@@ -309,14 +257,20 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
-    /// One page of every comment in the discussion, replies included, by posting time.
+    /// One page of every comment in the discussion, replies included, by posting time: oldest
+    /// or newest first as `order` says.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidCursor`] for a cursor of another view or design,
+    /// [`crate::Error::InvalidCursor`] for a cursor of another view, order or strategy,
     /// [`crate::Error::InvalidPageLimit`], [`crate::Error::NotFound`] for a discussion that was
     /// not registered.
-    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 
     /// The comment at `link` (a direct link).
     ///
@@ -335,7 +289,7 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::DiscussionFull`].
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
 
-    /// Deletes a comment: removes it outright when the design allows and nothing replies to it,
+    /// Deletes a comment: removes it outright when the strategy allows and nothing replies to it,
     /// otherwise leaves a tombstone.
     ///
     /// # Errors
@@ -346,21 +300,21 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// How many comments the discussion has, not counting deleted ones.
     async fn count(&self, discussion: &str) -> Result<u64>;
 
-    /// Creates the indexes the design needs (idempotent, one command per index: safe to run on
-    /// every start). A design whose correctness depends on a unique index creates its indexes
+    /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
+    /// every start). A strategy whose correctness depends on a unique index creates its indexes
     /// before its first write if this was not called on the store (or a clone of it).
     async fn create_indexes(&self) -> Result<()>;
 
-    /// The shard key each of the design's collections should have; every one leads with the
+    /// The shard key each of the strategy's collections should have; every one leads with the
     /// discussion, as the manual advises.
     fn shard_keys(&self) -> Vec<ShardKey>;
 }
 
-/// A comment store of any design, chosen at runtime: hold it as `Arc<DynCommentStore>` (or
+/// A comment store of any strategy, chosen at runtime: hold it as `Arc<DynCommentStore>` (or
 /// `Box<DynCommentStore>`), as [`crate::DynInboxStore`] is for inboxes.
 pub type DynCommentStore = dyn CommentStore;
 
-/// Threaded discussions: replies at any depth the design allows, a depth-first view, and
+/// Threaded discussions: replies at any depth the strategy allows, a depth-first view, and
 /// sub-threads.
 #[async_trait]
 pub trait ThreadedComments: CommentStore {
@@ -373,15 +327,20 @@ pub trait ThreadedComments: CommentStore {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of the threaded view: depth first, each comment followed by its replies in
-    /// posting order; top-level comments in `query.order`.
+    /// posting order; top-level comments in `order`.
     ///
     /// # Errors
     ///
     /// As [`CommentStore::chronological`].
-    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage>;
+    async fn thread_page(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 
     /// One page of the sub-thread rooted at `link`: that comment, then all its descendants in
-    /// threaded order (`query.order` is ignored: a sub-thread reads in posting order).
+    /// threaded order (a sub-thread always reads in posting order).
     ///
     /// # Errors
     ///
@@ -390,6 +349,6 @@ pub trait ThreadedComments: CommentStore {
         &self,
         discussion: &str,
         link: &str,
-        query: &CommentQuery,
-    ) -> Result<CommentPage>;
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
 }

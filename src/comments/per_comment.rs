@@ -12,22 +12,23 @@ use super::cursor::{self, page_from, View};
 use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
-    slug, validate, Author, Comment, CommentCursor, CommentPage, CommentQuery, CommentStore,
-    Deletion, Design, Features, NewComment, Order, ThreadedComments,
+    slug, validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
+    ThreadedComments,
 };
 use crate::indexes::Indexes;
+use crate::page::invalid;
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate::check_collection_names;
-use crate::{bson_ext, Entity, Error, Result};
+use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
 
-/// Letter of this design's cursors.
-const CURSOR: char = 'p';
+/// The strategy named in this store's cursors.
+const STRATEGY: Strategy = Strategy::PerComment;
 /// Attempts at a fresh slug part when one collides with another comment's.
 const SLUG_ATTEMPTS: usize = 8;
 
-/// One document per comment, as in the manual's first design, threaded by slug paths.
+/// One document per comment, as in the manual's first strategy, threaded by slug paths.
 ///
 /// Collections (names configurable):
 /// - `comments`: `{_id, discussion_id, parent_id, slug, full_slug, thread_key, posted, author:
@@ -427,14 +428,14 @@ impl PerComment {
     async fn page(
         &self,
         discussion: &str,
-        query: &CommentQuery,
+        page: &PageRequest,
         filter: Document,
         sort: Document,
-        cursor: impl Fn(&Stored) -> CommentCursor,
-    ) -> Result<CommentPage> {
+        cursor: impl FnOnce(&Stored) -> Cursor,
+    ) -> Result<Page<Comment>> {
         let options = FindOptions::builder()
             .sort(sort)
-            .limit(query.limit as i64 + 1)
+            .limit(page.fetch() as i64)
             .build();
         let found: Vec<Document> = self
             .comments
@@ -448,12 +449,12 @@ impl PerComment {
             .map(|found| bson_ext::decode(self.comments.name(), found))
             .collect::<Result<Vec<Stored>>>()?;
         if stored.is_empty()
-            && query.after.is_none()
+            && page.after.is_none()
             && self.registry.find(discussion).await?.is_none()
         {
             return Err(validate::no_discussion(discussion));
         }
-        Ok(page_from(stored, query.limit, Stored::comment, cursor))
+        Ok(page_from(stored, page.limit, Stored::comment, cursor))
     }
 
     /// The field a threaded page in `order` sorts by.
@@ -465,13 +466,13 @@ impl PerComment {
     }
 
     /// The sort key after which a threaded or sub-thread page continues.
-    fn sort_key_after(query: &CommentQuery, view: View) -> Result<Option<&str>> {
-        let Some(after) = &query.after else {
+    fn sort_key_after(page: &PageRequest, view: View, order: Order) -> Result<Option<String>> {
+        let Some(after) = &page.after else {
             return Ok(None);
         };
-        let key = after.key(CURSOR, view, query.order)?;
-        if !slug::is_sort_key(key) {
-            return Err(cursor::invalid("not a thread position"));
+        let [key] = cursor::position(after, STRATEGY, view, order)?;
+        if !slug::is_sort_key(&key) {
+            return Err(invalid("not a thread position"));
         }
         Ok(Some(key))
     }
@@ -479,8 +480,8 @@ impl PerComment {
 
 #[async_trait]
 impl CommentStore for PerComment {
-    fn design(&self) -> Design {
-        Design::PerComment
+    fn strategy(&self) -> Strategy {
+        Strategy::PerComment
     }
 
     fn features(&self) -> Features {
@@ -507,24 +508,20 @@ impl CommentStore for PerComment {
         Ok(self.insert(discussion, None, comment).await?.comment())
     }
 
-    async fn chronological(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
-        let (direction, after, at_or_after) = match query.order {
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let (direction, after, at_or_after) = match order {
             Order::OldestFirst => (1, "$gt", "$gte"),
             Order::NewestFirst => (-1, "$lt", "$lte"),
         };
         let mut filter = doc! { "discussion_id": discussion };
-        if let Some(cursor) = &query.after {
-            let key = cursor.key(CURSOR, View::Chronological, query.order)?;
-            let (millis, id) = key
-                .split_once('.')
-                .ok_or_else(|| cursor::invalid("missing comment id"))?;
-            let posted = bson::DateTime::from_millis(
-                millis
-                    .parse()
-                    .map_err(|_| cursor::invalid("bad posting time"))?,
-            );
-            let id = ObjectId::parse_str(id).map_err(|_| cursor::invalid("bad comment id"))?;
+        if let Some(cursor) = &page.after {
+            let (posted, id) = cursor::posted_key(cursor, STRATEGY, order)?;
             // The bound on `posted` alone lets the index scan start at the cursor; the `$or`
             // then breaks ties within that millisecond by id.
             filter.insert("posted", doc! { at_or_after: posted });
@@ -536,20 +533,12 @@ impl CommentStore for PerComment {
                 ],
             );
         }
-        let order = query.order;
         self.page(
             discussion,
-            query,
+            &page,
             filter,
             doc! { "posted": direction, "_id": direction },
-            |stored| {
-                let key = format!(
-                    "{}.{}",
-                    stored.posted.timestamp_millis(),
-                    stored.id.to_hex()
-                );
-                CommentCursor::new(CURSOR, View::Chronological, order, &key)
-            },
+            |stored| cursor::after_posted(STRATEGY, order, stored.posted, stored.id),
         )
         .await
     }
@@ -703,20 +692,24 @@ impl ThreadedComments for PerComment {
         Ok(reply.comment())
     }
 
-    async fn thread_page(&self, discussion: &str, query: &CommentQuery) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
-        let field = Self::thread_field(query.order);
+    async fn thread_page(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let field = Self::thread_field(order);
         let mut filter = doc! { "discussion_id": discussion };
-        if let Some(key) = Self::sort_key_after(query, View::Threaded)? {
+        if let Some(key) = Self::sort_key_after(&page, View::Threaded, order)? {
             filter.insert(field, doc! { "$gt": key });
         }
-        let order = query.order;
-        self.page(discussion, query, filter, doc! { field: 1 }, |stored| {
+        self.page(discussion, &page, filter, doc! { field: 1 }, |stored| {
             let key = match order {
                 Order::OldestFirst => &stored.full_slug,
                 Order::NewestFirst => &stored.thread_key,
             };
-            CommentCursor::new(CURSOR, View::Threaded, order, key)
+            cursor::new(STRATEGY, View::Threaded, order, &[key])
         })
         .await
     }
@@ -725,18 +718,14 @@ impl ThreadedComments for PerComment {
         &self,
         discussion: &str,
         link: &str,
-        query: &CommentQuery,
-    ) -> Result<CommentPage> {
-        validate::check_query(discussion, query)?;
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
         let root = self.find_link(discussion, link, Entity::Comment).await?;
-        // Posting order inside a sub-thread, whatever the query's order: the cursor says so.
-        let query = &CommentQuery {
-            order: Order::OldestFirst,
-            ..query.clone()
-        };
-        let start = match Self::sort_key_after(query, View::SubThread)? {
-            Some(key) if key >= root.full_slug.as_str() => doc! { "$gt": key },
-            Some(_) => return Err(cursor::invalid("not a position in this sub-thread")),
+        // A sub-thread reads in posting order, as its cursors say.
+        let start = match Self::sort_key_after(&page, View::SubThread, Order::OldestFirst)? {
+            Some(key) if key >= root.full_slug => doc! { "$gt": key },
+            Some(_) => return Err(invalid("not a position in this sub-thread")),
             None => doc! { "$gte": &root.full_slug },
         };
         let mut range = start;
@@ -744,15 +733,15 @@ impl ThreadedComments for PerComment {
         let filter = doc! { "discussion_id": discussion, "full_slug": range };
         self.page(
             discussion,
-            query,
+            &page,
             filter,
             doc! { "full_slug": 1 },
             |stored| {
-                CommentCursor::new(
-                    CURSOR,
+                cursor::new(
+                    STRATEGY,
                     View::SubThread,
                     Order::OldestFirst,
-                    &stored.full_slug,
+                    &[&stored.full_slug],
                 )
             },
         )

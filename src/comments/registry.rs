@@ -1,5 +1,5 @@
-//! The discussions that comments may be posted to, for the designs that keep comments outside
-//! the discussion's own document: `{_id: discussion}` plus any fields the design needs.
+//! The discussions that comments may be posted to, for the strategies that keep comments outside
+//! the discussion's own document: `{_id: discussion}` plus any fields the strategy needs.
 
 use bson::{doc, Document};
 use mongodb::Collection;
@@ -19,7 +19,7 @@ impl Registry {
         Self { discussions, retry }
     }
 
-    /// Registers `discussion` with the design's initial `fields`; registering it again changes
+    /// Registers `discussion` with the strategy's initial `fields`; registering it again changes
     /// nothing.
     pub(super) async fn create(&self, discussion: &str, mut fields: Document) -> Result<()> {
         fields.insert("_id", discussion);

@@ -1,4 +1,4 @@
-//! Slugs and sort paths of the one-document-per-comment design.
+//! Slugs and sort paths of the one-document-per-comment strategy.
 //!
 //! - A **slug part** is 8 lowercase hex digits, random, unique within the discussion (a unique
 //!   index enforces it; a collision is retried with another).

@@ -1,4 +1,4 @@
-//! Comment trees addressed by position paths, for the embedded design.
+//! Comment trees addressed by position paths, for the embedded strategy.
 //!
 //! A position path lists array indexes from the top: `2` is the third top-level comment,
 //! `2.0.1` the second reply to the first reply to it. In the document it is the field path
@@ -158,7 +158,7 @@ pub(super) fn parse_path(link: &str, max_depth: usize) -> Result<Vec<usize>> {
     if path.len() > max_depth + 1 {
         return Err(invalid_link(
             link,
-            "deeper than any thread this design stores",
+            "deeper than any thread this strategy stores",
         ));
     }
     Ok(path)

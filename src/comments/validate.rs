@@ -1,9 +1,9 @@
-//! Input checks shared by every design, run before anything is written.
+//! Input checks shared by every strategy, run before anything is written.
 
 use serde::Serialize;
 
-use super::{CommentQuery, NewComment};
-use crate::{Entity, Error, Result};
+use super::NewComment;
+use crate::{Entity, Error, PageRequest, Result};
 
 /// Fails with [`Error::Blank`] for a blank discussion id.
 pub(super) fn check_discussion(discussion: &str) -> Result<()> {
@@ -35,10 +35,10 @@ pub(super) fn check_size(value: &impl Serialize, limit: usize) -> Result<usize> 
     Ok(size)
 }
 
-/// Checks a page query's discussion and limit.
-pub(super) fn check_query(discussion: &str, query: &CommentQuery) -> Result<()> {
+/// Checks a page read's discussion and limit.
+pub(super) fn check_page(discussion: &str, page: &PageRequest) -> Result<()> {
     check_discussion(discussion)?;
-    crate::validate::page_limit(query.limit, CommentQuery::MAX_LIMIT)
+    page.check()
 }
 
 /// [`Error::InvalidLink`] for `link`.

@@ -60,15 +60,15 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use mongodb::{Collection, Database, IndexModel};
 
-use crate::graph::{FollowGraph, GraphQuery};
-use crate::inbox::{derived_id, DynInboxStore, Message, MessageId};
+use crate::graph::FollowGraph;
+use crate::inbox::{derived_id, DynInboxStore, Message, MessageId, Strategy};
 use crate::indexes::Indexes;
 use crate::jobs::{JobQueue, Worker};
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::{insert_once_with, is_duplicate_key};
 use crate::validate::check_collection_names;
-use crate::{Error, Payload, Result, Strategy};
+use crate::{Error, PageRequest, Payload, Result};
 
 /// The job kind of a page of fan-out.
 const FAN_OUT: &str = "fan_out";
@@ -183,7 +183,7 @@ impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
 }
 
 impl<P: Payload> DeliveryBuilder<P> {
-    /// Followers per fan-out job (default 500, at most [`GraphQuery::MAX_LIMIT`]).
+    /// Followers per fan-out job (default 500, at most [`PageRequest::MAX_LIMIT`]).
     pub fn batch(mut self, followers: usize) -> Self {
         self.batch = followers;
         self
@@ -250,7 +250,7 @@ impl<P: Payload> DeliveryBuilder<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a batch of 0 or above [`GraphQuery::MAX_LIMIT`], unusable
+    /// [`Error::InvalidConfig`] for a batch of 0 or above [`PageRequest::MAX_LIMIT`], unusable
     /// or clashing collection names, or celebrities with a [`BucketedFanOut`](crate::BucketedFanOut)
     /// inbox.
     pub fn build(self) -> Result<Delivery<P>> {
@@ -266,12 +266,12 @@ impl<P: Payload> DeliveryBuilder<P> {
                     .to_owned(),
             });
         }
-        if self.batch == 0 || self.batch > GraphQuery::MAX_LIMIT {
+        if self.batch == 0 || self.batch > PageRequest::MAX_LIMIT {
             return Err(Error::InvalidConfig {
                 reason: format!(
                     "a fan-out batch of {} followers is outside 1..={}",
                     self.batch,
-                    GraphQuery::MAX_LIMIT
+                    PageRequest::MAX_LIMIT
                 ),
             });
         }

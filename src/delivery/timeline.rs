@@ -7,8 +7,8 @@ use futures::TryStreamExt;
 use super::worker::decode_post;
 use super::Delivery;
 use crate::graph::FollowSource;
-use crate::inbox::{Message, Page, PageCursor, PageRequest};
-use crate::{Payload, Result, Strategy};
+use crate::inbox::{cursor, Message, Strategy};
+use crate::{Page, PageRequest, Payload, Result};
 
 impl<P: Payload> Delivery<P> {
     /// One page of `owner`'s timeline, newest first, with the inbox's cursor API.
@@ -40,12 +40,12 @@ impl<P: Payload> Delivery<P> {
             return inner.inbox.inbox_page(owner, page).await;
         }
         crate::validate::user_id("owner", owner)?;
-        crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)?;
+        page.check()?;
         let strategy = inner.inbox.strategy();
         let after = page
             .after
             .as_ref()
-            .map(|cursor| cursor.older_than(strategy, "_id"))
+            .map(|after| cursor::older_than(after, strategy, "_id"))
             .transpose()?;
         let rebuilding = inner
             .activity
@@ -104,17 +104,13 @@ impl<P: Payload> Delivery<P> {
             .await?
             .try_collect()
             .await?;
-        let mut items = found
+        let items = found
             .into_iter()
             .map(|found| decode_post(self.inner.outbox.name(), found))
             .collect::<Result<Vec<Message<P>>>>()?;
-        let more = items.len() > limit;
-        items.truncate(limit);
-        let next = match items.last() {
-            Some(last) if more => Some(PageCursor::after_time(strategy, last.sent, last.id)),
-            _ => None,
-        };
-        Ok(Page { items, next })
+        Ok(Page::from_overfetch(items, limit, |last| {
+            cursor::after_time(strategy, last.sent, last.id)
+        }))
     }
 }
 
@@ -134,7 +130,7 @@ fn merge<P>(
     let cut = ours.items.len() > limit;
     ours.items.truncate(limit);
     ours.next = match ours.items.last() {
-        Some(last) if more || cut => Some(PageCursor::after_time(strategy, last.sent, last.id)),
+        Some(last) if more || cut => Some(cursor::after_time(strategy, last.sent, last.id)),
         _ => None,
     };
     ours

@@ -10,11 +10,10 @@ use futures::TryStreamExt;
 use super::{Inner, FAN_OUT, REBUILD};
 use crate::bson_ext;
 use crate::graph::FollowSource;
-use crate::graph::{GraphCursor, GraphQuery};
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};
 use crate::update_batch::insert_once;
-use crate::{Error, Payload, Result};
+use crate::{Cursor, Error, PageRequest, Payload, Result};
 
 impl<P: Payload> Inner<P> {
     /// The ones of `users` seen within the dormancy period.
@@ -116,7 +115,7 @@ impl<P: Payload> Inner<P> {
             document.clone(),
         )?;
         let after_text = job.payload.get_str("after").ok();
-        let after = after_text.map(str::parse::<GraphCursor>).transpose()?;
+        let after = after_text.map(followers_cursor).transpose()?;
         if after.is_none() {
             // The post's own outbox entry, in case the process that queued this job died
             // before writing it.
@@ -125,11 +124,11 @@ impl<P: Payload> Inner<P> {
             outbox.insert("_id", message.id.0);
             insert_once(&self.outbox, outbox).await?;
         }
-        let query = GraphQuery {
+        let page = PageRequest {
             limit: self.batch,
             after,
         };
-        let page = self.graph.followers(&message.from, &query).await?;
+        let page = self.graph.followers(&message.from, page).await?;
         let followers: Vec<String> = page.items.into_iter().map(|s| s.owner).collect();
         let active = self.active(&followers).await?;
         if !active.is_empty() {
@@ -189,6 +188,17 @@ pub(super) fn decode_post<P: Payload>(outbox: &str, mut document: Document) -> R
     bson_ext::decode_with_id(outbox, id, document)
 }
 
+/// The cursor a fan-out job continues after: the text of a follower page's cursor. A job
+/// queued before cursors took their one format (0.1.0) holds `g.<user id>`, read as the same
+/// position, so a fan-out under way across an upgrade still reaches every follower.
+fn followers_cursor(text: &str) -> Result<Cursor> {
+    match (text.parse(), text.strip_prefix("g.")) {
+        (Ok(cursor), _) => Ok(cursor),
+        (Err(_), Some(user)) if !user.is_empty() => Ok(crate::graph::cursor_after(user)),
+        (Err(error), _) => Err(error),
+    }
+}
+
 /// The job handler of a [`super::Delivery`].
 pub(super) struct Handler<P: Payload>(pub(super) Arc<Inner<P>>);
 
@@ -207,6 +217,24 @@ impl<P: Payload> JobHandler for Handler<P> {
             other => Err(self
                 .0
                 .corrupt_job(job, format!("a delivery job of unknown kind `{other}`"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fan_out_jobs_of_either_format_continue_after_the_same_follower() {
+        let cursor = crate::graph::cursor_after("bob.smith");
+        assert_eq!(followers_cursor(cursor.as_str()).unwrap(), cursor);
+        assert_eq!(followers_cursor("g.bob.smith").unwrap(), cursor);
+        for bad in ["", "g.", "bob"] {
+            assert!(
+                matches!(followers_cursor(bad), Err(Error::InvalidCursor { .. })),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -109,10 +109,6 @@ fn decode_items(collection: &str, feed: Option<Document>) -> Result<Vec<FeedItem
     }
 }
 
-pub(super) fn check_limit(page: &PageRequest) -> Result<()> {
-    crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)
-}
-
 impl<X: Payload> FeedStore<X> {
     /// One page of a feed, in feed order: one `find` of the feed, one `find` of its posts with
     /// `$in` (none when the page is empty). Posts deleted since they entered the feed are left
@@ -130,7 +126,7 @@ impl<X: Payload> FeedStore<X> {
     /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::Blank`] for
     /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn feed_page(&self, feed: &FeedKind, page: PageRequest) -> Result<Page<Post<X>>> {
-        check_limit(&page)?;
+        page.check()?;
         if let FeedKind::User(user) = feed {
             crate::validate::user_id("user", user)?;
         }
@@ -157,15 +153,15 @@ impl<X: Payload> FeedStore<X> {
             }
             items.retain(|item| comes_after(item, key));
         }
-        let more = items.len() > page.limit;
-        items.truncate(page.limit);
-        let ids: Vec<PostId> = items.iter().map(|item| item.post).collect();
+        let items = Page::from_overfetch(items, page.limit, |last| {
+            cursor::after_feed_item(generation, last.score, last.post)
+        });
+        let ids: Vec<PostId> = items.items.iter().map(|item| item.post).collect();
         let posts = self.posts_in_order(&ids).await?;
-        let next = match items.last() {
-            Some(last) if more => Some(cursor::after_feed_item(generation, last.score, last.post)),
-            _ => None,
-        };
-        Ok(Page { items: posts, next })
+        Ok(Page {
+            items: posts,
+            next: items.next,
+        })
     }
 
     /// A feed's entries, highest score first (one `find`); empty for a feed not written yet.

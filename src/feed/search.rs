@@ -17,8 +17,7 @@
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
-use super::cursor::{self, CursorKind};
-use super::feeds::check_limit;
+use super::cursor;
 use super::{FeedStore, Post, PostId};
 use crate::bson_ext;
 use crate::Payload;
@@ -59,7 +58,7 @@ impl<X: Payload> FeedStore<X> {
                 what: "search terms",
             });
         }
-        check_limit(&page)?;
+        page.check()?;
         match order {
             SearchOrder::Newest => {
                 let after = page.after.as_ref().map(cursor::time_key).transpose()?;
@@ -69,38 +68,22 @@ impl<X: Payload> FeedStore<X> {
                         { "created": created, "_id": { "$lt": post.0 } },
                     ] }
                 });
-                let mut posts = self.newest_matches(&terms, keyset, page.limit).await?;
-                let more = posts.len() > page.limit;
-                posts.truncate(page.limit);
-                let next = match posts.last() {
-                    Some(last) if more => Some(cursor::after_time(last.created, last.id)),
-                    _ => None,
-                };
-                Ok(Page { items: posts, next })
+                let posts = self.newest_matches(&terms, keyset, page.limit).await?;
+                Ok(Page::from_overfetch(posts, page.limit, |last| {
+                    cursor::after_time(last.created, last.id)
+                }))
             }
             SearchOrder::BestMatch => {
-                let after = page
-                    .after
-                    .as_ref()
-                    .map(|cursor| cursor::score_key(CursorKind::BestMatch, cursor))
-                    .transpose()?;
-                let mut scored = if self.capabilities.text_search {
+                let after = page.after.as_ref().map(cursor::score_key).transpose()?;
+                let scored = if self.capabilities.text_search {
                     self.text_best_match(&terms, after, page.limit).await?
                 } else {
                     self.regex_best_match(&terms, after).await?
                 };
-                let more = scored.len() > page.limit;
-                scored.truncate(page.limit);
-                let next = match scored.last() {
-                    Some((score, last)) if more => {
-                        Some(cursor::after_score(CursorKind::BestMatch, *score, last.id))
-                    }
-                    _ => None,
-                };
-                Ok(Page {
-                    items: scored.into_iter().map(|(_, post)| post).collect(),
-                    next,
-                })
+                let page = Page::from_overfetch(scored, page.limit, |(score, last)| {
+                    cursor::after_score(*score, last.id)
+                });
+                Ok(page.map(|(_, post)| post))
             }
         }
     }

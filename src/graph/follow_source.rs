@@ -2,9 +2,8 @@
 
 use async_trait::async_trait;
 
-use super::FollowSource;
-use super::{FollowGraph, GraphQuery};
-use crate::Result;
+use super::{FollowGraph, FollowSource};
+use crate::{PageRequest, Result};
 
 /// Per-user feeds built from the graph: followers and followees by any route (direct or through
 /// a group), read up to 10,000 a page.
@@ -29,18 +28,18 @@ impl FollowGraph {
     /// Every follower of `user`, or everyone `user` follows, following the cursor to the end.
     async fn everyone(&self, user: &str, side: Side) -> Result<Vec<String>> {
         let mut all = Vec::new();
-        let mut query = GraphQuery::first(GraphQuery::MAX_LIMIT);
+        let mut page = PageRequest::first(PageRequest::MAX_LIMIT);
         loop {
-            let page = match side {
-                Side::Followers => self.followers(user, &query).await?,
-                Side::Following => self.following(user, &query).await?,
+            let found = match side {
+                Side::Followers => self.followers(user, page).await?,
+                Side::Following => self.following(user, page).await?,
             };
-            all.extend(page.items.into_iter().map(|s| match side {
+            all.extend(found.items.into_iter().map(|s| match side {
                 Side::Followers => s.owner,
                 Side::Following => s.user,
             }));
-            match page.next {
-                Some(next) => query = GraphQuery::after(GraphQuery::MAX_LIMIT, next),
+            match found.next {
+                Some(next) => page = PageRequest::after(PageRequest::MAX_LIMIT, next),
                 None => return Ok(all),
             }
         }

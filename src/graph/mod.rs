@@ -63,8 +63,9 @@ mod paging;
 mod types;
 
 pub use builder::FollowGraphBuilder;
+/// A cursor of [`FollowGraph::followers`] or [`FollowGraph::following`] after the user `id`.
+pub(crate) use paging::after as cursor_after;
 use paging::{page_of, trim};
-pub use paging::{GraphCursor, GraphPage, GraphQuery};
 pub use types::{Origin, RebuildReport, Subscription, UserStats};
 
 pub use follows::{DynFollowSource, FollowList, FollowSource};
@@ -85,7 +86,7 @@ use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_once_with;
 use crate::validate;
-use crate::{Entity, Error, Result};
+use crate::{Entity, Error, Page, PageRequest, Result};
 
 /// Users whose subscriptions are changed under one round of locks.
 const ROUND: usize = 50;
@@ -102,7 +103,8 @@ const GROUP_LEASE: Duration = Duration::from_secs(300);
 ///
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
-/// use mongo_social::graph::{FollowGraph, GraphQuery, Origin};
+/// use mongo_social::graph::{FollowGraph, Origin};
+/// use mongo_social::PageRequest;
 ///
 /// let graph = FollowGraph::new(&db);
 /// graph.create_indexes().await?;
@@ -115,7 +117,7 @@ const GROUP_LEASE: Duration = Duration::from_secs(300);
 /// graph.follow("ann", "bob").await?;
 /// graph.follow_group("ann", "rustaceans").await?;
 ///
-/// let following = graph.following("ann", &GraphQuery::first(100)).await?;
+/// let following = graph.following("ann", PageRequest::first(100)).await?;
 /// assert_eq!(following.items[0].user, "bob");
 /// assert_eq!(following.items[0].origins, [Origin::Direct, Origin::Group("rustaceans".into())]);
 /// assert_eq!(graph.stats("bob").await?.followers, 1);
@@ -392,13 +394,9 @@ impl FollowGraph {
     ///
     /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::Blank`] (a blank user id,
     /// or group id for a group's members).
-    pub async fn following(
-        &self,
-        owner: &str,
-        query: &GraphQuery,
-    ) -> Result<GraphPage<Subscription>> {
+    pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("owner", owner)?;
-        self.subscription_page(doc! { "owner": owner }, "user", query)
+        self.subscription_page(doc! { "owner": owner }, "user", page)
             .await
     }
 
@@ -407,13 +405,9 @@ impl FollowGraph {
     /// # Errors
     ///
     /// As [`FollowGraph::following`].
-    pub async fn followers(
-        &self,
-        user: &str,
-        query: &GraphQuery,
-    ) -> Result<GraphPage<Subscription>> {
+    pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("user", user)?;
-        self.subscription_page(doc! { "user": user }, "owner", query)
+        self.subscription_page(doc! { "user": user }, "owner", page)
             .await
     }
 
@@ -422,15 +416,14 @@ impl FollowGraph {
     /// # Errors
     ///
     /// As [`FollowGraph::following`].
-    pub async fn members(&self, group: &str, query: &GraphQuery) -> Result<GraphPage<String>> {
+    pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
         validate::non_blank("group id", group)?;
-        let documents = page_of(&self.members, doc! { "group": group }, "user", query).await?;
-        let mut ids: Vec<String> = documents
+        let documents = page_of(&self.members, doc! { "group": group }, "user", &page).await?;
+        let ids: Vec<String> = documents
             .iter()
             .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
             .collect();
-        let next = trim(&mut ids, query.limit, |id| id.clone());
-        Ok(GraphPage { items: ids, next })
+        Ok(trim(ids, page.limit, String::as_str))
     }
 
     /// Which of `users` `owner` follows, by any route (one query).
@@ -683,21 +676,20 @@ impl FollowGraph {
         &self,
         filter: Document,
         field: &str,
-        query: &GraphQuery,
-    ) -> Result<GraphPage<Subscription>> {
-        let documents = page_of(&self.subscriptions, filter, field, query).await?;
-        let mut items = documents
+        page: PageRequest,
+    ) -> Result<Page<Subscription>> {
+        let documents = page_of(&self.subscriptions, filter, field, &page).await?;
+        let items = documents
             .iter()
             .map(|found| Subscription::from_document(self.subscriptions.name(), found))
             .collect::<Result<Vec<_>>>()?;
-        let next = trim(&mut items, query.limit, |s| {
+        Ok(trim(items, page.limit, |s| {
             if field == "user" {
-                s.user.clone()
+                &s.user
             } else {
-                s.owner.clone()
+                &s.owner
             }
-        });
-        Ok(GraphPage { items, next })
+        }))
     }
 }
 

@@ -11,8 +11,8 @@ use mongodb::{Collection, Database, IndexModel};
 
 use super::recipient_lists::RecipientLists;
 use super::{
-    validate, InboxStore, Message, MessageId, NewMessage, Page, PageCursor, PageRequest, Payload,
-    Strategy, MAX_DOCUMENT_BYTES,
+    cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Strategy,
+    MAX_DOCUMENT_BYTES,
 };
 use crate::backend::Exclusive;
 use crate::bson_ext::{date, integer, later, now_or_after};
@@ -21,7 +21,7 @@ use crate::retry::{retry, Backoff};
 use crate::server::Capabilities;
 use crate::sharding::ShardKey;
 use crate::update_batch::UpdateBatch;
-use crate::{Error, Result, RetryPolicy};
+use crate::{Error, Page, PageRequest, Result, RetryPolicy};
 
 /// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
@@ -734,8 +734,8 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         let size = self.bucket_size as u64;
         let mut filter = doc! { "owner": owner };
         let before = match &page.after {
-            Some(cursor) => {
-                let position = cursor.position()?;
+            Some(after) => {
+                let position = cursor::position(after)?;
                 filter.insert("sequence", doc! { "$lte": ((position - 1) / size) as i64 });
                 Some(position)
             }
@@ -784,7 +784,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
             })
             .collect::<Result<Vec<Message<P>>>>()?;
         let next = match last_position {
-            Some(position) if position > 0 => Some(PageCursor::after_position(position)),
+            Some(position) if position > 0 => Some(cursor::after_position(position)),
             _ => None,
         };
         Ok(Page { items, next })

@@ -7,14 +7,13 @@ use mongodb::{Collection, Database, IndexModel};
 
 use super::time_ordered::{self, Layout};
 use super::{
-    derived_id, validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
-    MAX_DOCUMENT_BYTES,
+    derived_id, validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES,
 };
 use crate::indexes::Indexes;
 use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
 use crate::update_batch::{insert_many_once, insert_once_with};
-use crate::Result;
+use crate::{Page, PageRequest, Result};
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnRead,

@@ -7,15 +7,12 @@ use mongodb::{Collection, Database, IndexModel};
 
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout};
-use super::{
-    validate, InboxStore, Message, NewMessage, Page, PageRequest, Payload, Strategy,
-    MAX_DOCUMENT_BYTES,
-};
+use super::{validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES};
 use crate::indexes::Indexes;
 use crate::retry::RetryPolicy;
 use crate::sharding::ShardKey;
 use crate::update_batch::insert_many_once;
-use crate::Result;
+use crate::{Page, PageRequest, Result};
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnWrite,

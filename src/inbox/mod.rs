@@ -10,12 +10,13 @@
 //! builders' `max_inline_recipients`) once, in `inbox_recipients`, rather than in every copy:
 //! one `insert` more for such a send, one `find` more for a page holding such messages.
 //!
-//! All three share the message model ([`NewMessage`] in, [`Message`] out), keyset pagination
-//! with an opaque [`PageCursor`], and the input checks in this module, so they can be swapped at
-//! runtime behind an `Arc<DynInboxStore<P>>`.
+//! All three share the message model ([`NewMessage`] in, [`Message`] out), the crate's keyset
+//! pages ([`crate::page`]: a [`PageRequest`] in, a [`Page`] out, each strategy's own
+//! [`crate::Cursor`]s), and the input checks in this module, so they can be swapped at runtime
+//! behind an `Arc<DynInboxStore<P>>`.
 
 mod bucketed;
-mod cursor;
+pub(crate) mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;
 mod recipient_lists;
@@ -30,12 +31,11 @@ use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
 pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder};
-pub use cursor::PageCursor;
 pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
 pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 
 use crate::sharding::ShardKey;
-use crate::Result;
+use crate::{Page, PageRequest, Result};
 
 pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.
@@ -146,42 +146,6 @@ impl<P: Payload> Message<P> {
     fn to_document(&self) -> Result<bson::Document> {
         Ok(bson::to_document(self)?)
     }
-}
-
-/// Which page of an inbox to read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PageRequest {
-    /// At most this many messages (1 to [`PageRequest::MAX_LIMIT`]).
-    pub limit: usize,
-    /// Continue after the page that returned this cursor; `None` starts at the newest message.
-    pub after: Option<PageCursor>,
-}
-
-impl PageRequest {
-    /// The largest page a store returns in one call.
-    pub const MAX_LIMIT: usize = 10_000;
-
-    /// The newest `limit` messages.
-    pub fn first(limit: usize) -> Self {
-        Self { limit, after: None }
-    }
-
-    /// The `limit` messages that follow the page which returned `cursor`.
-    pub fn after(limit: usize, cursor: PageCursor) -> Self {
-        Self {
-            limit,
-            after: Some(cursor),
-        }
-    }
-}
-
-/// One page of results, newest first, and the cursor to the next page if there is one.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Page<T> {
-    /// The items on this page.
-    pub items: Vec<T>,
-    /// Pass to [`PageRequest::after`] for the next page; `None` on the last page.
-    pub next: Option<PageCursor>,
 }
 
 /// The three strategies, for display and for code that must know which one it holds.

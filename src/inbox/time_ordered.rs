@@ -6,8 +6,8 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::recipient_lists::RecipientLists;
-use super::{validate, Message, Page, PageCursor, PageRequest, Payload, Strategy};
-use crate::Result;
+use super::{cursor, validate, Message, Payload, Strategy};
+use crate::{Page, PageRequest, Result};
 
 /// Where a strategy keeps the owner and the message id in its documents.
 #[derive(Clone, Copy, Debug)]
@@ -44,10 +44,10 @@ pub(super) async fn read_page<P: Payload>(
 ) -> Result<Page<Message<P>>> {
     validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
-    if let Some(cursor) = &page.after {
-        filter.extend(cursor.older_than(layout.strategy, layout.id_field)?);
+    if let Some(after) = &page.after {
+        filter.extend(cursor::older_than(after, layout.strategy, layout.id_field)?);
     }
-    let fetch = page.limit + 1;
+    let fetch = page.fetch();
     let mut documents: Vec<Document> = collection
         .find(filter)
         .sort(layout.sort())
@@ -66,7 +66,7 @@ pub(super) async fn read_page<P: Payload>(
         .map(|document| decode(collection.name(), document, layout))
         .collect::<Result<Vec<Message<P>>>>()?;
     let next = match items.last() {
-        Some(last) if more => Some(PageCursor::after_time(layout.strategy, last.sent, last.id)),
+        Some(last) if more => Some(cursor::after_time(layout.strategy, last.sent, last.id)),
         _ => None,
     };
     Ok(Page { items, next })

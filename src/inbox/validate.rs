@@ -4,8 +4,8 @@ use std::collections::HashSet;
 
 use bson::Document;
 
-use super::{NewMessage, PageRequest};
-use crate::{Error, Result};
+use super::NewMessage;
+use crate::{Error, PageRequest, Result};
 
 /// Checks sender and recipients: a sender, at least one recipient, none empty, none repeated.
 pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
@@ -37,7 +37,7 @@ pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
 
 pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
     check_user_id("owner", owner)?;
-    crate::validate::page_limit(page.limit, PageRequest::MAX_LIMIT)
+    page.check()
 }
 
 /// Fails with [`Error::TooLarge`] (`"message"`) when `document` encodes to more than `limit`

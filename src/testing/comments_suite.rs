@@ -1,5 +1,5 @@
 //! Conformance checks every [`CommentStore`] must pass, run against the real server by
-//! `tests/comments.rs` for each design. Checks of threading run where the design declares it
+//! `tests/comments.rs` for each strategy. Checks of threading run where the strategy declares it
 //! ([`CommentStore::threaded`]) and assert its absence elsewhere.
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
@@ -8,11 +8,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::comments::{
-    Author, Comment, CommentCursor, CommentQuery, CommentStore, Deletion, NewComment, Order,
-    ThreadedComments,
+    Author, Comment, CommentStore, Deletion, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::testing::CommandCounter;
-use crate::{Entity, Error};
+use crate::{Cursor, Entity, Error, Page, PageRequest};
 
 /// The discussion most checks use.
 pub const DISCUSSION: &str = "article-1";
@@ -57,8 +56,8 @@ pub async fn read_chronological(
     order: Order,
     limit: usize,
 ) -> Vec<Comment> {
-    read_all(limit, order, |query| async move {
-        store.chronological(DISCUSSION, &query).await
+    read_all(limit, |page| async move {
+        store.chronological(DISCUSSION, order, page).await
     })
     .await
 }
@@ -69,8 +68,8 @@ pub async fn read_threaded(
     order: Order,
     limit: usize,
 ) -> Vec<Comment> {
-    read_all(limit, order, |query| async move {
-        threads.thread_page(DISCUSSION, &query).await
+    read_all(limit, |page| async move {
+        threads.thread_page(DISCUSSION, order, page).await
     })
     .await
 }
@@ -81,32 +80,31 @@ pub async fn read_sub_thread(
     link: &str,
     limit: usize,
 ) -> Vec<Comment> {
-    read_all(limit, Order::OldestFirst, |query| async move {
-        threads.sub_thread(DISCUSSION, link, &query).await
+    read_all(limit, |page| async move {
+        threads.sub_thread(DISCUSSION, link, page).await
     })
     .await
 }
 
-async fn read_all<F, Fut>(limit: usize, order: Order, read: F) -> Vec<Comment>
+async fn read_all<F, Fut>(limit: usize, read: F) -> Vec<Comment>
 where
-    F: Fn(CommentQuery) -> Fut,
-    Fut: std::future::Future<Output = crate::Result<crate::comments::CommentPage>>,
+    F: Fn(PageRequest) -> Fut,
+    Fut: std::future::Future<Output = crate::Result<Page<Comment>>>,
 {
     let mut all = Vec::new();
-    let mut after: Option<CommentCursor> = None;
+    let mut after: Option<Cursor> = None;
     for _ in 0..10_000 {
-        let query = CommentQuery {
-            order,
+        let request = PageRequest {
             limit,
             after: after.clone(),
         };
-        let page = read(query).await.expect("read a page");
-        assert!(page.comments.len() <= limit, "page larger than its limit");
+        let page = read(request).await.expect("read a page");
+        assert!(page.items.len() <= limit, "page larger than its limit");
         let last = page.next.is_none();
         if !last {
-            assert_eq!(page.comments.len(), limit, "a page before the last is full");
+            assert_eq!(page.items.len(), limit, "a page before the last is full");
         }
-        all.extend(page.comments);
+        all.extend(page.items);
         if last {
             return all;
         }
@@ -121,19 +119,19 @@ pub async fn chronological_order(store: &dyn CommentStore) {
     let posted = post_many(store, 7).await;
     let expected = texts(&posted);
     let page = store
-        .chronological(DISCUSSION, &CommentQuery::oldest_first(100))
+        .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(100))
         .await
         .unwrap();
-    assert_eq!(texts(&page.comments), expected);
-    assert_eq!(page.comments, posted, "pages return comments as posted");
+    assert_eq!(texts(&page.items), expected);
+    assert_eq!(page.items, posted, "pages return comments as posted");
     assert!(page.next.is_none());
     let newest = store
-        .chronological(DISCUSSION, &CommentQuery::newest_first(100))
+        .chronological(DISCUSSION, Order::NewestFirst, PageRequest::first(100))
         .await
         .unwrap();
     let mut reversed = expected.clone();
     reversed.reverse();
-    assert_eq!(texts(&newest.comments), reversed);
+    assert_eq!(texts(&newest.items), reversed);
     assert!(posted
         .iter()
         .all(|c| c.depth == 0 && c.parent.is_none() && !c.deleted));
@@ -158,16 +156,19 @@ pub async fn pagination_while_posting(store: &dyn CommentStore) {
     create(store).await;
     let expected = texts(&post_many(store, 9).await);
     let mut seen = Vec::new();
-    let mut query = CommentQuery::oldest_first(4);
+    let mut request = PageRequest::first(4);
     loop {
-        let page = store.chronological(DISCUSSION, &query).await.unwrap();
-        seen.extend(texts(&page.comments));
+        let page = store
+            .chronological(DISCUSSION, Order::OldestFirst, request)
+            .await
+            .unwrap();
+        seen.extend(texts(&page.items));
         store
             .post(DISCUSSION, new(&format!("late{}", seen.len())))
             .await
             .unwrap();
         match page.next {
-            Some(next) => query = query.after(next),
+            Some(next) => request = PageRequest::after(4, next),
             None => break,
         }
     }
@@ -202,8 +203,8 @@ pub async fn build_tree(threads: &dyn ThreadedComments) -> Vec<Comment> {
     vec![a, a1, a1x, a2, b, b1, c]
 }
 
-/// Threading, where the design has it: depth-first order in both orders, parents and depths,
-/// complete threaded pagination; and no threading where the design says so.
+/// Threading, where the strategy has it: depth-first order in both orders, parents and depths,
+/// complete threaded pagination; and no threading where the strategy says so.
 pub async fn threaded_order(store: &dyn CommentStore) {
     let Some(threads) = store.threaded() else {
         assert!(
@@ -265,19 +266,19 @@ pub async fn sub_threads(store: &dyn CommentStore) {
     );
     // A cursor from one sub-thread does not page another.
     let first = threads
-        .sub_thread(DISCUSSION, &tree[0].link, &CommentQuery::oldest_first(1))
+        .sub_thread(DISCUSSION, &tree[0].link, PageRequest::first(1))
         .await
         .unwrap();
     let foreign = threads
         .sub_thread(
             DISCUSSION,
             &tree[4].link,
-            &CommentQuery::oldest_first(1).after(first.next.unwrap()),
+            PageRequest::after(1, first.next.unwrap()),
         )
         .await;
     assert!(
         matches!(foreign, Err(Error::InvalidCursor { .. }))
-            || foreign.is_ok_and(|p| p.comments.iter().all(|c| c.text.starts_with('b'))),
+            || foreign.is_ok_and(|p| p.items.iter().all(|c| c.text.starts_with('b'))),
         "another sub-thread's cursor is refused or stays in this sub-thread"
     );
 }
@@ -335,7 +336,7 @@ pub async fn direct_links(store: &dyn CommentStore) {
     let mut unknown = posted[0].link.clone();
     let last = unknown.pop().unwrap();
     unknown.push(if last == '9' { '8' } else { '9' });
-    if store.design() == crate::comments::Design::Embedded {
+    if store.strategy() == Strategy::Embedded {
         unknown = "999".to_owned(); // a position path: a position past the end
     }
     let error = store.get(DISCUSSION, &unknown).await.unwrap_err();
@@ -356,7 +357,7 @@ pub async fn direct_links(store: &dyn CommentStore) {
     assert!(matches!(error, Error::NotFound { .. }), "{error}");
 }
 
-/// Edits keep when and that they happened; deletes remove leaves (where the design does) and
+/// Edits keep when and that they happened; deletes remove leaves (where the strategy does) and
 /// tombstone the rest; counts follow.
 pub async fn edits_and_deletes(store: &dyn CommentStore) {
     create(store).await;
@@ -496,10 +497,10 @@ pub async fn concurrent_posters(store: Arc<dyn CommentStore>, posters: usize, ea
     );
 }
 
-/// Concurrent posters, and where the design threads, concurrent replies to one parent: a
+/// Concurrent posters, and where the strategy threads, concurrent replies to one parent: a
 /// comment's place and its `posted` time agree in every view. The chronological view is oldest
 /// first by `posted`; in the threaded view the top-level comments, and the replies to any one
-/// comment, come in `posted` order. (A design that stamps a comment before it knows its place,
+/// comment, come in `posted` order. (A strategy that stamps a comment before it knows its place,
 /// then loses a race for that place, breaks this.)
 pub async fn posted_agrees_with_position(
     store: Arc<dyn CommentStore>,
@@ -595,7 +596,11 @@ pub async fn bad_input(
         "{error}"
     );
     let error = store
-        .chronological("no-such-discussion", &CommentQuery::oldest_first(5))
+        .chronological(
+            "no-such-discussion",
+            Order::OldestFirst,
+            PageRequest::first(5),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -693,7 +698,7 @@ pub async fn bad_input(
             .unwrap_err();
         assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
         let mut unknown = posted[0].link.clone();
-        unknown.push_str(if store.design() == crate::comments::Design::Embedded {
+        unknown.push_str(if store.strategy() == Strategy::Embedded {
             ".7"
         } else {
             "/0123abcd"
@@ -720,43 +725,49 @@ pub async fn bad_input(
     }
 
     for bad in ["", "garbage", "p.c.o.", "q.c.o.1"] {
-        assert!(bad.parse::<CommentCursor>().is_err(), "{bad}");
+        assert!(bad.parse::<Cursor>().is_err(), "{bad}");
     }
-    // A well-formed cursor of another view, order or design is refused.
+    // A well-formed cursor of another view, order or strategy is refused.
     let page = store
-        .chronological(DISCUSSION, &CommentQuery::oldest_first(1))
+        .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(1))
         .await
         .unwrap();
     let cursor = page.next.unwrap();
     let error = store
         .chronological(
             DISCUSSION,
-            &CommentQuery::newest_first(1).after(cursor.clone()),
+            Order::NewestFirst,
+            PageRequest::after(1, cursor.clone()),
         )
         .await
         .unwrap_err();
     assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
-    for forged in [
-        "p.c.o.x",
-        "e.c.o.x:y",
-        "h.c.o.-1",
-        "p.t.o.zz",
-        "e.t.o.01",
-        "h.t.o.1",
+    // Whole cursors (tag: `c`, strategy, view, order) whose position no store made.
+    for (tag, position) in [
+        ("cpco", &["x"][..]),
+        ("ceco", &["x:y"]),
+        ("chco", &["-1"]),
+        ("cpto", &["zz"]),
+        ("ceto", &["01"]),
+        ("chto", &["1"]),
     ] {
-        let cursor: CommentCursor = forged.parse().unwrap();
+        let cursor = Cursor::new(tag, position);
         let error = store
-            .chronological(DISCUSSION, &CommentQuery::oldest_first(1).after(cursor))
+            .chronological(
+                DISCUSSION,
+                Order::OldestFirst,
+                PageRequest::after(1, cursor),
+            )
             .await
             .unwrap_err();
         assert!(
             matches!(error, Error::InvalidCursor { .. }),
-            "{forged}: {error}"
+            "{tag} {position:?}: {error}"
         );
     }
-    for limit in [0, CommentQuery::MAX_LIMIT + 1] {
+    for limit in [0, PageRequest::MAX_LIMIT + 1] {
         let error = store
-            .chronological(DISCUSSION, &CommentQuery::oldest_first(limit))
+            .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(limit))
             .await
             .unwrap_err();
         assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
@@ -796,7 +807,7 @@ pub async fn reopen(first: &dyn CommentStore, second: &dyn CommentStore) {
 }
 
 /// A store used before [`CommentStore::create_indexes`] was called still keeps every promise: a
-/// design whose correctness depends on an index creates it before its first write (once per
+/// strategy whose correctness depends on an index creates it before its first write (once per
 /// store).
 pub async fn without_create_indexes(store: &dyn CommentStore) {
     create(store).await;
@@ -824,8 +835,8 @@ pub async fn without_create_indexes(store: &dyn CommentStore) {
     }
 }
 
-/// Commands per operation, as the design's docs state: reading a page is one `find`.
-/// `post` lists the commands of a top-level post; where `locked` (the design locks posts on
+/// Commands per operation, as the strategy's docs state: reading a page is one `find`.
+/// `post` lists the commands of a top-level post; where `locked` (the strategy locks posts on
 /// servers without atomic updates, and this is one), a lock `insert` comes first and a lock
 /// `delete` last.
 pub async fn command_counts(
@@ -845,38 +856,30 @@ pub async fn command_counts(
     }
     assert_eq!(commands.names(), expected, "a post");
     for order in [Order::OldestFirst, Order::NewestFirst] {
-        let mut query = CommentQuery {
-            order,
-            limit: 5,
-            after: None,
-        };
+        let mut request = PageRequest::first(5);
         for _ in 0..3 {
             commands.reset();
-            let page = store.chronological(DISCUSSION, &query).await.unwrap();
+            let page = store
+                .chronological(DISCUSSION, order, request)
+                .await
+                .unwrap();
             assert_eq!(commands.names(), ["find"], "a chronological page");
-            query = query.after(page.next.unwrap());
+            request = PageRequest::after(5, page.next.unwrap());
         }
         if let Some(threads) = store.threaded() {
             commands.reset();
             threads
-                .thread_page(
-                    DISCUSSION,
-                    &CommentQuery {
-                        order,
-                        limit: 5,
-                        after: None,
-                    },
-                )
+                .thread_page(DISCUSSION, order, PageRequest::first(5))
                 .await
                 .unwrap();
             assert_eq!(commands.names(), ["find"], "a threaded page");
         }
     }
     let link = store
-        .chronological(DISCUSSION, &CommentQuery::oldest_first(1))
+        .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(1))
         .await
         .unwrap()
-        .comments[0]
+        .items[0]
         .link
         .clone();
     commands.reset();
@@ -884,11 +887,11 @@ pub async fn command_counts(
     assert_eq!(commands.names(), ["find"], "a direct link");
 }
 
-/// Posts and (where the design threads) replies from a few concurrent tasks through a client on
+/// Posts and (where the strategy threads) replies from a few concurrent tasks through a client on
 /// `proxy` while it loses replies, then cuts connections and refuses new ones for 3 seconds
 /// ([`FaultProxy::outage_during`](crate::testing::fault_proxy::FaultProxy::outage_during)).
-/// `store` and `impatient` are one design's collections through that client; half the tasks use
-/// `impatient`, whose retry budget ([`impatient_retry`](crate::testing::impatient_retry)) is
+/// `store` and `impatient` are one strategy's collections through that client; half the tasks
+/// use `impatient`, whose retry budget ([`impatient_retry`](crate::testing::impatient_retry)) is
 /// shorter than the outage.
 ///
 /// Afterwards: every comment whose write returned `Ok` is stored exactly once, at the link it

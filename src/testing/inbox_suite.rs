@@ -10,11 +10,9 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::inbox::{
-    DynInboxStore, Message, MessageId, NewMessage, PageCursor, PageRequest, Strategy,
-};
+use crate::inbox::{DynInboxStore, Message, MessageId, NewMessage, Strategy};
 use crate::testing::CommandCounter;
-use crate::Error;
+use crate::{Cursor, Error, PageRequest};
 
 /// The payload the suite sends: who sent it and the sender's running number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -494,33 +492,53 @@ pub async fn bad_input(store: &Store) {
     }
 
     send_sequence(store, "joe", &["bob"], 3).await;
+    // Text that is not a whole cursor is refused as it is parsed.
     for text in [
         "", "garbage", "t.1", "r.1", "w.x.y", "b.", "b.0", "b.-4", "r.1.zzzz", "w.1.zzzz",
     ] {
-        let cursor: PageCursor = text.parse().expect("any text parses");
-        let result = store
-            .inbox_page("bob", PageRequest::after(10, cursor))
-            .await;
+        let result = text.parse::<Cursor>();
         assert!(
             matches!(result, Err(Error::InvalidCursor { .. })),
             "cursor {text:?}: {result:?}"
         );
     }
+    // Whole cursors of an inbox (tags `ir`, `iw`, `ib`, and one no inbox has) whose position
+    // no strategy made.
+    for (tag, position) in [
+        ("it", &["1"][..]),
+        ("ir", &["1"]),
+        ("iw", &["x", "y"]),
+        ("ib", &[""]),
+        ("ib", &["0"]),
+        ("ib", &["-4"]),
+        ("ir", &["1", "zzzz"]),
+        ("iw", &["1", "zzzz"]),
+    ] {
+        let cursor = Cursor::new(tag, position);
+        let result = store
+            .inbox_page("bob", PageRequest::after(10, cursor))
+            .await;
+        assert!(
+            matches!(result, Err(Error::InvalidCursor { .. })),
+            "cursor {tag} {position:?}: {result:?}"
+        );
+    }
     // Well-formed cursors of the other strategies (see also [`foreign_cursors`]).
-    for foreign in [
-        "r.1700000000000.65a0b0c0d0e0f00112233445",
-        "w.1700000000000.65a0b0c0d0e0f00112233445",
-        "b.17",
+    for (tag, position) in [
+        ("ir", &["1700000000000", "65a0b0c0d0e0f00112233445"][..]),
+        ("iw", &["1700000000000", "65a0b0c0d0e0f00112233445"]),
+        ("ib", &["17"]),
     ] {
         let own = match store.strategy() {
-            Strategy::FanOutOnRead => "r.",
-            Strategy::FanOutOnWrite => "w.",
-            _ => "b.",
+            Strategy::FanOutOnRead => "ir",
+            Strategy::FanOutOnWrite => "iw",
+            _ => "ib",
         };
-        if foreign.starts_with(own) {
+        if tag == own {
             continue;
         }
-        let cursor: PageCursor = foreign.parse().expect("parses");
+        let foreign = Cursor::new(tag, position);
+        let cursor = foreign.clone();
         assert!(
             matches!(
                 store
@@ -569,7 +587,7 @@ pub async fn foreign_cursors(stores: &[Arc<Store>]) {
             if *made_by == store.strategy() {
                 continue;
             }
-            let reparsed: PageCursor = cursor.as_str().parse().expect("any text parses");
+            let reparsed: Cursor = cursor.as_str().parse().expect("a whole cursor parses");
             for cursor in [cursor.clone(), reparsed] {
                 let result = store
                     .inbox_page("bob", PageRequest::after(5, cursor.clone()))
