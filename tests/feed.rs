@@ -337,23 +337,48 @@ async fn likes_are_exact_under_concurrency() {
     let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
     assert!(liked.unwrap());
     let locked = !t.info.capabilities().atomic_updates;
+    // The like is stored marked "not yet counted", counted, then unmarked: the mark lets a like
+    // or unlike that finds it after a failure finish the count exactly once.
     let expected: &[&str] = if locked {
-        &["find", "find", "insert", "insert", "update", "delete"]
+        &[
+            "find", "find", "insert", "insert", "update", "update", "delete",
+        ]
     } else {
-        &["find", "find", "insert", "update"]
+        &["find", "find", "insert", "update", "update"]
     };
     assert_eq!(
         commands, expected,
-        "post, user, like, (lock), $inc, (unlock)"
+        "post, user, (lock), like, $inc, unmark, (unlock)"
     );
     let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
     assert!(!liked.unwrap());
+    // The refused insert is followed by a read of the stored like, to finish it if a failure
+    // interrupted it.
     let expected: &[&str] = if locked {
-        &["find", "find", "insert", "insert", "delete"]
+        &["find", "find", "insert", "insert", "find", "delete"]
     } else {
-        &["find", "find", "insert"]
+        &["find", "find", "insert", "find"]
     };
     assert_eq!(commands, expected, "a repeated like counts nothing");
+    let (unliked, commands) = t.commands.measure(store.unlike(target, "u01")).await;
+    assert!(unliked.unwrap());
+    let expected: &[&str] = if locked {
+        &[
+            "find",
+            "find",
+            "insert",
+            "findAndModify",
+            "update",
+            "delete",
+            "delete",
+        ]
+    } else {
+        &["find", "find", "findAndModify", "update", "delete"]
+    };
+    assert_eq!(
+        commands, expected,
+        "post, user, (lock), mark removing, $inc, delete, (unlock)"
+    );
 }
 
 #[tokio::test]
@@ -1320,6 +1345,141 @@ async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
     }
     assert_eq!(store.recount_likes(target).await.unwrap(), 12);
     assert_eq!(store.counters(target).await.unwrap().likes, 12);
+}
+
+/// The collections as a failure part-way through a like or unlike leaves them (written here by
+/// hand, so no proxy is needed), then the pair's next like or unlike: the counter ends equal to
+/// the stored likes, and a like being removed reads as absent.
+#[tokio::test]
+async fn interrupted_likes_and_unlikes_are_finished_once() {
+    let (t, store) = store_with("feed_like_journal", |b| b).await;
+    users(&store, &["ann", "bob", "cid", "dan", "eve"]).await;
+    let target = post(&store, "ann", "Journal", "of likes").await.id;
+    let likes = t.collection::<Document>("post_likes");
+    let counters = t.collection::<Document>("post_counters");
+    let exact = |when: &'static str| {
+        let (store, likes) = (store.clone(), likes.clone());
+        async move {
+            let stored = likes
+                .count_documents(doc! { "post": target.0 })
+                .await
+                .unwrap();
+            let counted = store.counters(target).await.unwrap().likes;
+            assert_eq!(counted, stored as i64, "{when}: counter equals the stored likes");
+        }
+    };
+    // A like interrupted after its insert: stored (with its op id, not yet counted), never
+    // counted.
+    let interrupted_like = |user: &'static str| {
+        let likes = likes.clone();
+        async move {
+            likes
+                .insert_one(doc! {
+                    "_id": { "post": target.0, "user": user },
+                    "post": target.0,
+                    "user": user,
+                    "at": bson::DateTime::now(),
+                    "op": bson::oid::ObjectId::new(),
+                    "pending": true,
+                })
+                .await
+                .unwrap();
+        }
+    };
+
+    interrupted_like("bob").await;
+    assert!(store.unlike(target, "bob").await.unwrap());
+    exact("an interrupted like, then an unlike").await;
+    assert!(!store.likes(target, "bob").await.unwrap());
+
+    interrupted_like("cid").await;
+    assert!(
+        !store.like(target, "cid").await.unwrap(),
+        "the repeat finds the like stored"
+    );
+    exact("an interrupted like, then the like again").await;
+    assert!(store.likes(target, "cid").await.unwrap());
+
+    // An unlike interrupted after its `-1` landed: the like is still stored, marked "removing"
+    // with the unlike's op id, which the counter holds.
+    assert!(store.like(target, "dan").await.unwrap());
+    let unlike_op = bson::oid::ObjectId::new();
+    likes
+        .update_one(
+            doc! { "_id": { "post": target.0, "user": "dan" }, "post": target.0 },
+            doc! { "$set": { "removing": unlike_op } },
+        )
+        .await
+        .unwrap();
+    counters
+        .update_one(
+            doc! { "_id": target.0 },
+            doc! { "$inc": { "likes": -1 }, "$push": { "ops": unlike_op } },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !store.likes(target, "dan").await.unwrap(),
+        "a like being removed reads as absent"
+    );
+    assert!(store.like(target, "dan").await.unwrap(), "liked anew");
+    exact("an interrupted unlike, then a like").await;
+    assert!(store.unlike(target, "dan").await.unwrap());
+    exact("then an unlike").await;
+
+    // An unlike interrupted before its `-1`: marked, not uncounted; the unlike again.
+    assert!(store.like(target, "eve").await.unwrap());
+    likes
+        .update_one(
+            doc! { "_id": { "post": target.0, "user": "eve" }, "post": target.0 },
+            doc! { "$set": { "removing": bson::oid::ObjectId::new() } },
+        )
+        .await
+        .unwrap();
+    assert!(!store.likes(target, "eve").await.unwrap());
+    store.unlike(target, "eve").await.unwrap();
+    exact("an interrupted unlike, then the unlike again").await;
+    assert_eq!(store.counters(target).await.unwrap().likes, 1, "cid's");
+    assert_eq!(store.recount_likes(target).await.unwrap(), 1);
+}
+
+/// Marks nobody touches again are finished by `settle_likes` (and by `recount_likes` before it
+/// counts), each once.
+#[tokio::test]
+async fn settle_likes_finishes_interrupted_likes_once() {
+    let (t, store) = store_with("feed_like_settle", |b| b).await;
+    users(&store, &["ann", "bob", "cid"]).await;
+    let target = post(&store, "ann", "Settle", "me").await.id;
+    let likes = t.collection::<Document>("post_likes");
+    assert!(store.like(target, "ann").await.unwrap());
+    // bob's like stored but never counted; cid's like counted, then marked by an unlike that
+    // never uncounted it.
+    likes
+        .insert_one(doc! {
+            "_id": { "post": target.0, "user": "bob" },
+            "post": target.0,
+            "user": "bob",
+            "at": bson::DateTime::now(),
+            "op": bson::oid::ObjectId::new(),
+            "pending": true,
+        })
+        .await
+        .unwrap();
+    assert!(store.like(target, "cid").await.unwrap());
+    likes
+        .update_one(
+            doc! { "_id": { "post": target.0, "user": "cid" }, "post": target.0 },
+            doc! { "$set": { "removing": bson::oid::ObjectId::new() } },
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.settle_likes(target).await.unwrap(), 2);
+    assert_eq!(count(&t, "post_likes").await, 2, "ann's and bob's");
+    assert_eq!(store.counters(target).await.unwrap().likes, 2);
+    assert_eq!(store.settle_likes(target).await.unwrap(), 0, "nothing left");
+    assert_eq!(store.recount_likes(target).await.unwrap(), 2);
+    assert!(store.likes(target, "bob").await.unwrap());
+    assert!(!store.likes(target, "cid").await.unwrap());
 }
 
 #[tokio::test]

@@ -208,6 +208,8 @@ impl<X: Payload> FeedStore<X> {
                 doc! { "$match": {
                     "created": { "$gte": since, "$lte": now },
                     "at": { "$gte": since, "$lte": now },
+                    // A like an interrupted unlike marked "removing" is gone already.
+                    "removing": { "$exists": false },
                 } },
                 doc! { "$group": { "_id": "$post", "likes": { "$sum": 1 } } },
                 doc! { "$sort": { "likes": -1, "_id": -1 } },
