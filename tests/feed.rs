@@ -1365,7 +1365,10 @@ async fn interrupted_likes_and_unlikes_are_finished_once() {
                 .await
                 .unwrap();
             let counted = store.counters(target).await.unwrap().likes;
-            assert_eq!(counted, stored as i64, "{when}: counter equals the stored likes");
+            assert_eq!(
+                counted, stored as i64,
+                "{when}: counter equals the stored likes"
+            );
         }
     };
     // A like interrupted after its insert: stored (with its op id, not yet counted), never

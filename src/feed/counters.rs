@@ -239,10 +239,7 @@ impl<X: Payload> FeedStore<X> {
                     Ok(self
                         .collections
                         .likes
-                        .find_one_and_update(
-                            unmarked.clone(),
-                            doc! { "$set": { REMOVING: op } },
-                        )
+                        .find_one_and_update(unmarked.clone(), doc! { "$set": { REMOVING: op } })
                         .await?)
                 })
                 .await?;

@@ -10,7 +10,7 @@
 //! | `users` | [`User`], the hot profile | unique `{username: 1}` | unsharded (a shard key must prefix the unique index) |
 //! | `extended_users` | [`ExtendedUser`], the rest | `_id` | `{_id: "hashed"}` |
 //! | `post_counters` | [`Counters`]: `{_id: post, likes, comments, points}` | `_id` | `{_id: "hashed"}` |
-//! | `post_likes` | `{_id: {post, user}, post, user, at, created}` (`created`: the post's) | `{post: 1, at: 1}`, `{at: 1}`, `{created: 1, at: 1}` | `{post: "hashed"}` |
+//! | `post_likes` | `{_id: {post, user}, post, user, at, created, op}` (`created`: the post's; `pending` / `removing` while a like / unlike is not finished, see [`FeedStore::like`]) | `{post: 1, at: 1}`, `{at: 1}`, `{created: 1, at: 1}` | `{post: "hashed"}` |
 //! | `feeds` | `{_id: "latest" \| "hot" \| "user:<id>", items: [{post, score}]}` | `_id` | `{_id: "hashed"}` |
 //! | `propagations` | chunk propagation progress `{user, target, last_id, done}` | `{done: 1}` | `{_id: 1}` |
 //! | `feed_jobs`, `feed_jobs_locks` | the [`JobQueue`] | see [`JobQueue`] | see [`JobQueue`] |
