@@ -102,12 +102,31 @@ impl<'a> UpdateBatch<'a> {
 
     /// Adds `{q: filter, u: update, upsert}`, which must be idempotent.
     pub(crate) fn push(&mut self, filter: Document, update: Document, upsert: bool) -> Result<()> {
+        self.add(filter, |q| doc! { "q": q, "u": update, "upsert": upsert })
+    }
+
+    /// Adds `{q: filter, u: update, multi: true}` (every matching document), which must be
+    /// idempotent.
+    pub(crate) fn push_multi(&mut self, filter: Document, update: Document) -> Result<()> {
+        self.add(filter, |q| doc! { "q": q, "u": update, "multi": true })
+    }
+
+    /// Whether no statement was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.statements.is_empty()
+    }
+
+    fn add(
+        &mut self,
+        filter: Document,
+        statement: impl FnOnce(Document) -> Document,
+    ) -> Result<()> {
         let key = filter
             .iter()
             .next()
             .map(|(_, value)| value.to_string())
             .unwrap_or_default();
-        let statement = doc! { "q": filter, "u": update, "upsert": upsert };
+        let statement = statement(filter);
         let size = bson::to_vec(&statement)?.len();
         self.statements.push(Statement {
             position: self.statements.len(),

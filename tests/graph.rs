@@ -2,6 +2,7 @@
 //! counts under concurrency, bad input, and command counts.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use bson::{doc, Document};
@@ -278,6 +279,135 @@ async fn rebuild_repairs_subscriptions_and_counts() {
     assert_eq!((stats.followers, stats.following), (1, 0));
     assert_counts_match(&graph, &["a", "b", "c", "d"]).await;
     assert_eq!(graph.rebuild("a").await.unwrap().unchanged, 2);
+}
+
+/// Runs `operation` while `user`'s `followers` is not a number, so that every `$inc` of it fails:
+/// the operation writes its subscriptions and fails at its count update, as an outage or a
+/// crash between the two would leave it. Then gives `user` its count back.
+async fn interrupted<T: std::fmt::Debug>(
+    t: &testing::TestDb,
+    user: &str,
+    operation: impl Future<Output = mongo_social::Result<T>>,
+) {
+    let stats = t.collection::<Document>("graph_users");
+    let before = stats.find_one(doc! { "_id": user }).await.unwrap().unwrap();
+    let followers = before.get("followers").cloned().unwrap();
+    stats
+        .update_one(
+            doc! { "_id": user },
+            doc! { "$set": { "followers": "not a number" } },
+        )
+        .await
+        .unwrap();
+    let outcome = operation.await;
+    stats
+        .update_one(
+            doc! { "_id": user },
+            doc! { "$set": { "followers": followers } },
+        )
+        .await
+        .unwrap();
+    outcome.expect_err("the count update fails");
+}
+
+/// Each kind of operation stopped between its subscription writes and its count update, then
+/// called again (the documented remedy): the repeat completes the counts, none missed and none
+/// twice, and the half-done state lists nothing it should not. One is completed in part by
+/// another operation that meets what it left before it is repeated.
+#[tokio::test]
+async fn a_repeat_completes_an_interrupted_operations_counts() {
+    let (t, graph) = graph("interrupted_counts").await;
+    let ids = ["a", "b", "c", "d", "e", "f"];
+    users(&graph, &ids).await;
+    graph.add_group("g").await.unwrap();
+    for member in ["b", "c", "d"] {
+        graph.add_member("g", member).await.unwrap();
+    }
+
+    // A direct follow, stopped after its subscription: listed already, counted by the repeat.
+    interrupted(&t, "b", graph.follow("a", "b")).await;
+    assert!(graph.subscription("a", "b").await.unwrap().is_some());
+    assert!(
+        !graph.follow("a", "b").await.unwrap(),
+        "the relation was stored"
+    );
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("b").await.unwrap().followers, 1);
+
+    // A direct unfollow, stopped after its subscription's removal: listed nowhere any more.
+    interrupted(&t, "b", graph.unfollow("a", "b")).await;
+    assert!(graph.subscription("a", "b").await.unwrap().is_none());
+    assert!(following(&graph, "a", 10).await.is_empty());
+    assert!(followers(&graph, "b", 10).await.is_empty());
+    let b = vec!["b".to_owned()];
+    assert!(graph.follows_any("a", &b).await.unwrap().is_empty());
+    assert!(
+        !graph.unfollow("a", "b").await.unwrap(),
+        "the relation was deleted"
+    );
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("a").await.unwrap().following, 0);
+
+    // A group follow (three subscriptions), stopped; a direct follow of one member meets one of
+    // its subscriptions first, then the repeat finishes the other two.
+    interrupted(&t, "c", graph.follow_group("a", "g")).await;
+    assert_eq!(following(&graph, "a", 10).await.len(), 3);
+    assert!(graph.follow("a", "b").await.unwrap());
+    assert!(!graph.follow_group("a", "g").await.unwrap());
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("a").await.unwrap().following, 3);
+
+    // A new member gains the group's two followers, stopped at the member's count.
+    graph.follow_group("d", "g").await.unwrap();
+    interrupted(&t, "e", graph.add_member("g", "e")).await;
+    assert!(!graph.add_member("g", "e").await.unwrap());
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("e").await.unwrap().followers, 2);
+
+    // A member leaves, stopped: both subscriptions to it are gone from every read at once.
+    interrupted(&t, "e", graph.remove_member("g", "e")).await;
+    assert!(followers(&graph, "e", 10).await.is_empty());
+    let followers_of_e = ["a".to_owned(), "d".to_owned()];
+    assert!(graph
+        .followers_among("e", &followers_of_e)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!graph.remove_member("g", "e").await.unwrap());
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("e").await.unwrap().followers, 0);
+
+    // A group unfollow: "b" keeps its direct route, "c" and "d" go.
+    interrupted(&t, "c", graph.unfollow_group("a", "g")).await;
+    assert!(!graph.unfollow_group("a", "g").await.unwrap());
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("a").await.unwrap().following, 1);
+
+    // A rebuild that creates a subscription (a relation stored without one), stopped.
+    t.collection::<Document>("follows")
+        .insert_one(doc! { "owner": "f", "kind": "user", "target": "e" })
+        .await
+        .unwrap();
+    interrupted(&t, "e", graph.rebuild("f")).await;
+    let report = graph.rebuild("f").await.unwrap();
+    assert_eq!((report.created, report.unchanged), (0, 1), "{report:?}");
+    assert_counts_match(&graph, &ids).await;
+    assert_eq!(graph.stats("e").await.unwrap().followers, 1);
+
+    for id in ids {
+        let stats = graph.stats(id).await.unwrap();
+        assert_eq!(
+            graph.recount(id).await.unwrap(),
+            stats,
+            "{id}: counts exact"
+        );
+        let report = graph.rebuild(id).await.unwrap();
+        assert_eq!(
+            (report.created, report.corrected, report.removed),
+            (0, 0, 0),
+            "{id}: {report:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -563,13 +693,27 @@ async fn a_direct_follow_costs_what_the_docs_say() {
     graph.follow("c", "b").await.unwrap(); // detects the server's capabilities
     t.commands.reset();
     graph.follow("a", "b").await.unwrap();
+    // Users checked, owner lock, relation, subscriptions read, subscription inserted (marked),
+    // both counts in one `update`, mark cleared, lock released.
     let mut expected = vec!["find", "insert", "insert", "find", "insert"];
     if t.info.capabilities().atomic_updates {
-        expected.extend(["update", "update"]);
+        expected.push("update");
     } else {
-        expected.extend(["insert", "update", "update", "delete"]);
+        expected.extend(["insert", "update", "delete"]);
     }
-    expected.push("delete");
+    expected.extend(["update", "delete"]);
+    assert_eq!(t.commands.names(), expected);
+    t.commands.reset();
+    graph.unfollow("a", "b").await.unwrap();
+    // Users checked, owner lock, relation deleted, subscriptions read, subscription emptied and
+    // marked, both counts in one `update`, subscription deleted, lock released.
+    let mut expected = vec!["find", "insert", "delete", "find", "update"];
+    if t.info.capabilities().atomic_updates {
+        expected.push("update");
+    } else {
+        expected.extend(["insert", "update", "delete"]);
+    }
+    expected.extend(["delete", "delete"]);
     assert_eq!(t.commands.names(), expected);
     t.commands.reset();
     graph.following("a", PageRequest::first(10)).await.unwrap();

@@ -80,6 +80,7 @@ impl FollowGraphBuilder {
             group_locks: LeaseLocks::new(locks.clone(), GROUP_LEASE, self.retry),
             stats: Exclusive::over(&self.database, locks, LEASE, self.retry),
             retry: self.retry,
+            database: self.database,
         })
     }
 }

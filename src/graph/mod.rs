@@ -9,7 +9,7 @@
 //! | `graph_groups` | `{_id: group, since}` | `_id` | `{_id: "hashed"}` |
 //! | `follows` | `{owner, kind: "user" \| "group", target, since}`: the direct relations | unique `{owner, kind, target}`, `{kind, target, owner}` | `{owner: 1}` |
 //! | `group_members` | `{group, user, since}` | unique `{group, user}` | `{group: 1, user: 1}` |
-//! | `subscriptions` | `{owner, user, origins: ["!", "#groupX", ...], since}` | unique `{owner, user}`, `{user, owner}` | `{owner: 1, user: 1}` |
+//! | `subscriptions` | `{owner, user, origins: ["!", "#groupX", ...], since}`, and `pending: {op, delta}` while its count change is under way | unique `{owner, user}`, `{user, owner}` | `{owner: 1, user: 1}` |
 //! | `graph_locks` | lease locks (see below) | `_id` | — |
 //!
 //! A subscription exists while it has at least one origin: `"!"` for a direct follow, `"#g"` for
@@ -37,24 +37,35 @@
 //! - Follower and following counts are `$inc`s on the stats document, atomic on MongoDB. On
 //!   servers without atomic updates (FerretDB 1.x) the stats documents are locked too
 //!   (`stats:<user>`).
+//! - A change records the count change it owes on the subscriptions it creates or removes
+//!   (`pending: {op, delta}`; a removed subscription has no origin left until it is deleted, and
+//!   is not listed), moves the counts by one `$inc` per stats document carrying the operation's
+//!   id (which the stats document keeps among its 100 newest), then clears the marks. Every
+//!   change first finishes the marks it meets in its scope, with the id stored there. So an
+//!   operation that failed between a subscription write and its count update (an outage,
+//!   retries exhausted) is completed, counts included, by calling it again (or by any change,
+//!   rebuild or recount that meets its marks), and counts nothing twice while fewer than 100
+//!   other changes of the same users' counts come in between.
 //! - A lock whose holder died is taken over after its lease (2 minutes; 5 minutes for group
 //!   locks, renewed as the change runs over the group).
 //! - Every follow, unfollow and membership change re-applies its subscription change even when
 //!   the relation already was as asked, so repeating an operation that failed half-way completes
 //!   its subscriptions. [`FollowGraph::rebuild`] recomputes one user's subscriptions from the
 //!   direct relations (what the seed's map-reduce did, which MongoDB has deprecated) and resets
-//!   its `following` count. An operation interrupted between a subscription write and its count
-//!   update leaves that count off by one until [`FollowGraph::rebuild`] or
-//!   [`FollowGraph::recount`].
+//!   its `following` count; [`FollowGraph::recount`] sets both counts from the subscriptions.
 //! - Long changes renew their group lock before each page of 500 users; one that finds its
 //!   lease taken over stops with [`Error::LeaseLost`], and repeating it completes it.
 //!
 //! # Costs (commands, MongoDB)
 //!
 //! A direct follow: 1 `find` (both users exist), 1 `insert` (the relation), then for the
-//! subscription 1 lock `insert`, 1 `find`, 1 `insert` or `update`, 1 lock `delete`, and 2
-//! `update`s of the stats. A change over a group of M members (or F followers): the same per
-//! round of 50 users, plus one `find` per 500. On FerretDB the stats updates are locked too (+2).
+//! subscription 1 lock `insert`, 1 `find`, 1 `insert` (marked), 1 `update` of both stats
+//! documents (a statement each), 1 `update` that clears the mark, 1 lock `delete`: 8. An
+//! unfollow: the same 8, with the relation's `delete`, the `update` that empties and marks the
+//! subscription, and its `delete`. Following or unfollowing again when nothing changes: 1 `find`
+//! and at most 1 `update` for the subscription. A change over a group of M members (or F
+//! followers): the same per round of 50 users, plus one `find` per 500. On FerretDB the stats
+//! update is locked too (+2).
 
 mod builder;
 mod follow_source;
@@ -125,6 +136,7 @@ const GROUP_LEASE: Duration = Duration::from_secs(300);
 /// ```
 #[derive(Clone, Debug)]
 pub struct FollowGraph {
+    database: Database,
     users: Collection<Document>,
     groups: Collection<Document>,
     follows: Collection<Document>,
@@ -257,7 +269,7 @@ impl FollowGraph {
     }
 
     /// `owner` follows `user` directly. Returns whether the relation is new; following again
-    /// changes nothing (and completes a follow that failed half-way).
+    /// changes nothing (and completes a follow that failed half-way, counts included).
     ///
     /// # Errors
     ///
@@ -396,7 +408,7 @@ impl FollowGraph {
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("owner", owner)?;
-        self.subscription_page(doc! { "owner": owner }, "user", page)
+        self.subscription_page(listed(doc! { "owner": owner }), "user", page)
             .await
     }
 
@@ -407,7 +419,7 @@ impl FollowGraph {
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("user", user)?;
-        self.subscription_page(doc! { "user": user }, "owner", page)
+        self.subscription_page(listed(doc! { "user": user }), "owner", page)
             .await
     }
 
@@ -450,7 +462,9 @@ impl FollowGraph {
         }
         let found: Vec<Document> = self
             .subscriptions
-            .find(doc! { fixed.0: fixed.1, other.0: { "$in": other.1 } })
+            .find(listed(
+                doc! { fixed.0: fixed.1, other.0: { "$in": other.1 } },
+            ))
             .projection(doc! { other.0: 1 })
             .await?
             .try_collect()
@@ -467,7 +481,7 @@ impl FollowGraph {
         validate::user_id("user", user)?;
         let found = self
             .subscriptions
-            .find_one(doc! { "owner": owner, "user": user })
+            .find_one(listed(doc! { "owner": owner, "user": user }))
             .await?;
         let collection = self.subscriptions.name();
         found
@@ -516,11 +530,14 @@ impl FollowGraph {
     /// Sets `user`'s counts from the subscriptions that exist: `following` exactly (under the
     /// user's lock), `followers` from a count of the `{user, owner}` index range.
     ///
-    /// Counts are kept exact by every operation that completes. One interrupted between its
-    /// subscription write and its count update (a crash, a lost connection) leaves a count off
-    /// by one; [`FollowGraph::rebuild`] repairs the owner's `following`, and this repairs both.
-    /// The `followers` it sets is exact when no one follows or unfollows `user` meanwhile (on
-    /// MongoDB, `followers` changes without a lock on `user`); run it when that is quiet.
+    /// Counts are kept exact by every operation, and one interrupted between its subscription
+    /// write and its count update is completed by calling it again (see the
+    /// [module docs](self)). This is the repair for counts that went wrong by other means (a
+    /// stats document edited by hand, a repeat that came after more than 100 other changes of
+    /// the same user's counts). It first finishes the changes left pending on `user`'s
+    /// subscriptions, either way, under their owners' locks. The `followers` it sets is exact
+    /// when no one follows or unfollows `user` meanwhile (on MongoDB, `followers` changes without
+    /// a lock on `user`); run it when that is quiet.
     ///
     /// # Errors
     ///
@@ -529,6 +546,9 @@ impl FollowGraph {
         validate::user_id("user", user)?;
         self.check_users(&[user]).await?;
         self.indexes.ensure().await?;
+        // Changes left pending on `user`'s subscriptions are finished first: afterwards they
+        // would move the counts set here.
+        self.finish_pending_to(user).await?;
         let followers = self
             .subscriptions
             .count_documents(doc! { "user": user })
@@ -537,6 +557,7 @@ impl FollowGraph {
             .await?;
         self.owner_locks
             .with_lock(&owner_key(user), async {
+                self.finish_pending(&doc! { "owner": user }).await?;
                 let following = self
                     .subscriptions
                     .count_documents(doc! { "owner": user })
@@ -691,6 +712,13 @@ impl FollowGraph {
             }
         }))
     }
+}
+
+/// `filter` for subscriptions that have a route: one without origins is being removed (its
+/// count change still pending) and is no longer listed.
+fn listed(mut filter: Document) -> Document {
+    filter.insert("origins.0", doc! { "$exists": true });
+    filter
 }
 
 fn not_found(what: Entity, id: &str) -> Error {

@@ -1,17 +1,56 @@
 //! Changing subscriptions under owner locks, and the counts that follow them.
+//!
+//! # Each change counted once, across a failure and its repeat
+//!
+//! A subscription and the stats documents holding its counts are different documents, and not
+//! every server has transactions, so an operation that creates or removes subscriptions writes
+//! them in steps, and records the count change it still owes on the subscriptions themselves:
+//!
+//! 1. **Mark.** A created subscription is inserted with `pending: {op, delta: 1}`; a removed one
+//!    has its origins emptied and gets `pending: {op, delta: -1}`. `op` is one new id per
+//!    operation (per round of 50 owners).
+//! 2. **Count.** Each owner's `following` and each user's `followers` move by the sum of the
+//!    marks on it, one `$inc` per stats document carrying `op` ([`once_per_op`]): a stats
+//!    document applies one operation's change once, however often it is sent.
+//! 3. **Clear.** The marks of created subscriptions are unset; removed subscriptions are deleted.
+//!
+//! Every change reads the subscriptions in its scope under the owners' locks before it writes,
+//! and first finishes the marks it meets ([`FollowGraph::finish`]): it sums every mark of the
+//! same `op` on the same stats documents (so it computes the very `$inc` the interrupted
+//! operation sent, or would have), applies it under that `op`, and clears the marks. So
+//! repeating an operation that failed between its steps completes it, counting nothing twice and
+//! nothing less; so does any other change that meets its marks, `rebuild` and `recount`.
+//!
+//! A subscription without origins is one being removed: reads do not list it.
+//!
+//! A stats document remembers its 100 newest operation ids, so a repeat that finishes marks
+//! whose counts had already been applied (an operation cut off in step 3) applies nothing again
+//! while fewer than 100 other changes reached those stats documents in between.
+//!
+//! What it costs a change that does not fail: nothing for the marks themselves (a created
+//! subscription is inserted with its mark; a removed one is emptied and marked by the update
+//! that replaces its `$pull`), one `update` command for the counts of every stats document
+//! involved (a statement each), and one for step 3 (the unmark of created subscriptions; the
+//! `delete` of removed ones, which a removal needs anyway). A direct follow is 8 commands on
+//! MongoDB, an unfollow 8.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, ROUND};
 use crate::retry::{once_per_op, retry};
-use crate::update_batch::insert_many_once;
+use crate::server::Capabilities;
+use crate::update_batch::{insert_many_once, UpdateBatch};
 use crate::Result;
 
 /// A subscription by its `(owner, user)`.
 type Pair = (String, String);
+
+/// Count changes by stats document and count.
+type Deltas = BTreeMap<(String, Count), i64>;
 
 /// Which count of a stats document.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,6 +65,63 @@ impl Count {
             Count::Followers => "followers",
             Count::Following => "following",
         }
+    }
+}
+
+/// The count change a subscription still owes: the operation that made it, and `+1` (created)
+/// or `-1` (removed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mark {
+    op: ObjectId,
+    delta: i64,
+}
+
+impl Mark {
+    fn stored(self) -> Document {
+        doc! { "op": self.op, "delta": self.delta }
+    }
+
+    fn is_removal(self) -> bool {
+        self.delta < 0
+    }
+}
+
+/// A subscription as a change reads it.
+#[derive(Clone, Debug)]
+struct Found {
+    owner: String,
+    user: String,
+    origins: Vec<String>,
+    mark: Option<Mark>,
+}
+
+impl Found {
+    fn from_document(document: &Document) -> Option<Self> {
+        let mark = document.get_document("pending").ok().and_then(|pending| {
+            Some(Mark {
+                op: pending.get_object_id("op").ok()?,
+                delta: crate::bson_ext::integer(pending, "delta")?.signum(),
+            })
+        });
+        Some(Self {
+            owner: document.get_str("owner").ok()?.to_owned(),
+            user: document.get_str("user").ok()?.to_owned(),
+            origins: document
+                .get_array("origins")
+                .map(|origins| {
+                    origins
+                        .iter()
+                        .filter_map(Bson::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            mark,
+        })
+    }
+
+    fn pair(&self) -> Pair {
+        (self.owner.clone(), self.user.clone())
     }
 }
 
@@ -53,7 +149,8 @@ impl FollowGraph {
             .await
     }
 
-    /// [`Self::add_origin`] for owners whose locks are held.
+    /// Adds `origin` to the subscriptions of `owners` (whose locks are held) to `users`,
+    /// creating the missing ones.
     pub(super) async fn add_round(
         &self,
         owners: Vec<String>,
@@ -62,35 +159,23 @@ impl FollowGraph {
     ) -> Result<()> {
         let stored = origin.as_stored();
         let scope = doc! { "owner": { "$in": &owners }, "user": { "$in": users } };
-        let existing = self.pairs(scope.clone()).await?;
-        let now = bson::DateTime::now();
-        let created: Vec<Pair> = owners
-            .iter()
-            .flat_map(|owner| users.iter().map(move |user| (owner.clone(), user.clone())))
-            .filter(|(owner, user)| {
-                owner != user && !existing.contains(&(owner.clone(), user.clone()))
-            })
-            .collect();
+        let existing: BTreeSet<Pair> = self.settle(&scope).await?.iter().map(Found::pair).collect();
         if !existing.is_empty() {
             // `$addToSet`: adding twice adds once.
             let update = doc! { "$addToSet": { "origins": &stored } };
-            self.update_many(scope, update).await?;
+            self.update_many(scope.clone(), update).await?;
         }
-        if !created.is_empty() {
-            // The owners' locks are held: a subscription refused by the unique `{owner, user}`
-            // index was inserted by an earlier attempt of this insert.
-            let documents = created
-                .iter()
-                .map(|(owner, user)| {
-                    doc! { "owner": owner, "user": user, "origins": [&stored], "since": now }
-                })
-                .collect();
-            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
-        }
-        self.count(&created, 1).await
+        let created: Vec<(Pair, Vec<String>)> = owners
+            .iter()
+            .flat_map(|owner| users.iter().map(move |user| (owner.clone(), user.clone())))
+            .filter(|pair| pair.0 != pair.1 && !existing.contains(pair))
+            .map(|pair| (pair, vec![stored.clone()]))
+            .collect();
+        self.commit(&scope, created, Vec::new()).await
     }
 
-    /// [`Self::remove_origin`] for owners whose locks are held.
+    /// Removes `origin` from the subscriptions of `owners` (whose locks are held) to `users`,
+    /// deleting the ones it was the last route of.
     pub(super) async fn remove_round(
         &self,
         owners: Vec<String>,
@@ -99,101 +184,304 @@ impl FollowGraph {
     ) -> Result<()> {
         let stored = origin.as_stored();
         let scope = doc! { "owner": { "$in": &owners }, "user": { "$in": users } };
-        let mut with_origin = scope.clone();
-        with_origin.insert("origins", &stored);
-        // `$pull` and a filtered delete: both change nothing the second time.
-        let update = doc! { "$pull": { "origins": &stored } };
-        self.update_many(with_origin, update).await?;
-        let mut emptied = scope;
-        emptied.insert("origins", doc! { "$size": 0 });
-        let removed: Vec<Pair> = self.pairs(emptied.clone()).await?.into_iter().collect();
-        if !removed.is_empty() {
-            retry(&self.retry, "delete subscriptions", || async {
-                self.subscriptions.delete_many(emptied.clone()).await?;
-                Ok(())
-            })
-            .await?;
-        }
-        self.count(&removed, -1).await
-    }
-
-    /// The `(owner, user)` of every subscription matching `filter`.
-    async fn pairs(&self, filter: Document) -> Result<BTreeSet<Pair>> {
-        let found: Vec<Document> = retry(&self.retry, "find subscriptions", || async {
-            Ok(self
-                .subscriptions
-                .find(filter.clone())
-                .projection(doc! { "owner": 1, "user": 1 })
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
-        Ok(found
+        let existing = self.settle(&scope).await?;
+        // The owners' locks are held: what was read is what is stored.
+        let removed: Vec<Pair> = existing
             .iter()
-            .filter_map(|d| {
-                Some((
-                    d.get_str("owner").ok()?.to_owned(),
-                    d.get_str("user").ok()?.to_owned(),
-                ))
-            })
-            .collect())
+            .filter(|found| found.origins.iter().all(|o| *o == stored))
+            .map(Found::pair)
+            .collect();
+        let kept = existing
+            .iter()
+            .any(|found| found.origins.contains(&stored) && found.origins.len() > 1);
+        // The removed ones first lose all their origins, in their mark: this `$pull` then
+        // leaves no subscription without origins and without a mark.
+        self.commit(&scope, Vec::new(), removed).await?;
+        if kept {
+            let mut with_origin = scope;
+            with_origin.insert("origins", &stored);
+            // `$pull`: pulling twice pulls once.
+            let update = doc! { "$pull": { "origins": &stored } };
+            self.update_many(with_origin, update).await?;
+        }
+        Ok(())
     }
 
-    /// Moves the counts by `delta` for each subscription in `pairs`: the owner's `following`,
-    /// the user's `followers`.
-    async fn count(&self, pairs: &[Pair], delta: i64) -> Result<()> {
-        let mut deltas: BTreeMap<(String, Count), i64> = BTreeMap::new();
-        for (owner, user) in pairs {
+    /// Creates `created` (with their origins) and removes `removed` (which exist, unmarked) as
+    /// one operation in `scope`, whose owners' locks are held: marks them, moves the counts, and
+    /// clears the marks (see the [module docs](self)).
+    async fn commit(
+        &self,
+        scope: &Document,
+        created: Vec<(Pair, Vec<String>)>,
+        removed: Vec<Pair>,
+    ) -> Result<()> {
+        if created.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        let op = ObjectId::new();
+        let mut deltas = Deltas::new();
+        let changes = created
+            .iter()
+            .map(|(pair, _)| (pair, 1))
+            .chain(removed.iter().map(|pair| (pair, -1)));
+        for ((owner, user), delta) in changes {
             *deltas.entry((owner.clone(), Count::Following)).or_default() += delta;
             *deltas.entry((user.clone(), Count::Followers)).or_default() += delta;
         }
-        self.adjust(deltas).await
+        let (creates, removes) = (!created.is_empty(), !removed.is_empty());
+        if removes {
+            // A `$set`: setting twice sets once.
+            let mark = Mark { op, delta: -1 }.stored();
+            let update = doc! { "$set": { "origins": [], "pending": mark } };
+            self.update_many(pairs_filter(&removed), update).await?;
+        }
+        if creates {
+            let now = bson::DateTime::now();
+            let mark = Mark { op, delta: 1 }.stored();
+            let documents = created
+                .into_iter()
+                .map(|((owner, user), origins)| {
+                    doc! {
+                        "owner": owner, "user": user, "origins": origins, "since": now,
+                        "pending": mark.clone(),
+                    }
+                })
+                .collect();
+            // The owners' locks are held: a subscription refused by the unique `{owner, user}`
+            // index was inserted by an earlier attempt of this insert.
+            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
+        }
+        self.adjust(vec![(op, deltas)]).await?;
+        self.clear(scope, &[op], creates, removes).await
     }
 
-    /// `$inc`s the stats documents by `deltas`, locking them where updates are not atomic.
-    async fn adjust(&self, deltas: BTreeMap<(String, Count), i64>) -> Result<()> {
-        if deltas.is_empty() {
+    /// Reads the subscriptions in `scope` (whose owners' locks are held), finishes the changes
+    /// left pending on them, and returns them as they now are: the removed ones gone, the
+    /// created ones unmarked.
+    async fn settle(&self, scope: &Document) -> Result<Vec<Found>> {
+        let mut found = self.read(scope.clone()).await?;
+        if found.iter().any(|found| found.mark.is_some()) {
+            self.finish(scope, &found).await?;
+            found.retain(|found| !found.mark.is_some_and(Mark::is_removal));
+            for found in &mut found {
+                found.mark = None;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Finishes the changes left pending on the subscriptions in `scope` (whose owners' locks
+    /// are held): reads only the marked ones.
+    pub(super) async fn finish_pending(&self, scope: &Document) -> Result<()> {
+        let mut marked = scope.clone();
+        marked.insert("pending", doc! { "$exists": true });
+        let found = self.read(marked).await?;
+        self.finish(scope, &found).await
+    }
+
+    /// Finishes the changes left pending on subscriptions to `user`, under their owners' locks
+    /// (taken in rounds of 50).
+    pub(super) async fn finish_pending_to(&self, user: &str) -> Result<()> {
+        let marked = self
+            .read(doc! { "user": user, "pending": { "$exists": true } })
+            .await?;
+        let owners: BTreeSet<String> = marked.into_iter().map(|found| found.owner).collect();
+        if owners.is_empty() {
             return Ok(());
         }
-        let users: BTreeSet<&String> = deltas.keys().map(|(user, _)| user).collect();
-        let keys: Vec<String> = users.into_iter().map(|user| stats_key(user)).collect();
-        self.stats
-            .in_rounds(&keys, ROUND, |taken| self.apply(&deltas, Some(taken)))
+        let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
+        self.owner_locks
+            .in_rounds(&keys, ROUND, |taken| async move {
+                let scope = doc! { "owner": { "$in": owners_of(taken) }, "user": user };
+                self.finish_pending(&scope).await
+            })
             .await
     }
 
-    /// `$inc`s the stats documents by `deltas` (only those of users whose stats lock is in
-    /// `locked`, when given): one `update` per distinct (count, delta).
-    async fn apply(
-        &self,
-        deltas: &BTreeMap<(String, Count), i64>,
-        locked: Option<Vec<String>>,
-    ) -> Result<()> {
-        let locked: Option<BTreeSet<String>> = locked.map(|keys| keys.into_iter().collect());
-        let mut by_change: BTreeMap<(Count, i64), Vec<&str>> = BTreeMap::new();
-        for ((user, count), delta) in deltas {
-            let included = locked
-                .as_ref()
-                .is_none_or(|keys| keys.contains(&stats_key(user)));
-            if included && *delta != 0 {
-                by_change.entry((*count, *delta)).or_default().push(user);
-            }
+    /// Completes the operations that marked any of `found` (read in `scope`, whose owners'
+    /// locks are held, so none of those operations is still running): applies each one's count
+    /// changes on the stats documents of these subscriptions, under its own id, and clears the
+    /// marks in `scope`.
+    ///
+    /// An operation's `$inc` of a stats document is the sum of all its marks on that document,
+    /// some of which may lie outside `scope` (an owner that followed a group of 3 has 3 marks,
+    /// and a follow of one of the 3 reads one): they are read here too, by owner and by user.
+    /// Those outside `scope` keep their marks, for the change that meets them to finish the
+    /// other stats documents they concern; the ones applied here are then skipped by their ids.
+    async fn finish(&self, scope: &Document, found: &[Found]) -> Result<()> {
+        let marked: Vec<(&Found, Mark)> = found
+            .iter()
+            .filter_map(|found| found.mark.map(|mark| (found, mark)))
+            .collect();
+        if marked.is_empty() {
+            return Ok(());
         }
-        for ((count, delta), users) in by_change {
-            // Applied once under retries: each stats document records the change's id.
-            let mut filter = doc! { "_id": { "$in": users } };
-            let mut update = doc! { "$inc": { count.field(): delta } };
-            once_per_op(&mut filter, &mut update, bson::oid::ObjectId::new());
-            retry(&self.retry, "count update", || async {
-                self.users
-                    .update_many(filter.clone(), update.clone())
-                    .await?;
+        let ops: BTreeSet<ObjectId> = marked.iter().map(|(_, mark)| mark.op).collect();
+        let mut changes = Vec::with_capacity(ops.len());
+        for op in &ops {
+            let of_op = || marked.iter().filter(|(_, mark)| mark.op == *op);
+            let owners: BTreeSet<&str> = of_op().map(|(found, _)| found.owner.as_str()).collect();
+            let users: BTreeSet<&str> = of_op().map(|(found, _)| found.user.as_str()).collect();
+            let (some_owners, some_users): (Vec<&str>, Vec<&str>) = (
+                owners.iter().copied().collect(),
+                users.iter().copied().collect(),
+            );
+            let all = self
+                .read(doc! {
+                    "pending.op": op,
+                    "$or": [{ "owner": { "$in": some_owners } }, { "user": { "$in": some_users } }],
+                })
+                .await?;
+            let mut deltas = Deltas::new();
+            for (found, mark) in all
+                .iter()
+                .filter_map(|found| found.mark.map(|mark| (found, mark)))
+                .filter(|(_, mark)| mark.op == *op)
+            {
+                if owners.contains(found.owner.as_str()) {
+                    *deltas
+                        .entry((found.owner.clone(), Count::Following))
+                        .or_default() += mark.delta;
+                }
+                if users.contains(found.user.as_str()) {
+                    *deltas
+                        .entry((found.user.clone(), Count::Followers))
+                        .or_default() += mark.delta;
+                }
+            }
+            changes.push((*op, deltas));
+        }
+        self.adjust(changes).await?;
+        let ops: Vec<ObjectId> = ops.into_iter().collect();
+        let created = marked.iter().any(|(_, mark)| !mark.is_removal());
+        let removed = marked.iter().any(|(_, mark)| mark.is_removal());
+        self.clear(scope, &ops, created, removed).await
+    }
+
+    /// Step 3: unsets the marks of `ops` on created subscriptions in `scope` (if `created`),
+    /// deletes the subscriptions in `scope` that `ops` removed (if `removed`).
+    async fn clear(
+        &self,
+        scope: &Document,
+        ops: &[ObjectId],
+        created: bool,
+        removed: bool,
+    ) -> Result<()> {
+        let of = |delta: i64| {
+            let mut filter = scope.clone();
+            filter.insert("pending.op", doc! { "$in": ops });
+            filter.insert("pending.delta", delta);
+            filter
+        };
+        if created {
+            // `$unset` filtered by the mark: the second time, nothing matches.
+            let update = doc! { "$unset": { "pending": "" } };
+            self.update_many(of(1), update).await?;
+        }
+        if removed {
+            let filter = of(-1);
+            // A filtered delete: deleting twice deletes once.
+            retry(&self.retry, "delete subscriptions", || async {
+                self.subscriptions.delete_many(filter.clone()).await?;
                 Ok(())
             })
             .await?;
         }
         Ok(())
+    }
+
+    /// Every subscription matching `filter`: its pair, origins and mark.
+    async fn read(&self, filter: Document) -> Result<Vec<Found>> {
+        let found: Vec<Document> = retry(&self.retry, "find subscriptions", || async {
+            Ok(self
+                .subscriptions
+                .find(filter.clone())
+                .projection(doc! { "owner": 1, "user": 1, "origins": 1, "pending": 1 })
+                .await?
+                .try_collect()
+                .await?)
+        })
+        .await?;
+        Ok(found.iter().filter_map(Found::from_document).collect())
+    }
+
+    /// Moves the counts by each operation's deltas, under its id (so each stats document applies
+    /// each operation once), locking the stats documents where updates are not atomic.
+    async fn adjust(&self, mut changes: Vec<(ObjectId, Deltas)>) -> Result<()> {
+        for (_, deltas) in &mut changes {
+            deltas.retain(|_, delta| *delta != 0);
+        }
+        changes.retain(|(_, deltas)| !deltas.is_empty());
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let capabilities = self.stats.capabilities().await?;
+        let users: BTreeSet<&String> = changes
+            .iter()
+            .flat_map(|(_, deltas)| deltas.keys().map(|(user, _)| user))
+            .collect();
+        let keys: Vec<String> = users.into_iter().map(|user| stats_key(user)).collect();
+        self.stats
+            .in_rounds(&keys, ROUND, |taken| {
+                self.apply(&capabilities, &changes, Some(taken))
+            })
+            .await
+    }
+
+    /// `$inc`s the stats documents by `changes` (only those of users whose stats lock is in
+    /// `locked`, when given), in one `update` command: a statement per operation and distinct
+    /// change, both counts of a document in one statement.
+    async fn apply(
+        &self,
+        capabilities: &Capabilities,
+        changes: &[(ObjectId, Deltas)],
+        locked: Option<Vec<String>>,
+    ) -> Result<()> {
+        let locked: Option<BTreeSet<String>> = locked.map(|keys| keys.into_iter().collect());
+        let mut batch = UpdateBatch::new(&self.database, self.users.name(), &self.retry);
+        for (op, deltas) in changes {
+            let mut by_user: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+            for ((user, count), delta) in deltas {
+                let included = locked
+                    .as_ref()
+                    .is_none_or(|keys| keys.contains(&stats_key(user)));
+                if included {
+                    let both = by_user.entry(user.as_str()).or_default();
+                    match count {
+                        Count::Following => both.0 += delta,
+                        Count::Followers => both.1 += delta,
+                    }
+                }
+            }
+            let mut by_change: BTreeMap<(i64, i64), Vec<&str>> = BTreeMap::new();
+            for (user, change) in by_user {
+                by_change.entry(change).or_default().push(user);
+            }
+            for ((following, followers), users) in by_change {
+                let mut inc = Document::new();
+                for (count, delta) in [(Count::Following, following), (Count::Followers, followers)]
+                {
+                    if delta != 0 {
+                        inc.insert(count.field(), delta);
+                    }
+                }
+                if inc.is_empty() {
+                    continue;
+                }
+                // Applied once under retries and repeats: each stats document records the
+                // operation's id.
+                let mut filter = doc! { "_id": { "$in": users } };
+                let mut update = doc! { "$inc": inc };
+                once_per_op(&mut filter, &mut update, *op);
+                batch.push_multi(filter, update)?;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // No statement upserts, so none meets a duplicate key: every one ran or failed the call.
+        batch.run(capabilities).await.map(drop)
     }
 
     /// `update_many` on subscriptions, retried: callers pass idempotent updates only.
@@ -245,77 +533,34 @@ impl FollowGraph {
             .await?;
         }
 
-        let existing: Vec<Document> = self
-            .subscriptions
-            .find(doc! { "owner": owner })
-            .await?
-            .try_collect()
-            .await?;
+        let scope = doc! { "owner": owner };
+        let existing = self.settle(&scope).await?;
         let mut report = RebuildReport::default();
         let mut removed = Vec::new();
-        for document in &existing {
-            let Ok(user) = document.get_str("user") else {
-                continue;
-            };
-            let origins: BTreeSet<String> = document
-                .get_array("origins")
-                .map(|origins| {
-                    origins
-                        .iter()
-                        .filter_map(Bson::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
-            match desired.remove(user) {
-                None => removed.push((owner.to_owned(), user.to_owned())),
+        for found in existing {
+            let origins: BTreeSet<String> = found.origins.iter().cloned().collect();
+            match desired.remove(&found.user) {
+                None => removed.push(found.pair()),
                 Some(wanted) if wanted == origins => report.unchanged += 1,
                 Some(wanted) => {
                     let wanted: Vec<String> = wanted.into_iter().collect();
                     let update = doc! { "$set": { "origins": wanted } };
-                    self.update_many(doc! { "owner": owner, "user": user }, update)
-                        .await?;
+                    let filter = doc! { "owner": owner, "user": &found.user };
+                    self.update_many(filter, update).await?;
                     report.corrected += 1;
                 }
             }
         }
-        if !removed.is_empty() {
-            let users: Vec<&String> = removed.iter().map(|(_, user)| user).collect();
-            let filter = doc! { "owner": owner, "user": { "$in": users } };
-            retry(&self.retry, "delete subscriptions", || async {
-                self.subscriptions.delete_many(filter.clone()).await?;
-                Ok(())
-            })
-            .await?;
-        }
-        let now = bson::DateTime::now();
-        let created: Vec<Pair> = desired
-            .keys()
-            .map(|user| (owner.to_owned(), user.clone()))
-            .collect();
-        if !desired.is_empty() {
-            let documents = desired
-                .into_iter()
-                .map(|(user, origins)| {
-                    let origins: Vec<String> = origins.into_iter().collect();
-                    doc! { "owner": owner, "user": user, "origins": origins, "since": now }
-                })
-                .collect();
-            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
-        }
-        report.created = created.len();
+        report.created = desired.len();
         report.removed = removed.len();
-        // Followers move by what changed. The owner's `following` changes only under the owner's
-        // lock, held here, so it is set outright: this also repairs a count left off by an
-        // operation interrupted between its subscription write and its count update.
-        let mut followers: BTreeMap<(String, Count), i64> = BTreeMap::new();
-        for (_, user) in &created {
-            followers.insert((user.clone(), Count::Followers), 1);
-        }
-        for (_, user) in &removed {
-            followers.insert((user.clone(), Count::Followers), -1);
-        }
-        self.adjust(followers).await?;
+        let created = desired
+            .into_iter()
+            .map(|(user, origins)| ((owner.to_owned(), user), origins.into_iter().collect()))
+            .collect();
+        self.commit(&scope, created, removed).await?;
+        // The owner's `following` changes only under the owner's lock, held here, so it is also
+        // set outright: this repairs a count that went wrong by other means (a stats document
+        // edited by hand, a change finished after its id left the stats document's memory).
         let following = report.created + report.corrected + report.unchanged;
         self.set_count(owner, Count::Following, following as i64)
             .await?;
@@ -337,6 +582,23 @@ impl FollowGraph {
         });
         self.stats.run_one(&stats_key(user), update).await
     }
+}
+
+/// A filter matching exactly the subscriptions `pairs`: all of one owner or all to one user (as
+/// in every round), or any set of pairs.
+fn pairs_filter(pairs: &[Pair]) -> Document {
+    let owners: BTreeSet<&str> = pairs.iter().map(|(owner, _)| owner.as_str()).collect();
+    let users: BTreeSet<&str> = pairs.iter().map(|(_, user)| user.as_str()).collect();
+    let (owners, users): (Vec<&str>, Vec<&str>) =
+        (owners.into_iter().collect(), users.into_iter().collect());
+    if owners.len() == 1 || users.len() == 1 {
+        return doc! { "owner": { "$in": owners }, "user": { "$in": users } };
+    }
+    let each: Vec<Document> = pairs
+        .iter()
+        .map(|(owner, user)| doc! { "owner": owner, "user": user })
+        .collect();
+    doc! { "$or": each }
 }
 
 /// The owner ids of owner lock keys.
