@@ -156,7 +156,7 @@ impl Config {
             ),
             bucket_size: bench_env::number(
                 "MONGO_SOCIAL_BENCH_BUCKET_SIZE",
-                BucketedFanOut::DEFAULT_BUCKET_SIZE as usize,
+                mongo_social::inbox::DEFAULT_BUCKET_SIZE as usize,
             ) as u32,
             groups: bench_env::groups(),
         }
@@ -245,44 +245,43 @@ impl Contender {
     }
 }
 
-/// The three strategies in `db`, their collection names ending in `suffix`.
-fn contenders(db: &Database, suffix: &str, bucket_size: u32) -> Vec<Contender> {
-    let name = |base: &str| format!("{base}{suffix}");
-    let read = name(FanOutOnRead::DEFAULT_COLLECTION);
-    let write = name(FanOutOnWrite::DEFAULT_COLLECTION);
-    let buckets = name(BucketedFanOut::DEFAULT_COLLECTION);
-    let heads = name(BucketedFanOut::DEFAULT_HEADS_COLLECTION);
-    let locks = name(BucketedFanOut::DEFAULT_LOCKS_COLLECTION);
+/// The three strategies in `db`, their collection names starting with `prefix`.
+fn contenders(db: &Database, prefix: &str, bucket_size: u32) -> Vec<Contender> {
+    let collections = |strategy: Strategy| -> Vec<String> {
+        strategy
+            .collections()
+            .iter()
+            .map(|name| format!("{prefix}{name}"))
+            .collect()
+    };
     vec![
         Contender {
             store: Arc::new(
                 FanOutOnRead::builder(db)
-                    .collection(&read)
+                    .collection_prefix(prefix)
                     .build()
                     .expect("store"),
             ),
-            collections: vec![read],
+            collections: collections(Strategy::FanOutOnRead),
         },
         Contender {
             store: Arc::new(
                 FanOutOnWrite::builder(db)
-                    .collection(&write)
+                    .collection_prefix(prefix)
                     .build()
                     .expect("store"),
             ),
-            collections: vec![write],
+            collections: collections(Strategy::FanOutOnWrite),
         },
         Contender {
             store: Arc::new(
                 BucketedFanOut::builder(db)
                     .bucket_size(bucket_size)
-                    .collection(&buckets)
-                    .heads_collection(&heads)
-                    .locks_collection(&locks)
+                    .collection_prefix(prefix)
                     .build()
                     .expect("store"),
             ),
-            collections: vec![buckets, heads, locks],
+            collections: collections(Strategy::BucketedFanOut),
         },
     ]
 }
@@ -614,12 +613,12 @@ fn bench_inbox_page(c: &mut Criterion, env: &Env) {
     let db = env.database("inbox_page");
     let mut filled = Vec::new();
     for &m in &env.config.page_m {
-        let suffix = format!("_m{m}");
-        let subjects = contenders(&db, &suffix, env.config.bucket_size)
+        let prefix = format!("m{m}_");
+        let subjects = contenders(&db, &prefix, env.config.bucket_size)
             .into_iter()
             .map(Subject::Library)
             .chain(
-                seeds(env, "inbox_page", &suffix)
+                seeds(env, "inbox_page", &format!("_m{m}"))
                     .into_iter()
                     .map(Subject::Seed),
             );

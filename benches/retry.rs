@@ -49,7 +49,7 @@ fn main() {
             store
         });
         let to: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
-        let send = |store: BucketedFanOut, to: Vec<String>| async move {
+        let send = |store: BucketedFanOut<String>, to: Vec<String>| async move {
             store
                 .send(NewMessage::new("s", to, "hello".to_owned()))
                 .await
@@ -73,7 +73,6 @@ fn main() {
             let store: FeedStore<()> = FeedStore::builder(&db)
                 .retry_policy(policy)
                 .build()
-                .await
                 .expect("store");
             store.create_indexes().await.expect("indexes");
             store

@@ -47,7 +47,7 @@ async fn main() -> common::ExampleResult {
         .build()?;
     let store: &DynInboxStore<String> = &buckets;
     store.create_indexes().await?;
-    let raw = db.collection::<Document>(BucketedFanOut::DEFAULT_COLLECTION);
+    let raw = db.collection::<Document>("inbox_buckets");
 
     println!(
         "== a group chat (ana, bob, chen) and direct messages to bob, bucket size {BUCKET_SIZE} =="

@@ -61,7 +61,7 @@ async fn main() -> common::ExampleResult {
         .await?;
 
     let stored = db
-        .collection::<Document>(Embedded::DEFAULT_COLLECTION)
+        .collection::<Document>("discussions")
         .find_one(doc! { "_id": "article-1" })
         .projection(doc! { "slots": 1, "bytes": 1, "comments.text": 1, "comments.replies.text": 1 })
         .await?;
@@ -86,7 +86,7 @@ async fn main() -> common::ExampleResult {
 
     // A small document limit, to show the error without writing 16 MiB.
     let small = Embedded::builder(&db)
-        .discussions_collection("small_discussions")
+        .collection("discussions", "small_discussions")
         .max_document_bytes(2048)
         .build()?;
     small.create_discussion("busy").await?;

@@ -29,7 +29,7 @@ async fn main() -> common::ExampleResult {
     let messages = FanOutOnRead::new(&db);
     let store: &DynInboxStore<String> = &messages;
     store.create_indexes().await?;
-    let raw = db.collection::<Document>(FanOutOnRead::DEFAULT_COLLECTION);
+    let raw = db.collection::<Document>("inbox");
 
     println!("== team chat: every member posts to the other four ==");
     let team = ["ana", "bob", "chen", "dee", "eli"];

@@ -31,7 +31,7 @@ async fn main() -> common::ExampleResult {
     let copies = FanOutOnWrite::new(&db);
     let store: &DynInboxStore<String> = &copies;
     store.create_indexes().await?;
-    let raw = db.collection::<Document>(FanOutOnWrite::DEFAULT_COLLECTION);
+    let raw = db.collection::<Document>("inbox_copies");
 
     println!("== direct messages and a weekend-plans group of three ==");
     let mut last_group_message = None;

@@ -38,8 +38,7 @@ async fn main() -> common::ExampleResult {
     let store: FeedStore<Tags> = FeedStore::builder(&db)
         .follows(follows)
         .capabilities(info.capabilities())
-        .build()
-        .await?;
+        .build()?;
     store.create_indexes().await?;
 
     for id in ["ann", "bob", "cat", "dan"] {

@@ -1,67 +1,102 @@
-//! The one seam between the data models and the server's differences in write isolation.
+//! The one seam between the data models and the server they run on.
 //!
-//! On MongoDB (and every engine whose single-document updates are atomic) the stores' filters
-//! make each write safe on its own. FerretDB 1.x reads, modifies and writes back whole documents
-//! without isolation, so there writers of the same documents must take turns. [`Exclusive`] is
-//! where that choice is made, once, from the detected [`Capabilities`]: data-model code says
-//! which keys its work touches and never reads a capability flag to choose a locking strategy.
-//! A new server quirk of this kind changes this file.
+//! Every store holds one [`Backend`], built once by its builder (see [`crate::config`]), and
+//! asks it for everything that depends on the server rather than on the data model:
+//!
+//! - the server's [`Capabilities`], detected on first use (or given) and shared by clones;
+//! - write isolation: on MongoDB (and every engine whose single-document updates are atomic)
+//!   the stores' filters make each write safe on its own; FerretDB 1.x reads, modifies and
+//!   writes back whole documents without isolation, so there writers of the same documents
+//!   must take turns. [`Backend::exclusive`] and its siblings make that choice, from the
+//!   capabilities: data-model code says which keys its work touches and never reads a
+//!   capability flag to choose a locking strategy;
+//! - leased locks that a store needs on every server (a job claim, a graph rebuild), over the
+//!   same locks collection ([`Backend::lease_locks`]);
+//! - the store's indexes, created one per command, and before the first write where
+//!   correctness depends on them ([`Backend::create_indexes`], [`Backend::ensure_indexes`]),
+//!   including indexes only some servers have ([`Backend::with_index_where`]);
+//! - many update statements in as few commands as the server takes ([`Backend::update_batch`]);
+//! - retries of transient failures under the store's policy ([`Backend::retry`]).
+//!
+//! A new server quirk of these kinds changes this file (or the one it delegates to), not the
+//! data models.
 
 use std::future::Future;
 use std::time::Duration;
 
 use bson::Document;
-use mongodb::{Collection, Database};
+use mongodb::{Collection, Database, IndexModel};
 
+use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
+use crate::update_batch::UpdateBatch;
 use crate::Result;
 
-/// Runs work alone among the writers of the same keys where the server needs it, and directly
-/// where it does not; the server's capabilities are detected on first use (or given), and
-/// clones share them.
+/// A store's view of its server; cheap to clone, and clones share what was detected and
+/// created.
 ///
-/// Where updates are not atomic, each key is a leased lock document `{_id: key, token,
-/// expires}` in the store's locks collection (see [`LeaseLocks`]): one `insert` to take the
-/// locks of a call, one `delete` to release them, taken over after `lease` if a holder dies.
+/// Where updates are not atomic, each key of [`Backend::exclusive`] is a leased lock document
+/// `{_id: key, token, expires}` in the store's locks collection (see [`LeaseLocks`]): one
+/// `insert` to take the locks of a call, one `delete` to release them, taken over after the
+/// lease if a holder dies.
 #[derive(Clone, Debug)]
-pub(crate) struct Exclusive {
+pub(crate) struct Backend {
     database: Database,
     capabilities: DetectedCapabilities,
-    locks: LeaseLocks,
+    retry: RetryPolicy,
+    /// `None` for a store that never takes turns (its builder named no locks collection).
+    locks: Option<LeaseLocks>,
+    indexes: Indexes,
 }
 
-impl Exclusive {
-    /// Writers serialised through leased locks in `locks` (used only where needed).
+impl Backend {
+    /// A backend over `database` whose locks (if the store takes any) live in the collection
+    /// `locks` and last `lease`; `capabilities` as given, or detected on first use.
     pub(crate) fn new(
         database: &Database,
-        locks: &str,
-        lease: Duration,
+        locks: Option<(&str, Duration)>,
         retry: RetryPolicy,
-    ) -> Self {
-        Self::over(database, database.collection(locks), lease, retry)
-    }
-
-    /// [`Exclusive::new`] with the locks collection given.
-    pub(crate) fn over(
-        database: &Database,
-        locks: Collection<Document>,
-        lease: Duration,
-        retry: RetryPolicy,
+        capabilities: Option<Capabilities>,
     ) -> Self {
         Self {
             database: database.clone(),
-            capabilities: DetectedCapabilities::default(),
-            locks: LeaseLocks::new(locks, lease, retry),
+            capabilities: capabilities.map_or_else(DetectedCapabilities::default, |given| {
+                DetectedCapabilities::given(given)
+            }),
+            retry,
+            locks: locks
+                .map(|(name, lease)| LeaseLocks::new(database.collection(name), lease, retry)),
+            indexes: Indexes::new(),
         }
     }
 
-    /// The same writers on a server whose capabilities the application gave: nothing is
-    /// detected.
-    pub(crate) fn given(mut self, capabilities: Capabilities) -> Self {
-        self.capabilities = DetectedCapabilities::given(capabilities);
+    /// Adds an index the store needs on `collection`.
+    pub(crate) fn with_index(mut self, collection: &Collection<Document>, model: IndexModel) -> Self {
+        self.indexes = self.indexes.with(collection, model, None);
         self
+    }
+
+    /// Adds an index the store uses only on servers for which `available` holds (a text index
+    /// where the server has text search).
+    pub(crate) fn with_index_where(
+        mut self,
+        available: fn(&Capabilities) -> bool,
+        collection: &Collection<Document>,
+        model: IndexModel,
+    ) -> Self {
+        self.indexes = self.indexes.with(collection, model, Some(available));
+        self
+    }
+
+    pub(crate) fn database(&self) -> &Database {
+        &self.database
+    }
+
+    /// The store's retry policy.
+    pub(crate) fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
     }
 
     /// The server's capabilities, detected on first use.
@@ -69,9 +104,68 @@ impl Exclusive {
         self.capabilities.get(&self.database).await
     }
 
+    /// Runs `run` until it succeeds, fails with an error that is not transient, or the store's
+    /// retry budget is spent; `run` must be idempotent (see [`crate::retry::retry`]).
+    pub(crate) async fn retry<T, F, Fut>(&self, operation: &'static str, run: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        crate::retry::retry(&self.retry, operation, run).await
+    }
+
+    /// Inserts `document` once under the store's retry policy: `false` if a unique index already
+    /// held its key (see [`crate::update_batch::insert_once_with`]).
+    pub(crate) async fn insert_once(
+        &self,
+        collection: &Collection<Document>,
+        document: Document,
+    ) -> Result<bool> {
+        crate::update_batch::insert_once_with(&self.retry, collection, document).await
+    }
+
+    /// Inserts `documents` in one unordered `insert` under the store's retry policy, a
+    /// duplicate key taken as "already stored" (see [`crate::update_batch::insert_many_once`]).
+    pub(crate) async fn insert_many_once(
+        &self,
+        collection: &Collection<Document>,
+        documents: Vec<Document>,
+    ) -> Result<()> {
+        crate::update_batch::insert_many_once(&self.retry, collection, documents).await
+    }
+
+    /// Creates every index, one `createIndexes` command each (see [`crate::indexes`]).
+    pub(crate) async fn create_indexes(&self) -> Result<()> {
+        self.indexes.create(&self.capabilities().await?).await
+    }
+
+    /// Creates the indexes unless this store (or a clone) already did.
+    pub(crate) async fn ensure_indexes(&self) -> Result<()> {
+        self.indexes.ensure(&self.capabilities().await?).await
+    }
+
+    /// An empty batch of update statements for `collection`, sent under the store's policy and
+    /// the server's limits.
+    pub(crate) fn update_batch<'a>(&'a self, collection: &'a str) -> UpdateBatch<'a> {
+        UpdateBatch::new(self, collection)
+    }
+
+    /// Leased locks in the store's locks collection that last `lease`, for work that takes
+    /// turns on every server.
+    pub(crate) fn lease_locks(&self, lease: Duration) -> LeaseLocks {
+        self.locks().lasting(lease)
+    }
+
     /// The name of the locks collection.
     pub(crate) fn locks_collection(&self) -> &str {
-        self.locks.collection_name()
+        self.locks().collection_name()
+    }
+
+    fn locks(&self) -> &LeaseLocks {
+        // Only stores built with a locks collection call what takes locks.
+        self.locks
+            .as_ref()
+            .expect("a store that takes locks names its locks collection")
     }
 
     /// Whether writers must take turns on this server.
@@ -80,31 +174,31 @@ impl Exclusive {
     }
 
     /// Runs `work` holding every one of `keys` where the server needs it.
-    pub(crate) async fn run<T>(
+    pub(crate) async fn exclusive<T>(
         &self,
         keys: &[String],
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
         if self.locking().await? {
-            self.locks.with_locks(keys, work).await
+            self.locks().with_locks(keys, work).await
         } else {
             work.await
         }
     }
 
-    /// [`Exclusive::run`] for one key.
-    pub(crate) async fn run_one<T>(
+    /// [`Backend::exclusive`] for one key.
+    pub(crate) async fn exclusive_one<T>(
         &self,
         key: &str,
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        self.run(&[key.to_owned()], work).await
+        self.exclusive(&[key.to_owned()], work).await
     }
 
     /// Runs `work` on all of `keys`: at once where the server needs no locks; otherwise in
     /// rounds of at most `batch` keys, each holding the locks of the keys it got (see
     /// [`LeaseLocks::in_rounds`]), so no caller holds some keys while waiting for others.
-    pub(crate) async fn in_rounds<F, Fut>(
+    pub(crate) async fn exclusive_in_rounds<F, Fut>(
         &self,
         keys: &[String],
         batch: usize,
@@ -115,7 +209,7 @@ impl Exclusive {
         Fut: Future<Output = Result<()>>,
     {
         if self.locking().await? {
-            self.locks.in_rounds(keys, batch, work).await
+            self.locks().in_rounds(keys, batch, work).await
         } else {
             work(keys.to_vec()).await
         }
@@ -123,8 +217,8 @@ impl Exclusive {
 
     /// Runs `atomic` where single-document updates are atomic and `locked` elsewhere, for writes
     /// whose safe form differs (an atomic `$push` guarded by its filter, or a read-modify-write
-    /// that takes its turns with [`Exclusive::run`]).
-    pub(crate) async fn either<T>(
+    /// that takes its turns with [`Backend::exclusive`]).
+    pub(crate) async fn atomic_or_locked<T>(
         &self,
         atomic: impl Future<Output = Result<T>>,
         locked: impl Future<Output = Result<T>>,

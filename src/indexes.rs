@@ -19,12 +19,20 @@ use bson::Document;
 use mongodb::{Collection, IndexModel};
 use tokio::sync::OnceCell;
 
+use crate::server::Capabilities;
 use crate::Result;
+
+/// An index, and the servers it is for (`None`: every server).
+type Wanted = (
+    Collection<Document>,
+    IndexModel,
+    Option<fn(&Capabilities) -> bool>,
+);
 
 /// The indexes a store needs, and whether this store (or a clone) has created them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Indexes {
-    wanted: Vec<(Collection<Document>, IndexModel)>,
+    wanted: Vec<Wanted>,
     created: Arc<OnceCell<()>>,
 }
 
@@ -34,16 +42,22 @@ impl Indexes {
         Self::default()
     }
 
-    /// Adds `model` on `collection`.
-    pub(crate) fn with(mut self, collection: &Collection<Document>, model: IndexModel) -> Self {
-        self.wanted.push((collection.clone(), model));
+    /// Adds `model` on `collection`, for the servers on which `available` holds (every server
+    /// for `None`).
+    pub(crate) fn with(
+        mut self,
+        collection: &Collection<Document>,
+        model: IndexModel,
+        available: Option<fn(&Capabilities) -> bool>,
+    ) -> Self {
+        self.wanted.push((collection.clone(), model, available));
         self
     }
 
-    /// Creates every index, one `createIndexes` command each (see the [module docs](self)), and
-    /// remembers that they exist.
-    pub(crate) async fn create(&self) -> Result<()> {
-        self.create_each().await?;
+    /// Creates every index the server with `capabilities` takes, one `createIndexes` command
+    /// each (see the [module docs](self)), and remembers that they exist.
+    pub(crate) async fn create(&self, capabilities: &Capabilities) -> Result<()> {
+        self.create_each(capabilities).await?;
         // A concurrent `ensure` may be setting it too; either way they exist now.
         let _ = self.created.set(());
         Ok(())
@@ -51,16 +65,18 @@ impl Indexes {
 
     /// Creates the indexes unless this store (or a clone) already did; concurrent callers wait
     /// for one creation. A failed creation is tried again by the next call.
-    pub(crate) async fn ensure(&self) -> Result<()> {
+    pub(crate) async fn ensure(&self, capabilities: &Capabilities) -> Result<()> {
         self.created
-            .get_or_try_init(|| self.create_each())
+            .get_or_try_init(|| self.create_each(capabilities))
             .await
             .map(drop)
     }
 
-    async fn create_each(&self) -> Result<()> {
-        for (collection, model) in &self.wanted {
-            collection.create_index(model.clone()).await?;
+    async fn create_each(&self, capabilities: &Capabilities) -> Result<()> {
+        for (collection, model, available) in &self.wanted {
+            if available.is_none_or(|available| available(capabilities)) {
+                collection.create_index(model.clone()).await?;
+            }
         }
         Ok(())
     }

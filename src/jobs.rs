@@ -57,9 +57,10 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
-use crate::indexes::Indexes;
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::lease_lock::LeaseLocks;
-use crate::retry::{jittered, retry, RetryPolicy};
+use crate::retry::jittered;
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
 
@@ -134,9 +135,10 @@ pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
 /// ```
 #[derive(Clone, Debug)]
 pub struct JobQueue {
+    backend: Backend,
     jobs: Collection<Document>,
+    /// Claims, taken on every server.
     locks: LeaseLocks,
-    indexes: Indexes,
     lease: Duration,
     max_attempts: u32,
     retry_delay: Duration,
@@ -145,30 +147,23 @@ pub struct JobQueue {
     max_poll_interval: Duration,
     /// Bumped by every enqueue through this queue or a clone, to wake this process's workers.
     enqueued: Arc<tokio::sync::watch::Sender<u64>>,
-    retry: RetryPolicy,
 }
 
 /// Configures a [`JobQueue`].
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
 pub struct JobQueueBuilder {
-    database: Database,
-    collection: String,
+    config: StoreConfig,
     lease: Duration,
     max_attempts: u32,
     retry_delay: Duration,
     batch: usize,
     poll_interval: Duration,
     max_poll_interval: Duration,
-    retry: RetryPolicy,
 }
 
 impl JobQueueBuilder {
-    /// The jobs collection (default `jobs`); claims go to `<name>_locks`.
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.collection = name.into();
-        self
-    }
+    store_builder_methods!();
 
     /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
     /// claim covers a batch run one job after the other; once three quarters of the lease have
@@ -214,21 +209,18 @@ impl JobQueueBuilder {
         self
     }
 
-    /// How transient failures of the queue's own commands are retried (default
-    /// [`RetryPolicy::default`]); a worker whose rounds fail past it backs off by the same steps.
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
     /// Builds the queue.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable collection name, a zero lease, batch,
-    /// `max_attempts` or poll interval, or a maximum poll interval below the poll interval.
+    /// [`Error::InvalidConfig`] for an unusable collection name, a name given to a collection
+    /// other than `jobs`, a zero lease, batch, `max_attempts` or poll interval, or a maximum
+    /// poll interval below the poll interval.
     pub fn build(self) -> Result<JobQueue> {
-        crate::validate::check_collection_name(&self.collection)?;
+        let [jobs] = self.config.names(["jobs"])?;
+        // Claims live beside the jobs, whatever they are called.
+        let locks = format!("{jobs}_locks");
+        crate::validate::check_collection_name(&locks)?;
         if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
             return Err(Error::InvalidConfig {
                 reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),
@@ -241,18 +233,19 @@ impl JobQueueBuilder {
                     .to_owned(),
             });
         }
-        let locks = self
-            .database
-            .collection(&format!("{}_locks", self.collection));
-        let jobs = self.database.collection(&self.collection);
+        let jobs = self.config.database().collection(&jobs);
         let due = IndexModel::builder()
             .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
             .options(IndexOptions::builder().name("due".to_owned()).build())
             .build();
+        let backend = self
+            .config
+            .backend(&locks, self.lease)
+            .with_index(&jobs, due);
         Ok(JobQueue {
-            indexes: Indexes::new().with(&jobs, due),
+            locks: backend.lease_locks(self.lease),
+            backend,
             jobs,
-            locks: LeaseLocks::new(locks, self.lease, self.retry),
             lease: self.lease,
             max_attempts: self.max_attempts,
             retry_delay: self.retry_delay,
@@ -260,15 +253,11 @@ impl JobQueueBuilder {
             poll_interval: self.poll_interval,
             max_poll_interval: self.max_poll_interval,
             enqueued: Arc::new(tokio::sync::watch::channel(0).0),
-            retry: self.retry,
         })
     }
 }
 
 impl JobQueue {
-    /// The default collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "jobs";
-
     /// A queue with default settings in `database`.
     pub fn new(database: &Database) -> Self {
         Self::builder(database)
@@ -279,15 +268,13 @@ impl JobQueue {
     /// Starts configuring a queue in `database`.
     pub fn builder(database: &Database) -> JobQueueBuilder {
         JobQueueBuilder {
-            database: database.clone(),
-            collection: Self::DEFAULT_COLLECTION.to_owned(),
+            config: StoreConfig::new(database),
             lease: Duration::from_secs(60),
             max_attempts: 10,
             retry_delay: Duration::from_secs(1),
             batch: 20,
             poll_interval: Duration::from_millis(50),
             max_poll_interval: Duration::from_secs(2),
-            retry: RetryPolicy::default(),
         }
     }
 
@@ -331,7 +318,7 @@ impl JobQueue {
             "not_before": bson::DateTime::now(),
             "failed": false,
         };
-        let added = crate::update_batch::insert_once_with(&self.retry, &self.jobs, job).await?;
+        let added = self.backend.insert_once(&self.jobs, job).await?;
         if added {
             self.enqueued
                 .send_modify(|count| *count = count.wrapping_add(1));
@@ -419,7 +406,7 @@ impl JobQueue {
             .filter_map(|key| ObjectId::parse_str(key).ok())
             .collect();
         let now = bson::DateTime::now();
-        let found: Vec<Document> = retry(&self.retry, "find claimed jobs", || async {
+        let found: Vec<Document> = self.backend.retry("find claimed jobs", || async {
             Ok(self
                 .jobs
                 .find(doc! {
@@ -455,7 +442,7 @@ impl JobQueue {
             match handler.handle(&job).await {
                 Ok(()) => {
                     // A delete by `_id`: a retry finds nothing more to delete.
-                    retry(&self.retry, "complete job", || async {
+                    self.backend.retry("complete job", || async {
                         self.jobs.delete_one(doc! { "_id": job.id }).await?;
                         Ok(())
                     })
@@ -484,7 +471,7 @@ impl JobQueue {
             "last_error": error.to_string(),
         } };
         // Absolute values, not an `$inc`: a retry sets the same ones again.
-        retry(&self.retry, "record job failure", || async {
+        self.backend.retry("record job failure", || async {
             self.jobs
                 .update_one(doc! { "_id": job.id }, update.clone())
                 .await?;
@@ -495,7 +482,7 @@ impl JobQueue {
 
     async fn due_jobs(&self) -> Result<Vec<ObjectId>> {
         let now = bson::DateTime::now();
-        let due: Vec<Document> = retry(&self.retry, "find due jobs", || async {
+        let due: Vec<Document> = self.backend.retry("find due jobs", || async {
             Ok(self
                 .jobs
                 .find(doc! { "failed": false, "not_before": { "$lte": now } })
@@ -519,7 +506,7 @@ impl JobQueue {
     /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
     /// attempt's reply was lost, a retry finds the job gone and returns `false`.
     pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
-        let deleted = retry(&self.retry, "cancel job", || async {
+        let deleted = self.backend.retry("cancel job", || async {
             Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
         })
         .await?;
@@ -602,7 +589,7 @@ impl JobQueue {
                             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
                         shared.failed_rounds.fetch_add(1, Ordering::Relaxed);
                         failures_in_a_row += 1;
-                        jittered(queue.retry.backoff(failures_in_a_row)).max(queue.poll_interval)
+                        jittered(queue.backend.retry_policy().backoff(failures_in_a_row)).max(queue.poll_interval)
                     }
                 };
                 tokio::select! {
@@ -618,7 +605,7 @@ impl JobQueue {
     /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
     /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
+        self.backend.create_indexes().await
     }
 
     /// The shard key of each of the queue's collections.

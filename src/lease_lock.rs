@@ -53,6 +53,14 @@ impl LeaseLocks {
         }
     }
 
+    /// The same locks collection, with locks that last `lease`.
+    pub(crate) fn lasting(&self, lease: Duration) -> Self {
+        Self {
+            lease,
+            ..self.clone()
+        }
+    }
+
     /// The name of the collection holding the locks.
     pub(crate) fn collection_name(&self) -> &str {
         self.locks.name()

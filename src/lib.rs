@@ -11,6 +11,7 @@ struct ReadmeDoctests;
 mod backend;
 mod bson_ext;
 pub mod comments;
+mod config;
 pub mod delivery;
 pub mod error;
 pub mod feed;

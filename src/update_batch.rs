@@ -6,10 +6,9 @@
 //! failed, and [`UpdateBatch::run`] copes with servers that stop at the first failure.
 
 use bson::{doc, Bson, Document};
-use mongodb::Database;
 
+use crate::backend::Backend;
 use crate::retry::{is_transient_write_error, Backoff, RetryPolicy};
-use crate::server::Capabilities;
 use crate::{Error, Result};
 
 /// Bytes of statements per command: well under the 16 MiB command limit, leaving room for the
@@ -25,9 +24,8 @@ pub(crate) const DUPLICATE_KEY: i32 = 11000;
 /// command's reply was lost, is sent again.
 #[derive(Debug)]
 pub(crate) struct UpdateBatch<'a> {
-    database: &'a Database,
+    backend: &'a Backend,
     collection: &'a str,
-    policy: &'a RetryPolicy,
     statements: Vec<Statement>,
     /// Whether statements that may or may not have run are reported instead of sent again.
     report_unknown: bool,
@@ -74,15 +72,12 @@ enum Sent {
 }
 
 impl<'a> UpdateBatch<'a> {
-    pub(crate) fn new(
-        database: &'a Database,
-        collection: &'a str,
-        policy: &'a RetryPolicy,
-    ) -> Self {
+    /// No statements yet, for `collection`, sent under `backend`'s retry policy and its server's
+    /// limits.
+    pub(crate) fn new(backend: &'a Backend, collection: &'a str) -> Self {
         Self {
-            database,
+            backend,
             collection,
-            policy,
             statements: Vec::new(),
             report_unknown: false,
         }
@@ -146,7 +141,7 @@ impl<'a> UpdateBatch<'a> {
     /// [`Error::is_retryable`]) are sent again under the batch's [`RetryPolicy`].
     ///
     /// Where the server does not run every statement of an unordered batch and report each
-    /// failure by index ([`Capabilities::unordered_update_batches`]), a command that reports any
+    /// failure by index ([`Capabilities::unordered_update_batches`](crate::Capabilities::unordered_update_batches)), a command that reports any
     /// error marks all its statements as unknown.
     ///
     /// # Errors
@@ -155,7 +150,8 @@ impl<'a> UpdateBatch<'a> {
     /// concern error, or a failed command; [`Error::RetriesExhausted`] when transient failures
     /// outlast the policy's budget (statements of earlier commands, and some of this one, may
     /// have run).
-    pub(crate) async fn run(mut self, capabilities: &Capabilities) -> Result<BatchOutcome> {
+    pub(crate) async fn run(mut self) -> Result<BatchOutcome> {
+        let capabilities = self.backend.capabilities().await?;
         self.statements.sort_by(|a, b| a.key.cmp(&b.key));
         let max_statements = capabilities.max_update_statements.max(1);
         let precise_errors = capabilities.unordered_update_batches;
@@ -172,7 +168,7 @@ impl<'a> UpdateBatch<'a> {
                 end += 1;
             }
             let mut pending: Vec<usize> = (start..end).collect();
-            let mut backoff = Backoff::new(self.policy, "update batch");
+            let mut backoff = Backoff::new(self.backend.retry_policy(), "update batch");
             loop {
                 match self.send(&pending, precise_errors, &mut outcome).await? {
                     Sent::Done => break,
@@ -200,10 +196,11 @@ impl<'a> UpdateBatch<'a> {
             .collect();
         let mut command = doc! { "update": self.collection, "updates": updates, "ordered": false };
         // `run_command` does not apply the database's write concern by itself.
-        if let Some(concern) = self.database.write_concern() {
+        let database = self.backend.database();
+        if let Some(concern) = database.write_concern() {
             command.insert("writeConcern", bson::to_document(concern)?);
         }
-        let reply = match self.database.run_command(command).await {
+        let reply = match database.run_command(command).await {
             Ok(reply) => reply,
             Err(error) => {
                 let error = Error::from(error);
@@ -319,15 +316,6 @@ pub(crate) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
         }
         _ => false,
     }
-}
-
-/// Inserts `document`; `false` (and nothing written) if a unique index already held its key.
-/// Transient failures are retried under the default [`RetryPolicy`] (see [`insert_once_with`]).
-pub(crate) async fn insert_once(
-    collection: &mongodb::Collection<Document>,
-    document: Document,
-) -> crate::Result<bool> {
-    insert_once_with(&RetryPolicy::default(), collection, document).await
 }
 
 /// Inserts `document`; `false` (and nothing written) if a unique index already held its key.

@@ -43,21 +43,6 @@ pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
 /// The largest document MongoDB stores.
 pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Fails with [`Error::InvalidConfig`] unless every name is usable and no two are the
-/// same; `roles` names them in the error (`"buckets, heads and locks"`).
-pub(crate) fn check_collection_names(names: &[&str], roles: &str) -> Result<()> {
-    for name in names {
-        check_collection_name(name)?;
-    }
-    let distinct: std::collections::BTreeSet<&&str> = names.iter().collect();
-    if distinct.len() != names.len() {
-        return Err(Error::InvalidConfig {
-            reason: format!("{roles} need {} different collections", names.len()),
-        });
-    }
-    Ok(())
-}
-
 /// Fails with [`Error::InvalidConfig`] for a name MongoDB would refuse.
 pub(crate) fn check_collection_name(name: &str) -> Result<()> {
     if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with("system.") {

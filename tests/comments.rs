@@ -381,7 +381,7 @@ async fn embedded_stops_before_16_mib() {
     }
     assert_eq!(store.count(DISCUSSION).await.unwrap(), 3);
     let size = t
-        .collection::<Document>(Embedded::DEFAULT_COLLECTION)
+        .collection::<Document>("discussions")
         .find_one(doc! { "_id": DISCUSSION })
         .await
         .unwrap()
@@ -399,7 +399,7 @@ async fn embedded_lives_in_the_applications_document() {
         .await
         .unwrap();
     let store = Embedded::builder(&t.db)
-        .discussions_collection("articles")
+        .collection("discussions", "articles")
         .build()
         .unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
@@ -521,7 +521,7 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
             "comments": comments,
         });
     }
-    t.collection::<Document>(HybridPages::DEFAULT_COLLECTION)
+    t.collection::<Document>("comment_pages")
         .insert_many(pages)
         .await
         .unwrap();

@@ -63,7 +63,7 @@ async fn delivery(
 /// How many copies of message `id` each recipient holds in the fan-out-on-write collection.
 async fn copies(t: &TestDb, id: bson::oid::ObjectId) -> HashMap<String, usize> {
     let found: Vec<Document> = t
-        .collection::<Document>(FanOutOnWrite::DEFAULT_COLLECTION)
+        .collection::<Document>("inbox_copies")
         .find(doc! { "id": id })
         .projection(doc! { "recipient": 1 })
         .await
@@ -137,7 +137,7 @@ async fn a_killed_worker_leaves_its_job_to_another() {
         .unwrap();
     let doomed = delivery.start_worker();
     // Kill the first worker once it has delivered part of the fan-out.
-    let copies_collection = t.collection::<Document>(FanOutOnWrite::DEFAULT_COLLECTION);
+    let copies_collection = t.collection::<Document>("inbox_copies");
     for _ in 0..2_000 {
         let delivered = copies_collection
             .count_documents(doc! { "id": posted.id.0 })
@@ -481,7 +481,7 @@ async fn bad_input_writes_nothing() {
     // Larger than the inbox takes: refused before the job, the outbox or any copy.
     let buckets =
         Delivery::<String>::builder(&t.db, graph.clone(), Arc::new(BucketedFanOut::new(&t.db)))
-            .collections("outbox_b", "activity_b", "celebrities_b", "jobs_b")
+            .collection_prefix("b_")
             .build()
             .unwrap();
     let error = buckets

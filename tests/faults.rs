@@ -330,7 +330,6 @@ async fn likes_survive_an_outage() {
     let store: FeedStore<Document> = FeedStore::builder(&client.database(test.db.name()))
         .capabilities(test.info.capabilities())
         .build()
-        .await
         .expect("store");
     store.create_indexes().await.expect("indexes");
     let users: Vec<String> = (0..USERS).map(|i| format!("u{i}")).collect();
@@ -358,7 +357,6 @@ async fn likes_survive_an_outage() {
         .capabilities(test.info.capabilities())
         .retry_policy(testing::impatient_retry())
         .build()
-        .await
         .expect("impatient store");
     let (store, impatient) = (Arc::new(store), Arc::new(impatient));
     let mut tasks = Vec::new();

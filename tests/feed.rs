@@ -36,7 +36,6 @@ async fn store_with(
     let t = testing::test_db(test).await;
     let store = configure(FeedStore::builder(&t.db).capabilities(t.info.capabilities()))
         .build()
-        .await
         .expect("build store");
     store.create_indexes().await.expect("create indexes");
     t.commands.reset();
@@ -659,7 +658,7 @@ async fn killed_worker_job_is_finished_by_another_after_the_lease() {
     let t = testing::test_db("feed_jobs_lease").await;
     let lease = Duration::from_millis(400);
     let queue = JobQueue::builder(&t.db)
-        .collection("work")
+        .collection("jobs", "work")
         .lease(lease)
         .poll_interval(Duration::from_millis(20))
         .build()
@@ -1045,7 +1044,7 @@ impl JobHandler for Failing {
 async fn failing_job_is_retried_then_marked_failed() {
     let t = testing::test_db("feed_jobs_failing").await;
     let queue = JobQueue::builder(&t.db)
-        .collection("work")
+        .collection("jobs", "work")
         .max_attempts(3)
         .retry_delay(Duration::from_millis(1))
         .build()
@@ -1137,7 +1136,7 @@ async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
     let t = testing::test_db("feed_jobs_batch_lease").await;
     let lease = Duration::from_millis(400);
     let queue = JobQueue::builder(&t.db)
-        .collection("work")
+        .collection("jobs", "work")
         .lease(lease)
         .batch(4)
         .build()
@@ -1190,7 +1189,7 @@ async fn first_retry_waits_the_retry_delay() {
     let t = testing::test_db("feed_jobs_retry_delay").await;
     let delay = Duration::from_secs(4);
     let queue = JobQueue::builder(&t.db)
-        .collection("work")
+        .collection("jobs", "work")
         .retry_delay(delay)
         .build()
         .unwrap();
@@ -1682,7 +1681,6 @@ async fn reopen_reads_what_was_written() {
     let second = FeedStore::<Extra>::builder(&t.db)
         .capabilities(t.info.capabilities())
         .build()
-        .await
         .unwrap();
     second
         .create_indexes()
@@ -1715,7 +1713,6 @@ async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
     let store = FeedStore::<Extra>::builder(&t.db)
         .capabilities(t.info.capabilities())
         .build()
-        .await
         .unwrap();
     store.create_user(NewUser::new("u1", "ann")).await.unwrap();
     let taken = store.create_user(NewUser::new("u2", "ann")).await;

@@ -737,7 +737,6 @@ async fn the_graph_is_the_feeds_follow_source() {
     let store: FeedStore<()> = FeedStore::builder(&t.db)
         .follows(graph.clone())
         .build()
-        .await
         .unwrap();
     store.create_indexes().await.unwrap();
     for id in ["ann", "bob", "cat", "dan"] {

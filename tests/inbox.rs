@@ -263,7 +263,7 @@ async fn buckets_used_before_create_indexes_stay_exact() {
     let sizes: Vec<usize> = bucket_sizes(&db, "bob").await.iter().map(|b| b.1).collect();
     assert_eq!(sizes, [2, 2, 1]);
     let unique: Vec<Document> = db
-        .collection::<Document>(BucketedFanOut::DEFAULT_COLLECTION)
+        .collection::<Document>("inbox_buckets")
         .list_indexes()
         .await
         .unwrap()
@@ -280,22 +280,26 @@ async fn buckets_used_before_create_indexes_stay_exact() {
 #[tokio::test]
 async fn bucket_size_is_validated() {
     let db = testing::test_db("bucket_size_is_validated").await;
-    for size in [0, BucketedFanOut::MAX_BUCKET_SIZE + 1] {
-        let built = BucketedFanOut::builder(&db.db).bucket_size(size).build();
+    for size in [0, mongo_social::inbox::MAX_BUCKET_SIZE + 1] {
+        let built = BucketedFanOut::<Note>::builder(&db.db)
+            .bucket_size(size)
+            .build();
         assert!(
             matches!(built, Err(Error::InvalidConfig { .. })),
             "size {size}"
         );
     }
-    let same = BucketedFanOut::builder(&db.db)
-        .heads_collection("inbox_buckets")
+    let same = BucketedFanOut::<Note>::builder(&db.db)
+        .collection("inbox_heads", "inbox_buckets")
         .build();
     assert!(matches!(same, Err(Error::InvalidConfig { .. })));
     assert!(matches!(
-        FanOutOnWrite::builder(&db.db).collection("").build(),
+        FanOutOnWrite::<Note>::builder(&db.db)
+            .collection("inbox_copies", "")
+            .build(),
         Err(Error::InvalidConfig { .. })
     ));
-    assert!(BucketedFanOut::builder(&db.db)
+    assert!(BucketedFanOut::<Note>::builder(&db.db)
         .bucket_size(1)
         .build()
         .is_ok());
@@ -303,7 +307,7 @@ async fn bucket_size_is_validated() {
 
 async fn bucket_sizes(db: &TestDb, owner: &str) -> Vec<(i64, usize, i64)> {
     let buckets: Vec<Document> = db
-        .collection::<Document>(BucketedFanOut::DEFAULT_COLLECTION)
+        .collection::<Document>("inbox_buckets")
         .find(doc! { "owner": owner })
         .sort(doc! { "sequence": 1 })
         .await
@@ -425,21 +429,21 @@ async fn bucketed_message_limit_is_exact_and_typed() {
 #[tokio::test]
 async fn sharding_needs_mongos() {
     let db = testing::test_db("sharding_needs_mongos").await;
-    let store = BucketedFanOut::new(&db.db);
+    let store = BucketedFanOut::<Note>::new(&db.db);
     let keys = store.shard_keys();
     assert_eq!(keys.len(), 3);
     assert_eq!(keys[0].key, doc! { "owner": 1, "sequence": 1 });
     assert_eq!(keys[2].collection, "inbox_recipients");
     assert_eq!(keys[2].key, doc! { "_id": "hashed" });
     assert_eq!(
-        FanOutOnRead::new(&db.db).shard_keys()[0].key,
+        FanOutOnRead::<Note>::new(&db.db).shard_keys()[0].key,
         doc! { "from": 1 }
     );
     assert_eq!(
-        FanOutOnWrite::new(&db.db).shard_keys()[0].key,
+        FanOutOnWrite::<Note>::new(&db.db).shard_keys()[0].key,
         doc! { "recipient": 1, "sent": 1 }
     );
-    let result = InboxStore::<Note>::shard_collections(&store).await;
+    let result = store.shard_collections().await;
     if db.info.capabilities().sharding {
         result.expect("sharding through mongos");
     } else {
@@ -466,7 +470,7 @@ async fn lagging_head_is_resynchronised() {
         .unwrap();
     store.create_indexes().await.unwrap();
     let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob"], 80).await;
-    db.collection::<Document>(BucketedFanOut::DEFAULT_HEADS_COLLECTION)
+    db.collection::<Document>("inbox_heads")
         .delete_many(doc! {})
         .await
         .unwrap();
@@ -495,7 +499,7 @@ async fn expired_recipient_lock_is_taken_over() {
     let store = BucketedFanOut::new(&db.db);
     store.create_indexes().await.unwrap();
     let long_ago = bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 60_000);
-    db.collection::<Document>(BucketedFanOut::DEFAULT_LOCKS_COLLECTION)
+    db.collection::<Document>("inbox_locks")
         .insert_one(doc! { "_id": "bob", "token": bson::oid::ObjectId::new(), "expires": long_ago })
         .await
         .unwrap();
@@ -511,7 +515,7 @@ async fn expired_recipient_lock_is_taken_over() {
         assert_eq!(page.items, std::slice::from_ref(&sent), "{owner}");
     }
     let locks = db
-        .collection::<Document>(BucketedFanOut::DEFAULT_LOCKS_COLLECTION)
+        .collection::<Document>("inbox_locks")
         .count_documents(doc! {})
         .await
         .unwrap();
@@ -666,15 +670,15 @@ async fn buckets_store_long_recipient_lists_once() {
 #[tokio::test]
 async fn recipient_lists_need_their_own_collection() {
     let db = testing::test_db("recipient_lists_collection").await;
-    let refused = FanOutOnWrite::builder(&db.db)
-        .recipients_collection("inbox_copies")
+    let refused = FanOutOnWrite::<Note>::builder(&db.db)
+        .collection("inbox_recipients", "inbox_copies")
         .build();
     assert!(
         matches!(refused, Err(Error::InvalidConfig { .. })),
         "{refused:?}"
     );
-    let refused = BucketedFanOut::builder(&db.db)
-        .recipients_collection("inbox_heads")
+    let refused = BucketedFanOut::<Note>::builder(&db.db)
+        .collection("inbox_recipients", "inbox_heads")
         .build();
     assert!(
         matches!(refused, Err(Error::InvalidConfig { .. })),

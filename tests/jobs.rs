@@ -156,7 +156,6 @@ async fn delivery_and_feed_workers_back_off_and_stop_when_dropped() {
     let feed: FeedStore<()> = FeedStore::builder(&t.db)
         .capabilities(t.info.capabilities())
         .build()
-        .await
         .unwrap();
     feed.create_indexes().await.unwrap();
     t.commands.reset();

@@ -279,7 +279,6 @@ async fn feed_commands_are_targeted() {
     let store: FeedStore<()> = FeedStore::builder(&db)
         .follows(follows)
         .build()
-        .await
         .unwrap();
     store.create_indexes().await.unwrap();
     store.create_user(NewUser::new("ann", "ann")).await.unwrap();

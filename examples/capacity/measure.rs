@@ -284,7 +284,7 @@ async fn feed(bench: &mut Bench) -> Result<(), Error> {
     let follows = Arc::new(FollowList::from_pairs(
         fans.iter().map(|fan| (fan.clone(), "ann".to_owned())),
     ));
-    let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().await?;
+    let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build()?;
     store.create_indexes().await?;
     store.create_user(NewUser::new("ann", "ann")).await?;
     for fan in &fans {

@@ -7,7 +7,8 @@ use std::time::Instant;
 use bson::{doc, Document};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, NewMessage,
+    PageRequest,
 };
 use mongodb::{Collection, Database};
 
@@ -159,18 +160,18 @@ impl Subject {
             }
             Subject::HandWritten(Lib::FanOutOnRead) => {
                 // The same index the library creates.
-                FanOutOnRead::new(db).create_indexes().await?;
+                InboxStore::<String>::create_indexes(&FanOutOnRead::new(db)).await?;
                 Target::Hand(
                     Lib::FanOutOnRead,
-                    db.collection(FanOutOnRead::DEFAULT_COLLECTION),
+                    db.collection("inbox"),
                 )
             }
             Subject::HandWritten(_) => {
                 // The same unique index the library creates.
-                FanOutOnWrite::new(db).create_indexes().await?;
+                InboxStore::<String>::create_indexes(&FanOutOnWrite::new(db)).await?;
                 Target::Hand(
                     Lib::FanOutOnWrite,
-                    db.collection(FanOutOnWrite::DEFAULT_COLLECTION),
+                    db.collection("inbox_copies"),
                 )
             }
         })
@@ -291,9 +292,9 @@ impl Target {
             Target::Store(store) => {
                 load_buckets(
                     store.database(),
-                    BucketedFanOut::DEFAULT_COLLECTION,
-                    BucketedFanOut::DEFAULT_HEADS_COLLECTION,
-                    BucketedFanOut::DEFAULT_BUCKET_SIZE,
+                    "inbox_buckets",
+                    "inbox_heads",
+                    mongo_social::inbox::DEFAULT_BUCKET_SIZE,
                     owner,
                     &messages,
                 )

@@ -6,22 +6,26 @@ use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 use super::cursor::{self, View};
-use super::guard::WriteGuard;
 use super::tree::{self, Entry, Node, Window};
 use super::{
-    validate, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
+    discussion_lock, validate, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
     ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::page::invalid;
-use crate::retry::{retry, RetryPolicy};
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
-use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
 
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::Embedded;
+/// The store's collections, by default name.
+pub(super) const COLLECTIONS: [&str; 2] = ["discussions", "comment_locks"];
+/// How long a discussion's lock lasts if its holder dies.
+const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Bytes a comment costs its document beyond its own encoding: the array index key, and the
 /// `replies` array of a parent that had none.
 const ELEMENT_OVERHEAD: usize = 32;
@@ -75,9 +79,8 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// (2 more).
 #[derive(Clone, Debug)]
 pub struct Embedded {
+    backend: Backend,
     discussions: Collection<Document>,
-    guard: WriteGuard,
-    retry: RetryPolicy,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -87,28 +90,14 @@ pub struct Embedded {
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
 pub struct EmbeddedBuilder {
-    database: Database,
-    discussions: String,
-    locks: String,
-    retry: RetryPolicy,
+    config: StoreConfig,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
 }
 
 impl EmbeddedBuilder {
-    /// The collection of discussion documents (default `discussions`).
-    pub fn discussions_collection(mut self, name: impl Into<String>) -> Self {
-        self.discussions = name.into();
-        self
-    }
-
-    /// The lock documents, used only on servers without atomic updates (default
-    /// `comment_locks`).
-    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
-        self.locks = name.into();
-        self
-    }
+    store_builder_methods!();
 
     /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
     /// for the application's own fields).
@@ -129,23 +118,15 @@ impl EmbeddedBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]): posts, replies,
-    /// edits, deletes, the discussion's creation and, where updates are not atomic, its lock.
-    /// Each write recognises its own earlier attempt (the comment's id, its position, the
-    /// values it sets), so a retry after a lost reply never applies it twice.
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
     /// The store.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a
-    /// document limit above 16 MiB or a depth above 45.
+    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a name
+    /// given to a collection the store does not have, a document limit above 16 MiB or a depth
+    /// above 45.
     pub fn build(self) -> Result<Embedded> {
-        check_collection_names(&[&self.discussions, &self.locks], "discussions and locks")?;
+        let [discussions, locks] = self.config.names(COLLECTIONS)?;
         if self.max_document_bytes > MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidConfig {
                 reason: "max_document_bytes cannot pass the 16 MiB document limit".to_owned(),
@@ -157,9 +138,8 @@ impl EmbeddedBuilder {
             });
         }
         Ok(Embedded {
-            discussions: self.database.collection(&self.discussions),
-            guard: WriteGuard::new(&self.database, &self.locks, "embedded", self.retry),
-            retry: self.retry,
+            backend: self.config.backend(&locks, LOCK_LEASE),
+            discussions: self.config.database().collection(&discussions),
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,
@@ -176,10 +156,6 @@ enum Range {
 }
 
 impl Embedded {
-    /// The default discussions collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "discussions";
-    /// The default locks collection name.
-    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "comment_locks";
     /// The default size a discussion document may reach.
     pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = MAX_DOCUMENT_BYTES - 64 * 1024;
     /// The default largest comment, in bytes.
@@ -197,10 +173,7 @@ impl Embedded {
     /// A builder to configure collections and limits.
     pub fn builder(database: &Database) -> EmbeddedBuilder {
         EmbeddedBuilder {
-            database: database.clone(),
-            discussions: Self::DEFAULT_COLLECTION.to_owned(),
-            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
-            retry: RetryPolicy::default(),
+            config: StoreConfig::new(database),
             max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
             max_depth: Self::DEFAULT_MAX_DEPTH,
@@ -209,7 +182,7 @@ impl Embedded {
 
     /// Reads the top-level comments in `range`, or `None` if the discussion was not created.
     async fn window(&self, discussion: &str, range: Range) -> Result<Option<Window>> {
-        let capabilities = self.guard.capabilities().await?;
+        let capabilities = self.backend.capabilities().await?;
         // `[skip, limit]` may skip past the end (a link to a missing comment, a page past the
         // last): servers that fail such a query read the whole document instead.
         let sliced = match range {
@@ -298,7 +271,7 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = retry(&self.retry, "read discussion", || async {
+        let found = self.backend.retry("read discussion", || async {
             Ok(self
                 .discussions
                 .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
@@ -328,7 +301,7 @@ impl Embedded {
         link: &str,
         what: Entity,
     ) -> Result<Window> {
-        retry(&self.retry, "read discussion", || {
+        self.backend.retry("read discussion", || {
             self.window_with(discussion, path, link, what)
         })
         .await
@@ -342,7 +315,7 @@ impl Embedded {
         discussion: &str,
         id: bson::oid::ObjectId,
     ) -> Result<Option<(usize, Node)>> {
-        let window = retry(&self.retry, "read discussion", || {
+        let window = self.backend.retry("read discussion", || {
             self.window(discussion, Range::All)
         })
         .await?;
@@ -371,8 +344,8 @@ impl Embedded {
     ) -> Result<T> {
         validate::check_discussion(discussion)?;
         let path = tree::parse_path(link, self.max_depth)?;
-        self.guard
-            .run(discussion, async {
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 for _ in 0..ATTEMPTS {
                     let window = self
                         .window_for_write(discussion, &path, link, Entity::Comment)
@@ -393,7 +366,7 @@ impl Embedded {
                     // was lost makes its retry match nothing; the next round reads the comment
                     // and `change` recognises it as changed (a `$set` of the same values).
                     let mut tries = 0;
-                    let result = retry(&self.retry, "change comment", || {
+                    let result = self.backend.retry("change comment", || {
                         tries += 1;
                         let action = self
                             .discussions
@@ -525,8 +498,8 @@ impl CommentStore for Embedded {
                 Err(error) => Err(error.into()),
             }
         };
-        self.guard
-            .run(discussion, retry(&self.retry, "create discussion", attempt))
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), self.backend.retry("create discussion", attempt))
             .await
     }
 
@@ -535,10 +508,10 @@ impl CommentStore for Embedded {
         let mut node = Node::new(comment);
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
-        let capabilities = self.guard.capabilities().await?;
+        let capabilities = self.backend.capabilities().await?;
         let index = self
-            .guard
-            .run(discussion, async {
+            .backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 let mut floor = None;
                 // Whether an attempt failed after it may have landed.
                 let mut uncertain = false;
@@ -558,7 +531,7 @@ impl CommentStore for Embedded {
                     filter.insert("comments.id", doc! { "$ne": node.id });
                     let mut tries = 0;
                     let (id, posted) = (node.id, node.posted);
-                    let pushed = retry(&self.retry, "post comment", || {
+                    let pushed = self.backend.retry("post comment", || {
                         tries += 1;
                         let again = tries > 1;
                         let mut action = self
@@ -757,8 +730,8 @@ impl ThreadedComments for Embedded {
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
         let index = self
-            .guard
-            .run(discussion, async {
+            .backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 for _ in 0..ATTEMPTS {
                     let window = self
                         .window_for_write(discussion, &parent_path, parent, Entity::ParentComment)
@@ -794,7 +767,7 @@ impl ThreadedComments for Embedded {
                     let mut tries = 0;
                     let (id, posted) = (node.id, node.posted);
                     let (parent_path, parent) = (&parent_path, parent);
-                    let landed = retry(&self.retry, "reply to comment", || {
+                    let landed = self.backend.retry("reply to comment", || {
                         tries += 1;
                         let again = tries > 1;
                         let action = self.discussions.update_one(filter.clone(), update.clone());

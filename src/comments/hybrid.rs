@@ -9,23 +9,26 @@ use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
 use super::cursor::{self, View};
-use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
-    validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
+    discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
     ThreadedComments,
 };
 use crate::bson_ext::{self, now_or_after};
-use crate::indexes::Indexes;
 use crate::page::{invalid, Cursor};
-use crate::retry::{retry, RetryPolicy};
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
-use crate::validate::{check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Entity, Error, PageRequest, Result};
 
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::HybridPages;
+/// The store's collections, by default name.
+pub(super) const COLLECTIONS: [&str; 3] = ["comment_pages", "comment_discussions", "comment_locks"];
+/// How long a discussion's lock lasts if its holder dies.
+const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Rounds a post tries while pages fill under it.
 const ATTEMPTS: usize = 32;
 /// Bytes of a page document not available to comments: ids, counters, field names.
@@ -80,11 +83,9 @@ const FLOOR: &str = "floor";
 /// updates each write also takes and releases a lock (2 more).
 #[derive(Clone, Debug)]
 pub struct HybridPages {
+    backend: Backend,
     pages: Collection<Document>,
     registry: Registry,
-    guard: WriteGuard,
-    retry: RetryPolicy,
-    indexes: Indexes,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -93,34 +94,13 @@ pub struct HybridPages {
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
 pub struct HybridPagesBuilder {
-    database: Database,
-    pages: String,
-    discussions: String,
-    locks: String,
-    retry: RetryPolicy,
+    config: StoreConfig,
     page_size: usize,
     max_comment_bytes: usize,
 }
 
 impl HybridPagesBuilder {
-    /// The page documents (default `comment_pages`).
-    pub fn pages_collection(mut self, name: impl Into<String>) -> Self {
-        self.pages = name.into();
-        self
-    }
-
-    /// The registered discussions and their page counters (default `comment_discussions`).
-    pub fn discussions_collection(mut self, name: impl Into<String>) -> Self {
-        self.discussions = name.into();
-        self
-    }
-
-    /// The lock documents, used only on servers without atomic updates (default
-    /// `comment_locks`).
-    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
-        self.locks = name.into();
-        self
-    }
+    store_builder_methods!();
 
     /// Comments per page (default 100).
     pub fn page_size(mut self, size: usize) -> Self {
@@ -134,26 +114,15 @@ impl HybridPagesBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]): posts, edits,
-    /// deletes, the discussion's registration and, where updates are not atomic, its lock.
-    /// Each write recognises its own earlier attempt (the comment's slug, the values it sets),
-    /// so a retry after a lost reply never applies it twice.
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
     /// The store.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a page
-    /// size of 0, or a page that could pass 16 MiB when full of the largest comments.
+    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a name
+    /// given to a collection the store does not have, a page size of 0, or a page that could
+    /// pass 16 MiB when full of the largest comments.
     pub fn build(self) -> Result<HybridPages> {
-        check_collection_names(
-            &[&self.pages, &self.discussions, &self.locks],
-            "pages, discussions and locks",
-        )?;
+        let [pages, discussions, locks] = self.config.names(COLLECTIONS)?;
         let worst_page = self
             .page_size
             .saturating_mul(self.max_comment_bytes + 16)
@@ -166,27 +135,28 @@ impl HybridPagesBuilder {
                 ),
             });
         }
-        let pages = self.database.collection(&self.pages);
-        let indexes = Indexes::new()
-            .with(
+        let database = self.config.database();
+        let pages = database.collection(&pages);
+        let backend = self
+            .config
+            .backend(&locks, LOCK_LEASE)
+            .with_index(
                 &pages,
                 IndexModel::builder()
                     .keys(doc! { "discussion_id": 1, "page": 1 })
                     .options(IndexOptions::builder().unique(true).build())
                     .build(),
             )
-            .with(
+            .with_index(
                 &pages,
                 IndexModel::builder()
                     .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
                     .build(),
             );
         Ok(HybridPages {
+            registry: Registry::new(database.collection(&discussions), backend.clone()),
+            backend,
             pages,
-            indexes,
-            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
-            guard: WriteGuard::new(&self.database, &self.locks, "hybrid", self.retry),
-            retry: self.retry,
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -231,12 +201,6 @@ struct Page {
 }
 
 impl HybridPages {
-    /// The default pages collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "comment_pages";
-    /// The default registered-discussions collection name.
-    pub const DEFAULT_DISCUSSIONS_COLLECTION: &'static str = "comment_discussions";
-    /// The default locks collection name.
-    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "comment_locks";
     /// The default page size.
     pub const DEFAULT_PAGE_SIZE: usize = 100;
     /// The default largest comment, in bytes.
@@ -252,11 +216,7 @@ impl HybridPages {
     /// A builder to configure collections and page size.
     pub fn builder(database: &Database) -> HybridPagesBuilder {
         HybridPagesBuilder {
-            database: database.clone(),
-            pages: Self::DEFAULT_COLLECTION.to_owned(),
-            discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
-            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
-            retry: RetryPolicy::default(),
+            config: StoreConfig::new(database),
             page_size: Self::DEFAULT_PAGE_SIZE,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }
@@ -289,7 +249,7 @@ impl HybridPages {
     /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
     /// recorded with the page counter).
     async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
-        let registered = retry(&self.retry, "read discussion", || {
+        let registered = self.backend.retry("read discussion", || {
             self.registry.find(discussion)
         })
         .await?
@@ -316,7 +276,7 @@ impl HybridPages {
             };
             let mut tries = 0;
             let (slug, posted) = (entry.slug.clone(), entry.posted);
-            let pushed = retry(&self.retry, "post comment", || {
+            let pushed = self.backend.retry("post comment", || {
                 tries += 1;
                 let again = tries > 1;
                 let slug = slug.clone();
@@ -352,7 +312,7 @@ impl HybridPages {
                 }
             }
             // The page exists: full, just created by another writer, or holding a later comment.
-            let existing = retry(&self.retry, "read page", || async {
+            let existing = self.backend.retry("read page", || async {
                 Ok(self
                     .pages
                     .find_one(doc! { "discussion_id": discussion, "page": page })
@@ -373,7 +333,7 @@ impl HybridPages {
                     advance.insert("$max", doc! { FLOOR: last_posted });
                 }
                 // Filtered by the page it names: applying it twice advances once.
-                retry(&self.retry, "open comment page", || async {
+                self.backend.retry("open comment page", || async {
                     self.registry
                         .discussions
                         .update_one(
@@ -473,7 +433,7 @@ impl HybridPages {
     /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
     /// whether it landed.
     async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
-        let page = retry(&self.retry, "read page", || async {
+        let page = self.backend.retry("read page", || async {
             Ok(self
                 .pages
                 .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
@@ -515,10 +475,10 @@ impl HybridPages {
         set: impl Fn(&str) -> Document,
         visible: i64,
     ) -> Result<std::result::Result<Entry, Entry>> {
-        self.guard
-            .run(discussion, async {
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 let (page, index) =
-                    retry(&self.retry, "read page", || self.locate(discussion, slug)).await?;
+                    self.backend.retry("read page", || self.locate(discussion, slug)).await?;
                 let entry = page.comments[index].clone();
                 if entry.deleted {
                     return Ok(Err(entry));
@@ -538,7 +498,7 @@ impl HybridPages {
                 };
                 // A `$set` (an edit's retry sets the same values again), whose `visible` change
                 // comes with `deleted: false` in the filter: a tombstone's retry matches nothing.
-                let result = retry(&self.retry, "change comment", || async {
+                let result = self.backend.retry("change comment", || async {
                     Ok(self
                         .pages
                         .update_one(filter.clone(), update.clone())
@@ -646,9 +606,9 @@ impl CommentStore for HybridPages {
         };
         validate::check_size(&entry, self.max_comment_bytes)?;
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
-        self.indexes.ensure().await?;
-        self.guard
-            .run(discussion, self.push(discussion, &mut entry))
+        self.backend.ensure_indexes().await?;
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), self.push(discussion, &mut entry))
             .await?;
         Ok(entry.comment())
     }
@@ -742,7 +702,7 @@ impl CommentStore for HybridPages {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

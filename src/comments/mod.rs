@@ -40,7 +40,6 @@
 
 mod cursor;
 mod embedded;
-mod guard;
 mod hybrid;
 mod per_comment;
 mod registry;
@@ -171,6 +170,27 @@ impl Strategy {
             Strategy::HybridPages => "hybrid-pages",
         }
     }
+
+    /// The default names of the strategy's collections: what its builder's `collection`
+    /// renames, and what `collection_prefix` is put before.
+    ///
+    /// ```
+    /// use mongo_social::comments::Strategy;
+    /// assert_eq!(Strategy::Embedded.collections(), ["discussions", "comment_locks"]);
+    /// ```
+    pub fn collections(self) -> &'static [&'static str] {
+        match self {
+            Strategy::PerComment => &per_comment::COLLECTIONS,
+            Strategy::Embedded => &embedded::COLLECTIONS,
+            Strategy::HybridPages => &hybrid::COLLECTIONS,
+        }
+    }
+}
+
+/// The lock a strategy's writers of `discussion` take where the server needs them to take
+/// turns (see [`crate::backend::Backend::exclusive`]).
+fn discussion_lock(strategy: Strategy, discussion: &str) -> String {
+    format!("{strategy}:{discussion}")
 }
 
 impl fmt::Display for Strategy {

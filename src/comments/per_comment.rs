@@ -9,28 +9,29 @@ use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
 use super::cursor::{self, page_from, View};
-use super::guard::WriteGuard;
 use super::registry::Registry;
 use super::{
-    slug, validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
-    ThreadedComments,
+    discussion_lock, slug, validate, Author, Comment, CommentStore, Deletion, Features, NewComment,
+    Order, Strategy, ThreadedComments,
 };
-use crate::indexes::Indexes;
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::page::invalid;
-use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::insert_once_with;
-use crate::validate::check_collection_names;
 use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
 
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::PerComment;
+/// The store's collections, by default name.
+pub(super) const COLLECTIONS: [&str; 3] = ["comments", "comment_discussions", "comment_locks"];
+/// How long a discussion's lock lasts if its holder dies.
+const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Attempts at a fresh slug part when one collides with another comment's.
 const SLUG_ATTEMPTS: usize = 8;
 
 /// One document per comment, as in the manual's first strategy, threaded by slug paths.
 ///
-/// Collections (names configurable):
+/// Collections (default names; see [`PerCommentBuilder::collection`]):
 /// - `comments`: `{_id, discussion_id, parent_id, slug, full_slug, thread_key, posted, author:
 ///   {id, name}, text, edited, deleted}`, indexes `{discussion_id, posted, _id}` (chronological),
 ///   `{discussion_id, full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}`
@@ -72,11 +73,9 @@ const SLUG_ATTEMPTS: usize = 8;
 /// release a lock (2 more).
 #[derive(Clone, Debug)]
 pub struct PerComment {
+    backend: Backend,
     comments: Collection<Document>,
     registry: Registry,
-    guard: WriteGuard,
-    indexes: Indexes,
-    retry: RetryPolicy,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -85,34 +84,13 @@ pub struct PerComment {
 #[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
 pub struct PerCommentBuilder {
-    database: Database,
-    comments: String,
-    discussions: String,
-    locks: String,
-    retry: RetryPolicy,
+    config: StoreConfig,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
 
 impl PerCommentBuilder {
-    /// The comments collection (default `comments`).
-    pub fn comments_collection(mut self, name: impl Into<String>) -> Self {
-        self.comments = name.into();
-        self
-    }
-
-    /// The registered discussions (default `comment_discussions`).
-    pub fn discussions_collection(mut self, name: impl Into<String>) -> Self {
-        self.discussions = name.into();
-        self
-    }
-
-    /// The lock documents, used only on servers without atomic updates (default
-    /// `comment_locks`).
-    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
-        self.locks = name.into();
-        self
-    }
+    store_builder_methods!();
 
     /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
     /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
@@ -128,23 +106,15 @@ impl PerCommentBuilder {
         self
     }
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
     /// The store.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a key
-    /// limit too small for a top-level comment, or a comment limit above 16 MiB.
+    /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a name
+    /// given to a collection the store does not have, a key limit too small for a top-level
+    /// comment, or a comment limit above 16 MiB.
     pub fn build(self) -> Result<PerComment> {
-        check_collection_names(
-            &[&self.comments, &self.discussions, &self.locks],
-            "comments, discussions and locks",
-        )?;
+        let [comments, discussions, locks] = self.config.names(COLLECTIONS)?;
         if self.max_key_bytes < 2 * slug::STEP_LEN {
             return Err(Error::InvalidConfig {
                 reason: format!(
@@ -158,22 +128,25 @@ impl PerCommentBuilder {
                 reason: "max_comment_bytes cannot pass the 16 MiB document limit".to_owned(),
             });
         }
-        let comments = self.database.collection(&self.comments);
+        let database = self.config.database();
+        let comments = database.collection(&comments);
         let index = |keys: Document| IndexModel::builder().keys(keys).build();
-        let indexes = Indexes::new()
-            .with(
+        let backend = self
+            .config
+            .backend(&locks, LOCK_LEASE)
+            .with_index(
                 &comments,
                 index(doc! { "discussion_id": 1, "posted": 1, "_id": 1 }),
             )
-            .with(
+            .with_index(
                 &comments,
                 index(doc! { "discussion_id": 1, "full_slug": 1 }),
             )
-            .with(
+            .with_index(
                 &comments,
                 index(doc! { "discussion_id": 1, "thread_key": 1 }),
             )
-            .with(
+            .with_index(
                 &comments,
                 IndexModel::builder()
                     .keys(doc! { "discussion_id": 1, "slug": 1 })
@@ -181,11 +154,9 @@ impl PerCommentBuilder {
                     .build(),
             );
         Ok(PerComment {
+            registry: Registry::new(database.collection(&discussions), backend.clone()),
+            backend,
             comments,
-            indexes,
-            registry: Registry::new(self.database.collection(&self.discussions), self.retry),
-            guard: WriteGuard::new(&self.database, &self.locks, "per-comment", self.retry),
-            retry: self.retry,
             max_key_bytes: self.max_key_bytes,
             max_comment_bytes: self.max_comment_bytes,
         })
@@ -239,12 +210,6 @@ impl Stored {
 }
 
 impl PerComment {
-    /// The default comments collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "comments";
-    /// The default registered-discussions collection name.
-    pub const DEFAULT_DISCUSSIONS_COLLECTION: &'static str = "comment_discussions";
-    /// The default locks collection name.
-    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "comment_locks";
     /// The default [`PerCommentBuilder::max_key_bytes`].
     pub const DEFAULT_MAX_KEY_BYTES: usize = 1_000;
     /// The default largest comment, in bytes.
@@ -260,11 +225,7 @@ impl PerComment {
     /// A builder to configure collections and limits.
     pub fn builder(database: &Database) -> PerCommentBuilder {
         PerCommentBuilder {
-            database: database.clone(),
-            comments: Self::DEFAULT_COLLECTION.to_owned(),
-            discussions: Self::DEFAULT_DISCUSSIONS_COLLECTION.to_owned(),
-            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
-            retry: RetryPolicy::default(),
+            config: StoreConfig::new(database),
             max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }
@@ -314,10 +275,10 @@ impl PerComment {
             self.check_key(discussion, &stored)?;
             validate::check_size(&stored, self.max_comment_bytes)?;
             // The unique `{discussion_id, slug}` index is what keeps links unique.
-            self.indexes.ensure().await?;
+            self.backend.ensure_indexes().await?;
             // Retried with the comment's client-made `_id`: a retry that meets its own earlier
             // insert counts it as done; a duplicate slug (another comment's) tries the next.
-            if insert_once_with(&self.retry, &self.comments, bson::to_document(&stored)?).await? {
+            if self.backend.insert_once(&self.comments, bson::to_document(&stored)?).await? {
                 return Ok(stored);
             }
         }
@@ -419,7 +380,7 @@ impl PerComment {
             });
         }
         for tombstone in missing {
-            insert_once_with(&self.retry, &self.comments, bson::to_document(&tombstone)?).await?;
+            self.backend.insert_once(&self.comments, bson::to_document(&tombstone)?).await?;
         }
         Ok(())
     }
@@ -561,10 +522,10 @@ impl CommentStore for PerComment {
         validate::check_size(&edited, self.max_comment_bytes)?;
         let update = doc! { "$set": { "text": &edited.text, "edited": edited.edited } };
         let updated = self
-            .guard
-            .run(discussion, async {
+            .backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 // A `$set` of the new text and edit time: a retry sets the same values again.
-                retry(&self.retry, "edit comment", || async {
+                self.backend.retry("edit comment", || async {
                     Ok(self
                         .comments
                         .find_one_and_update(
@@ -598,12 +559,12 @@ impl CommentStore for PerComment {
         if stored.deleted {
             return Ok(Deletion::Tombstoned);
         }
-        self.guard
-            .run(discussion, async {
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 let live = doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
                 if self.has_replies(&stored).await? {
                     // A `$set`: tombstoning twice tombstones once.
-                    retry(&self.retry, "tombstone comment", || async {
+                    self.backend.retry("tombstone comment", || async {
                         self.comments
                             .update_one(
                                 live.clone(),
@@ -616,7 +577,7 @@ impl CommentStore for PerComment {
                     return Ok(Deletion::Tombstoned);
                 }
                 let mut attempts = 0;
-                let removed = retry(&self.retry, "delete comment", || {
+                let removed = self.backend.retry("delete comment", || {
                     attempts += 1;
                     let live = live.clone();
                     async move { Ok(self.comments.delete_one(live).await?) }
@@ -656,7 +617,7 @@ impl CommentStore for PerComment {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

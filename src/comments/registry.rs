@@ -4,26 +4,29 @@
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use crate::retry::RetryPolicy;
-use crate::update_batch::insert_once_with;
+use crate::backend::Backend;
 use crate::Result;
 
 #[derive(Clone, Debug)]
 pub(super) struct Registry {
     pub(super) discussions: Collection<Document>,
-    retry: RetryPolicy,
+    backend: Backend,
 }
 
 impl Registry {
-    pub(super) fn new(discussions: Collection<Document>, retry: RetryPolicy) -> Self {
-        Self { discussions, retry }
+    pub(super) fn new(discussions: Collection<Document>, backend: Backend) -> Self {
+        Self {
+            discussions,
+            backend,
+        }
     }
 
     /// Registers `discussion` with the strategy's initial `fields`; registering it again changes
     /// nothing.
     pub(super) async fn create(&self, discussion: &str, mut fields: Document) -> Result<()> {
         fields.insert("_id", discussion);
-        insert_once_with(&self.retry, &self.discussions, fields)
+        self.backend
+            .insert_once(&self.discussions, fields)
             .await
             .map(drop)
     }

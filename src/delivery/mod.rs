@@ -62,14 +62,16 @@ use mongodb::{Collection, Database, IndexModel};
 
 use crate::graph::FollowGraph;
 use crate::inbox::{derived_id, DynInboxStore, Message, MessageId, Strategy};
-use crate::indexes::Indexes;
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::jobs::{JobQueue, Worker};
-use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::{insert_once_with, is_duplicate_key};
-use crate::validate::check_collection_names;
+use crate::update_batch::is_duplicate_key;
 use crate::{Error, PageRequest, Payload, Result};
 
+/// The delivery's collections, by default name (its job queue's claims go to
+/// `delivery_jobs_locks`).
+pub const COLLECTIONS: [&str; 4] = ["outbox", "user_activity", "celebrities", "delivery_jobs"];
 /// The job kind of a page of fan-out.
 const FAN_OUT: &str = "fan_out";
 /// The job kind of a returning user's inbox rebuild.
@@ -122,19 +124,18 @@ impl<P: Payload> fmt::Debug for Delivery<P> {
 
 /// Everything a fan-out job needs; shared by the [`Delivery`] and its workers.
 struct Inner<P: Payload> {
+    backend: Backend,
     graph: Arc<FollowGraph>,
     inbox: Arc<DynInboxStore<P>>,
     outbox: Collection<Document>,
     activity: Collection<Document>,
     celebrities: Collection<Document>,
     jobs: JobQueue,
-    indexes: Indexes,
     batch: usize,
     dormant_after: Duration,
     celebrity_followers: Option<u64>,
     backfill: usize,
     rebuild_limit: usize,
-    retry: RetryPolicy,
     payload: PhantomData<fn() -> P>,
 }
 
@@ -154,28 +155,21 @@ impl<P: Payload> fmt::Debug for Inner<P> {
 /// Configures a [`Delivery`].
 #[must_use = "a builder does nothing until `build()`"]
 pub struct DeliveryBuilder<P: Payload> {
-    database: Database,
+    config: StoreConfig,
     graph: Arc<FollowGraph>,
     inbox: Arc<DynInboxStore<P>>,
-    outbox: String,
-    activity: String,
-    celebrities: String,
-    jobs: String,
     batch: usize,
     dormant_after: Duration,
     lease: Duration,
     celebrity_followers: Option<u64>,
     backfill: usize,
     rebuild_limit: usize,
-    retry: RetryPolicy,
 }
 
 impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeliveryBuilder")
-            .field("outbox", &self.outbox)
-            .field("activity", &self.activity)
-            .field("jobs", &self.jobs)
+            .field("config", &self.config)
             .field("batch", &self.batch)
             .field("dormant_after", &self.dormant_after)
             .finish_non_exhaustive()
@@ -183,6 +177,8 @@ impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
 }
 
 impl<P: Payload> DeliveryBuilder<P> {
+    store_builder_methods!();
+
     /// Followers per fan-out job (default 500, at most [`PageRequest::MAX_LIMIT`]).
     pub fn batch(mut self, followers: usize) -> Self {
         self.batch = followers;
@@ -192,13 +188,6 @@ impl<P: Payload> DeliveryBuilder<P> {
     /// How long a follower may go unseen before they stop receiving copies (default 7 days).
     pub fn dormant_after(mut self, period: Duration) -> Self {
         self.dormant_after = period;
-        self
-    }
-
-    /// How transient failures of the delivery's own writes and of its job queue are retried
-    /// (default [`RetryPolicy::default`]). The graph and the inbox keep their own policies.
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
         self
     }
 
@@ -230,22 +219,6 @@ impl<P: Payload> DeliveryBuilder<P> {
         self
     }
 
-    /// The collections' names (defaults `outbox`, `user_activity`, `celebrities`,
-    /// `delivery_jobs`).
-    pub fn collections(
-        mut self,
-        outbox: &str,
-        activity: &str,
-        celebrities: &str,
-        jobs: &str,
-    ) -> Self {
-        self.outbox = outbox.to_owned();
-        self.activity = activity.to_owned();
-        self.celebrities = celebrities.to_owned();
-        self.jobs = jobs.to_owned();
-        self
-    }
-
     /// The delivery.
     ///
     /// # Errors
@@ -254,10 +227,7 @@ impl<P: Payload> DeliveryBuilder<P> {
     /// or clashing collection names, or celebrities with a [`BucketedFanOut`](crate::BucketedFanOut)
     /// inbox.
     pub fn build(self) -> Result<Delivery<P>> {
-        check_collection_names(
-            &[&self.outbox, &self.activity, &self.celebrities, &self.jobs],
-            "outbox, activity, celebrities and jobs",
-        )?;
+        let [outbox, activity, celebrities, jobs] = self.config.names(COLLECTIONS)?;
         if self.celebrity_followers.is_some() && self.inbox.strategy() == Strategy::BucketedFanOut {
             return Err(Error::InvalidConfig {
                 reason: "celebrities are merged into inboxes in send-time order, which a \
@@ -275,30 +245,29 @@ impl<P: Payload> DeliveryBuilder<P> {
                 ),
             });
         }
-        let jobs = JobQueue::builder(&self.database)
-            .collection(self.jobs)
-            .lease(self.lease)
-            .retry_policy(self.retry)
-            .build()?;
-        let outbox = self.database.collection(&self.outbox);
+        let jobs = self.config.job_queue(&jobs).lease(self.lease).build()?;
+        let database = self.config.database();
+        let outbox = database.collection(&outbox);
         let by_author = IndexModel::builder()
             .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
             .build();
         Ok(Delivery {
             inner: Arc::new(Inner {
+                backend: self
+                    .config
+                    .backend_without_locks()
+                    .with_index(&outbox, by_author),
                 graph: self.graph,
                 inbox: self.inbox,
-                indexes: Indexes::new().with(&outbox, by_author),
                 outbox,
-                activity: self.database.collection(&self.activity),
-                celebrities: self.database.collection(&self.celebrities),
+                activity: database.collection(&activity),
+                celebrities: database.collection(&celebrities),
                 jobs,
                 batch: self.batch,
                 dormant_after: self.dormant_after,
                 celebrity_followers: self.celebrity_followers,
                 backfill: self.backfill,
                 rebuild_limit: self.rebuild_limit,
-                retry: self.retry,
                 payload: PhantomData,
             }),
         })
@@ -322,20 +291,15 @@ impl<P: Payload> Delivery<P> {
         inbox: Arc<DynInboxStore<P>>,
     ) -> DeliveryBuilder<P> {
         DeliveryBuilder {
-            database: database.clone(),
+            config: StoreConfig::new(database),
             graph,
             celebrity_followers: (inbox.strategy() != Strategy::BucketedFanOut)
                 .then_some(Self::DEFAULT_CELEBRITY_FOLLOWERS),
-            outbox: "outbox".to_owned(),
-            activity: "user_activity".to_owned(),
-            celebrities: "celebrities".to_owned(),
-            jobs: "delivery_jobs".to_owned(),
             batch: Self::DEFAULT_BATCH,
             dormant_after: Self::DEFAULT_DORMANT_AFTER,
             lease: Duration::from_secs(60),
             backfill: 20,
             rebuild_limit: 200,
-            retry: RetryPolicy::default(),
             inbox,
         }
     }
@@ -353,7 +317,7 @@ impl<P: Payload> Delivery<P> {
     /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
     /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        self.inner.indexes.create().await?;
+        self.inner.backend.create_indexes().await?;
         self.inner.jobs.create_indexes().await?;
         self.inner.inbox.create_indexes().await
     }
@@ -427,7 +391,7 @@ impl<P: Payload> Delivery<P> {
                     doc! { "$set": { "since": message.sent } },
                 )
                 .await?;
-            insert_once_with(&self.inner.retry, &self.inner.outbox, outbox).await?;
+            self.inner.backend.insert_once(&self.inner.outbox, outbox).await?;
         } else {
             // The job first: if the outbox write then fails, the job is withdrawn; if the
             // process dies in between, the job's first page writes the outbox entry itself.
@@ -437,7 +401,7 @@ impl<P: Payload> Delivery<P> {
                 .enqueue(FAN_OUT, doc! { "message": document })
                 .await?;
             if let Err(error) =
-                insert_once_with(&self.inner.retry, &self.inner.outbox, outbox).await
+                self.inner.backend.insert_once(&self.inner.outbox, outbox).await
             {
                 self.inner.jobs.cancel(job).await?;
                 return Err(error);
@@ -609,7 +573,7 @@ impl<P: Payload> Inner<P> {
         filter: Document,
         update: Document,
     ) -> Result<()> {
-        retry(&self.retry, "upsert", || async {
+        self.backend.retry("upsert", || async {
             match collection
                 .update_one(filter.clone(), update.clone())
                 .upsert(true)

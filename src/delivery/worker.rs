@@ -12,7 +12,6 @@ use crate::bson_ext;
 use crate::graph::FollowSource;
 use crate::inbox::{derived_id, Message};
 use crate::jobs::{Job, JobHandler};
-use crate::update_batch::insert_once;
 use crate::{Cursor, Error, PageRequest, Payload, Result};
 
 impl<P: Payload> Inner<P> {
@@ -122,7 +121,7 @@ impl<P: Payload> Inner<P> {
             let mut outbox = document.clone();
             outbox.remove("id");
             outbox.insert("_id", message.id.0);
-            insert_once(&self.outbox, outbox).await?;
+            self.backend.insert_once(&self.outbox, outbox).await?;
         }
         let page = PageRequest {
             limit: self.batch,
@@ -166,7 +165,7 @@ impl<P: Payload> Inner<P> {
             .await?;
         self.backfill(user, &posts).await?;
         // An `$unset`: unsetting twice unsets once.
-        crate::retry::retry(&self.retry, "end rebuild", || async {
+        self.backend.retry("end rebuild", || async {
             self.activity
                 .update_one(
                     doc! { "_id": user },

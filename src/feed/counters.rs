@@ -57,7 +57,6 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::{FeedStore, PostId};
-use crate::retry::retry;
 use crate::update_batch::is_duplicate_key;
 use crate::Payload;
 use crate::Result;
@@ -163,7 +162,6 @@ impl<X: Payload> FeedStore<X> {
             "op": op,
             PENDING: true,
         };
-        let retry_policy = &self.settings.retry;
         let mine = doc! { "_id": &id, "post": post.0, "op": op };
         self.serialized(&[counter_lock(post)], async {
             let mut inserted = false;
@@ -192,7 +190,7 @@ impl<X: Payload> FeedStore<X> {
                 // Undone, so the like is not left uncounted; if the undo fails, the like keeps
                 // its "not yet counted" mark and whoever finds it next counts it.
                 if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
-                    let _ = retry(retry_policy, "like undo", || async {
+                    let _ = self.backend.retry("like undo", || async {
                         Ok(self.collections.likes.delete_one(mine.clone()).await?)
                     })
                     .await;
@@ -235,7 +233,7 @@ impl<X: Payload> FeedStore<X> {
             unmarked.insert(REMOVING, doc! { "$exists": false });
             let mut marked = None;
             for _ in 0..MAX_FIRST_UPDATE_RACES {
-                let before = retry(&self.settings.retry, "unlike", || async {
+                let before = self.backend.retry("unlike", || async {
                     Ok(self
                         .collections
                         .likes
@@ -249,7 +247,7 @@ impl<X: Payload> FeedStore<X> {
                 }
                 // Nothing to mark: no like, or one being removed (by this call, whose reply was
                 // lost, or by an interrupted unlike, which this one finishes).
-                let stored = retry(&self.settings.retry, "unlike", || async {
+                let stored = self.backend.retry("unlike", || async {
                     Ok(self.collections.likes.find_one(pair.clone()).await?)
                 })
                 .await?;
@@ -285,7 +283,7 @@ impl<X: Payload> FeedStore<X> {
                 if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
                     let mut mine = pair.clone();
                     mine.insert(REMOVING, op);
-                    let _ = retry(&self.settings.retry, "unlike undo", || async {
+                    let _ = self.backend.retry("unlike undo", || async {
                         Ok(self
                             .collections
                             .likes
@@ -343,7 +341,7 @@ impl<X: Payload> FeedStore<X> {
             "post": post.0,
             "$or": [ { PENDING: true }, { REMOVING: { "$exists": true } } ],
         };
-        let marked: Vec<Document> = retry(&self.settings.retry, "settle likes", || async {
+        let marked: Vec<Document> = self.backend.retry("settle likes", || async {
             Ok(self
                 .collections
                 .likes
@@ -363,7 +361,7 @@ impl<X: Payload> FeedStore<X> {
     /// pair. Retried: a retry that meets a duplicate key finds its own document (by `op`).
     async fn insert_like(&self, post: PostId, like: &Document, op: ObjectId) -> Result<Stored> {
         let pair = doc! { "_id": like.get("_id"), "post": post.0 };
-        retry(&self.settings.retry, "like", || async {
+        self.backend.retry("like", || async {
             match self.collections.likes.insert_one(like.clone()).await {
                 Ok(_) => Ok(Stored::Mine),
                 Err(error) if is_duplicate_key(&error) => {
@@ -405,7 +403,7 @@ impl<X: Payload> FeedStore<X> {
 
     /// Clears the "not yet counted" mark of the like `filter` selects.
     async fn mark_counted(&self, filter: &Document) -> Result<()> {
-        retry(&self.settings.retry, "like counted", || async {
+        self.backend.retry("like counted", || async {
             self.collections
                 .likes
                 .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
@@ -419,7 +417,7 @@ impl<X: Payload> FeedStore<X> {
     async fn delete_removed(&self, pair: &Document, op: ObjectId) -> Result<()> {
         let mut filter = pair.clone();
         filter.insert(REMOVING, op);
-        retry(&self.settings.retry, "unlike", || async {
+        self.backend.retry("unlike", || async {
             self.collections.likes.delete_one(filter.clone()).await?;
             Ok(())
         })
@@ -483,7 +481,7 @@ impl<X: Payload> FeedStore<X> {
                 .likes
                 .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
                 .await? as i64;
-            retry(&self.settings.retry, "recount", || async {
+            self.backend.retry("recount", || async {
                 self.collections
                     .counters
                     .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
@@ -520,7 +518,7 @@ impl<X: Payload> FeedStore<X> {
         let mut update: Document = doc! { "$inc": { field: delta } };
         let mut filter = doc! { "_id": post.0 };
         crate::retry::once_per_op(&mut filter, &mut update, op);
-        retry(&self.settings.retry, "counter update", || async {
+        self.backend.retry("counter update", || async {
             // A duplicate key means the document exists but was not matched: it holds `op`
             // (an earlier attempt applied it), or a concurrent first update created it since
             // the filter ran (then the next round matches it).
@@ -557,7 +555,7 @@ impl<X: Payload> FeedStore<X> {
         delta: i64,
         op: ObjectId,
     ) -> Result<()> {
-        retry(&self.settings.retry, "counter undo", || async {
+        self.backend.retry("counter undo", || async {
             self.collections
                 .counters
                 .update_one(

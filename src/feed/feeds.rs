@@ -34,7 +34,6 @@ use super::ranking::Candidate;
 use super::{FeedStore, Post, PostId};
 use crate::bson_ext;
 use crate::jobs::{Job, JobHandler};
-use crate::update_batch::UpdateBatch;
 use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
@@ -394,7 +393,7 @@ impl<X: Payload> FeedStore<X> {
             }
             Ok(())
         };
-        self.exclusive.either(atomic, locked).await
+        self.backend.atomic_or_locked(atomic, locked).await
     }
 
     /// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.
@@ -444,11 +443,7 @@ impl<X: Payload> FeedStore<X> {
             )?;
             feeds.insert(key, items);
         }
-        let mut batch = UpdateBatch::new(
-            &self.database,
-            self.collections.feeds.name(),
-            &self.settings.retry,
-        );
+        let mut batch = self.backend.update_batch(self.collections.feeds.name());
         for (key, item) in entries {
             let items = feeds.entry(key.clone()).or_default();
             items.retain(|existing| existing.post != item.post);
@@ -461,7 +456,7 @@ impl<X: Payload> FeedStore<X> {
                 true,
             )?;
         }
-        let outcome = batch.run(&self.capabilities).await?;
+        let outcome = batch.run().await?;
         if outcome.suspects().next().is_some() {
             // Under the locks nobody else writes these feeds: report it, the job is retried.
             return Err(Error::Contention { attempts: 1 });

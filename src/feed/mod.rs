@@ -60,14 +60,28 @@ pub use ranking::{Candidate, DefaultRanking, DynRanking, Ranking};
 pub use search::{SearchOrder, FALLBACK_CANDIDATES};
 pub use users::{ExtendedUser, NewUser, PropagationStatus, User, UserChunk};
 
-use crate::backend::Exclusive;
-use crate::indexes::Indexes;
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::jobs::{JobQueue, Worker};
-use crate::server::{Capabilities, ServerInfo};
+use crate::server::Capabilities;
 use crate::sharding::ShardKey;
 use crate::validate::check_collection_name;
 use crate::Payload;
-use crate::{Error, Result, RetryPolicy};
+use crate::{Error, Result};
+
+/// The store's collections, by default name (its job queue's claims go to
+/// `feed_jobs_locks`).
+pub const COLLECTIONS: [&str; 9] = [
+    "posts",
+    "users",
+    "extended_users",
+    "post_counters",
+    "post_likes",
+    "feeds",
+    "propagations",
+    "feed_jobs",
+    "feed_locks",
+];
 
 /// A post's stable id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -138,7 +152,6 @@ struct Settings {
     max_post_bytes: usize,
     hot_window: Duration,
     propagation_batch: usize,
-    retry: RetryPolicy,
     /// Collections and fields embedding a [`UserChunk`], updated by chunk propagation.
     chunk_targets: Vec<(String, String)>,
 }
@@ -166,33 +179,28 @@ struct Settings {
 /// # Ok(()) }
 /// ```
 pub struct FeedStore<X> {
-    database: Database,
+    /// The server's differences: writers of feeds and counters take turns where updates are
+    /// not atomic.
+    backend: Backend,
     collections: Collections,
-    /// Writers of feeds and counters, taking turns where updates are not atomic.
-    exclusive: Exclusive,
     jobs: JobQueue,
     follows: Arc<DynFollowSource>,
     ranking: Arc<DynRanking>,
     clock: Arc<dyn Clock>,
-    capabilities: Capabilities,
     settings: Arc<Settings>,
-    indexes: Indexes,
     _extension: PhantomData<fn() -> X>,
 }
 
 impl<X> Clone for FeedStore<X> {
     fn clone(&self) -> Self {
         Self {
-            database: self.database.clone(),
+            backend: self.backend.clone(),
             collections: self.collections.clone(),
-            exclusive: self.exclusive.clone(),
             jobs: self.jobs.clone(),
             follows: self.follows.clone(),
             ranking: self.ranking.clone(),
             clock: self.clock.clone(),
-            capabilities: self.capabilities,
             settings: self.settings.clone(),
-            indexes: self.indexes.clone(),
             _extension: PhantomData,
         }
     }
@@ -201,12 +209,10 @@ impl<X> Clone for FeedStore<X> {
 impl<X> fmt::Debug for FeedStore<X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FeedStore")
-            .field("database", &self.database.name())
             .field("posts", &self.collections.posts.name())
             .field("follows", &self.follows)
             .field("ranking", &self.ranking)
             .field("clock", &self.clock)
-            .field("capabilities", &self.capabilities)
             .finish_non_exhaustive()
     }
 }
@@ -215,12 +221,10 @@ impl<X> fmt::Debug for FeedStore<X> {
 #[derive(Debug)]
 #[must_use = "a builder does nothing until `build()`"]
 pub struct FeedStoreBuilder<X> {
-    database: Database,
-    prefix: String,
+    config: StoreConfig,
     follows: Arc<DynFollowSource>,
     ranking: Arc<DynRanking>,
     clock: Arc<dyn Clock>,
-    capabilities: Option<Capabilities>,
     job_lease: Duration,
     job_batch: usize,
     job_retry_delay: Duration,
@@ -228,17 +232,12 @@ pub struct FeedStoreBuilder<X> {
     max_post_bytes: usize,
     hot_window: Duration,
     propagation_batch: usize,
-    retry: RetryPolicy,
     extra_chunk_targets: Vec<(String, String)>,
     _extension: PhantomData<fn() -> X>,
 }
 
 impl<X: Payload> FeedStoreBuilder<X> {
-    /// A prefix for every collection name (default none: `posts`, `users`, ...).
-    pub fn collection_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
+    store_builder_methods!();
 
     /// Who follows whom, for per-user feeds (default: an empty [`FollowList`]).
     pub fn follows(mut self, follows: Arc<DynFollowSource>) -> Self {
@@ -255,12 +254,6 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// Where the time comes from (default [`SystemClock`]).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
-        self
-    }
-
-    /// Use these capabilities instead of asking the server in [`FeedStoreBuilder::build`].
-    pub fn capabilities(mut self, capabilities: Capabilities) -> Self {
-        self.capabilities = Some(capabilities);
         self
     }
 
@@ -301,12 +294,6 @@ impl<X: Payload> FeedStoreBuilder<X> {
         self
     }
 
-    /// How transient failures of writes are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
     /// Documents updated per batch when a user chunk changes (default 100).
     pub fn propagation_batch(mut self, batch: usize) -> Self {
         self.propagation_batch = batch;
@@ -321,13 +308,14 @@ impl<X: Payload> FeedStoreBuilder<X> {
         self
     }
 
-    /// Builds the store, asking the server for its capabilities unless they were given (one
-    /// `buildInfo` and one `hello`).
+    /// Builds the store. The server's capabilities are asked for on first use, unless they
+    /// were given.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for unusable names or zero sizes; server errors from detection.
-    pub async fn build(self) -> Result<FeedStore<X>> {
+    /// [`Error::InvalidConfig`] for unusable or clashing collection names, a name given to a
+    /// collection the store does not have, or zero sizes.
+    pub fn build(self) -> Result<FeedStore<X>> {
         if self.max_feed_len == 0 || self.propagation_batch == 0 || self.max_post_bytes == 0 {
             return Err(Error::InvalidConfig {
                 reason: "max_feed_len, propagation_batch and max_post_bytes must be positive"
@@ -339,10 +327,8 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 reason: "max_post_bytes must leave room in a 16 MiB document".to_owned(),
             });
         }
-        let name = |base: &str| format!("{}{base}", self.prefix);
-        for base in ["posts", "feed_jobs"] {
-            check_collection_name(&name(base))?;
-        }
+        let [posts, users, extended_users, counters, likes, feeds, propagations, jobs, locks] =
+            self.config.names(COLLECTIONS)?;
         for (collection, field) in &self.extra_chunk_targets {
             check_collection_name(collection)?;
             if field.is_empty() || field.starts_with('$') {
@@ -351,49 +337,39 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 });
             }
         }
-        let capabilities = match self.capabilities {
-            Some(capabilities) => capabilities,
-            None => ServerInfo::detect_for(&self.database).await?.capabilities(),
-        };
-        let db = &self.database;
-        let collections = Collections {
-            posts: db.collection(&name("posts")),
-            users: db.collection(&name("users")),
-            extended_users: db.collection(&name("extended_users")),
-            counters: db.collection(&name("post_counters")),
-            likes: db.collection(&name("post_likes")),
-            feeds: db.collection(&name("feeds")),
-            propagations: db.collection(&name("propagations")),
-        };
-        let mut chunk_targets = vec![(name("posts"), "created_by".to_owned())];
+        let db = self.config.database();
+        let mut chunk_targets = vec![(posts.clone(), "created_by".to_owned())];
         chunk_targets.extend(self.extra_chunk_targets);
-        let jobs = JobQueue::builder(db)
-            .collection(name("feed_jobs"))
+        let collections = Collections {
+            posts: db.collection(&posts),
+            users: db.collection(&users),
+            extended_users: db.collection(&extended_users),
+            counters: db.collection(&counters),
+            likes: db.collection(&likes),
+            feeds: db.collection(&feeds),
+            propagations: db.collection(&propagations),
+        };
+        let jobs = self
+            .config
+            .job_queue(&jobs)
             .lease(self.job_lease)
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
-            .retry_policy(self.retry)
             .build()?;
-        let indexes = store_indexes(&collections, capabilities);
         Ok(FeedStore {
-            indexes,
-            exclusive: Exclusive::new(db, &name("feed_locks"), LOCK_LEASE, self.retry)
-                .given(capabilities),
+            backend: with_indexes(self.config.backend(&locks, LOCK_LEASE), &collections),
             jobs,
             collections,
             follows: self.follows,
             ranking: self.ranking,
             clock: self.clock,
-            capabilities,
             settings: Arc::new(Settings {
                 max_feed_len: self.max_feed_len,
                 max_post_bytes: self.max_post_bytes,
                 hot_window: self.hot_window,
                 propagation_batch: self.propagation_batch,
-                retry: self.retry,
                 chunk_targets,
             }),
-            database: self.database,
             _extension: PhantomData,
         })
     }
@@ -403,12 +379,10 @@ impl<X: Payload> FeedStore<X> {
     /// Starts configuring a store in `database`.
     pub fn builder(database: &Database) -> FeedStoreBuilder<X> {
         FeedStoreBuilder {
-            database: database.clone(),
-            prefix: String::new(),
+            config: StoreConfig::new(database),
             follows: Arc::new(FollowList::new()),
             ranking: Arc::new(DefaultRanking),
             clock: Arc::new(SystemClock),
-            capabilities: None,
             job_lease: Duration::from_secs(60),
             job_batch: 20,
             job_retry_delay: Duration::from_secs(1),
@@ -416,7 +390,6 @@ impl<X: Payload> FeedStore<X> {
             max_post_bytes: 256 * 1024,
             hot_window: Duration::from_secs(24 * 60 * 60),
             propagation_batch: 100,
-            retry: RetryPolicy::default(),
             extra_chunk_targets: Vec::new(),
             _extension: PhantomData,
         }
@@ -424,12 +397,12 @@ impl<X: Payload> FeedStore<X> {
 
     /// The database the store lives in.
     pub fn database(&self) -> &Database {
-        &self.database
+        self.backend.database()
     }
 
-    /// The capabilities the store works with.
-    pub fn capabilities(&self) -> Capabilities {
-        self.capabilities
+    /// The capabilities the store works with: given to its builder, or detected on first use.
+    pub async fn capabilities(&self) -> Result<Capabilities> {
+        self.backend.capabilities().await
     }
 
     /// The queue of feed jobs (post fan-out, hot refresh, background propagation).
@@ -464,7 +437,7 @@ impl<X: Payload> FeedStore<X> {
     /// username taken once, so a store that was not told to create its indexes creates them
     /// before its first [`FeedStore::create_user`] or rename.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await?;
+        self.backend.create_indexes().await?;
         self.jobs.create_indexes().await
     }
 
@@ -511,7 +484,7 @@ impl<X: Payload> FeedStore<X> {
                 "small: a few documents per rename",
             ),
             ShardKey::new(
-                self.exclusive.locks_collection(),
+                self.backend.locks_collection(),
                 doc! { "_id": 1 },
                 "locks are taken and released by key",
             ),
@@ -525,7 +498,7 @@ impl<X: Payload> FeedStore<X> {
     /// is left unsharded), and each `shardCollection` accepts a repeat, so a run that stopped
     /// halfway (a network error) is finished by running it again.
     pub async fn shard_collections(&self) -> Result<()> {
-        crate::sharding::shard_collections(&self.database, &self.shard_keys()).await
+        crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
     }
 
     /// Runs `f` holding the leased locks on `keys` when the server's updates are not atomic;
@@ -534,18 +507,19 @@ impl<X: Payload> FeedStore<X> {
     where
         F: std::future::Future<Output = Result<T>>,
     {
-        self.exclusive.run(keys, f).await
+        self.backend.exclusive(keys, f).await
     }
 }
 
 /// Every index of the store's own collections (the job queue has its own).
-fn store_indexes(c: &Collections, capabilities: Capabilities) -> Indexes {
+/// `backend` with the store's indexes on `c` (the text index where the server has text search).
+fn with_indexes(backend: Backend, c: &Collections) -> Backend {
     let plain = |keys: Document| IndexModel::builder().keys(keys).build();
-    let mut indexes = Indexes::new()
-        .with(&c.posts, plain(doc! { "created_by.id": 1, "_id": 1 }))
-        .with(&c.posts, plain(doc! { "created": -1, "_id": -1 }));
-    if capabilities.text_search {
-        indexes = indexes.with(
+    backend
+        .with_index(&c.posts, plain(doc! { "created_by.id": 1, "_id": 1 }))
+        .with_index(&c.posts, plain(doc! { "created": -1, "_id": -1 }))
+        .with_index_where(
+            |capabilities| capabilities.text_search,
             &c.posts,
             IndexModel::builder()
                 .keys(doc! { "title": "text", "body": "text" })
@@ -556,18 +530,16 @@ fn store_indexes(c: &Collections, capabilities: Capabilities) -> Indexes {
                         .build(),
                 )
                 .build(),
-        );
-    }
-    indexes
-        .with(
+        )
+        .with_index(
             &c.users,
             IndexModel::builder()
                 .keys(doc! { "username": 1 })
                 .options(IndexOptions::builder().unique(true).build())
                 .build(),
         )
-        .with(&c.likes, plain(doc! { "post": 1, "at": 1 }))
-        .with(&c.likes, plain(doc! { "at": 1 }))
-        .with(&c.likes, plain(doc! { "created": 1, "at": 1 }))
-        .with(&c.propagations, plain(doc! { "done": 1 }))
+        .with_index(&c.likes, plain(doc! { "post": 1, "at": 1 }))
+        .with_index(&c.likes, plain(doc! { "at": 1 }))
+        .with_index(&c.likes, plain(doc! { "created": 1, "at": 1 }))
+        .with_index(&c.propagations, plain(doc! { "done": 1 }))
 }

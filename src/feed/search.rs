@@ -75,7 +75,7 @@ impl<X: Payload> FeedStore<X> {
             }
             SearchOrder::BestMatch => {
                 let after = page.after.as_ref().map(cursor::score_key).transpose()?;
-                let scored = if self.capabilities.text_search {
+                let scored = if self.backend.capabilities().await?.text_search {
                     self.text_best_match(&terms, after, page.limit).await?
                 } else {
                     self.regex_best_match(&terms, after).await?
@@ -89,8 +89,8 @@ impl<X: Payload> FeedStore<X> {
     }
 
     /// `$text` where supported, otherwise a regex per term.
-    fn match_filter(&self, terms: &[&str]) -> Document {
-        if self.capabilities.text_search {
+    fn match_filter(text_search: bool, terms: &[&str]) -> Document {
+        if text_search {
             let quoted: Vec<String> = terms
                 .iter()
                 .map(|term| format!("\"{}\"", term.replace('"', "")))
@@ -120,8 +120,9 @@ impl<X: Payload> FeedStore<X> {
         limit: usize,
     ) -> Result<Vec<Post<X>>> {
         let sort = doc! { "created": -1, "_id": -1 };
-        let found: Vec<Document> = if self.capabilities.text_search {
-            let mut pipeline = vec![doc! { "$match": self.match_filter(terms) }];
+        let text_search = self.backend.capabilities().await?.text_search;
+        let found: Vec<Document> = if text_search {
+            let mut pipeline = vec![doc! { "$match": Self::match_filter(text_search, terms) }];
             if let Some(keyset) = keyset {
                 pipeline.push(doc! { "$match": keyset });
             }
@@ -134,7 +135,7 @@ impl<X: Payload> FeedStore<X> {
                 .try_collect()
                 .await?
         } else {
-            let mut filter = self.match_filter(terms);
+            let mut filter = Self::match_filter(text_search, terms);
             if let Some(keyset) = keyset {
                 filter.extend(keyset);
             }
@@ -158,7 +159,7 @@ impl<X: Payload> FeedStore<X> {
         limit: usize,
     ) -> Result<Vec<(f64, Post<X>)>> {
         let mut pipeline = vec![
-            doc! { "$match": self.match_filter(terms) },
+            doc! { "$match": Self::match_filter(true, terms) },
             doc! { "$addFields": { "_score": { "$meta": "textScore" } } },
         ];
         if let Some((score, post)) = after {
@@ -197,7 +198,7 @@ impl<X: Payload> FeedStore<X> {
         let found: Vec<Document> = self
             .collections
             .posts
-            .find(self.match_filter(terms))
+            .find(Self::match_filter(false, terms))
             .sort(doc! { "created": -1, "_id": -1 })
             .limit(FALLBACK_CANDIDATES)
             .await?

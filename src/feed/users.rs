@@ -140,7 +140,7 @@ impl<X: Payload> FeedStore<X> {
         validate::user_id("user", &user.id)?;
         validate::non_blank("username", &user.username)?;
         // The unique username index is what refuses a username taken.
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         let user = User {
             id: user.id,
             username: user.username,
@@ -262,7 +262,7 @@ impl<X: Payload> FeedStore<X> {
     pub(super) async fn start_rename(&self, id: &str, username: &str) -> Result<ObjectId> {
         validate::user_id("user", id)?;
         validate::non_blank("username", username)?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         let propagation = self.record_propagation(id).await?;
         // FerretDB's findAndModify reads, modifies and writes back without isolation: two
         // renames at once would both write the same revision. There it runs under the user's
@@ -384,7 +384,7 @@ impl<X: Payload> FeedStore<X> {
             if status.batches > 0 && late {
                 return Ok(status);
             }
-            let copies = self.database.collection::<Document>(collection);
+            let copies = self.database().collection::<Document>(collection);
             let mut filter = doc! { format!("{field}.id"): &user_id };
             if last_id != Bson::Null {
                 filter.insert("_id", doc! { "$gt": last_id.clone() });

@@ -89,13 +89,11 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::{Collection, Database};
 
-use crate::backend::Exclusive;
+use crate::backend::Backend;
+use crate::config::StoreConfig;
 use crate::bson_ext;
-use crate::indexes::Indexes;
 use crate::lease_lock::{Lease, LeaseLocks};
-use crate::retry::{retry, RetryPolicy};
 use crate::sharding::ShardKey;
-use crate::update_batch::insert_once_with;
 use crate::validate;
 use crate::{Entity, Error, Page, PageRequest, Result};
 
@@ -136,18 +134,18 @@ const GROUP_LEASE: Duration = Duration::from_secs(300);
 /// ```
 #[derive(Clone, Debug)]
 pub struct FollowGraph {
-    database: Database,
+    /// The server's differences: the stats documents' writers take turns where updates are not
+    /// atomic.
+    backend: Backend,
     users: Collection<Document>,
     groups: Collection<Document>,
     follows: Collection<Document>,
     members: Collection<Document>,
     subscriptions: Collection<Document>,
+    /// Owners' subscriptions are rebuilt one writer at a time, on every server.
     owner_locks: LeaseLocks,
+    /// A group's changes are fanned out one at a time, on every server.
     group_locks: LeaseLocks,
-    /// The stats documents' writers, taking turns where updates are not atomic.
-    stats: Exclusive,
-    indexes: Indexes,
-    retry: RetryPolicy,
 }
 
 /// A change of a group's relations.
@@ -190,17 +188,7 @@ impl FollowGraph {
     /// A builder to configure collection names.
     pub fn builder(database: &Database) -> FollowGraphBuilder {
         FollowGraphBuilder {
-            database: database.clone(),
-            names: [
-                "graph_users",
-                "graph_groups",
-                "follows",
-                "group_members",
-                "subscriptions",
-                "graph_locks",
-            ]
-            .map(str::to_owned),
-            retry: RetryPolicy::default(),
+            config: StoreConfig::new(database),
         }
     }
 
@@ -209,7 +197,7 @@ impl FollowGraph {
     /// told to create them creates them before its first follow, unfollow, membership change,
     /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
+        self.backend.create_indexes().await
     }
 
     /// The shard key each collection should have, and why.
@@ -251,7 +239,8 @@ impl FollowGraph {
         let document = doc! {
             "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
         };
-        insert_once_with(&self.retry, &self.users, document)
+        self.backend
+            .insert_once(&self.users, document)
             .await
             .map(drop)
     }
@@ -259,13 +248,13 @@ impl FollowGraph {
     /// Registers a group. Idempotent.
     pub async fn add_group(&self, group: &str) -> Result<()> {
         validate::non_blank("group id", group)?;
-        insert_once_with(
-            &self.retry,
-            &self.groups,
-            doc! { "_id": group, "since": bson::DateTime::now() },
-        )
-        .await
-        .map(drop)
+        self.backend
+            .insert_once(
+                &self.groups,
+                doc! { "_id": group, "since": bson::DateTime::now() },
+            )
+            .await
+            .map(drop)
     }
 
     /// `owner` follows `user` directly. Returns whether the relation is new; following again
@@ -277,7 +266,7 @@ impl FollowGraph {
     /// user not registered, all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         // The relation and its subscription change together under the owner's lock, so a
         // follow and an unfollow of the same pair cannot leave them disagreeing.
         self.owner_locks
@@ -298,7 +287,7 @@ impl FollowGraph {
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), async {
                 let existed = self.unrelate(owner, Kind::User, user).await?;
@@ -356,7 +345,7 @@ impl FollowGraph {
     /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
     async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
         self.check_user_and_group(user, group).await?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         let origin = Origin::Group(group.to_owned());
         let add = matches!(change, GroupChange::Follow | GroupChange::Join);
         self.group_locks
@@ -367,7 +356,7 @@ impl FollowGraph {
                     GroupChange::Join => {
                         let member =
                             doc! { "group": group, "user": user, "since": bson::DateTime::now() };
-                        insert_once_with(&self.retry, &self.members, member).await?
+                        self.backend.insert_once(&self.members, member).await?
                     }
                     GroupChange::Leave => {
                         let member = doc! { "group": group, "user": user };
@@ -521,7 +510,7 @@ impl FollowGraph {
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
         validate::user_id("owner", owner)?;
         self.check_users(&[owner]).await?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         self.owner_locks
             .with_lock(&owner_key(owner), self.rebuild_locked(owner))
             .await
@@ -545,7 +534,7 @@ impl FollowGraph {
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
         validate::user_id("user", user)?;
         self.check_users(&[user]).await?;
-        self.indexes.ensure().await?;
+        self.backend.ensure_indexes().await?;
         // Changes left pending on `user`'s subscriptions are finished first: afterwards they
         // would move the counts set here.
         self.finish_pending_to(user).await?;
@@ -609,15 +598,15 @@ impl FollowGraph {
 
     /// Records that `owner` follows `target`; whether the record is new.
     async fn relate(&self, owner: &str, kind: Kind, target: &str) -> Result<bool> {
-        insert_once_with(
-            &self.retry,
-            &self.follows,
-            doc! {
-                "owner": owner, "kind": kind.as_str(), "target": target,
-                "since": bson::DateTime::now(),
-            },
-        )
-        .await
+        self.backend
+            .insert_once(
+                &self.follows,
+                doc! {
+                    "owner": owner, "kind": kind.as_str(), "target": target,
+                    "since": bson::DateTime::now(),
+                },
+            )
+            .await
     }
 
     /// Deletes the record that `owner` follows `target`; whether there was one.
@@ -635,7 +624,7 @@ impl FollowGraph {
         collection: &Collection<Document>,
         filter: Document,
     ) -> Result<bool> {
-        let deleted = retry(&self.retry, "delete", || async {
+        let deleted = self.backend.retry("delete", || async {
             Ok(collection.delete_one(filter.clone()).await?)
         })
         .await?;

@@ -41,9 +41,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, ROUND};
-use crate::retry::{once_per_op, retry};
-use crate::server::Capabilities;
-use crate::update_batch::{insert_many_once, UpdateBatch};
+use crate::retry::once_per_op;
 use crate::Result;
 
 /// A subscription by its `(owner, user)`.
@@ -250,7 +248,7 @@ impl FollowGraph {
                 .collect();
             // The owners' locks are held: a subscription refused by the unique `{owner, user}`
             // index was inserted by an earlier attempt of this insert.
-            insert_many_once(&self.retry, &self.subscriptions, documents).await?;
+            self.backend.insert_many_once(&self.subscriptions, documents).await?;
         }
         self.adjust(vec![(op, deltas)]).await?;
         self.clear(scope, &[op], creates, removes).await
@@ -382,7 +380,7 @@ impl FollowGraph {
         if removed {
             let filter = of(-1);
             // A filtered delete: deleting twice deletes once.
-            retry(&self.retry, "delete subscriptions", || async {
+            self.backend.retry("delete subscriptions", || async {
                 self.subscriptions.delete_many(filter.clone()).await?;
                 Ok(())
             })
@@ -393,7 +391,7 @@ impl FollowGraph {
 
     /// Every subscription matching `filter`: its pair, origins and mark.
     async fn read(&self, filter: Document) -> Result<Vec<Found>> {
-        let found: Vec<Document> = retry(&self.retry, "find subscriptions", || async {
+        let found: Vec<Document> = self.backend.retry("find subscriptions", || async {
             Ok(self
                 .subscriptions
                 .find(filter.clone())
@@ -416,16 +414,13 @@ impl FollowGraph {
         if changes.is_empty() {
             return Ok(());
         }
-        let capabilities = self.stats.capabilities().await?;
-        let users: BTreeSet<&String> = changes
+                let users: BTreeSet<&String> = changes
             .iter()
             .flat_map(|(_, deltas)| deltas.keys().map(|(user, _)| user))
             .collect();
         let keys: Vec<String> = users.into_iter().map(|user| stats_key(user)).collect();
-        self.stats
-            .in_rounds(&keys, ROUND, |taken| {
-                self.apply(&capabilities, &changes, Some(taken))
-            })
+        self.backend
+            .exclusive_in_rounds(&keys, ROUND, |taken| self.apply(&changes, Some(taken)))
             .await
     }
 
@@ -434,12 +429,11 @@ impl FollowGraph {
     /// change, both counts of a document in one statement.
     async fn apply(
         &self,
-        capabilities: &Capabilities,
         changes: &[(ObjectId, Deltas)],
         locked: Option<Vec<String>>,
     ) -> Result<()> {
         let locked: Option<BTreeSet<String>> = locked.map(|keys| keys.into_iter().collect());
-        let mut batch = UpdateBatch::new(&self.database, self.users.name(), &self.retry);
+        let mut batch = self.backend.update_batch(self.users.name());
         for (op, deltas) in changes {
             let mut by_user: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
             for ((user, count), delta) in deltas {
@@ -481,12 +475,12 @@ impl FollowGraph {
             return Ok(());
         }
         // No statement upserts, so none meets a duplicate key: every one ran or failed the call.
-        batch.run(capabilities).await.map(drop)
+        batch.run().await.map(drop)
     }
 
     /// `update_many` on subscriptions, retried: callers pass idempotent updates only.
     async fn update_many(&self, filter: Document, update: Document) -> Result<()> {
-        retry(&self.retry, "update subscriptions", || async {
+        self.backend.retry("update subscriptions", || async {
             self.subscriptions
                 .update_many(filter.clone(), update.clone())
                 .await?;
@@ -571,7 +565,7 @@ impl FollowGraph {
     /// not atomic, so a concurrent `$inc` of the other count is not lost).
     pub(super) async fn set_count(&self, user: &str, count: Count, value: i64) -> Result<()> {
         // A `$set`: setting twice sets once.
-        let update = retry(&self.retry, "set count", || async {
+        let update = self.backend.retry("set count", || async {
             self.users
                 .update_one(
                     doc! { "_id": user },
@@ -580,7 +574,7 @@ impl FollowGraph {
                 .await?;
             Ok(())
         });
-        self.stats.run_one(&stats_key(user), update).await
+        self.backend.exclusive_one(&stats_key(user), update).await
     }
 }
 

@@ -1,6 +1,8 @@
 //! Fan out on write with buckets: each recipient's messages grouped into time-ordered documents.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,14 +16,24 @@ use super::{
     cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Strategy,
     MAX_DOCUMENT_BYTES,
 };
-use crate::backend::Exclusive;
+use crate::backend::Backend;
 use crate::bson_ext::{date, integer, later, now_or_after};
-use crate::indexes::Indexes;
-use crate::retry::{retry, Backoff};
-use crate::server::Capabilities;
+use crate::config::{store_builder_methods, StoreConfig};
+use crate::retry::Backoff;
 use crate::sharding::ShardKey;
-use crate::update_batch::UpdateBatch;
-use crate::{Error, Page, PageRequest, Result, RetryPolicy};
+use crate::{Error, Page, PageRequest, Result};
+
+/// The store's collections, by default name.
+pub(super) const COLLECTIONS: [&str; 4] = [
+    "inbox_buckets",
+    "inbox_heads",
+    "inbox_locks",
+    RecipientLists::DEFAULT_COLLECTION,
+];
+/// The default number of messages per bucket, as in the seed.
+pub const DEFAULT_BUCKET_SIZE: u32 = 50;
+/// The largest bucket size accepted.
+pub const MAX_BUCKET_SIZE: u32 = 10_000;
 
 /// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
@@ -75,7 +87,7 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// Fan out on write with buckets: each recipient's inbox is a run of documents holding up to
 /// `bucket_size` messages (default 50), oldest bucket first.
 ///
-/// Collections (names configurable):
+/// Collections (default names; see [`BucketedFanOutBuilder::collection`]):
 /// - `inbox_buckets`: `{owner, sequence, count, last_sent, messages: [..]}`, unique index
 ///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
 /// - `inbox_heads`: `{_id: owner, head, floor}`, the seed's `users` collection, holding the
@@ -118,7 +130,7 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// # Servers without atomic updates
 ///
 /// On FerretDB 1.x a single-document update is not atomic, so the hard cap alone cannot keep
-/// concurrent senders from overwriting each other. There ([`Capabilities::atomic_updates`] is
+/// concurrent senders from overwriting each other. There ([`Capabilities::atomic_updates`](crate::Capabilities::atomic_updates) is
 /// false) each delivery first locks its recipients in `inbox_locks` (one `insert` of
 /// `{_id: owner, token, expires}`; the unique `_id` is atomic everywhere) and unlocks them after
 /// (one `delete`). A lock whose holder died is taken over after a 30-second lease; each locked
@@ -137,69 +149,66 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// (about 335 KB for 50), checked before anything is written ([`Error::TooLarge`]).
 /// The bucket size is part of the stored layout: reopen a collection with the size it was written
 /// with.
+pub struct BucketedFanOut<P> {
+    buckets: Buckets,
+    _payload: PhantomData<fn() -> P>,
+}
+
+/// The store's state and logic, whatever the payload.
 #[derive(Clone, Debug)]
-pub struct BucketedFanOut {
-    database: Database,
+struct Buckets {
+    /// The server's differences: recipients' writers take turns where updates are not atomic.
+    backend: Backend,
     buckets: Collection<Document>,
     heads: Collection<Document>,
-    /// Recipients' writers, taking turns where updates are not atomic.
-    exclusive: Exclusive,
     recipients: RecipientLists,
     bucket_size: u32,
-    indexes: Indexes,
-    retry: RetryPolicy,
+}
+
+impl<P> Clone for BucketedFanOut<P> {
+    fn clone(&self) -> Self {
+        Self {
+            buckets: self.buckets.clone(),
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P> fmt::Debug for BucketedFanOut<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketedFanOut")
+            .field("buckets", &self.buckets.buckets.name())
+            .field("heads", &self.buckets.heads.name())
+            .field("bucket_size", &self.buckets.bucket_size)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Configures a [`BucketedFanOut`] store.
-#[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
-pub struct BucketedFanOutBuilder {
-    database: Database,
-    buckets: String,
-    heads: String,
-    locks: String,
-    recipients: String,
+pub struct BucketedFanOutBuilder<P> {
+    config: StoreConfig,
     max_inline: usize,
     bucket_size: u32,
-    retry: RetryPolicy,
+    _payload: PhantomData<fn() -> P>,
 }
 
-impl BucketedFanOutBuilder {
-    /// Messages per bucket (default 50).
+impl<P> fmt::Debug for BucketedFanOutBuilder<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketedFanOutBuilder")
+            .field("config", &self.config)
+            .field("max_inline", &self.max_inline)
+            .field("bucket_size", &self.bucket_size)
+            .finish()
+    }
+}
+
+impl<P: Payload> BucketedFanOutBuilder<P> {
+    store_builder_methods!();
+
+    /// Messages per bucket (default [`DEFAULT_BUCKET_SIZE`](super::DEFAULT_BUCKET_SIZE), 50).
     pub fn bucket_size(mut self, size: u32) -> Self {
         self.bucket_size = size;
-        self
-    }
-
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
-    /// The buckets collection (default `inbox_buckets`).
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.buckets = name.into();
-        self
-    }
-
-    /// The collection of per-owner heads (default `inbox_heads`).
-    pub fn heads_collection(mut self, name: impl Into<String>) -> Self {
-        self.heads = name.into();
-        self
-    }
-
-    /// The collection of recipient locks, used only on servers without atomic updates
-    /// (default `inbox_locks`).
-    pub fn locks_collection(mut self, name: impl Into<String>) -> Self {
-        self.locks = name.into();
-        self
-    }
-
-    /// The collection of recipient lists too long to store in every entry (default
-    /// `inbox_recipients`).
-    pub fn recipients_collection(mut self, name: impl Into<String>) -> Self {
-        self.recipients = name.into();
         self
     }
 
@@ -215,36 +224,84 @@ impl BucketedFanOutBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a bucket size of 0 or above
-    /// [`BucketedFanOut::MAX_BUCKET_SIZE`], an unusable collection name, or two collections
-    /// given the same name.
-    pub fn build(self) -> Result<BucketedFanOut> {
-        if self.bucket_size == 0 || self.bucket_size > BucketedFanOut::MAX_BUCKET_SIZE {
+    /// [`MAX_BUCKET_SIZE`](super::MAX_BUCKET_SIZE), an unusable collection name, two
+    /// collections given the same name, or a name given to a collection the store does not
+    /// have.
+    pub fn build(self) -> Result<BucketedFanOut<P>> {
+        if self.bucket_size == 0 || self.bucket_size > MAX_BUCKET_SIZE {
             return Err(Error::InvalidConfig {
                 reason: format!(
-                    "bucket size must be 1..={}, not {}",
-                    BucketedFanOut::MAX_BUCKET_SIZE,
+                    "bucket size must be 1..={MAX_BUCKET_SIZE}, not {}",
                     self.bucket_size
                 ),
             });
         }
-        super::check_collection_names(
-            &[&self.buckets, &self.heads, &self.locks, &self.recipients],
-            "buckets, heads, locks and recipients",
-        )?;
-        Ok(BucketedFanOut::with(
-            &self.database,
-            [&self.buckets, &self.heads, &self.locks],
-            RecipientLists::new(self.database.collection(&self.recipients), self.max_inline),
-            self.bucket_size,
-            self.retry,
-        ))
+        let [buckets, heads, locks, recipients] = self.config.names(COLLECTIONS)?;
+        let database = self.config.database();
+        let buckets = database.collection(&buckets);
+        let unique = IndexModel::builder()
+            .keys(doc! { "owner": 1, "sequence": 1 })
+            .options(IndexOptions::builder().unique(true).build())
+            .build();
+        Ok(BucketedFanOut {
+            buckets: Buckets {
+                backend: self
+                    .config
+                    .backend(&locks, LOCK_LEASE)
+                    .with_index(&buckets, unique),
+                buckets,
+                heads: database.collection(&heads),
+                recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
+                bucket_size: self.bucket_size,
+            },
+            _payload: PhantomData,
+        })
     }
 }
 
-impl BucketedFanOut {
+impl<P: Payload> BucketedFanOut<P> {
+    /// A store with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default settings are valid")
+    }
+
+    /// Starts configuring a store in `database`.
+    ///
+    /// ```no_run
+    /// # fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+    /// use mongo_social::BucketedFanOut;
+    /// let store: BucketedFanOut<String> = BucketedFanOut::builder(&db).bucket_size(100).build()?;
+    /// assert_eq!(store.bucket_size(), 100);
+    /// assert!(BucketedFanOut::<String>::builder(&db).bucket_size(0).build().is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(database: &Database) -> BucketedFanOutBuilder<P> {
+        BucketedFanOutBuilder {
+            config: StoreConfig::new(database),
+            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            bucket_size: DEFAULT_BUCKET_SIZE,
+            _payload: PhantomData,
+        }
+    }
+
+    /// Messages per bucket.
+    pub fn bucket_size(&self) -> u32 {
+        self.buckets.bucket_size
+    }
+
+    /// How many buckets hold the newest `limit` messages at most: the newest bucket may hold a
+    /// single message, every older one is full.
+    pub fn buckets_for(&self, limit: usize) -> usize {
+        self.buckets.buckets_for(limit)
+    }
+}
+
+impl Buckets {
     /// How many messages `owner` has received: every bucket but the newest is full, so one read
     /// of the newest bucket is enough.
-    pub async fn count(&self, owner: &str) -> Result<u64> {
+    async fn count(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         Ok(self
             .newest_bucket(owner)
@@ -270,124 +327,13 @@ impl BucketedFanOut {
         }))
     }
 
-    /// Creates the indexes the strategy needs (idempotent, safe on every start). The unique
-    /// `{owner, sequence}` index is what keeps a bucket from being opened twice, so a store that
-    /// was not told to create it creates it before its first write.
-    pub async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
-    }
-
-    /// The shard key each of the strategy's collections should have.
-    pub fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![
-            ShardKey::new(
-                self.buckets.name(),
-                doc! { "owner": 1, "sequence": 1 },
-                "routes an inbox read to one shard; a long inbox may span two",
-            ),
-            ShardKey::new(
-                self.heads.name(),
-                doc! { "_id": 1 },
-                "one small document per owner, read by id",
-            ),
-            ShardKey::new(
-                self.recipients.name(),
-                doc! { "_id": "hashed" },
-                "long recipient lists, one per message, read by id",
-            ),
-        ]
-    }
-
-    /// The default number of messages per bucket, as in the seed.
-    pub const DEFAULT_BUCKET_SIZE: u32 = 50;
-    /// The largest bucket size accepted.
-    pub const MAX_BUCKET_SIZE: u32 = 10_000;
-    /// The default buckets collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "inbox_buckets";
-    /// The default heads collection name.
-    pub const DEFAULT_HEADS_COLLECTION: &'static str = "inbox_heads";
-    /// The default locks collection name.
-    pub const DEFAULT_LOCKS_COLLECTION: &'static str = "inbox_locks";
-
-    /// A store with default settings in `database`.
-    pub fn new(database: &Database) -> Self {
-        Self::with(
-            database,
-            [
-                Self::DEFAULT_COLLECTION,
-                Self::DEFAULT_HEADS_COLLECTION,
-                Self::DEFAULT_LOCKS_COLLECTION,
-            ],
-            RecipientLists::new(
-                database.collection(RecipientLists::DEFAULT_COLLECTION),
-                RecipientLists::DEFAULT_MAX_INLINE,
-            ),
-            Self::DEFAULT_BUCKET_SIZE,
-            RetryPolicy::default(),
-        )
-    }
-
-    /// A store over the `[buckets, heads, locks]` collections, checked already.
-    fn with(
-        database: &Database,
-        [buckets, heads, locks]: [&str; 3],
-        recipients: RecipientLists,
-        bucket_size: u32,
-        retry: RetryPolicy,
-    ) -> Self {
-        let buckets = database.collection(buckets);
-        let unique = IndexModel::builder()
-            .keys(doc! { "owner": 1, "sequence": 1 })
-            .options(IndexOptions::builder().unique(true).build())
-            .build();
-        Self {
-            indexes: Indexes::new().with(&buckets, unique),
-            database: database.clone(),
-            buckets,
-            heads: database.collection(heads),
-            exclusive: Exclusive::new(database, locks, LOCK_LEASE, retry),
-            recipients,
-            bucket_size,
-            retry,
-        }
-    }
-
-    /// Starts configuring a store in `database`.
-    ///
-    /// ```no_run
-    /// # fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
-    /// use mongo_social::BucketedFanOut;
-    /// let store = BucketedFanOut::builder(&db).bucket_size(100).build()?;
-    /// assert_eq!(store.bucket_size(), 100);
-    /// assert!(BucketedFanOut::builder(&db).bucket_size(0).build().is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn builder(database: &Database) -> BucketedFanOutBuilder {
-        BucketedFanOutBuilder {
-            database: database.clone(),
-            buckets: Self::DEFAULT_COLLECTION.to_owned(),
-            heads: Self::DEFAULT_HEADS_COLLECTION.to_owned(),
-            locks: Self::DEFAULT_LOCKS_COLLECTION.to_owned(),
-            recipients: RecipientLists::DEFAULT_COLLECTION.to_owned(),
-            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
-            bucket_size: Self::DEFAULT_BUCKET_SIZE,
-            retry: RetryPolicy::default(),
-        }
-    }
-
-    /// Messages per bucket.
-    pub fn bucket_size(&self) -> u32 {
-        self.bucket_size
-    }
-
     /// The largest encoded message this store accepts.
-    pub fn max_message_bytes(&self) -> usize {
+    fn max_message_bytes(&self) -> usize {
         (MAX_DOCUMENT_BYTES - BUCKET_OVERHEAD) / self.bucket_size as usize - 16
     }
 
-    /// How many buckets hold the newest `limit` messages at most: the newest bucket may hold a
-    /// single message, every older one is full.
-    pub fn buckets_for(&self, limit: usize) -> usize {
+    /// How many buckets hold the newest `limit` messages at most.
+    fn buckets_for(&self, limit: usize) -> usize {
         1 + (limit.saturating_sub(1)).div_ceil(self.bucket_size as usize)
     }
 
@@ -402,9 +348,9 @@ impl BucketedFanOut {
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
         // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
         // detectable conflict.
-        self.indexes.ensure().await?;
-        self.recipients.store(list, &self.retry).await?;
-        let capabilities = self.exclusive.capabilities().await?;
+        self.backend.ensure_indexes().await?;
+        self.recipients.store(list, &self.backend).await?;
+        let capabilities = self.backend.capabilities().await?;
         let entry = Entry {
             document: &entry,
             id: message.id,
@@ -413,10 +359,8 @@ impl BucketedFanOut {
         // Where recipients are locked, a bounded round keeps each locked delivery to about one
         // `update` command, well inside the lease even on a slow server.
         let round = capabilities.max_update_statements.max(1);
-        self.exclusive
-            .in_rounds(&recipients, round, |taken| {
-                self.deliver(taken, &entry, &capabilities)
-            })
+        self.backend
+            .exclusive_in_rounds(&recipients, round, |taken| self.deliver(taken, &entry))
             .await
     }
 
@@ -456,29 +400,29 @@ impl BucketedFanOut {
     /// after a backoff under the store's [`RetryPolicy`]. The `messages.id $ne` guard of the push
     /// would make a resend harmless on MongoDB, but FerretDB 1.x evaluates it wrongly, and the
     /// check costs a `find` only when something failed.
-    async fn deliver(
-        &self,
-        recipients: Vec<String>,
-        entry: &Entry<'_>,
-        capabilities: &Capabilities,
-    ) -> Result<()> {
+    async fn deliver(&self, recipients: Vec<String>, entry: &Entry<'_>) -> Result<()> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let mut targets = retry(&self.retry, "read heads", || self.read_heads(&names)).await?;
+        let mut targets = self
+            .backend
+            .retry("read heads", || self.read_heads(&names))
+            .await?;
         let mut pending = recipients;
         let mut moves: HashMap<String, u32> = HashMap::new();
-        let mut backoff = Backoff::new(&self.retry, "deliver to buckets");
+        let mut backoff = Backoff::new(self.backend.retry_policy(), "deliver to buckets");
         for _ in 0..MAX_ROUNDS {
-            let pushed = self.push(&pending, &targets, entry, capabilities).await?;
+            let pushed = self.push(&pending, &targets, entry).await?;
             if pushed.suspects.is_empty() {
                 return Ok(());
             }
             if let Some(error) = pushed.transient {
                 backoff.wait(error).await?;
             }
-            let (waiting, mut moved) = retry(&self.retry, "check buckets", || {
-                self.inspect(&pushed.suspects, &targets, entry)
-            })
-            .await?;
+            let (waiting, mut moved) = self
+                .backend
+                .retry("check buckets", || {
+                    self.inspect(&pushed.suspects, &targets, entry)
+                })
+                .await?;
             let mut pending_next = Vec::with_capacity(waiting.len());
             for (owner, target) in waiting {
                 targets.insert(owner.clone(), target);
@@ -490,10 +434,10 @@ impl BucketedFanOut {
                 // A head that lags by more than one bucket (its update was lost to a race) is
                 // resynchronised from the newest bucket instead of walked one bucket per round.
                 if *count >= 2 {
-                    let newest = retry(&self.retry, "read newest bucket", || {
-                        self.newest_bucket(owner)
-                    })
-                    .await?;
+                    let newest = self
+                        .backend
+                        .retry("read newest bucket", || self.newest_bucket(owner))
+                        .await?;
                     if let Some((sequence, _)) = newest {
                         if sequence > target.sequence {
                             // The floor stays: every bucket after the one it came from holds
@@ -505,7 +449,7 @@ impl BucketedFanOut {
                 }
             }
             if !moved.is_empty() {
-                self.advance_heads(&moved, capabilities).await?;
+                self.advance_heads(&moved).await?;
             }
             if pending_next.is_empty() {
                 return Ok(());
@@ -550,10 +494,11 @@ impl BucketedFanOut {
         pending: &[String],
         targets: &HashMap<String, Target>,
         entry: &Entry<'_>,
-        capabilities: &Capabilities,
     ) -> Result<Pushed> {
-        let mut batch =
-            UpdateBatch::new(&self.database, self.buckets.name(), &self.retry).report_unknown();
+        let mut batch = self
+            .backend
+            .update_batch(self.buckets.name())
+            .report_unknown();
         for owner in pending {
             let target = targets[owner];
             let stamp = target
@@ -579,7 +524,7 @@ impl BucketedFanOut {
                 true,
             )?;
         }
-        let outcome = batch.run(capabilities).await?;
+        let outcome = batch.run().await?;
         Ok(Pushed {
             suspects: outcome.suspects().map(|i| pending[i].clone()).collect(),
             transient: outcome.transient,
@@ -667,12 +612,8 @@ impl BucketedFanOut {
 
     /// Records moved heads, each with the newest `sent` of the bucket before it. Heads and
     /// floors only move forward (`$max`), so concurrent senders agree.
-    async fn advance_heads(
-        &self,
-        moved: &[(String, Target)],
-        capabilities: &Capabilities,
-    ) -> Result<()> {
-        let mut batch = UpdateBatch::new(&self.database, self.heads.name(), &self.retry);
+    async fn advance_heads(&self, moved: &[(String, Target)]) -> Result<()> {
+        let mut batch = self.backend.update_batch(self.heads.name());
         for (owner, head) in moved {
             let mut max = doc! { "head": head.sequence };
             if let Some(floor) = head.floor {
@@ -681,13 +622,13 @@ impl BucketedFanOut {
             batch.push(doc! { "_id": owner }, doc! { "$max": max }, true)?;
         }
         // A duplicate key here is a concurrent first upsert of the same head: it is only a hint.
-        batch.run(capabilities).await?;
+        batch.run().await?;
         Ok(())
     }
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for BucketedFanOut {
+impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
     fn strategy(&self) -> Strategy {
         Strategy::BucketedFanOut
     }
@@ -696,13 +637,13 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
         let recipients = message.to.clone();
-        self.deliver_entry(&message, recipients).await?;
+        self.buckets.deliver_entry(&message, recipients).await?;
         Ok(message)
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
         validate::check_recipients(recipients)?;
-        let holders = self.holders(message.id, recipients).await?;
+        let holders = self.buckets.holders(message.id, recipients).await?;
         let remaining: Vec<String> = recipients
             .iter()
             .filter(|recipient| !holders.contains(recipient.as_str()))
@@ -711,11 +652,11 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
         if remaining.is_empty() {
             return Ok(());
         }
-        self.deliver_entry(message, remaining).await
+        self.buckets.deliver_entry(message, remaining).await
     }
 
     fn max_message_bytes(&self) -> usize {
-        BucketedFanOut::max_message_bytes(self)
+        self.buckets.max_message_bytes()
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
@@ -730,6 +671,49 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        self.buckets.page(owner, page).await
+    }
+
+    async fn count(&self, owner: &str) -> Result<u64> {
+        self.buckets.count(owner).await
+    }
+
+    /// The unique `{owner, sequence}` index is what keeps a bucket from being opened twice, so
+    /// a store that was not told to create it creates it before its first write.
+    async fn create_indexes(&self) -> Result<()> {
+        self.buckets.backend.create_indexes().await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        let Buckets {
+            buckets,
+            heads,
+            recipients,
+            ..
+        } = &self.buckets;
+        vec![
+            ShardKey::new(
+                buckets.name(),
+                doc! { "owner": 1, "sequence": 1 },
+                "routes an inbox read to one shard; a long inbox may span two",
+            ),
+            ShardKey::new(
+                heads.name(),
+                doc! { "_id": 1 },
+                "one small document per owner, read by id",
+            ),
+            recipients.shard_key(),
+        ]
+    }
+
+    fn database(&self) -> &Database {
+        self.buckets.backend.database()
+    }
+}
+
+impl Buckets {
+    /// One page of `owner`'s inbox: one `find` of the buckets holding it.
+    async fn page<P: Payload>(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         validate::check_page(owner, &page)?;
         let size = self.bucket_size as u64;
         let mut filter = doc! { "owner": owner };
@@ -788,21 +772,5 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut {
             _ => None,
         };
         Ok(Page { items, next })
-    }
-
-    async fn count(&self, owner: &str) -> Result<u64> {
-        BucketedFanOut::count(self, owner).await
-    }
-
-    async fn create_indexes(&self) -> Result<()> {
-        BucketedFanOut::create_indexes(self).await
-    }
-
-    fn shard_keys(&self) -> Vec<ShardKey> {
-        BucketedFanOut::shard_keys(self)
-    }
-
-    fn database(&self) -> &Database {
-        &self.database
     }
 }

@@ -1,5 +1,8 @@
 //! Fan out on read: one document per message; an inbox is every message naming its owner.
 
+use std::fmt;
+use std::marker::PhantomData;
+
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::TryStreamExt;
@@ -9,11 +12,13 @@ use super::time_ordered::{self, Layout};
 use super::{
     derived_id, validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES,
 };
-use crate::indexes::Indexes;
-use crate::retry::{retry, RetryPolicy};
+use crate::backend::Backend;
+use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
-use crate::update_batch::{insert_many_once, insert_once_with};
 use crate::{Page, PageRequest, Result};
+
+/// The store's collections, by default name.
+pub(super) const COLLECTIONS: [&str; 1] = ["inbox"];
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnRead,
@@ -23,126 +28,112 @@ const LAYOUT: Layout = Layout {
 
 /// Fan out on read: sending is one insert; reading gathers every message addressed to the owner.
 ///
-/// Documents look like `{_id, id, from, to: [..], sent, message}`, indexed by
-/// `{to: 1, sent: 1, id: 1}`; the seed's `{to: 1, sent: 1}` plus the message id, so keyset
-/// pages break ties between messages of the same millisecond. A sent message is one document
-/// whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not already
-/// named by one (a `find` first), whose `_id` derives from the message and the recipient, so a
-/// recipient never gets a second one.
+/// Its one collection, `inbox`, holds documents `{_id, id, from, to: [..], sent, message}`,
+/// indexed by `{to: 1, sent: 1, id: 1}`; the seed's `{to: 1, sent: 1}` plus the message id, so
+/// keyset pages break ties between messages of the same millisecond. A sent message is one
+/// document whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not
+/// already named by one (a `find` first), whose `_id` derives from the message and the
+/// recipient, so a recipient never gets a second one.
 ///
 /// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:
 /// choose it when messages are sent far more often than inboxes are read.
 ///
+/// `P` is the application's payload type.
+///
 /// ```no_run
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
 /// use mongo_social::{FanOutOnRead, InboxStore, NewMessage, PageRequest};
-/// let store = FanOutOnRead::builder(&db).collection("messages").build()?;
+/// let store = FanOutOnRead::builder(&db).collection("inbox", "messages").build()?;
 /// store.create_indexes().await?;
 /// store.send(NewMessage::new("joe", ["bob"], "Hi!".to_string())).await?;
 /// let page = store.inbox_page("bob", PageRequest::first(50)).await?;
 /// let first: &String = &page.items[0].payload;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
-pub struct FanOutOnRead {
-    database: Database,
+pub struct FanOutOnRead<P> {
+    backend: Backend,
     messages: Collection<Document>,
-    indexes: Indexes,
-    retry: RetryPolicy,
+    _payload: PhantomData<fn() -> P>,
+}
+
+impl<P> Clone for FanOutOnRead<P> {
+    fn clone(&self) -> Self {
+        Self {
+            backend: self.backend.clone(),
+            messages: self.messages.clone(),
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<P> fmt::Debug for FanOutOnRead<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FanOutOnRead")
+            .field("messages", &self.messages.name())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Configures a [`FanOutOnRead`] store.
-#[derive(Clone, Debug)]
 #[must_use = "a builder does nothing until `build()`"]
-pub struct FanOutOnReadBuilder {
-    database: Database,
-    collection: String,
-    retry: RetryPolicy,
+pub struct FanOutOnReadBuilder<P> {
+    config: StoreConfig,
+    _payload: PhantomData<fn() -> P>,
 }
 
-impl FanOutOnReadBuilder {
-    /// The messages collection (default `inbox`).
-    pub fn collection(mut self, name: impl Into<String>) -> Self {
-        self.collection = name.into();
-        self
+impl<P> fmt::Debug for FanOutOnReadBuilder<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FanOutOnReadBuilder")
+            .field("config", &self.config)
+            .finish()
     }
+}
 
-    /// How transient failures are retried (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
+impl<P: Payload> FanOutOnReadBuilder<P> {
+    store_builder_methods!();
 
     /// Builds the store.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidConfig`] for an empty collection name.
-    pub fn build(self) -> Result<FanOutOnRead> {
-        super::check_collection_name(&self.collection)?;
-        Ok(FanOutOnRead::with_collection(
-            &self.database,
-            &self.collection,
-            self.retry,
-        ))
+    /// [`crate::Error::InvalidConfig`] for an unusable collection name, or a name given to a
+    /// collection the store does not have.
+    pub fn build(self) -> Result<FanOutOnRead<P>> {
+        let [messages] = self.config.names(COLLECTIONS)?;
+        let messages = self.config.database().collection(&messages);
+        let by_owner = IndexModel::builder().keys(LAYOUT.index_keys()).build();
+        Ok(FanOutOnRead {
+            // The store's correctness does not depend on its index (a delivered copy's `_id` is
+            // what refuses a second one), only its speed.
+            backend: self
+                .config
+                .backend_without_locks()
+                .with_index(&messages, by_owner),
+            messages,
+            _payload: PhantomData,
+        })
     }
 }
 
-impl FanOutOnRead {
-    /// How many messages `owner` has received (one command).
-    pub async fn count(&self, owner: &str) -> Result<u64> {
-        time_ordered::count(&self.messages, LAYOUT, owner).await
-    }
-
-    /// Creates the indexes the strategy needs (idempotent, safe on every start). The store's
-    /// correctness does not depend on them (a delivered copy's `_id` is what refuses a second
-    /// one), only its speed: run it at startup.
-    pub async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create().await
-    }
-
-    /// The shard key each of the strategy's collections should have.
-    pub fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.messages.name(),
-            doc! { "from": 1 },
-            "spreads writes by sender; every inbox read is scattered to all shards",
-        )]
-    }
-
-    /// The default collection name.
-    pub const DEFAULT_COLLECTION: &'static str = "inbox";
-
+impl<P: Payload> FanOutOnRead<P> {
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
-        Self::with_collection(database, Self::DEFAULT_COLLECTION, RetryPolicy::default())
-    }
-
-    fn with_collection(database: &Database, collection: &str, retry: RetryPolicy) -> Self {
-        let messages = database.collection(collection);
-        Self {
-            indexes: Indexes::new().with(
-                &messages,
-                IndexModel::builder().keys(LAYOUT.index_keys()).build(),
-            ),
-            database: database.clone(),
-            messages,
-            retry,
-        }
+        Self::builder(database)
+            .build()
+            .expect("the default settings are valid")
     }
 
     /// Starts configuring a store in `database`.
-    pub fn builder(database: &Database) -> FanOutOnReadBuilder {
+    pub fn builder(database: &Database) -> FanOutOnReadBuilder<P> {
         FanOutOnReadBuilder {
-            database: database.clone(),
-            collection: Self::DEFAULT_COLLECTION.to_owned(),
-            retry: RetryPolicy::default(),
+            config: StoreConfig::new(database),
+            _payload: PhantomData,
         }
     }
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for FanOutOnRead {
+impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     fn strategy(&self) -> Strategy {
         Strategy::FanOutOnRead
     }
@@ -154,7 +145,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         document.insert("_id", message.id.0);
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
-        insert_once_with(&self.retry, &self.messages, document).await?;
+        self.backend.insert_once(&self.messages, document).await?;
         Ok(message)
     }
 
@@ -165,7 +156,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-        let holding: Vec<Document> = retry(&self.retry, "find", || async {
+        let holding: Vec<Document> = self.backend.retry("find", || async {
             Ok(self
                 .messages
                 .find(doc! {
@@ -204,7 +195,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
             .collect();
         // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
         // was delivered before (or by an earlier attempt of this one).
-        insert_many_once(&self.retry, &self.messages, copies).await
+        self.backend.insert_many_once(&self.messages, copies).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
@@ -222,18 +213,22 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead {
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        FanOutOnRead::count(self, owner).await
+        time_ordered::count(&self.messages, LAYOUT, owner).await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        FanOutOnRead::create_indexes(self).await
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        FanOutOnRead::shard_keys(self)
+        vec![ShardKey::new(
+            self.messages.name(),
+            doc! { "from": 1 },
+            "spreads writes by sender; every inbox read is scattered to all shards",
+        )]
     }
 
     fn database(&self) -> &Database {
-        &self.database
+        self.backend.database()
     }
 }

@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
-pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder};
+pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder, DEFAULT_BUCKET_SIZE, MAX_BUCKET_SIZE};
 pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
 pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 
@@ -39,7 +39,7 @@ use crate::{Page, PageRequest, Result};
 
 pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.
-use crate::validate::{check_collection_name, check_collection_names, MAX_DOCUMENT_BYTES};
+use crate::validate::MAX_DOCUMENT_BYTES;
 
 /// A message's stable id, assigned once when it is sent and shared by every copy of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -167,6 +167,21 @@ impl Strategy {
             Strategy::FanOutOnRead => "fan-out-on-read",
             Strategy::FanOutOnWrite => "fan-out-on-write",
             Strategy::BucketedFanOut => "bucketed-fan-out",
+        }
+    }
+
+    /// The default names of the strategy's collections: what its builder's `collection`
+    /// renames, and what `collection_prefix` is put before.
+    ///
+    /// ```
+    /// use mongo_social::inbox::Strategy;
+    /// assert_eq!(Strategy::FanOutOnRead.collections(), ["inbox"]);
+    /// ```
+    pub fn collections(self) -> &'static [&'static str] {
+        match self {
+            Strategy::FanOutOnRead => &fan_out_on_read::COLLECTIONS,
+            Strategy::FanOutOnWrite => &fan_out_on_write::COLLECTIONS,
+            Strategy::BucketedFanOut => &bucketed::COLLECTIONS,
         }
     }
 }

@@ -21,8 +21,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::{MessageId, MAX_DOCUMENT_BYTES};
-use crate::retry::RetryPolicy;
-use crate::update_batch::insert_once_with;
+use crate::backend::Backend;
 use crate::{Error, Result};
 
 /// The field that replaces `to` in a copy whose list is stored apart: how many recipients.
@@ -49,9 +48,13 @@ impl RecipientLists {
         Self { lists, max_inline }
     }
 
-    /// The collection's name.
-    pub(super) fn name(&self) -> &str {
-        self.lists.name()
+    /// The lists' shard key: one list per message, read by id.
+    pub(super) fn shard_key(&self) -> crate::ShardKey {
+        crate::ShardKey::new(
+            self.lists.name(),
+            doc! { "_id": "hashed" },
+            "long recipient lists, one per message, read by id",
+        )
     }
 
     /// Turns `entry` (message `id` as stored, with `to`) into what each copy stores. A list
@@ -83,12 +86,12 @@ impl RecipientLists {
         Ok(Some(SharedList(list)))
     }
 
-    /// Stores `list` (one `insert`; nothing for `None`), retrying transient failures under
-    /// `policy`. A list already stored, by a retry or an earlier delivery of the same message, is
-    /// taken as done.
-    pub(super) async fn store(&self, list: Option<SharedList>, policy: &RetryPolicy) -> Result<()> {
+    /// Stores `list` (one `insert`; nothing for `None`), retrying transient failures under the
+    /// store's policy. A list already stored, by a retry or an earlier delivery of the same
+    /// message, is taken as done.
+    pub(super) async fn store(&self, list: Option<SharedList>, backend: &Backend) -> Result<()> {
         if let Some(SharedList(list)) = list {
-            insert_once_with(policy, &self.lists, list).await?;
+            backend.insert_once(&self.lists, list).await?;
         }
         Ok(())
     }

@@ -1,0 +1,210 @@
+//! What every store's builder takes, written once: the database, the collections' names (one
+//! prefix for all, or a name for one), the retry policy, and the server's capabilities when the
+//! application knows them.
+//!
+//! Each builder holds a [`StoreConfig`] and gets the same public methods from
+//! [`store_builder_methods!`]: `collection_prefix`, `collection`, `retry_policy` and
+//! `capabilities`. A store names its collections by their default names (its "roles", listed in
+//! its documentation) and [`StoreConfig::names`] resolves them, so every store refuses the same
+//! bad configurations the same way.
+
+use std::time::Duration;
+
+use mongodb::Database;
+
+use crate::backend::Backend;
+use crate::retry::RetryPolicy;
+use crate::server::Capabilities;
+use crate::validate::check_collection_name;
+use crate::{Error, Result};
+
+/// A store builder's shared settings.
+#[derive(Clone, Debug)]
+pub(crate) struct StoreConfig {
+    database: Database,
+    prefix: String,
+    renamed: Vec<(String, String)>,
+    retry: RetryPolicy,
+    capabilities: Option<Capabilities>,
+}
+
+impl StoreConfig {
+    /// Default names, the default retry policy, capabilities detected on first use.
+    pub(crate) fn new(database: &Database) -> Self {
+        Self {
+            database: database.clone(),
+            prefix: String::new(),
+            renamed: Vec::new(),
+            retry: RetryPolicy::default(),
+            capabilities: None,
+        }
+    }
+
+    pub(crate) fn database(&self) -> &Database {
+        &self.database
+    }
+
+    pub(crate) fn set_prefix(&mut self, prefix: String) {
+        self.prefix = prefix;
+    }
+
+    pub(crate) fn rename(&mut self, role: &str, name: String) {
+        self.renamed.retain(|(known, _)| known != role);
+        self.renamed.push((role.to_owned(), name));
+    }
+
+    pub(crate) fn set_retry(&mut self, retry: RetryPolicy) {
+        self.retry = retry;
+    }
+
+    pub(crate) fn set_capabilities(&mut self, capabilities: Capabilities) {
+        self.capabilities = Some(capabilities);
+    }
+
+    /// The collection names of a store whose collections are `roles` (their default names): a
+    /// name given with `collection(role, name)` as it is, every other one behind the prefix.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a name given to a role the store does not have, a name
+    /// MongoDB would refuse, or two roles sharing a collection.
+    pub(crate) fn names<const N: usize>(&self, roles: [&str; N]) -> Result<[String; N]> {
+        if let Some((unknown, _)) = self
+            .renamed
+            .iter()
+            .find(|(role, _)| !roles.contains(&role.as_str()))
+        {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "this store has no collection `{unknown}`; its collections are {}",
+                    roles.join(", ")
+                ),
+            });
+        }
+        let names = roles.map(|role| {
+            self.renamed
+                .iter()
+                .find(|(known, _)| known == role)
+                .map_or_else(|| format!("{}{role}", self.prefix), |(_, name)| name.clone())
+        });
+        for (i, name) in names.iter().enumerate() {
+            check_collection_name(name)?;
+            if let Some(j) = names[..i].iter().position(|other| other == name) {
+                return Err(Error::InvalidConfig {
+                    reason: format!(
+                        "`{}` and `{}` need different collections, not both `{name}`",
+                        roles[j], roles[i]
+                    ),
+                });
+            }
+        }
+        Ok(names)
+    }
+
+    /// The backend of a store whose leased locks (taken where the server needs them) live in
+    /// the collection `locks` and last `lease`.
+    pub(crate) fn backend(&self, locks: &str, lease: Duration) -> Backend {
+        Backend::new(
+            &self.database,
+            Some((locks, lease)),
+            self.retry,
+            self.capabilities,
+        )
+    }
+
+    /// A job queue in this store's database, under its retry policy and capabilities, keeping
+    /// its jobs in the collection `jobs` (a store's resolved name).
+    pub(crate) fn job_queue(&self, jobs: &str) -> crate::jobs::JobQueueBuilder {
+        let mut queue = crate::jobs::JobQueue::builder(&self.database)
+            .collection("jobs", jobs)
+            .retry_policy(self.retry);
+        if let Some(capabilities) = self.capabilities {
+            queue = queue.capabilities(capabilities);
+        }
+        queue
+    }
+
+    /// The backend of a store that never takes locks.
+    pub(crate) fn backend_without_locks(&self) -> Backend {
+        Backend::new(&self.database, None, self.retry, self.capabilities)
+    }
+}
+
+/// The builder methods every store shares, for a builder with a `config: StoreConfig` field.
+macro_rules! store_builder_methods {
+    () => {
+        /// Puts `prefix` before every collection name of the store (default: none), to keep
+        /// several stores of one kind in one database.
+        pub fn collection_prefix(mut self, prefix: impl Into<String>) -> Self {
+            self.config.set_prefix(prefix.into());
+            self
+        }
+
+        /// Stores the collection whose default name is `collection` (see the store's
+        /// collections) under `name` instead, as it is (the prefix does not apply to it).
+        /// [`build`](Self::build) refuses a `collection` the store does not have.
+        pub fn collection(mut self, collection: &str, name: impl Into<String>) -> Self {
+            self.config.rename(collection, name.into());
+            self
+        }
+
+        /// How transient failures of the store's commands are retried (default
+        /// [`RetryPolicy::default`](crate::RetryPolicy::default)).
+        pub fn retry_policy(mut self, policy: crate::RetryPolicy) -> Self {
+            self.config.set_retry(policy);
+            self
+        }
+
+        /// Uses these capabilities instead of asking the server for them on first use.
+        pub fn capabilities(mut self, capabilities: crate::Capabilities) -> Self {
+            self.config.set_capabilities(capabilities);
+            self
+        }
+    };
+}
+
+pub(crate) use store_builder_methods;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config over a client that never connects (nothing here talks to a server).
+    async fn config() -> StoreConfig {
+        let client = mongodb::Client::with_uri_str("mongodb://127.0.0.1:1")
+            .await
+            .unwrap();
+        StoreConfig::new(&client.database("config_tests"))
+    }
+
+    #[tokio::test]
+    async fn names_are_prefixed_unless_given() {
+        let mut config = config().await;
+        config.set_prefix("app_".to_owned());
+        config.rename("heads", "users".to_owned());
+        assert_eq!(
+            config.names(["buckets", "heads"]).unwrap(),
+            ["app_buckets", "users"]
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_roles_unusable_and_shared_names_are_refused() {
+        let mut config = config().await;
+        config.rename("bukets", "x".to_owned());
+        let error = config.names(["buckets", "heads"]).unwrap_err();
+        assert!(error.to_string().contains("no collection `bukets`"), "{error}");
+
+        let mut config = self::config().await;
+        config.rename("heads", "buckets".to_owned());
+        let error = config.names(["buckets", "heads"]).unwrap_err();
+        assert!(error.to_string().contains("`buckets` and `heads`"), "{error}");
+
+        let mut config = self::config().await;
+        config.set_prefix("$".to_owned());
+        assert!(matches!(
+            config.names(["buckets"]),
+            Err(Error::InvalidConfig { .. })
+        ));
+    }
+}
