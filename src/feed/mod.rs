@@ -169,7 +169,7 @@ struct Settings {
 ///
 /// let follows = Arc::new(FollowList::new());
 /// follows.follow("bob", "ann");
-/// let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().await?;
+/// let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build()?;
 /// store.create_indexes().await?;
 /// store.create_user(NewUser::new("ann", "ann")).await?;
 /// store.create_post(NewPost::new("ann", "Hello", "First post", ())).await?;
