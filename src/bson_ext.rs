@@ -1,9 +1,10 @@
 //! Reading numbers and times out of stored documents, whatever numeric type the server kept
 //! them as; times that must not go backwards; decoding stored documents, with errors that name
-//! the document.
+//! the document; ids derived from other ids.
 
 use std::fmt;
 
+use bson::oid::ObjectId;
 use bson::{Bson, Document};
 use serde::de::DeserializeOwned;
 
@@ -78,4 +79,18 @@ pub(crate) fn corrupt(collection: &str, id: Option<Bson>, reason: impl fmt::Disp
         id: id.map(Box::new),
         source: serde::de::Error::custom(reason),
     }
+}
+
+/// A stable id for the copy of the document `id` (a message) keyed by `key` (a recipient, a batch's first
+/// recipient): the message's timestamp, then 64 bits of FNV-1a over the message id and `key`.
+/// The same inputs always give the same id, so inserting a copy twice is refused by `_id`.
+pub(crate) fn derived_id(id: ObjectId, key: &str) -> ObjectId {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in id.bytes().iter().chain(key.as_bytes()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut bytes = [0_u8; 12];
+    bytes[..4].copy_from_slice(&id.bytes()[..4]);
+    bytes[4..].copy_from_slice(&hash.to_be_bytes());
+    ObjectId::from_bytes(bytes)
 }

@@ -32,19 +32,23 @@ mod validate;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-// Each module's stores and the traits they implement, at the root, with the page vocabulary every
-// module shares; everything else stays in its module (`comments::NewComment`,
-// `inbox::Strategy`, ...), except the inbox's and the feed's message and post types.
-pub use comments::{CommentStore, DynCommentStore, Embedded, HybridPages, PerComment};
+// The root holds, for every module, its stores, the traits they implement and the values their
+// core operations take and return, with the vocabulary every module shares (pages, errors,
+// retries, the server); builders, options and the rest stay in their module
+// (`comments::Strategy`, `inbox::Strategy`, `feed::SearchOrder`, ...).
+pub use comments::{
+    Author, Comment, CommentStore, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
+    ThreadedComments,
+};
 pub use delivery::Delivery;
 pub use error::{Entity, Error, Result};
-pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
-pub use graph::FollowGraph;
+pub use feed::{FeedKind, FeedStore, NewPost, NewUser, Post, PostId, User, UserChunk};
+pub use graph::{FollowGraph, FollowSource, Origin, Subscription, UserStats};
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Payload,
 };
-pub use jobs::JobQueue;
+pub use jobs::{Job, JobHandler, JobQueue, Worker};
 pub use page::{Cursor, Page, PageRequest};
 pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};

@@ -9,8 +9,9 @@ use futures::TryStreamExt;
 
 use super::{Inner, FAN_OUT, REBUILD};
 use crate::bson_ext;
+use crate::bson_ext::derived_id;
 use crate::graph::FollowSource;
-use crate::inbox::{derived_id, Message};
+use crate::inbox::Message;
 use crate::jobs::{Job, JobHandler};
 use crate::{Cursor, Error, PageRequest, Payload, Result};
 
@@ -142,7 +143,7 @@ impl<P: Payload> Inner<P> {
             let key = format!("after:{}", after_text.unwrap_or(""));
             self.jobs
                 .enqueue_once(
-                    derived_id(message.id, &key),
+                    derived_id(message.id.0, &key),
                     FAN_OUT,
                     doc! { "message": document.clone(), "after": next.as_str() },
                 )
@@ -165,16 +166,17 @@ impl<P: Payload> Inner<P> {
             .await?;
         self.backfill(user, &posts).await?;
         // An `$unset`: unsetting twice unsets once.
-        self.backend.retry("end rebuild", || async {
-            self.activity
-                .update_one(
-                    doc! { "_id": user },
-                    doc! { "$unset": { "rebuilding": "" } },
-                )
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("end rebuild", || async {
+                self.activity
+                    .update_one(
+                        doc! { "_id": user },
+                        doc! { "$unset": { "rebuilding": "" } },
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 }
 

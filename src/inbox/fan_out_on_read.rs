@@ -9,10 +9,9 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use super::time_ordered::{self, Layout};
-use super::{
-    derived_id, validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES,
-};
+use super::{validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
+use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -156,21 +155,23 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-        let holding: Vec<Document> = self.backend.retry("find", || async {
-            Ok(self
-                .messages
-                .find(doc! {
-                    "from": &message.from,
-                    "sent": message.sent,
-                    "id": message.id.0,
-                    "to": { "$in": recipients },
-                })
-                .projection(doc! { "to": 1 })
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let holding: Vec<Document> = self
+            .backend
+            .retry("find", || async {
+                Ok(self
+                    .messages
+                    .find(doc! {
+                        "from": &message.from,
+                        "sent": message.sent,
+                        "id": message.id.0,
+                        "to": { "$in": recipients },
+                    })
+                    .projection(doc! { "to": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         let held: std::collections::HashSet<&str> = holding
             .iter()
             .filter_map(|d| d.get_array("to").ok())
@@ -188,7 +189,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             .into_iter()
             .map(|recipient| {
                 let mut copy = document.clone();
-                copy.insert("_id", derived_id(message.id, recipient));
+                copy.insert("_id", derived_id(message.id.0, recipient));
                 copy.insert("to", vec![recipient.as_str()]);
                 copy
             })

@@ -311,17 +311,3 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
 
 /// An inbox store of any strategy, for `Arc<DynInboxStore<P>>`.
 pub type DynInboxStore<P> = dyn InboxStore<P>;
-
-/// A stable id for the copy of message `id` keyed by `key` (a recipient, a batch's first
-/// recipient): the message's timestamp, then 64 bits of FNV-1a over the message id and `key`.
-/// The same inputs always give the same id, so inserting a copy twice is refused by `_id`.
-pub(crate) fn derived_id(id: MessageId, key: &str) -> ObjectId {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in id.0.bytes().iter().chain(key.as_bytes()) {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let mut bytes = [0_u8; 12];
-    bytes[..4].copy_from_slice(&id.0.bytes()[..4]);
-    bytes[4..].copy_from_slice(&hash.to_be_bytes());
-    ObjectId::from_bytes(bytes)
-}
