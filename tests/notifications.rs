@@ -499,3 +499,47 @@ async fn notifications_survive_an_outage() {
         proxy.replies_lost()
     ));
 }
+
+#[tokio::test]
+async fn the_graph_notifies_follows_and_withdraws_unfollows() {
+    let (t, store) = store("graph").await;
+    let store = Arc::new(store);
+    let graph = mongo_social::FollowGraph::builder(&t.db)
+        .notifier(store.clone())
+        .build()
+        .unwrap();
+    for user in ["ann", "bob", "cat", "dan"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.add_group("g").await.unwrap();
+    graph.add_member("g", "ann").await.unwrap();
+    for fan in ["bob", "cat"] {
+        graph.follow(fan, "ann").await.unwrap();
+    }
+    graph.follow("bob", "ann").await.unwrap(); // again: counted once
+    graph.follow_group("dan", "g").await.unwrap(); // through a group: no notification
+    let groups = all_groups(&store, "ann", 10).await;
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (
+            &groups[0].kind,
+            groups[0].target.as_str(),
+            groups[0].actor_count
+        ),
+        (&Kind::Follow, "ann", 2)
+    );
+    assert_eq!(groups[0].actors, ["cat", "bob"]);
+    graph.unfollow("cat", "ann").await.unwrap();
+    assert_eq!(all_groups(&store, "ann", 10).await[0].actors, ["bob"]);
+    // With a notifier, a follow costs one command more.
+    let (_, names) = t.commands.measure(graph.follow("dan", "ann")).await;
+    let (_, plain) = {
+        let graph = mongo_social::FollowGraph::new(&t.db);
+        graph.unfollow("dan", "ann").await.unwrap();
+        t.commands.measure(graph.follow("dan", "ann")).await
+    };
+    assert_eq!(
+        names.len(),
+        plain.len() + 1 + 2 * usize::from(!t.info.capabilities().atomic_updates)
+    );
+}
