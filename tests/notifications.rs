@@ -543,3 +543,67 @@ async fn the_graph_notifies_follows_and_withdraws_unfollows() {
         plain.len() + 1 + 2 * usize::from(!t.info.capabilities().atomic_updates)
     );
 }
+
+/// Replies notify the parent's author, in every threaded strategy; deleting a reply withdraws
+/// its author.
+#[tokio::test]
+async fn replies_notify_the_parent_author() {
+    use mongo_social::comments::{Embedded, PerComment};
+    use mongo_social::{Author, CommentStore, NewComment, ThreadedComments};
+    let (t, store) = store("replies").await;
+    let store = Arc::new(store);
+    let per_comment = PerComment::builder(&t.db)
+        .notifier(store.clone())
+        .build()
+        .unwrap();
+    let embedded = Embedded::builder(&t.db)
+        .notifier(store.clone())
+        .build()
+        .unwrap();
+    let strategies: [(&dyn ThreadedComments, &str); 2] =
+        [(&per_comment, "per-comment"), (&embedded, "embedded")];
+    for (comments, discussion) in strategies {
+        let say = |who: &str, text: &str| NewComment::new(Author::new(who, who), text);
+        comments.create_discussion(discussion).await.unwrap();
+        let top = comments
+            .post(discussion, say("ann", "hello"))
+            .await
+            .unwrap();
+        let bob = comments
+            .reply(discussion, &top.link, say("bob", "hi"))
+            .await
+            .unwrap();
+        comments
+            .reply(discussion, &top.link, say("bob", "again"))
+            .await
+            .unwrap();
+        let cat = comments
+            .reply(discussion, &top.link, say("cat", "yo"))
+            .await
+            .unwrap();
+        comments
+            .reply(discussion, &top.link, say("ann", "thanks"))
+            .await
+            .unwrap(); // her own comment: nobody notified
+        comments
+            .reply(discussion, &bob.link, say("cat", "bob!"))
+            .await
+            .unwrap();
+        let target = format!("{discussion}/{}", top.link);
+        let find = |groups: Vec<Group<String>>, target: &str| {
+            groups.into_iter().find(|g| g.target == target)
+        };
+        let group = find(all_groups(&store, "ann", 10).await, &target).unwrap();
+        assert_eq!(group.kind, Kind::Reply, "{discussion}");
+        assert_eq!(group.actors, ["cat", "bob"], "{discussion}");
+        let to_bob = find(
+            all_groups(&store, "bob", 10).await,
+            &format!("{discussion}/{}", bob.link),
+        )
+        .unwrap();
+        assert_eq!(to_bob.actors, ["cat"], "{discussion}");
+        comments.delete(discussion, &cat.link).await.unwrap();
+        let group = find(all_groups(&store, "ann", 10).await, &target).unwrap();
+        assert_eq!(group.actors, ["bob"], "{discussion}");
+    }
+}

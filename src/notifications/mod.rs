@@ -63,6 +63,7 @@
 //! | store | event | recipient | withdrawn when |
 //! |---|---|---|---|
 //! | [`crate::FollowGraph`] | [`Kind::Follow`] on the followed user | the followed user | unfollowed |
+//! | [`crate::comments::PerComment`], [`crate::comments::Embedded`] | [`Kind::Reply`] on `"<discussion>/<parent link>"` | the parent comment's author | the reply is deleted |
 //!
 //! Nobody is notified of their own action.
 
