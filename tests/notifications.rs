@@ -549,7 +549,7 @@ async fn the_graph_notifies_follows_and_withdraws_unfollows() {
 #[tokio::test]
 async fn replies_notify_the_parent_author() {
     use mongo_social::comments::{Embedded, PerComment};
-    use mongo_social::{Author, CommentStore, NewComment, ThreadedComments};
+    use mongo_social::{Author, NewComment, ThreadedComments};
     let (t, store) = store("replies").await;
     let store = Arc::new(store);
     let per_comment = PerComment::builder(&t.db)
