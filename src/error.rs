@@ -414,6 +414,8 @@ pub enum Entity {
     Propagation,
     /// The shared recipient list of a message with many recipients.
     RecipientList,
+    /// A group of a recipient's notifications.
+    Notification,
 }
 
 impl Entity {
@@ -430,6 +432,7 @@ impl Entity {
             Entity::ParentComment => "parent comment",
             Entity::Propagation => "propagation",
             Entity::RecipientList => "recipient list",
+            Entity::Notification => "notification",
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+pub mod notifications;
 pub mod page;
 mod payload;
 mod retry;
@@ -49,6 +50,7 @@ pub use inbox::{
     NewMessage, Payload,
 };
 pub use jobs::{Job, JobHandler, JobQueue, Worker};
+pub use notifications::{NotificationStore, Notifier};
 pub use page::{Cursor, Page, PageRequest};
 pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};

@@ -1,5 +1,7 @@
 //! Every comment embedded in the discussion's own document, threads nested by position.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bson::{doc, Bson, Document};
 use mongodb::options::ReturnDocument;
@@ -8,12 +10,13 @@ use mongodb::{Collection, Database};
 use super::cursor::{self, View};
 use super::tree::{self, Entry, Node, Window};
 use super::{
-    discussion_lock, validate, Comment, CommentStore, Deletion, Features, NewComment, Order,
-    Strategy, ThreadedComments,
+    discussion_lock, notify_reply, reply_to_withdraw, validate, Comment, CommentStore, Deletion,
+    Features, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::notifications::DynNotifier;
 use crate::page::invalid;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -80,6 +83,8 @@ const MAX_DEPTH_LIMIT: usize = 45;
 #[derive(Clone, Debug)]
 pub struct Embedded {
     backend: Backend,
+    /// Told of replies and their deletion, if the application asked.
+    notifier: Option<Arc<DynNotifier>>,
     discussions: Collection<Document>,
     max_document_bytes: usize,
     max_comment_bytes: usize,
@@ -91,6 +96,7 @@ pub struct Embedded {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct EmbeddedBuilder {
     config: StoreConfig,
+    notifier: Option<Arc<DynNotifier>>,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -98,6 +104,20 @@ pub struct EmbeddedBuilder {
 
 impl EmbeddedBuilder {
     store_builder_methods!();
+
+    /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
+    /// reply: the parent comment's author is notified ([`Kind::Reply`] on
+    /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
+    /// deleting a reply withdraws its author from that group (even if they wrote other replies
+    /// to the same comment). Off by default; on, a reply costs one command more (on MongoDB) and
+    /// a delete three (reading the comment and its parent, then the withdrawal). A failed
+    /// notification fails the call after the reply is stored.
+    ///
+    /// [`Kind::Reply`]: crate::notifications::Kind::Reply
+    pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
 
     /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
     /// for the application's own fields).
@@ -139,6 +159,7 @@ impl EmbeddedBuilder {
         }
         Ok(Embedded {
             backend: self.config.backend(&locks, LOCK_LEASE),
+            notifier: self.notifier,
             discussions: self.config.database().collection(&discussions),
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
@@ -174,6 +195,7 @@ impl Embedded {
     pub fn builder(database: &Database) -> EmbeddedBuilder {
         EmbeddedBuilder {
             config: StoreConfig::new(database),
+            notifier: None,
             max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
             max_depth: Self::DEFAULT_MAX_DEPTH,
@@ -677,25 +699,32 @@ impl CommentStore for Embedded {
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        self.change_comment(discussion, link, |path, node| {
-            if node.deleted {
-                return Ok(Change::Done(Deletion::Tombstoned));
-            }
-            let field = tree::field_path(path);
-            Ok(Change::Update {
-                filter: doc! {
-                    format!("{field}.deleted"): false,
-                    format!("{field}.text"): &node.text,
-                },
-                update: doc! {
-                    "$set": { format!("{field}.text"): "", format!("{field}.deleted"): true },
-                    "$inc": { "count": -1_i64, "bytes": -(node.text.len() as i64) },
-                },
-                growth: -(node.text.len() as i64),
-                value: Deletion::Tombstoned,
+        let withdrawal =
+            reply_to_withdraw(self, self.notifier.as_deref(), discussion, link).await?;
+        let deletion = self
+            .change_comment(discussion, link, |path, node| {
+                if node.deleted {
+                    return Ok(Change::Done(Deletion::Tombstoned));
+                }
+                let field = tree::field_path(path);
+                Ok(Change::Update {
+                    filter: doc! {
+                        format!("{field}.deleted"): false,
+                        format!("{field}.text"): &node.text,
+                    },
+                    update: doc! {
+                        "$set": { format!("{field}.text"): "", format!("{field}.deleted"): true },
+                        "$inc": { "count": -1_i64, "bytes": -(node.text.len() as i64) },
+                    },
+                    growth: -(node.text.len() as i64),
+                    value: Deletion::Tombstoned,
+                })
             })
-        })
-        .await
+            .await?;
+        if let (Some(notifier), Some(activity)) = (&self.notifier, withdrawal) {
+            notifier.withdraw(activity).await?;
+        }
+        Ok(deletion)
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
@@ -739,6 +768,7 @@ impl ThreadedComments for Embedded {
         let mut node = Node::new(comment);
         let growth =
             (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+        let mut parent_author = String::new();
         let index = self
             .backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
@@ -746,10 +776,9 @@ impl ThreadedComments for Embedded {
                     let window = self
                         .window_for_write(discussion, &parent_path, parent, Entity::ParentComment)
                         .await?;
-                    let siblings = &window
-                        .node(&parent_path)
-                        .expect("checked by window_with")
-                        .replies;
+                    let parent_node = window.node(&parent_path).expect("checked by window_with");
+                    parent_author = parent_node.author.id.clone();
+                    let siblings = &parent_node.replies;
                     // This reply's own earlier attempt, whose reply was lost, took its position.
                     if let Some(index) = siblings.iter().position(|sibling| sibling.id == node.id) {
                         return Ok((index, siblings[index].posted));
@@ -819,7 +848,16 @@ impl ThreadedComments for Embedded {
         node.posted = posted;
         let mut path = parent_path;
         path.push(index);
-        Ok(node.comment(&path))
+        let reply = node.comment(&path);
+        notify_reply(
+            self.notifier.as_deref(),
+            discussion,
+            parent,
+            &parent_author,
+            &reply,
+        )
+        .await?;
+        Ok(reply)
     }
 
     async fn thread_page(

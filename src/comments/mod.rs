@@ -56,6 +56,7 @@ pub use embedded::{Embedded, EmbeddedBuilder};
 pub use hybrid::{HybridPages, HybridPagesBuilder};
 pub use per_comment::{PerComment, PerCommentBuilder};
 
+use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -185,6 +186,59 @@ impl Strategy {
             Strategy::HybridPages => &hybrid::COLLECTIONS,
         }
     }
+}
+
+/// What a reply tells a notifier: `reply`'s author replied to the comment `parent` (by
+/// `parent_author`) of `discussion`; the parent's author is notified, grouped by the parent.
+fn reply_activity(discussion: &str, parent: &str, parent_author: &str, replier: &str) -> Activity {
+    Activity::new(
+        parent_author,
+        NotificationKind::Reply,
+        format!("{discussion}/{parent}"),
+        replier,
+    )
+}
+
+/// Tells `notifier`, if any, of `reply` to the comment `parent` by `parent_author`.
+async fn notify_reply(
+    notifier: Option<&DynNotifier>,
+    discussion: &str,
+    parent: &str,
+    parent_author: &str,
+    reply: &Comment,
+) -> Result<()> {
+    match notifier {
+        Some(notifier) => {
+            let activity = reply_activity(discussion, parent, parent_author, &reply.author.id);
+            notifier.notify(activity).await
+        }
+        None => Ok(()),
+    }
+}
+
+/// Before `link` of `discussion` is deleted: if `notifier` is set and the comment is a reply,
+/// what its deletion withdraws (two reads: the comment and its parent). Run
+/// [`Notifier::withdraw`](crate::Notifier::withdraw) on it once the deletion succeeded.
+async fn reply_to_withdraw(
+    store: &(impl CommentStore + ?Sized),
+    notifier: Option<&DynNotifier>,
+    discussion: &str,
+    link: &str,
+) -> Result<Option<Activity>> {
+    if notifier.is_none() {
+        return Ok(None);
+    }
+    let comment = store.get(discussion, link).await?;
+    let Some(parent) = &comment.parent else {
+        return Ok(None);
+    };
+    let parent_author = store.get(discussion, parent).await?.author.id;
+    Ok(Some(reply_activity(
+        discussion,
+        parent,
+        &parent_author,
+        &comment.author.id,
+    )))
 }
 
 /// The lock a strategy's writers of `discussion` take where the server needs them to take

@@ -1,5 +1,7 @@
 //! One document per comment, threaded by materialized slug paths.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
@@ -11,11 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::cursor::{self, page_from, View};
 use super::registry::Registry;
 use super::{
-    discussion_lock, slug, validate, Author, Comment, CommentStore, Deletion, Features, NewComment,
-    Order, Strategy, ThreadedComments,
+    discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author, Comment,
+    CommentStore, Deletion, Features, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::notifications::DynNotifier;
 use crate::page::invalid;
 use crate::sharding::ShardKey;
 use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
@@ -74,6 +77,8 @@ const SLUG_ATTEMPTS: usize = 8;
 #[derive(Clone, Debug)]
 pub struct PerComment {
     backend: Backend,
+    /// Told of replies and their deletion, if the application asked.
+    notifier: Option<Arc<DynNotifier>>,
     comments: Collection<Document>,
     registry: Registry,
     max_key_bytes: usize,
@@ -85,12 +90,27 @@ pub struct PerComment {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct PerCommentBuilder {
     config: StoreConfig,
+    notifier: Option<Arc<DynNotifier>>,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
 
 impl PerCommentBuilder {
     store_builder_methods!();
+
+    /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
+    /// reply: the parent comment's author is notified ([`Kind::Reply`] on
+    /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
+    /// deleting a reply withdraws its author from that group (even if they wrote other replies
+    /// to the same comment). Off by default; on, a reply costs one command more (on MongoDB) and
+    /// a delete three (reading the comment and its parent, then the withdrawal). A failed
+    /// notification fails the call after the reply is stored.
+    ///
+    /// [`Kind::Reply`]: crate::notifications::Kind::Reply
+    pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
 
     /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
     /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
@@ -154,6 +174,7 @@ impl PerCommentBuilder {
                     .build(),
             );
         Ok(PerComment {
+            notifier: self.notifier,
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
             comments,
@@ -226,6 +247,7 @@ impl PerComment {
     pub fn builder(database: &Database) -> PerCommentBuilder {
         PerCommentBuilder {
             config: StoreConfig::new(database),
+            notifier: None,
             max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
         }
@@ -561,60 +583,70 @@ impl CommentStore for PerComment {
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        let stored = self.find_link(discussion, link, Entity::Comment).await?;
-        if stored.deleted {
-            return Ok(Deletion::Tombstoned);
-        }
-        self.backend
-            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
-                let live = doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
-                if self.has_replies(&stored).await? {
-                    // A `$set`: tombstoning twice tombstones once.
-                    self.backend
-                        .retry("tombstone comment", || async {
-                            self.comments
-                                .update_one(
-                                    live.clone(),
-                                    doc! { "$set": { "deleted": true, "text": "" } },
-                                )
-                                .await?;
-                            Ok(())
+        let withdrawal =
+            reply_to_withdraw(self, self.notifier.as_deref(), discussion, link).await?;
+        let deletion = async {
+            let stored = self.find_link(discussion, link, Entity::Comment).await?;
+            if stored.deleted {
+                return Ok(Deletion::Tombstoned);
+            }
+            self.backend
+                .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
+                    let live =
+                        doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
+                    if self.has_replies(&stored).await? {
+                        // A `$set`: tombstoning twice tombstones once.
+                        self.backend
+                            .retry("tombstone comment", || async {
+                                self.comments
+                                    .update_one(
+                                        live.clone(),
+                                        doc! { "$set": { "deleted": true, "text": "" } },
+                                    )
+                                    .await?;
+                                Ok(())
+                            })
+                            .await?;
+                        return Ok(Deletion::Tombstoned);
+                    }
+                    let mut attempts = 0;
+                    let removed = self
+                        .backend
+                        .retry("delete comment", || {
+                            attempts += 1;
+                            let live = live.clone();
+                            async move { Ok(self.comments.delete_one(live).await?) }
                         })
                         .await?;
-                    return Ok(Deletion::Tombstoned);
-                }
-                let mut attempts = 0;
-                let removed = self
-                    .backend
-                    .retry("delete comment", || {
-                        attempts += 1;
-                        let live = live.clone();
-                        async move { Ok(self.comments.delete_one(live).await?) }
-                    })
-                    .await?;
-                // A retry that finds nothing follows an attempt that deleted the comment and lost
-                // the reply (or a concurrent delete): removed either way.
-                let gone_by_retry = removed.deleted_count == 0
-                    && attempts > 1
-                    && self.find_one(doc! { "_id": stored.id }).await?.is_none();
-                if removed.deleted_count == 0 && !gone_by_retry {
-                    // Deleted meanwhile by someone else (as a tombstone, or outright).
-                    return match self
-                        .find_one(doc! { "_id": stored.id, "discussion_id": discussion })
-                        .await?
-                    {
-                        Some(_) => Ok(Deletion::Tombstoned),
-                        None => Err(validate::no_comment(Entity::Comment, link)),
-                    };
-                }
-                // A reply that found this comment before it went must not be orphaned.
-                if self.has_replies(&stored).await? {
-                    self.restore_as_tombstone(&stored).await?;
-                    return Ok(Deletion::Tombstoned);
-                }
-                Ok(Deletion::Removed)
-            })
-            .await
+                    // A retry that finds nothing follows an attempt that deleted the comment and lost
+                    // the reply (or a concurrent delete): removed either way.
+                    let gone_by_retry = removed.deleted_count == 0
+                        && attempts > 1
+                        && self.find_one(doc! { "_id": stored.id }).await?.is_none();
+                    if removed.deleted_count == 0 && !gone_by_retry {
+                        // Deleted meanwhile by someone else (as a tombstone, or outright).
+                        return match self
+                            .find_one(doc! { "_id": stored.id, "discussion_id": discussion })
+                            .await?
+                        {
+                            Some(_) => Ok(Deletion::Tombstoned),
+                            None => Err(validate::no_comment(Entity::Comment, link)),
+                        };
+                    }
+                    // A reply that found this comment before it went must not be orphaned.
+                    if self.has_replies(&stored).await? {
+                        self.restore_as_tombstone(&stored).await?;
+                        return Ok(Deletion::Tombstoned);
+                    }
+                    Ok(Deletion::Removed)
+                })
+                .await
+        }
+        .await?;
+        if let (Some(notifier), Some(activity)) = (&self.notifier, withdrawal) {
+            notifier.withdraw(activity).await?;
+        }
+        Ok(deletion)
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
@@ -659,7 +691,17 @@ impl ThreadedComments for PerComment {
         if still_there.is_none() {
             self.restore_as_tombstone(&parent).await?;
         }
-        Ok(reply.comment())
+        let reply = reply.comment();
+        let notifier = self.notifier.as_deref();
+        notify_reply(
+            notifier,
+            discussion,
+            &parent.slug,
+            &parent.author.id,
+            &reply,
+        )
+        .await?;
+        Ok(reply)
     }
 
     async fn thread_page(

@@ -83,6 +83,7 @@ pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bson::{doc, Document};
@@ -93,6 +94,7 @@ use crate::backend::Backend;
 use crate::bson_ext;
 use crate::config::StoreConfig;
 use crate::lease_lock::{Lease, LeaseLocks};
+use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind};
 use crate::sharding::ShardKey;
 use crate::validate;
 use crate::{Entity, Error, Page, PageRequest, Result};
@@ -146,6 +148,13 @@ pub struct FollowGraph {
     owner_locks: LeaseLocks,
     /// A group's changes are fanned out one at a time, on every server.
     group_locks: LeaseLocks,
+    /// Told of direct follows and unfollows, if the application asked.
+    notifier: Option<Arc<DynNotifier>>,
+}
+
+/// What a direct follow of `user` by `owner` tells the notifier: `user` is followed.
+fn follow_activity(owner: &str, user: &str) -> Activity {
+    Activity::new(user, NotificationKind::Follow, user, owner)
 }
 
 /// A change of a group's relations.
@@ -189,6 +198,7 @@ impl FollowGraph {
     pub fn builder(database: &Database) -> FollowGraphBuilder {
         FollowGraphBuilder {
             config: StoreConfig::new(database),
+            notifier: None,
         }
     }
 
@@ -269,14 +279,21 @@ impl FollowGraph {
         self.backend.ensure_indexes().await?;
         // The relation and its subscription change together under the owner's lock, so a
         // follow and an unfollow of the same pair cannot leave them disagreeing.
-        self.owner_locks
+        let new = self
+            .owner_locks
             .with_lock(&owner_key(owner), async {
                 let new = self.relate(owner, Kind::User, user).await?;
                 self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
                     .await?;
                 Ok(new)
             })
-            .await
+            .await?;
+        // On every call, new or repeated: the notification is idempotent, so repeating a follow
+        // whose notification failed completes it.
+        if let Some(notifier) = &self.notifier {
+            notifier.notify(follow_activity(owner, user)).await?;
+        }
+        Ok(new)
     }
 
     /// `owner` stops following `user` directly; a subscription through a group stays. Returns
@@ -288,14 +305,19 @@ impl FollowGraph {
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.backend.ensure_indexes().await?;
-        self.owner_locks
+        let existed = self
+            .owner_locks
             .with_lock(&owner_key(owner), async {
                 let existed = self.unrelate(owner, Kind::User, user).await?;
                 self.remove_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
                     .await?;
                 Ok(existed)
             })
-            .await
+            .await?;
+        if let Some(notifier) = &self.notifier {
+            notifier.withdraw(follow_activity(owner, user)).await?;
+        }
+        Ok(existed)
     }
 
     /// `owner` follows `group`, and so every member, now and later (but not itself). Following a
