@@ -1,0 +1,226 @@
+//! Watches against the real server: every change reported once and in order, across polls,
+//! change streams, resumed tokens and dropped connections.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use mongo_social::notifications::{Activity, Group, Kind, NotificationStore};
+use mongo_social::realtime::{Mode, ResumeToken, Update, Updates, WatchOptions};
+use mongo_social::testing;
+use mongo_social::Error;
+
+type Store = NotificationStore<()>;
+
+fn like(post: &str, actor: &str) -> Activity {
+    Activity::new("ann", Kind::Like, post, actor)
+}
+
+/// The modes this server supports, with a printed reason for any it does not: polling
+/// everywhere, change streams where the server has them, and (for `resumable`) gives a position
+/// to resume from as soon as one opens.
+async fn modes(test: &str, t: &testing::TestDb, resumable: bool) -> Vec<Mode> {
+    let mut modes = vec![Mode::Polling, Mode::Auto];
+    let streams = t.info.capabilities().change_streams;
+    if testing::skip_unless(streams, test, "change streams (polling is checked instead)") {
+        return modes;
+    }
+    if resumable {
+        let opened = t
+            .collection::<bson::Document>("probe")
+            .watch()
+            .await
+            .expect("a change stream opens");
+        if testing::skip_unless(
+            opened.resume_token().is_some(),
+            test,
+            "change streams that give a resume position when they open (not \
+             mongo-java-server's; `Mode::Auto` polls there)",
+        ) {
+            return modes;
+        }
+    }
+    modes.push(Mode::ChangeStreams);
+    modes
+}
+
+fn options(mode: Mode) -> WatchOptions {
+    WatchOptions::default()
+        .mode(mode)
+        .poll_interval(Duration::from_millis(20))
+}
+
+/// Reads updates until `done` holds for the newest state of every group seen, checking that a
+/// group's reports only ever grow (a report is never repeated nor older than one before it).
+async fn read_until(
+    updates: &mut Updates<Group<()>>,
+    seen: &mut BTreeMap<String, u64>,
+    mut done: impl FnMut(&BTreeMap<String, u64>) -> bool,
+) -> Option<ResumeToken> {
+    let mut token = None;
+    while !done(seen) {
+        let update = tokio::time::timeout(Duration::from_secs(20), updates.next())
+            .await
+            .expect("an update within 20 s")
+            .expect("the stream goes on")
+            .expect("no error");
+        let Update { item, token: t } = update;
+        let before = seen.insert(item.id.clone(), item.actor_count).unwrap_or(0);
+        assert!(
+            item.actor_count > before,
+            "{}: reported at {} after {before}",
+            item.target,
+            item.actor_count
+        );
+        token = Some(t);
+    }
+    token
+}
+
+#[tokio::test]
+async fn concurrent_joins_are_reported_once_and_resume_from_a_token() {
+    let t = testing::test_db("watch_notifications").await;
+    let store: Arc<Store> = Arc::new(NotificationStore::new(&t.db));
+    store.create_indexes().await.unwrap();
+    store.notify(like("old", "zed")).await.unwrap(); // before the watch: not reported
+    for mode in modes("concurrent_joins_are_reported_once", &t, false).await {
+        let prefix = format!("{mode:?}");
+        let mut updates = store.watch("ann", None, options(mode));
+        // The watch starts when first polled: an update of its own starts it.
+        store
+            .notify(like(&format!("{prefix}-start"), "amy"))
+            .await
+            .unwrap();
+        let mut seen = BTreeMap::new();
+        read_until(&mut updates, &mut seen, |seen| seen.len() == 1).await;
+        // 4 posts, 8 fans each, liked at once.
+        let writers: Vec<_> = (0..32)
+            .map(|i| {
+                let store = store.clone();
+                let post = format!("{prefix}-p{}", i % 4);
+                tokio::spawn(async move {
+                    store.notify(like(&post, &format!("fan{i}"))).await.unwrap();
+                })
+            })
+            .collect();
+        let token = read_until(&mut updates, &mut seen, |seen| {
+            seen.len() == 5 && seen.values().filter(|&&count| count == 8).count() == 4
+        })
+        .await
+        .unwrap();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        drop(updates);
+        assert!(!seen.keys().any(|id| id.contains("old")), "{seen:?}");
+
+        // While nobody watches, more likes; a watch from the token reports only those.
+        for i in 0..6 {
+            let post = format!("{prefix}-p{}", i % 2);
+            store
+                .notify(like(&post, &format!("late{i}")))
+                .await
+                .unwrap();
+        }
+        let token: ResumeToken = token.to_string().parse().unwrap();
+        let mut resumed = store.watch("ann", Some(token), options(mode));
+        read_until(&mut resumed, &mut seen, |seen| {
+            seen.values().filter(|&&count| count == 11).count() == 2
+        })
+        .await;
+        // Nothing else was pending.
+        let quiet = tokio::time::timeout(Duration::from_millis(300), resumed.next()).await;
+        assert!(quiet.is_err(), "{mode:?}: nothing more: {quiet:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_from_another_watch_is_refused() {
+    let t = testing::test_db("watch_foreign_token").await;
+    let store: Arc<Store> = Arc::new(NotificationStore::new(&t.db));
+    let mut bob = store.watch("bob", None, options(Mode::Polling));
+    store
+        .notify(Activity::new("bob", Kind::Follow, "bob", "cat"))
+        .await
+        .unwrap();
+    let token = bob.next().await.unwrap().unwrap().token;
+    let mut ann = store.watch("ann", Some(token), options(Mode::Polling));
+    let error = ann.next().await.unwrap().unwrap_err();
+    assert!(matches!(error, Error::InvalidCursor { .. }), "{error:?}");
+    assert!(
+        ann.next().await.is_none(),
+        "the stream ends after its error"
+    );
+    let mut blank = store.watch(" ", None, options(Mode::Polling));
+    assert!(matches!(
+        blank.next().await,
+        Some(Err(Error::Blank { what: "recipient" }))
+    ));
+}
+
+#[tokio::test]
+async fn polling_costs_one_find_per_poll() {
+    let t = testing::test_db("watch_poll_cost").await;
+    let store: Arc<Store> = Arc::new(NotificationStore::new(&t.db));
+    store.create_indexes().await.unwrap();
+    store.notify(like("p0", "amy")).await.unwrap(); // capabilities detected
+    let mut updates = store.watch("ann", None, options(Mode::Polling));
+    let waiting = tokio::spawn(async move { updates.next().await.map(|u| u.map(|u| u.item)) });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    t.commands.reset();
+    // Some polls, however slow the machine.
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if t.commands.total() >= 3 {
+            break;
+        }
+    }
+    let names = t.commands.names();
+    assert!(!waiting.is_finished(), "{:?}", waiting.await);
+    assert!(names.len() >= 3, "it polls: {names:?}");
+    assert!(names.iter().all(|name| name == "find"), "{names:?}");
+    store.notify(like("p1", "bob")).await.unwrap();
+    let group = waiting.await.unwrap().unwrap().unwrap();
+    assert_eq!((group.target.as_str(), group.actor_count), ("p1", 1));
+}
+
+#[tokio::test]
+async fn a_watch_survives_dropped_connections() {
+    use mongo_social::testing::fault_proxy::FaultProxy;
+    let t = testing::test_db("watch_outage").await;
+    let proxy = FaultProxy::to_test_server();
+    let database = proxy.client_with(|_| {}).await.database(t.db.name());
+    let watched: Store = NotificationStore::builder(&database)
+        .capabilities(t.info.capabilities())
+        .build()
+        .unwrap();
+    let store: Store = NotificationStore::new(&t.db);
+    for mode in modes("a_watch_survives_dropped_connections", &t, true).await {
+        let prefix = format!("{mode:?}");
+        let mut updates = watched.watch("ann", None, options(mode));
+        store
+            .notify(like(&format!("{prefix}-start"), "amy"))
+            .await
+            .unwrap();
+        let mut seen = BTreeMap::new();
+        read_until(&mut updates, &mut seen, |seen| seen.len() == 1).await;
+        for i in 0..10 {
+            if i == 3 {
+                proxy.cut();
+            }
+            if i == 6 {
+                proxy.outage(Duration::from_millis(500));
+            }
+            store
+                .notify(like(&format!("{prefix}-p"), &format!("fan{i}")))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        read_until(&mut updates, &mut seen, |seen| {
+            seen.values().any(|&count| count == 10)
+        })
+        .await;
+    }
+}
