@@ -214,7 +214,7 @@ pub(crate) trait Source: Send + Sync + 'static {
 
     /// The items a change event brings (after `newest`, where the event's document holds items
     /// already reported: a bucket).
-    fn from_change(
+    fn items_of(
         &self,
         event: ChangeStreamEvent<Document>,
         newest: &Key,
@@ -436,7 +436,7 @@ impl<S: Source> Watcher<S> {
             }
         };
         let event_token = event.id.clone();
-        let items = self.source.from_change(event, &self.newest)?;
+        let items = self.source.items_of(event, &self.newest)?;
         let fresh: Vec<(Key, S::Item)> = items
             .into_iter()
             .filter(|(key, _)| self.is_new(key))

@@ -939,7 +939,7 @@ impl<D: Payload> Source for Changes<D> {
         )
     }
 
-    fn from_change(
+    fn items_of(
         &self,
         event: mongodb::change_stream::event::ChangeStreamEvent<Document>,
         _newest: &Key,
