@@ -1,58 +1,8 @@
 //! The [`Likes`] handle: idempotent likes, and the per-post counters (likes, comments, points)
 //! in their own document.
-//!
-//! A like is a document `{_id: {post, user}, post, user, at, created, op}` in `post_likes`:
-//! inserting it is atomic on every server thanks to the unique `_id`, so a second like by the
-//! same user fails with a duplicate key and counts nothing. The counter document
-//! `{_id: post, likes, comments, points, ops}` is `$inc`ed only when the like was stored (or is
-//! being removed), so the count is exact under any concurrency. Where updates are not atomic
-//! (FerretDB 1.x), a like's or unlike's writes run under a leased lock on the post's counter
-//! (+2 commands).
-//!
-//! # The like document is the journal
-//!
-//! A like and its count are two writes to two documents; a failure between them (a lost
-//! reply, an outage, a client giving up) must leave the counter neither off nor fixable only by
-//! a recount. So each like document records what is still to be applied to the counter:
-//! - a like is inserted with its op id `op` and the mark `pending: true`; its `$inc +1` carries
-//!   `op`; then the mark is cleared. A like still marked may or may not be counted: `op` in the
-//!   counter's `ops` tells, and applying `+1` with `op` again is a no-op if it was;
-//! - an unlike does not delete at once: it marks the like `removing: op2` (a `findAndModify`,
-//!   which returns the like as it was), applies `-1` with `op2`, then deletes the like. A like
-//!   so marked reads as absent ([`Likes::is_liked`], recounts, the hot window);
-//! - each like or unlike first finishes a mark it finds on its pair, with the op id stored there,
-//!   so nothing is applied twice: a like that failed after its insert and is then unliked is
-//!   counted (`+1` with its `op`, a no-op if its own `$inc` landed) before it is uncounted
-//!   (`-1` with the unlike's), so the counter never goes below the likes.
-//!
-//! When a step fails, the call first undoes what it did (a like is uncounted and deleted, an
-//! unlike uncounted and unmarked), so an error usually means nothing changed; if the undo
-//! fails too (the server is still unreachable), the marks stay and the next like or unlike of
-//! the pair, [`Likes::settle`] or [`Likes::recount`] finishes them.
-//!
-//! Exact as long as a mark is finished before 100 later changes of the post's counters drop its
-//! op id from `ops` (see below), and, on MongoDB where likes take no lock, as long as a failed
-//! call's undo does not race another call on the same pair.
-//!
-//! # Retries
-//!
-//! Every write here is retried on transient failures (see [`crate::RetryPolicy`]) and is
-//! idempotent, so a retry after a lost reply applies nothing twice:
-//! - a like's insert carries a client-made `_id` and `op` id: a retry that meets a duplicate key
-//!   finds its own document (by `op`) and counts it as inserted;
-//! - each `$inc` carries an operation id and records it in the counter document's `ops`, a
-//!   list of the newest 100 ids (`$push` with `$slice`); its filter excludes documents
-//!   whose `ops` hold the id, so a retry of an applied `$inc` matches nothing. An `$inc` is
-//!   therefore exact as long as its retries end before 100 later changes of the same
-//!   post's counters (with the default 10-second retry budget: under about 100 changes a second
-//!   per post);
-//! - an unlike's mark is a `findAndModify` of a like not yet marked; a retry that finds nothing
-//!   to mark finds the like marked with its own op id and carries on;
-//! - clearing a mark and deleting a marked like select the like by the mark's op id;
-//! - undoing an `$inc` is a reversal guarded by the `$inc`'s own id (`{ops: id}` matched,
-//!   `$inc` back, `$pull` the id): exact whether or not the `$inc` ran.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use bson::oid::ObjectId;
@@ -147,6 +97,57 @@ impl Counter {
 /// assert_eq!((counters.likes, counters.comments), (1, 1));
 /// # Ok(()) }
 /// ```
+///
+/// A like is a document `{_id: {post, user}, post, user, at, created, op}` in `post_likes`:
+/// inserting it is atomic on every server thanks to the unique `_id`, so a second like by the
+/// same user fails with a duplicate key and counts nothing. The counter document
+/// `{_id: post, likes, comments, points, ops}` is `$inc`ed only when the like was stored (or is
+/// being removed), so the count is exact under any concurrency. Where updates are not atomic
+/// (FerretDB 1.x), a like's or unlike's writes run under a leased lock on the post's counter
+/// (+2 commands).
+///
+/// # The like document is the journal
+///
+/// A like and its count are two writes to two documents; a failure between them (a lost
+/// reply, an outage, a client giving up) must leave the counter neither off nor fixable only by
+/// a recount. So each like document records what is still to be applied to the counter:
+/// - a like is inserted with its op id `op` and the mark `pending: true`; its `$inc +1` carries
+///   `op`; then the mark is cleared. A like still marked may or may not be counted: `op` in the
+///   counter's `ops` tells, and applying `+1` with `op` again is a no-op if it was;
+/// - an unlike does not delete at once: it marks the like `removing: op2` (a `findAndModify`,
+///   which returns the like as it was), applies `-1` with `op2`, then deletes the like. A like
+///   so marked reads as absent ([`Likes::is_liked`], recounts, the hot window);
+/// - each like or unlike first finishes a mark it finds on its pair, with the op id stored there,
+///   so nothing is applied twice: a like that failed after its insert and is then unliked is
+///   counted (`+1` with its `op`, a no-op if its own `$inc` landed) before it is uncounted
+///   (`-1` with the unlike's), so the counter never goes below the likes.
+///
+/// When a step fails, the call first undoes what it did (a like is uncounted and deleted, an
+/// unlike uncounted and unmarked), so an error usually means nothing changed; if the undo
+/// fails too (the server is still unreachable), the marks stay and the next like or unlike of
+/// the pair, [`Likes::settle`] or [`Likes::recount`] finishes them.
+///
+/// Exact as long as a mark is finished before 100 later changes of the post's counters drop its
+/// op id from `ops` (see below), and, on MongoDB where likes take no lock, as long as a failed
+/// call's undo does not race another call on the same pair.
+///
+/// # Retries
+///
+/// Every write here is retried on transient failures (see [`crate::RetryPolicy`]) and is
+/// idempotent, so a retry after a lost reply applies nothing twice:
+/// - a like's insert carries a client-made `_id` and `op` id: a retry that meets a duplicate key
+///   finds its own document (by `op`) and counts it as inserted;
+/// - each `$inc` carries an operation id and records it in the counter document's `ops`, a
+///   list of the newest 100 ids (`$push` with `$slice`); its filter excludes documents
+///   whose `ops` hold the id, so a retry of an applied `$inc` matches nothing. An `$inc` is
+///   therefore exact as long as its retries end before 100 later changes of the same
+///   post's counters (with the default 10-second retry budget: under about 100 changes a second
+///   per post);
+/// - an unlike's mark is a `findAndModify` of a like not yet marked; a retry that finds nothing
+///   to mark finds the like marked with its own op id and carries on;
+/// - clearing a mark and deleting a marked like select the like by the mark's op id;
+/// - undoing an `$inc` is a reversal guarded by the `$inc`'s own id (`{ops: id}` matched,
+///   `$inc` back, `$pull` the id): exact whether or not the `$inc` ran.
 #[derive(Clone)]
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Likes {
@@ -164,6 +165,23 @@ impl Likes {
         Self { inner }
     }
 
+    /// Runs `work` holding `post`'s counter lock where updates are not atomic.
+    async fn locked<T>(&self, post: PostId, work: impl Future<Output = Result<T>>) -> Result<T> {
+        self.inner
+            .backend
+            .exclusive(&[counter_lock(post)], work)
+            .await
+    }
+
+    /// Runs `run` under the store's retry policy; `run` must be idempotent.
+    async fn retry<T, F, Fut>(&self, operation: &'static str, run: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.inner.backend.retry(operation, run).await
+    }
+
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
     /// `find` (post), `find` (user), `insert` (like), `update` (`$inc`), `update` (the like
     /// marked counted) — 5 commands; 7 where updates are not atomic (the like and its `$inc`
@@ -172,8 +190,8 @@ impl Likes {
     ///
     /// The like stores the post's `created`, so the "hot" feed can pick the window's posts first.
     ///
-    /// A like or unlike of the same pair that a failure interrupted is finished first (see the
-    /// module docs): a like stored but not yet counted is counted, and this call returns
+    /// A like or unlike of the same pair that a failure interrupted is finished first (see
+    /// [`Likes`]): a like stored but not yet counted is counted, and this call returns
     /// `false`; a like being removed is removed and counted, then this like is stored.
     ///
     /// # Errors
@@ -200,56 +218,52 @@ impl Likes {
             PENDING: true,
         };
         let mine = doc! { "_id": &id, "post": post.0, "op": op };
-        self.inner
-            .backend
-            .exclusive(&[counter_lock(post)], async {
-                let mut inserted = false;
-                for _ in 0..MAX_FIRST_UPDATE_RACES {
-                    match self.insert_like(post, &like, op).await? {
-                        Stored::Mine => {
-                            inserted = true;
-                            break;
+        self.locked(post, async {
+            let mut inserted = false;
+            for _ in 0..MAX_FIRST_UPDATE_RACES {
+                match self.insert_like(post, &like, op).await? {
+                    Stored::Mine => {
+                        inserted = true;
+                        break;
+                    }
+                    // Removed by an unlike that finished meanwhile: the next round stores it.
+                    Stored::Gone => {}
+                    Stored::Other(stored) => {
+                        if self.finish_like(post, &stored).await? {
+                            return Ok(false);
                         }
-                        // Removed by an unlike that finished meanwhile: the next round stores it.
-                        Stored::Gone => {}
-                        Stored::Other(stored) => {
-                            if self.finish_like(post, &stored).await? {
-                                return Ok(false);
-                            }
-                            // It was being removed, and now is: the next round stores this like.
-                        }
+                        // It was being removed, and now is: the next round stores this like.
                     }
                 }
-                if !inserted {
-                    return Err(crate::Error::Contention {
-                        attempts: MAX_FIRST_UPDATE_RACES,
-                    });
+            }
+            if !inserted {
+                return Err(crate::Error::Contention {
+                    attempts: MAX_FIRST_UPDATE_RACES,
+                });
+            }
+            if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
+                // Undone, so the like is not left uncounted; if the undo fails, the like keeps
+                // its "not yet counted" mark and whoever finds it next counts it.
+                if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
+                    let _ = self
+                        .retry("like undo", || async {
+                            Ok(self
+                                .inner
+                                .collections
+                                .likes
+                                .delete_one(mine.clone())
+                                .await?)
+                        })
+                        .await;
                 }
-                if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
-                    // Undone, so the like is not left uncounted; if the undo fails, the like keeps
-                    // its "not yet counted" mark and whoever finds it next counts it.
-                    if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
-                        let _ = self
-                            .inner
-                            .backend
-                            .retry("like undo", || async {
-                                Ok(self
-                                    .inner
-                                    .collections
-                                    .likes
-                                    .delete_one(mine.clone())
-                                    .await?)
-                            })
-                            .await;
-                    }
-                    return Err(error);
-                }
-                // Counted: the mark goes. If this fails the like is counted already, and finishing
-                // it again applies `op` once (the counter holds it).
-                self.mark_counted(&mine).await?;
-                Ok(true)
-            })
-            .await
+                return Err(error);
+            }
+            // Counted: the mark goes. If this fails the like is counted already, and finishing
+            // it again applies `op` once (the counter holds it).
+            self.mark_counted(&mine).await?;
+            Ok(true)
+        })
+        .await
     }
 
     /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `find`
@@ -257,7 +271,7 @@ impl Likes {
     /// commands on MongoDB, 7 where updates are not atomic (the removal and its `$inc` under the
     /// post's counter lock).
     ///
-    /// An interrupted like or unlike of the pair is finished first (see the module docs); a like
+    /// An interrupted like or unlike of the pair is finished first (see [`Likes`]); a like
     /// that was stored but never counted is counted before it is uncounted, so it does not
     /// decrement the counter below its likes.
     ///
@@ -274,93 +288,85 @@ impl Likes {
         self.inner.chunk_of(user).await?;
         let id = doc! { "post": post.0, "user": user };
         let op = ObjectId::new();
-        self.inner
-            .backend
-            .exclusive(&[counter_lock(post)], async {
-                let pair = doc! { "_id": &id, "post": post.0 };
-                let mut unmarked = pair.clone();
-                unmarked.insert(REMOVING, doc! { "$exists": false });
-                let mut marked = None;
-                for _ in 0..MAX_FIRST_UPDATE_RACES {
-                    let before = self
-                        .inner
-                        .backend
-                        .retry("unlike", || async {
+        self.locked(post, async {
+            let pair = doc! { "_id": &id, "post": post.0 };
+            let mut unmarked = pair.clone();
+            unmarked.insert(REMOVING, doc! { "$exists": false });
+            let mut marked = None;
+            for _ in 0..MAX_FIRST_UPDATE_RACES {
+                let before = self
+                    .retry("unlike", || async {
+                        Ok(self
+                            .inner
+                            .collections
+                            .likes
+                            .find_one_and_update(
+                                unmarked.clone(),
+                                doc! { "$set": { REMOVING: op } },
+                            )
+                            .await?)
+                    })
+                    .await?;
+                if let Some(before) = before {
+                    marked = Some(before);
+                    break;
+                }
+                // Nothing to mark: no like, or one being removed (by this call, whose reply was
+                // lost, or by an interrupted unlike, which this one finishes).
+                let stored = self
+                    .retry("unlike", || async {
+                        Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
+                    })
+                    .await?;
+                match stored {
+                    None => return Ok(false),
+                    Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
+                        marked = Some(stored);
+                        break;
+                    }
+                    Some(stored) if stored.contains_key(REMOVING) => {
+                        self.finish_like(post, &stored).await?;
+                        return Ok(false);
+                    }
+                    // Put back by an unlike that failed meanwhile: the next round marks it.
+                    Some(_) => {}
+                }
+            }
+            let Some(marked) = marked else {
+                return Err(crate::Error::Contention {
+                    attempts: MAX_FIRST_UPDATE_RACES,
+                });
+            };
+            let counted = async {
+                // A like never counted is counted first (once, with its own op id).
+                if let Some(liked) = pending_op(&marked) {
+                    self.increment_unlocked(post, "likes", 1, liked).await?;
+                }
+                self.increment_unlocked(post, "likes", -1, op).await
+            };
+            if let Err(error) = counted.await {
+                // Put back as it was; if that fails too, the mark stays and whoever finds the
+                // like next removes and counts it.
+                if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
+                    let mut mine = pair.clone();
+                    mine.insert(REMOVING, op);
+                    let _ = self
+                        .retry("unlike undo", || async {
                             Ok(self
                                 .inner
                                 .collections
                                 .likes
-                                .find_one_and_update(
-                                    unmarked.clone(),
-                                    doc! { "$set": { REMOVING: op } },
-                                )
+                                .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
                                 .await?)
                         })
-                        .await?;
-                    if let Some(before) = before {
-                        marked = Some(before);
-                        break;
-                    }
-                    // Nothing to mark: no like, or one being removed (by this call, whose reply was
-                    // lost, or by an interrupted unlike, which this one finishes).
-                    let stored = self
-                        .inner
-                        .backend
-                        .retry("unlike", || async {
-                            Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
-                        })
-                        .await?;
-                    match stored {
-                        None => return Ok(false),
-                        Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
-                            marked = Some(stored);
-                            break;
-                        }
-                        Some(stored) if stored.contains_key(REMOVING) => {
-                            self.finish_like(post, &stored).await?;
-                            return Ok(false);
-                        }
-                        // Put back by an unlike that failed meanwhile: the next round marks it.
-                        Some(_) => {}
-                    }
+                        .await;
                 }
-                let Some(marked) = marked else {
-                    return Err(crate::Error::Contention {
-                        attempts: MAX_FIRST_UPDATE_RACES,
-                    });
-                };
-                let counted = async {
-                    // A like never counted is counted first (once, with its own op id).
-                    if let Some(liked) = pending_op(&marked) {
-                        self.increment_unlocked(post, "likes", 1, liked).await?;
-                    }
-                    self.increment_unlocked(post, "likes", -1, op).await
-                };
-                if let Err(error) = counted.await {
-                    // Put back as it was; if that fails too, the mark stays and whoever finds the
-                    // like next removes and counts it.
-                    if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
-                        let mut mine = pair.clone();
-                        mine.insert(REMOVING, op);
-                        let _ = self
-                            .inner
-                            .backend
-                            .retry("unlike undo", || async {
-                                Ok(self
-                                    .inner
-                                    .collections
-                                    .likes
-                                    .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
-                                    .await?)
-                            })
-                            .await;
-                    }
-                    return Err(error);
-                }
-                self.delete_removed(&pair, op).await?;
-                Ok(true)
-            })
-            .await
+                return Err(error);
+            }
+            self.delete_removed(&pair, op).await?;
+            Ok(true)
+        })
+        .await
     }
 
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike
@@ -381,9 +387,9 @@ impl Likes {
         Ok(found.is_some())
     }
 
-    /// Finishes every like and unlike of `post` that a failure interrupted (see the module
-    /// docs): a like stored but not yet counted is counted, a like marked "removing" is removed
-    /// and uncounted, each with the operation id stored on it, so nothing is applied twice.
+    /// Finishes every like and unlike of `post` that a failure interrupted (see [`Likes`]): a
+    /// like stored but not yet counted is counted, a like marked "removing" is removed and
+    /// uncounted, each with the operation id stored on it, so nothing is applied twice.
     /// `find` (post), `find` (marked likes), then per marked like one or two `update`s and an
     /// `update` or `delete`. Returns how many likes it finished.
     ///
@@ -396,10 +402,7 @@ impl Likes {
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn settle(&self, post: PostId) -> Result<usize> {
         self.check_post_exists(post).await?;
-        self.inner
-            .backend
-            .exclusive(&[counter_lock(post)], self.settle_unlocked(post))
-            .await
+        self.locked(post, self.settle_unlocked(post)).await
     }
 
     async fn settle_unlocked(&self, post: PostId) -> Result<usize> {
@@ -408,8 +411,6 @@ impl Likes {
             "$or": [ { PENDING: true }, { REMOVING: { "$exists": true } } ],
         };
         let marked: Vec<Document> = self
-            .inner
-            .backend
             .retry("settle likes", || async {
                 Ok(self
                     .inner
@@ -431,24 +432,22 @@ impl Likes {
     /// pair. Retried: a retry that meets a duplicate key finds its own document (by `op`).
     async fn insert_like(&self, post: PostId, like: &Document, op: ObjectId) -> Result<Stored> {
         let pair = doc! { "_id": like.get("_id"), "post": post.0 };
-        self.inner
-            .backend
-            .retry("like", || async {
-                match self.inner.collections.likes.insert_one(like.clone()).await {
-                    Ok(_) => Ok(Stored::Mine),
-                    Err(error) if is_duplicate_key(&error) => {
-                        match self.inner.collections.likes.find_one(pair.clone()).await? {
-                            None => Ok(Stored::Gone),
-                            Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
-                                Ok(Stored::Mine)
-                            }
-                            Some(stored) => Ok(Stored::Other(stored)),
+        self.retry("like", || async {
+            match self.inner.collections.likes.insert_one(like.clone()).await {
+                Ok(_) => Ok(Stored::Mine),
+                Err(error) if is_duplicate_key(&error) => {
+                    match self.inner.collections.likes.find_one(pair.clone()).await? {
+                        None => Ok(Stored::Gone),
+                        Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
+                            Ok(Stored::Mine)
                         }
+                        Some(stored) => Ok(Stored::Other(stored)),
                     }
-                    Err(error) => Err(error.into()),
                 }
-            })
-            .await
+                Err(error) => Err(error.into()),
+            }
+        })
+        .await
     }
 
     /// Finishes what a failure left on stored like `like`: counts it if it is marked "not yet
@@ -475,34 +474,30 @@ impl Likes {
 
     /// Clears the "not yet counted" mark of the like `filter` selects.
     async fn mark_counted(&self, filter: &Document) -> Result<()> {
-        self.inner
-            .backend
-            .retry("like counted", || async {
-                self.inner
-                    .collections
-                    .likes
-                    .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
-                    .await?;
-                Ok(())
-            })
-            .await
+        self.retry("like counted", || async {
+            self.inner
+                .collections
+                .likes
+                .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Deletes the like of `pair` that unlike `op` marked "removing" (once it is uncounted).
     async fn delete_removed(&self, pair: &Document, op: ObjectId) -> Result<()> {
         let mut filter = pair.clone();
         filter.insert(REMOVING, op);
-        self.inner
-            .backend
-            .retry("unlike", || async {
-                self.inner
-                    .collections
-                    .likes
-                    .delete_one(filter.clone())
-                    .await?;
-                Ok(())
-            })
-            .await
+        self.retry("unlike", || async {
+            self.inner
+                .collections
+                .likes
+                .delete_one(filter.clone())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Adds `delta` (negative to subtract) to one of a post's counters.
@@ -553,44 +548,35 @@ impl Likes {
     /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount(&self, post: PostId) -> Result<i64> {
         self.check_post_exists(post).await?;
-        let key = [counter_lock(post)];
-        self.inner
-            .backend
-            .exclusive(&key, async {
-                // Interrupted likes are finished first: counting a like not yet counted would let
-                // its own `$inc`, applied later, count it again.
-                self.settle_unlocked(post).await?;
-                let likes = self
-                    .inner
-                    .collections
-                    .likes
-                    .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
-                    .await? as i64;
+        self.locked(post, async {
+            // Interrupted likes are finished first: counting a like not yet counted would let
+            // its own `$inc`, applied later, count it again.
+            self.settle_unlocked(post).await?;
+            let likes = self
+                .inner
+                .collections
+                .likes
+                .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
+                .await? as i64;
+            self.retry("recount", || async {
                 self.inner
-                    .backend
-                    .retry("recount", || async {
-                        self.inner
-                            .collections
-                            .counters
-                            .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                            .upsert(true)
-                            .await?;
-                        Ok(())
-                    })
+                    .collections
+                    .counters
+                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                    .upsert(true)
                     .await?;
-                Ok(likes)
+                Ok(())
             })
-            .await
+            .await?;
+            Ok(likes)
+        })
+        .await
     }
 
     /// `$inc` of one counter under the post's counter lock where updates are not atomic.
     async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
-        self.inner
-            .backend
-            .exclusive(
-                &[counter_lock(post)],
-                self.increment_unlocked(post, field, delta, ObjectId::new()),
-            )
+        let op = ObjectId::new();
+        self.locked(post, self.increment_unlocked(post, field, delta, op))
             .await
     }
 
@@ -608,35 +594,33 @@ impl Likes {
         let mut update: Document = doc! { "$inc": { field: delta } };
         let mut filter = doc! { "_id": post.0 };
         crate::retry::once_per_op(&mut filter, &mut update, op);
-        self.inner
-            .backend
-            .retry("counter update", || async {
-                // A duplicate key means the document exists but was not matched: it holds `op`
-                // (an earlier attempt applied it), or a concurrent first update created it since
-                // the filter ran (then the next round matches it).
-                for _ in 0..MAX_FIRST_UPDATE_RACES {
-                    match self
-                        .inner
-                        .collections
-                        .counters
-                        .update_one(filter.clone(), update.clone())
-                        .upsert(true)
-                        .await
-                    {
-                        Ok(_) => return Ok(()),
-                        Err(error) if is_duplicate_key(&error) => {
-                            if self.holds_op(post, op).await? {
-                                return Ok(());
-                            }
+        self.retry("counter update", || async {
+            // A duplicate key means the document exists but was not matched: it holds `op`
+            // (an earlier attempt applied it), or a concurrent first update created it since
+            // the filter ran (then the next round matches it).
+            for _ in 0..MAX_FIRST_UPDATE_RACES {
+                match self
+                    .inner
+                    .collections
+                    .counters
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true)
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    Err(error) if is_duplicate_key(&error) => {
+                        if self.holds_op(post, op).await? {
+                            return Ok(());
                         }
-                        Err(error) => return Err(error.into()),
                     }
+                    Err(error) => return Err(error.into()),
                 }
-                Err(crate::Error::Contention {
-                    attempts: MAX_FIRST_UPDATE_RACES,
-                })
+            }
+            Err(crate::Error::Contention {
+                attempts: MAX_FIRST_UPDATE_RACES,
             })
-            .await
+        })
+        .await
     }
 
     /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
@@ -648,20 +632,18 @@ impl Likes {
         delta: i64,
         op: ObjectId,
     ) -> Result<()> {
-        self.inner
-            .backend
-            .retry("counter undo", || async {
-                self.inner
-                    .collections
-                    .counters
-                    .update_one(
-                        doc! { "_id": post.0, "ops": op },
-                        doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
-                    )
-                    .await?;
-                Ok(())
-            })
-            .await?;
+        self.retry("counter undo", || async {
+            self.inner
+                .collections
+                .counters
+                .update_one(
+                    doc! { "_id": post.0, "ops": op },
+                    doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
+                )
+                .await?;
+            Ok(())
+        })
+        .await?;
         Ok(())
     }
 
