@@ -76,22 +76,25 @@ fn main() {
                 .expect("store");
             store.create_indexes().await.expect("indexes");
             store
-                .create_user(NewUser::new("ann", "ann"))
+                .users()
+                .create(NewUser::new("ann", "ann"))
                 .await
                 .expect("user");
             store
-                .create_user(NewUser::new("bob", "bob"))
+                .users()
+                .create(NewUser::new("bob", "bob"))
                 .await
                 .expect("user");
             let post = store
-                .create_post(NewPost::new("ann", "Title", "Body", ()))
+                .posts()
+                .create(NewPost::new("ann", "Title", "Body", ()))
                 .await
                 .expect("post");
             (store, post.id)
         });
         let like = |store: FeedStore<()>| async move {
-            assert!(store.like(post, "bob").await.expect("like"));
-            assert!(store.unlike(post, "bob").await.expect("unlike"));
+            assert!(store.likes().like(post, "bob").await.expect("like"));
+            assert!(store.likes().unlike(post, "bob").await.expect("unlike"));
         };
         let (_, names) = rt.block_on(commands.measure(like(store.clone())));
         eprintln!("like and unlike, {name}: {}", bench_env::describe(&names));

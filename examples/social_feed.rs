@@ -42,7 +42,7 @@ async fn main() -> common::ExampleResult {
     store.create_indexes().await?;
 
     for id in ["ann", "bob", "cat", "dan"] {
-        store.create_user(NewUser::new(id, id)).await?;
+        store.users().create(NewUser::new(id, id)).await?;
     }
 
     let drafts = [
@@ -88,7 +88,7 @@ async fn main() -> common::ExampleResult {
             },
         )
         .image(Media::new(format!("https://img.example/{tag}.png"), title));
-        let (post, names) = commands.measure(store.create_post(new)).await;
+        let (post, names) = commands.measure(store.posts().create(new)).await;
         let post = post?;
         println!("post {:<28} by {:<4} {names:?}", post.title, author);
         posts.push(post);
@@ -103,18 +103,24 @@ async fn main() -> common::ExampleResult {
         (2, "dan"),
     ];
     for (index, user) in likes {
-        let (liked, names) = commands.measure(store.like(posts[index].id, user)).await;
+        let (liked, names) = commands
+            .measure(store.likes().like(posts[index].id, user))
+            .await;
         println!(
             "{user:>4} likes {:<28} {} {names:?}",
             posts[index].title, liked?
         );
     }
-    let (again, names) = commands.measure(store.like(posts[0].id, "bob")).await;
+    let (again, names) = commands
+        .measure(store.likes().like(posts[0].id, "bob"))
+        .await;
     println!(" bob likes it again: counted {} {names:?}", again?);
-    let counters = store.counters(posts[0].id).await?;
+    let counters = store.likes().counters(posts[0].id).await?;
     println!("counters of {:?}: {counters:?}\n", posts[0].title);
 
-    let (renamed, names) = commands.measure(store.rename_user("ann", "ann_sea")).await;
+    let (renamed, names) = commands
+        .measure(store.users().rename("ann", "ann_sea"))
+        .await;
     let renamed = renamed?;
     println!(
         "ann renamed to ann_sea: {} copies updated in {} batches {names:?}\n",
@@ -123,7 +129,7 @@ async fn main() -> common::ExampleResult {
 
     // The feeds are built by background jobs, queued by each post (and here, a hot refresh).
     // The worker starts only now so the command counts above are the operations' own.
-    store.schedule_hot_refresh().await?;
+    store.feeds().schedule_hot_refresh().await?;
     let worker = store.start_worker();
     store.wait_until_drained(Duration::from_secs(30)).await?;
     worker.stop().await;
@@ -135,7 +141,7 @@ async fn main() -> common::ExampleResult {
 
     for order in [SearchOrder::Newest, SearchOrder::BestMatch] {
         let (page, names) = commands
-            .measure(store.search("rust", order, PageRequest::first(10)))
+            .measure(store.search().page("rust", order, PageRequest::first(10)))
             .await;
         println!("search \"rust\", {order:?} {names:?}");
         for post in page?.items {
@@ -155,7 +161,7 @@ async fn print_feed(
     println!("{name} feed:");
     let mut request = PageRequest::first(2);
     loop {
-        let (page, names) = commands.measure(store.feed_page(feed, request)).await;
+        let (page, names) = commands.measure(store.feeds().page(feed, request)).await;
         let page = page?;
         println!("  page {names:?}");
         for post in &page.items {

@@ -335,14 +335,16 @@ async fn likes_survive_an_outage() {
     let users: Vec<String> = (0..USERS).map(|i| format!("u{i}")).collect();
     for user in &users {
         store
-            .create_user(NewUser::new(user, user))
+            .users()
+            .create(NewUser::new(user, user))
             .await
             .expect("user");
     }
     let mut posts = Vec::new();
     for p in 0..POSTS {
         let post = store
-            .create_post(NewPost::new(
+            .posts()
+            .create(NewPost::new(
                 "u0",
                 format!("post {p}"),
                 "body",
@@ -370,9 +372,9 @@ async fn likes_survive_an_outage() {
                 // Liked on one turn at a post, unliked on the next.
                 let like = (round / POSTS).is_multiple_of(2);
                 let outcome = if like {
-                    store.like(post, &user).await
+                    store.likes().like(post, &user).await
                 } else {
-                    store.unlike(post, &user).await
+                    store.likes().unlike(post, &user).await
                 };
                 if let Err(error) = &outcome {
                     assert!(error.is_retryable(), "only transient failures: {error}");
@@ -395,12 +397,12 @@ async fn likes_survive_an_outage() {
         // A like or unlike cut off part-way leaves its pair marked until the pair's next call;
         // nobody calls again here, so the marks are finished first (each with its op id: a like
         // or unlike already applied is not applied again).
-        store.settle_likes(*post).await.expect("settle likes");
+        store.likes().settle(*post).await.expect("settle likes");
         let stored = likes
             .count_documents(doc! { "post": post.0 })
             .await
             .expect("count likes");
-        let counters = store.counters(*post).await.expect("counters");
+        let counters = store.likes().counters(*post).await.expect("counters");
         assert_eq!(counters.likes, stored as i64, "{post:?}: counted once each");
     }
     let mut last = HashMap::new();
@@ -409,7 +411,10 @@ async fn likes_survive_an_outage() {
     }
     for ((post, user), (like, ok)) in &last {
         if *ok {
-            assert_eq!(store.likes(*post, user).await.expect("likes"), *like);
+            assert_eq!(
+                store.likes().is_liked(*post, user).await.expect("likes"),
+                *like
+            );
         }
     }
     let failed = ops.iter().filter(|op| !op.3).count();

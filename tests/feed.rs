@@ -44,13 +44,14 @@ async fn store_with(
 
 async fn users(store: &Store, ids: &[&str]) {
     for id in ids {
-        store.create_user(NewUser::new(*id, *id)).await.unwrap();
+        store.users().create(NewUser::new(*id, *id)).await.unwrap();
     }
 }
 
 async fn post(store: &Store, author: &str, title: &str, body: &str) -> Post<Extra> {
     store
-        .create_post(NewPost::new(author, title, body, Extra::default()))
+        .posts()
+        .create(NewPost::new(author, title, body, Extra::default()))
         .await
         .unwrap()
 }
@@ -64,7 +65,7 @@ async fn read_feed(store: &Store, feed: &FeedKind, page_size: usize) -> Vec<Post
     let mut all = Vec::new();
     let mut request = PageRequest::first(page_size);
     loop {
-        let page = store.feed_page(feed, request).await.unwrap();
+        let page = store.feeds().page(feed, request).await.unwrap();
         assert!(page.items.len() <= page_size);
         all.extend(ids(&page.items));
         match page.next {
@@ -114,12 +115,12 @@ async fn post_round_trip_with_media_and_extension() {
     .image(Media::new("https://img.example/2.png", "Dunes"))
     .video(Media::new("https://vid.example/1.mp4", "Waves"))
     .audio(Media::new("https://aud.example/1.mp3", "Gulls"));
-    let (created, commands) = t.commands.measure(store.create_post(new.clone())).await;
+    let (created, commands) = t.commands.measure(store.posts().create(new.clone())).await;
     let created = created.unwrap();
     assert_eq!(commands, ["find", "insert", "insert"], "user, post, job");
     assert_eq!(created.created_by.username, "ann");
 
-    let (read, commands) = t.commands.measure(store.post(created.id)).await;
+    let (read, commands) = t.commands.measure(store.posts().get(created.id)).await;
     let read = read.unwrap();
     assert_eq!(commands, ["find"], "a post is one query");
     assert_eq!(read, created);
@@ -133,7 +134,7 @@ async fn post_round_trip_with_media_and_extension() {
     );
 
     // The ladder's other rungs: the hot profile and the rarely read rest.
-    let user = store.user("ann").await.unwrap();
+    let user = store.users().get("ann").await.unwrap();
     assert_eq!(user.chunk(), read.created_by);
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Details {
@@ -144,11 +145,11 @@ async fn post_round_trip_with_media_and_extension() {
         email: "ann@example.com".into(),
         birthday: "1983-05-07".into(),
     };
-    store.put_extended_user("ann", &details).await.unwrap();
-    let extended = store.extended_user::<Details>("ann").await.unwrap();
+    store.users().put_extended("ann", &details).await.unwrap();
+    let extended = store.users().get_extended::<Details>("ann").await.unwrap();
     assert_eq!((extended.id.as_str(), &extended.details), ("ann", &details));
     assert!(matches!(
-        store.put_extended_user("ghost", &details).await,
+        store.users().put_extended("ghost", &details).await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
@@ -156,7 +157,7 @@ async fn post_round_trip_with_media_and_extension() {
     ));
     users(&store, &["bob"]).await;
     assert!(matches!(
-        store.extended_user::<Details>("bob").await,
+        store.users().get_extended::<Details>("bob").await,
         Err(Error::NotFound { .. })
     ));
     assert_eq!(count(&t, "extended_users").await, 1);
@@ -201,19 +202,23 @@ async fn rename_reaches_every_copy_after_an_interrupted_propagation() {
 
     // Interrupted after 2 batches of 4: some copies are new, the rest still old.
     let first = store
-        .rename_user_in_background("ann", "annie")
+        .users()
+        .rename_in_background("ann", "annie")
         .await
         .unwrap();
-    let status = store.run_propagation(first, Some(2)).await.unwrap();
+    let status = store.users().run_propagation(first, Some(2)).await.unwrap();
     assert!(!status.done);
     assert_eq!((status.batches, status.updated), (2, 8));
     assert_eq!(named("annie").await, 8);
     assert_eq!(named("ann").await, 10);
-    assert_eq!(store.unfinished_propagations().await.unwrap(), [first]);
-    assert_eq!(store.user("ann").await.unwrap().username, "annie");
+    assert_eq!(
+        store.users().unfinished_propagations().await.unwrap(),
+        [first]
+    );
+    assert_eq!(store.users().get("ann").await.unwrap().username, "annie");
 
     // Resumed: every copy, in posts and comments, has the new name; bob's post is untouched.
-    assert_eq!(store.resume_propagations().await.unwrap(), 1);
+    assert_eq!(store.users().resume_propagations().await.unwrap(), 1);
     assert_eq!(named("annie").await, 18);
     assert_eq!(named("ann").await, 0);
     assert_eq!(named("bob").await, 1);
@@ -224,25 +229,39 @@ async fn rename_reaches_every_copy_after_an_interrupted_propagation() {
             .unwrap(),
         6
     );
-    assert!(store.unfinished_propagations().await.unwrap().is_empty());
+    assert!(store
+        .users()
+        .unfinished_propagations()
+        .await
+        .unwrap()
+        .is_empty());
 
     // Idempotent: running again rewrites nothing.
-    let again = store.propagate_user("ann").await.unwrap();
+    let again = store.users().propagate("ann").await.unwrap();
     assert!(again.done);
     assert_eq!(again.updated, 0);
 
     // Two renames whose runs finish in the wrong order still end with the newest name.
     let stale = store
-        .rename_user_in_background("ann", "ann2")
+        .users()
+        .rename_in_background("ann", "ann2")
         .await
         .unwrap();
-    let status = store.run_propagation(stale, Some(1)).await.unwrap();
+    let status = store.users().run_propagation(stale, Some(1)).await.unwrap();
     assert!(!status.done);
-    assert!(store.rename_user("ann", "ann3").await.unwrap().done);
-    assert!(store.run_propagation(stale, None).await.unwrap().done);
+    assert!(store.users().rename("ann", "ann3").await.unwrap().done);
+    assert!(
+        store
+            .users()
+            .run_propagation(stale, None)
+            .await
+            .unwrap()
+            .done
+    );
     assert_eq!(named("ann3").await, 18);
     let post = store
-        .post(PostId(
+        .posts()
+        .get(PostId(
             posts
                 .find_one(doc! { "created_by.id": "ann" })
                 .await
@@ -265,7 +284,11 @@ async fn likes_are_exact_under_concurrency() {
     let (t, store) = store_with("feed_likes_concurrent", |b| b).await;
     let names: Vec<String> = (0..20).map(|i| format!("u{i:02}")).collect();
     for name in &names {
-        store.create_user(NewUser::new(name, name)).await.unwrap();
+        store
+            .users()
+            .create(NewUser::new(name, name))
+            .await
+            .unwrap();
     }
     users(&store, &["ann"]).await;
     let target = post(&store, "ann", "Like me", "please").await.id;
@@ -277,7 +300,9 @@ async fn likes_are_exact_under_concurrency() {
         for name in &names {
             for _ in 0..2 {
                 let (store, name) = (store.clone(), name.clone());
-                tasks.push(tokio::spawn(async move { store.like(target, &name).await }));
+                tasks.push(tokio::spawn(async move {
+                    store.likes().like(target, &name).await
+                }));
             }
         }
         let mut liked = 0;
@@ -290,7 +315,7 @@ async fn likes_are_exact_under_concurrency() {
             liked, expected,
             "round {round}: each user's like counts once"
         );
-        assert_eq!(store.counters(target).await.unwrap().likes, 20);
+        assert_eq!(store.likes().counters(target).await.unwrap().likes, 20);
 
         let mut tasks = Vec::new();
         for (i, name) in names
@@ -302,7 +327,7 @@ async fn likes_are_exact_under_concurrency() {
             for _ in 0..2 {
                 let (store, name) = (store.clone(), name.clone());
                 tasks.push(tokio::spawn(async move {
-                    (i, store.unlike(target, &name).await)
+                    (i, store.likes().unlike(target, &name).await)
                 }));
             }
         }
@@ -311,29 +336,31 @@ async fn likes_are_exact_under_concurrency() {
             unliked += usize::from(task.await.unwrap().1.unwrap());
         }
         assert_eq!(unliked, 10, "round {round}: each unlike counts once");
-        assert_eq!(store.counters(target).await.unwrap().likes, 10);
+        assert_eq!(store.likes().counters(target).await.unwrap().likes, 10);
     }
     assert_eq!(count(&t, "post_likes").await, 10);
-    assert!(store.likes(target, "u00").await.unwrap());
-    assert!(!store.likes(target, "u01").await.unwrap());
-    assert_eq!(store.recount_likes(target).await.unwrap(), 10);
+    assert!(store.likes().is_liked(target, "u00").await.unwrap());
+    assert!(!store.likes().is_liked(target, "u01").await.unwrap());
+    assert_eq!(store.likes().recount(target).await.unwrap(), 10);
 
     store
+        .likes()
         .add_to_counter(target, Counter::Comments, 2)
         .await
         .unwrap();
     store
+        .likes()
         .add_to_counter(target, Counter::Points, 15)
         .await
         .unwrap();
-    let counters = store.counters(target).await.unwrap();
+    let counters = store.likes().counters(target).await.unwrap();
     assert_eq!(
         (counters.likes, counters.comments, counters.points),
         (10, 2, 15)
     );
 
     // Commands of one like and of a repeated like.
-    let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
+    let (liked, commands) = t.commands.measure(store.likes().like(target, "u01")).await;
     assert!(liked.unwrap());
     let locked = !t.info.capabilities().atomic_updates;
     // The like is stored marked "not yet counted", counted, then unmarked: the mark lets a like
@@ -349,7 +376,7 @@ async fn likes_are_exact_under_concurrency() {
         commands, expected,
         "post, user, (lock), like, $inc, unmark, (unlock)"
     );
-    let (liked, commands) = t.commands.measure(store.like(target, "u01")).await;
+    let (liked, commands) = t.commands.measure(store.likes().like(target, "u01")).await;
     assert!(!liked.unwrap());
     // The refused insert is followed by a read of the stored like, to finish it if a failure
     // interrupted it.
@@ -359,7 +386,10 @@ async fn likes_are_exact_under_concurrency() {
         &["find", "find", "insert", "find"]
     };
     assert_eq!(commands, expected, "a repeated like counts nothing");
-    let (unliked, commands) = t.commands.measure(store.unlike(target, "u01")).await;
+    let (unliked, commands) = t
+        .commands
+        .measure(store.likes().unlike(target, "u01"))
+        .await;
     assert!(unliked.unwrap());
     let expected: &[&str] = if locked {
         &[
@@ -401,12 +431,17 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
         );
     }
     let first = store
-        .feed_page(&latest, PageRequest::first(5))
+        .feeds()
+        .page(&latest, PageRequest::first(5))
         .await
         .unwrap();
     let (page, commands) = t
         .commands
-        .measure(store.feed_page(&latest, PageRequest::after(5, first.next.unwrap())))
+        .measure(
+            store
+                .feeds()
+                .page(&latest, PageRequest::after(5, first.next.unwrap())),
+        )
         .await;
     assert_eq!(ids(&page.unwrap().items), newest_first[5..10]);
     assert_eq!(
@@ -417,13 +452,15 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
 
     // A post arriving while paging does not shift the pages after the cursor.
     let first = store
-        .feed_page(&latest, PageRequest::first(4))
+        .feeds()
+        .page(&latest, PageRequest::first(4))
         .await
         .unwrap();
     let newer = post(&store, "ann", "late", "text").await.id;
     store.run_pending().await.unwrap();
     let second = store
-        .feed_page(&latest, PageRequest::after(4, first.next.unwrap()))
+        .feeds()
+        .page(&latest, PageRequest::after(4, first.next.unwrap()))
         .await
         .unwrap();
     assert_eq!(ids(&second.items), newest_first[4..8]);
@@ -433,7 +470,11 @@ async fn feed_pages_are_ordered_bounded_and_complete() {
     users(&store, &["cat"]).await;
     let (empty, commands) = t
         .commands
-        .measure(store.feed_page(&FeedKind::User("cat".into()), PageRequest::first(5)))
+        .measure(
+            store
+                .feeds()
+                .page(&FeedKind::User("cat".into()), PageRequest::first(5)),
+        )
         .await;
     let empty = empty.unwrap();
     assert!(empty.items.is_empty() && empty.next.is_none());
@@ -448,14 +489,18 @@ async fn hot_feed_counts_only_the_window() {
     let (t, store) = store_with("feed_hot_window", |b| b.clock(clock.clone())).await;
     let likers: Vec<String> = (0..5).map(|i| format!("fan{i}")).collect();
     for name in &likers {
-        store.create_user(NewUser::new(name, name)).await.unwrap();
+        store
+            .users()
+            .create(NewUser::new(name, name))
+            .await
+            .unwrap();
     }
     users(&store, &["ann"]).await;
     let like = |post: PostId, range: std::ops::Range<usize>| {
         let (store, likers) = (store.clone(), likers.clone());
         async move {
             for name in &likers[range] {
-                assert!(store.like(post, name).await.unwrap());
+                assert!(store.likes().like(post, name).await.unwrap());
             }
         }
     };
@@ -484,33 +529,35 @@ async fn hot_feed_counts_only_the_window() {
         .unwrap();
 
     // At T0+20h everything is in the window: A 5, D 4, B 2; C has no likes.
-    store.refresh_hot_feed().await.unwrap();
+    store.feeds().refresh_hot().await.unwrap();
     let hot = read_feed(&store, &FeedKind::Hot, 2).await;
     assert_eq!(hot, [a, d, b]);
 
     // A refresh recomputes scores: a cursor from before it is refused, not silently reused.
     let first = store
-        .feed_page(&FeedKind::Hot, PageRequest::first(1))
+        .feeds()
+        .page(&FeedKind::Hot, PageRequest::first(1))
         .await
         .unwrap();
-    store.refresh_hot_feed().await.unwrap();
+    store.feeds().refresh_hot().await.unwrap();
     assert!(matches!(
         store
-            .feed_page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
+            .feeds()
+            .page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
             .await,
         Err(Error::InvalidCursor { .. })
     ));
 
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
     clock.set(start + 26 * HOUR_MS);
-    store.schedule_hot_refresh().await.unwrap();
+    store.feeds().schedule_hot_refresh().await.unwrap();
     store.run_pending().await.unwrap();
-    let items = store.feed_items(&FeedKind::Hot).await.unwrap();
+    let items = store.feeds().items(&FeedKind::Hot).await.unwrap();
     let scored: Vec<(PostId, f64)> = items.iter().map(|item| (item.post, item.score)).collect();
     assert_eq!(scored, [(b, 2.0), (d, 1.0)]);
 
     // Total counters are not windowed.
-    assert_eq!(store.counters(a).await.unwrap().likes, 5);
+    assert_eq!(store.likes().counters(a).await.unwrap().likes, 5);
 }
 
 #[tokio::test]
@@ -583,7 +630,7 @@ async fn personal_feeds_follow_the_follow_list() {
     // A new follower's feed is rebuilt from whom they follow.
     follows.follow("erin", "eve");
     follows.follow("erin", "cat");
-    assert_eq!(store.rebuild_user_feed("erin").await.unwrap(), 3);
+    assert_eq!(store.feeds().rebuild_user("erin").await.unwrap(), 3);
     assert_eq!(
         read_feed(&store, &feed_of("erin"), 1).await,
         [extra, e1, c1]
@@ -752,7 +799,7 @@ async fn search_matches_all_terms_in_order() {
             let mut found = Vec::new();
             let mut request = PageRequest::first(size);
             loop {
-                let page = store.search("RUST", order, request).await.unwrap();
+                let page = store.search().page("RUST", order, request).await.unwrap();
                 found.extend(ids(&page.items));
                 match page.next {
                     Some(cursor) => request = PageRequest::after(size, cursor),
@@ -780,13 +827,18 @@ async fn search_matches_all_terms_in_order() {
     }
 
     let both = store
-        .search("rust async", SearchOrder::Newest, PageRequest::first(10))
+        .search()
+        .page("rust async", SearchOrder::Newest, PageRequest::first(10))
         .await
         .unwrap();
     assert_eq!(ids(&both.items), [p4, p1], "every term must match");
     let (page, commands) = t
         .commands
-        .measure(store.search("rust", SearchOrder::Newest, PageRequest::first(2)))
+        .measure(
+            store
+                .search()
+                .page("rust", SearchOrder::Newest, PageRequest::first(2)),
+        )
         .await;
     assert_eq!(page.unwrap().items.len(), 2);
     assert_eq!(
@@ -805,7 +857,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     store.run_pending().await.unwrap();
     // A cursor of a newest-first search, to hand where it does not belong.
     let search_cursor = store
-        .search("kept", SearchOrder::Newest, PageRequest::first(1))
+        .search()
+        .page("kept", SearchOrder::Newest, PageRequest::first(1))
         .await
         .unwrap()
         .next
@@ -827,20 +880,22 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         |author: &str, title: &str, body: &str| NewPost::new(author, title, body, Extra::default());
     t.commands.reset();
     assert!(matches!(
-        store.create_post(new("ann", " ", "")).await,
+        store.posts().create(new("ann", " ", "")).await,
         Err(Error::Blank {
             what: "title and body"
         })
     ));
     assert!(matches!(
         store
-            .create_post(new("ann", "t", "b").image(Media::new("", "no url")))
+            .posts()
+            .create(new("ann", "t", "b").image(Media::new("", "no url")))
             .await,
         Err(Error::Blank { what: "media url" })
     ));
     assert!(matches!(
         store
-            .create_post(new("ann", "big", &"x".repeat(5000)))
+            .posts()
+            .create(new("ann", "big", &"x".repeat(5000)))
             .await,
         Err(Error::TooLarge {
             what: "post",
@@ -855,7 +910,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     assert!(
         matches!(
             store
-                .feed_page(
+                .feeds()
+                .page(
                     &FeedKind::Latest,
                     PageRequest::after(5, search_cursor.clone())
                 )
@@ -866,7 +922,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     );
     assert!(matches!(
         store
-            .search(
+            .search()
+            .page(
                 "x",
                 SearchOrder::BestMatch,
                 PageRequest::after(5, search_cursor)
@@ -876,7 +933,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     ));
     assert!(matches!(
         store
-            .search("  ", SearchOrder::Newest, PageRequest::first(5))
+            .search()
+            .page("  ", SearchOrder::Newest, PageRequest::first(5))
             .await,
         Err(Error::Blank {
             what: "search terms"
@@ -884,7 +942,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     ));
     assert!(matches!(
         store
-            .feed_page(&FeedKind::Latest, PageRequest::first(0))
+            .feeds()
+            .page(&FeedKind::Latest, PageRequest::first(0))
             .await,
         Err(Error::InvalidPageLimit { .. })
     ));
@@ -892,17 +951,22 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     // role of a user id, the field of other text.
     for blank in ["", " ", "\t "] {
         for result in [
-            store.create_user(NewUser::new(blank, "x")).await.map(drop),
-            store.create_post(new(blank, "t", "b")).await.map(drop),
-            store.like(kept, blank).await.map(drop),
-            store.unlike(kept, blank).await.map(drop),
-            store.rename_user(blank, "x").await.map(drop),
-            store.user(blank).await.map(drop),
             store
-                .feed_page(&FeedKind::User(blank.to_owned()), PageRequest::first(5))
+                .users()
+                .create(NewUser::new(blank, "x"))
                 .await
                 .map(drop),
-            store.rebuild_user_feed(blank).await.map(drop),
+            store.posts().create(new(blank, "t", "b")).await.map(drop),
+            store.likes().like(kept, blank).await.map(drop),
+            store.likes().unlike(kept, blank).await.map(drop),
+            store.users().rename(blank, "x").await.map(drop),
+            store.users().get(blank).await.map(drop),
+            store
+                .feeds()
+                .page(&FeedKind::User(blank.to_owned()), PageRequest::first(5))
+                .await
+                .map(drop),
+            store.feeds().rebuild_user(blank).await.map(drop),
         ] {
             assert!(
                 matches!(
@@ -916,7 +980,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         }
         assert!(
             matches!(
-                store.create_user(NewUser::new("u9", blank)).await,
+                store.users().create(NewUser::new("u9", blank)).await,
                 Err(Error::Blank { what: "username" })
             ),
             "{blank:?}"
@@ -925,7 +989,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     assert_eq!(t.commands.total(), 0, "caught before any command");
 
     assert!(matches!(
-        store.create_post(new("ghost", "t", "b")).await,
+        store.posts().create(new("ghost", "t", "b")).await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
@@ -933,42 +997,42 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     ));
     let unknown = PostId::new();
     assert!(matches!(
-        store.post(unknown).await,
+        store.posts().get(unknown).await,
         Err(Error::NotFound {
             what: Entity::Post,
             ..
         })
     ));
     assert!(matches!(
-        store.like(unknown, "ann").await,
+        store.likes().like(unknown, "ann").await,
         Err(Error::NotFound {
             what: Entity::Post,
             ..
         })
     ));
     assert!(matches!(
-        store.unlike(unknown, "ann").await,
+        store.likes().unlike(unknown, "ann").await,
         Err(Error::NotFound {
             what: Entity::Post,
             ..
         })
     ));
     assert!(matches!(
-        store.counters(unknown).await,
+        store.likes().counters(unknown).await,
         Err(Error::NotFound {
             what: Entity::Post,
             ..
         })
     ));
     assert!(matches!(
-        store.like(kept, "ghost").await,
+        store.likes().like(kept, "ghost").await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
         })
     ));
     assert!(matches!(
-        store.unlike(kept, "ghost").await,
+        store.likes().unlike(kept, "ghost").await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
@@ -976,7 +1040,8 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     ));
     assert!(matches!(
         store
-            .feed_page(&FeedKind::User("ghost".into()), PageRequest::first(5))
+            .feeds()
+            .page(&FeedKind::User("ghost".into()), PageRequest::first(5))
             .await,
         Err(Error::NotFound {
             what: Entity::User,
@@ -984,35 +1049,35 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         })
     ));
     assert!(matches!(
-        store.rebuild_user_feed("ghost").await,
+        store.feeds().rebuild_user("ghost").await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
         })
     ));
     assert!(matches!(
-        store.create_user(NewUser::new("ann", "other")).await,
+        store.users().create(NewUser::new("ann", "other")).await,
         Err(Error::AlreadyExists {
             what: Entity::User,
             ..
         })
     ));
     assert!(matches!(
-        store.create_user(NewUser::new("carl", "bob")).await,
+        store.users().create(NewUser::new("carl", "bob")).await,
         Err(Error::AlreadyExists {
             what: Entity::Username,
             ..
         })
     ));
     assert!(matches!(
-        store.rename_user("ann", "bob").await,
+        store.users().rename("ann", "bob").await,
         Err(Error::AlreadyExists {
             what: Entity::Username,
             ..
         })
     ));
     assert!(matches!(
-        store.rename_user("ghost", "casper").await,
+        store.users().rename("ghost", "casper").await,
         Err(Error::NotFound {
             what: Entity::User,
             ..
@@ -1022,9 +1087,17 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     for name in collections {
         assert_eq!(count(&t, name).await, before[name], "{name} unchanged");
     }
-    assert_eq!(store.user("ann").await.unwrap().username, "ann");
-    assert!(store.unfinished_propagations().await.unwrap().is_empty());
-    assert_eq!(store.post(kept).await.unwrap().created_by.username, "ann");
+    assert_eq!(store.users().get("ann").await.unwrap().username, "ann");
+    assert!(store
+        .users()
+        .unfinished_propagations()
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.posts().get(kept).await.unwrap().created_by.username,
+        "ann"
+    );
 }
 
 /// Fails every run.
@@ -1228,15 +1301,29 @@ async fn propagation_jobs_stop_at_their_deadline_and_resume() {
     }
     store.run_pending().await.unwrap();
     let propagation = store
-        .rename_user_in_background("ann", "annie")
+        .users()
+        .rename_in_background("ann", "annie")
         .await
         .unwrap();
     let ran = store.run_pending().await.unwrap();
     assert!(ran > 1, "the propagation was split over {ran} jobs");
-    assert!(store.unfinished_propagations().await.unwrap().is_empty());
-    assert!(store.run_propagation(propagation, None).await.unwrap().done);
+    assert!(store
+        .users()
+        .unfinished_propagations()
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        store
+            .users()
+            .run_propagation(propagation, None)
+            .await
+            .unwrap()
+            .done
+    );
     let latest = store
-        .feed_page(&FeedKind::Latest, PageRequest::first(10))
+        .feeds()
+        .page(&FeedKind::Latest, PageRequest::first(10))
         .await
         .unwrap();
     assert_eq!(latest.items.len(), 4);
@@ -1257,13 +1344,13 @@ async fn concurrent_renames_leave_every_copy_at_the_final_chunk() {
     for i in 0..renames {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            store.rename_user("ann", &format!("ann{i}")).await
+            store.users().rename("ann", &format!("ann{i}")).await
         }));
     }
     for task in tasks {
         assert!(task.await.unwrap().unwrap().done);
     }
-    let user = store.user("ann").await.unwrap();
+    let user = store.users().get("ann").await.unwrap();
     assert_eq!(user.revision, renames, "every rename got its own revision");
     let posts: Vec<Document> = t
         .collection::<Document>("posts")
@@ -1286,7 +1373,11 @@ async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
     let (t, store) = store_with("feed_like_undo", |b| b).await;
     let names: Vec<String> = (0..12).map(|i| format!("u{i:02}")).collect();
     for name in &names {
-        store.create_user(NewUser::new(name, name)).await.unwrap();
+        store
+            .users()
+            .create(NewUser::new(name, name))
+            .await
+            .unwrap();
     }
     users(&store, &["ann"]).await;
     let target = post(&store, "ann", "Like me", "please").await.id;
@@ -1307,32 +1398,41 @@ async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
 
     // An `$inc` that fails (the counter is not a number) leaves no uncounted like behind.
     break_counter(bson::Bson::String("broken".into())).await;
-    assert!(store.like(target, "u00").await.is_err());
-    assert!(!store.likes(target, "u00").await.unwrap(), "like undone");
-    break_counter(bson::Bson::Int64(0)).await;
-    assert!(store.like(target, "u00").await.unwrap(), "the retry counts");
-    assert_eq!(store.counters(target).await.unwrap().likes, 1);
-    // Likewise an unlike whose `$inc` fails puts the like back.
-    break_counter(bson::Bson::String("broken".into())).await;
-    assert!(store.unlike(target, "u00").await.is_err());
-    assert!(store.likes(target, "u00").await.unwrap(), "like put back");
-    break_counter(bson::Bson::Int64(1)).await;
+    assert!(store.likes().like(target, "u00").await.is_err());
     assert!(
-        store.unlike(target, "u00").await.unwrap(),
+        !store.likes().is_liked(target, "u00").await.unwrap(),
+        "like undone"
+    );
+    break_counter(bson::Bson::Int64(0)).await;
+    assert!(
+        store.likes().like(target, "u00").await.unwrap(),
         "the retry counts"
     );
-    assert_eq!(store.counters(target).await.unwrap().likes, 0);
+    assert_eq!(store.likes().counters(target).await.unwrap().likes, 1);
+    // Likewise an unlike whose `$inc` fails puts the like back.
+    break_counter(bson::Bson::String("broken".into())).await;
+    assert!(store.likes().unlike(target, "u00").await.is_err());
+    assert!(
+        store.likes().is_liked(target, "u00").await.unwrap(),
+        "like put back"
+    );
+    break_counter(bson::Bson::Int64(1)).await;
+    assert!(
+        store.likes().unlike(target, "u00").await.unwrap(),
+        "the retry counts"
+    );
+    assert_eq!(store.likes().counters(target).await.unwrap().likes, 0);
 
     // Recounts racing likes: exact where the like and its $inc share the counter lock.
     let mut tasks = Vec::new();
     for name in &names {
         let (liker, name) = (store.clone(), name.clone());
         tasks.push(tokio::spawn(async move {
-            liker.like(target, &name).await.map(|_| ())
+            liker.likes().like(target, &name).await.map(|_| ())
         }));
         let counter = store.clone();
         tasks.push(tokio::spawn(async move {
-            counter.recount_likes(target).await.map(|_| ())
+            counter.likes().recount(target).await.map(|_| ())
         }));
     }
     for task in tasks {
@@ -1340,10 +1440,10 @@ async fn failed_increments_undo_their_like_and_recounts_stay_exact() {
     }
     assert_eq!(count(&t, "post_likes").await, 12);
     if !t.info.capabilities().atomic_updates {
-        assert_eq!(store.counters(target).await.unwrap().likes, 12);
+        assert_eq!(store.likes().counters(target).await.unwrap().likes, 12);
     }
-    assert_eq!(store.recount_likes(target).await.unwrap(), 12);
-    assert_eq!(store.counters(target).await.unwrap().likes, 12);
+    assert_eq!(store.likes().recount(target).await.unwrap(), 12);
+    assert_eq!(store.likes().counters(target).await.unwrap().likes, 12);
 }
 
 /// The collections as a failure part-way through a like or unlike leaves them (written here by
@@ -1363,7 +1463,7 @@ async fn interrupted_likes_and_unlikes_are_finished_once() {
                 .count_documents(doc! { "post": target.0 })
                 .await
                 .unwrap();
-            let counted = store.counters(target).await.unwrap().likes;
+            let counted = store.likes().counters(target).await.unwrap().likes;
             assert_eq!(
                 counted, stored as i64,
                 "{when}: counter equals the stored likes"
@@ -1390,21 +1490,21 @@ async fn interrupted_likes_and_unlikes_are_finished_once() {
     };
 
     interrupted_like("bob").await;
-    assert!(store.unlike(target, "bob").await.unwrap());
+    assert!(store.likes().unlike(target, "bob").await.unwrap());
     exact("an interrupted like, then an unlike").await;
-    assert!(!store.likes(target, "bob").await.unwrap());
+    assert!(!store.likes().is_liked(target, "bob").await.unwrap());
 
     interrupted_like("cid").await;
     assert!(
-        !store.like(target, "cid").await.unwrap(),
+        !store.likes().like(target, "cid").await.unwrap(),
         "the repeat finds the like stored"
     );
     exact("an interrupted like, then the like again").await;
-    assert!(store.likes(target, "cid").await.unwrap());
+    assert!(store.likes().is_liked(target, "cid").await.unwrap());
 
     // An unlike interrupted after its `-1` landed: the like is still stored, marked "removing"
     // with the unlike's op id, which the counter holds.
-    assert!(store.like(target, "dan").await.unwrap());
+    assert!(store.likes().like(target, "dan").await.unwrap());
     let unlike_op = bson::oid::ObjectId::new();
     likes
         .update_one(
@@ -1421,16 +1521,19 @@ async fn interrupted_likes_and_unlikes_are_finished_once() {
         .await
         .unwrap();
     assert!(
-        !store.likes(target, "dan").await.unwrap(),
+        !store.likes().is_liked(target, "dan").await.unwrap(),
         "a like being removed reads as absent"
     );
-    assert!(store.like(target, "dan").await.unwrap(), "liked anew");
+    assert!(
+        store.likes().like(target, "dan").await.unwrap(),
+        "liked anew"
+    );
     exact("an interrupted unlike, then a like").await;
-    assert!(store.unlike(target, "dan").await.unwrap());
+    assert!(store.likes().unlike(target, "dan").await.unwrap());
     exact("then an unlike").await;
 
     // An unlike interrupted before its `-1`: marked, not uncounted; the unlike again.
-    assert!(store.like(target, "eve").await.unwrap());
+    assert!(store.likes().like(target, "eve").await.unwrap());
     likes
         .update_one(
             doc! { "_id": { "post": target.0, "user": "eve" }, "post": target.0 },
@@ -1438,11 +1541,15 @@ async fn interrupted_likes_and_unlikes_are_finished_once() {
         )
         .await
         .unwrap();
-    assert!(!store.likes(target, "eve").await.unwrap());
-    store.unlike(target, "eve").await.unwrap();
+    assert!(!store.likes().is_liked(target, "eve").await.unwrap());
+    store.likes().unlike(target, "eve").await.unwrap();
     exact("an interrupted unlike, then the unlike again").await;
-    assert_eq!(store.counters(target).await.unwrap().likes, 1, "cid's");
-    assert_eq!(store.recount_likes(target).await.unwrap(), 1);
+    assert_eq!(
+        store.likes().counters(target).await.unwrap().likes,
+        1,
+        "cid's"
+    );
+    assert_eq!(store.likes().recount(target).await.unwrap(), 1);
 }
 
 /// Marks nobody touches again are finished by `settle_likes` (and by `recount_likes` before it
@@ -1453,7 +1560,7 @@ async fn settle_likes_finishes_interrupted_likes_once() {
     users(&store, &["ann", "bob", "cid"]).await;
     let target = post(&store, "ann", "Settle", "me").await.id;
     let likes = t.collection::<Document>("post_likes");
-    assert!(store.like(target, "ann").await.unwrap());
+    assert!(store.likes().like(target, "ann").await.unwrap());
     // bob's like stored but never counted; cid's like counted, then marked by an unlike that
     // never uncounted it.
     likes
@@ -1467,7 +1574,7 @@ async fn settle_likes_finishes_interrupted_likes_once() {
         })
         .await
         .unwrap();
-    assert!(store.like(target, "cid").await.unwrap());
+    assert!(store.likes().like(target, "cid").await.unwrap());
     likes
         .update_one(
             doc! { "_id": { "post": target.0, "user": "cid" }, "post": target.0 },
@@ -1475,13 +1582,17 @@ async fn settle_likes_finishes_interrupted_likes_once() {
         )
         .await
         .unwrap();
-    assert_eq!(store.settle_likes(target).await.unwrap(), 2);
+    assert_eq!(store.likes().settle(target).await.unwrap(), 2);
     assert_eq!(count(&t, "post_likes").await, 2, "ann's and bob's");
-    assert_eq!(store.counters(target).await.unwrap().likes, 2);
-    assert_eq!(store.settle_likes(target).await.unwrap(), 0, "nothing left");
-    assert_eq!(store.recount_likes(target).await.unwrap(), 2);
-    assert!(store.likes(target, "bob").await.unwrap());
-    assert!(!store.likes(target, "cid").await.unwrap());
+    assert_eq!(store.likes().counters(target).await.unwrap().likes, 2);
+    assert_eq!(
+        store.likes().settle(target).await.unwrap(),
+        0,
+        "nothing left"
+    );
+    assert_eq!(store.likes().recount(target).await.unwrap(), 2);
+    assert!(store.likes().is_liked(target, "bob").await.unwrap());
+    assert!(!store.likes().is_liked(target, "cid").await.unwrap());
 }
 
 #[tokio::test]
@@ -1503,12 +1614,12 @@ async fn old_posts_liked_recently_do_not_crowd_out_the_hot_window() {
     let new = post(&store, "ann", "new", "x").await.id;
     clock.set(start + 26 * HOUR_MS);
     for post in &old {
-        store.like(*post, "fan0").await.unwrap();
-        store.like(*post, "fan1").await.unwrap();
+        store.likes().like(*post, "fan0").await.unwrap();
+        store.likes().like(*post, "fan1").await.unwrap();
     }
-    store.like(new, "fan0").await.unwrap();
-    assert_eq!(store.refresh_hot_feed().await.unwrap(), 1);
-    let hot = store.feed_items(&FeedKind::Hot).await.unwrap();
+    store.likes().like(new, "fan0").await.unwrap();
+    assert_eq!(store.feeds().refresh_hot().await.unwrap(), 1);
+    let hot = store.feeds().items(&FeedKind::Hot).await.unwrap();
     assert_eq!(hot.len(), 1);
     assert_eq!((hot[0].post, hot[0].score), (new, 1.0));
 }
@@ -1563,7 +1674,7 @@ async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
         read_feed(&store, &FeedKind::User("bob".into()), 5).await,
         [p]
     );
-    assert_eq!(store.rebuild_user_feed("bob").await.unwrap(), 1);
+    assert_eq!(store.feeds().rebuild_user("bob").await.unwrap(), 1);
 
     // A non-finite score is a typed error, and no feed gets it.
     post(&store, "nan", "bad", "x").await;
@@ -1577,11 +1688,12 @@ async fn fan_out_tolerates_repeated_followers_and_refuses_bad_scores() {
     assert!(job.get_str("last_error").unwrap().contains("non-finite"));
     assert_eq!(read_feed(&store, &FeedKind::Latest, 5).await, [p]);
     assert!(matches!(
-        store.rebuild_user_feed("nan").await,
+        store.feeds().rebuild_user("nan").await,
         Err(Error::InvalidConfig { .. })
     ));
     assert!(store
-        .feed_items(&FeedKind::User("nan".into()))
+        .feeds()
+        .items(&FeedKind::User("nan".into()))
         .await
         .unwrap()
         .is_empty());
@@ -1687,12 +1799,12 @@ async fn reopen_reads_what_was_written() {
         .await
         .expect("indexes on the next start");
     second.create_indexes().await.expect("indexes again");
-    assert_eq!(second.post(written.id).await.unwrap(), written);
+    assert_eq!(second.posts().get(written.id).await.unwrap(), written);
     assert_eq!(
         read_feed(&second, &FeedKind::Latest, 10).await,
         [written.id]
     );
-    let taken = second.create_user(NewUser::new("ann2", "ann")).await;
+    let taken = second.users().create(NewUser::new("ann2", "ann")).await;
     assert!(
         matches!(
             taken,
@@ -1714,8 +1826,12 @@ async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
         .capabilities(t.info.capabilities())
         .build()
         .unwrap();
-    store.create_user(NewUser::new("u1", "ann")).await.unwrap();
-    let taken = store.create_user(NewUser::new("u2", "ann")).await;
+    store
+        .users()
+        .create(NewUser::new("u1", "ann"))
+        .await
+        .unwrap();
+    let taken = store.users().create(NewUser::new("u2", "ann")).await;
     assert!(
         matches!(
             taken,
@@ -1726,8 +1842,12 @@ async fn a_store_used_before_create_indexes_keeps_usernames_unique() {
         ),
         "{taken:?}"
     );
-    store.create_user(NewUser::new("u3", "bob")).await.unwrap();
-    let taken = store.rename_user("u3", "ann").await;
+    store
+        .users()
+        .create(NewUser::new("u3", "bob"))
+        .await
+        .unwrap();
+    let taken = store.users().rename("u3", "ann").await;
     assert!(
         matches!(
             taken,

@@ -740,10 +740,11 @@ async fn the_graph_is_the_feeds_follow_source() {
         .unwrap();
     store.create_indexes().await.unwrap();
     for id in ["ann", "bob", "cat", "dan"] {
-        store.create_user(NewUser::new(id, id)).await.unwrap();
+        store.users().create(NewUser::new(id, id)).await.unwrap();
     }
     let post = store
-        .create_post(NewPost::new("ann", "Hello", "from ann", ()))
+        .posts()
+        .create(NewPost::new("ann", "Hello", "from ann", ()))
         .await
         .unwrap();
     store.run_pending().await.unwrap();
@@ -753,7 +754,8 @@ async fn the_graph_is_the_feeds_follow_source() {
         ("dan", vec![]),
     ] {
         let page = store
-            .feed_page(&FeedKind::User(reader.into()), PageRequest::first(10))
+            .feeds()
+            .page(&FeedKind::User(reader.into()), PageRequest::first(10))
             .await
             .unwrap();
         let got: Vec<_> = page.items.iter().map(|p| p.id).collect();

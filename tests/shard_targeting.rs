@@ -278,27 +278,39 @@ async fn feed_commands_are_targeted() {
     let follows = Arc::new(FollowList::from_pairs([("bob", "ann")]));
     let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().unwrap();
     store.create_indexes().await.unwrap();
-    store.create_user(NewUser::new("ann", "ann")).await.unwrap();
-    store.create_user(NewUser::new("bob", "bob")).await.unwrap();
+    store
+        .users()
+        .create(NewUser::new("ann", "ann"))
+        .await
+        .unwrap();
+    store
+        .users()
+        .create(NewUser::new("bob", "bob"))
+        .await
+        .unwrap();
     let post = store
-        .create_post(NewPost::new("ann", "Hello", "First post", ()))
+        .posts()
+        .create(NewPost::new("ann", "Hello", "First post", ()))
         .await
         .unwrap();
     store.run_pending().await.unwrap();
-    store.like(post.id, "bob").await.unwrap();
-    store.unlike(post.id, "bob").await.unwrap();
-    store.post(post.id).await.unwrap();
+    store.likes().like(post.id, "bob").await.unwrap();
+    store.likes().unlike(post.id, "bob").await.unwrap();
+    store.posts().get(post.id).await.unwrap();
     store
-        .feed_page(&FeedKind::User("bob".into()), PageRequest::first(10))
+        .feeds()
+        .page(&FeedKind::User("bob".into()), PageRequest::first(10))
         .await
         .unwrap();
     store
-        .feed_page(&FeedKind::Latest, PageRequest::first(10))
+        .feeds()
+        .page(&FeedKind::Latest, PageRequest::first(10))
         .await
         .unwrap();
-    store.rename_user("ann", "ann2").await.unwrap();
+    store.users().rename("ann", "ann2").await.unwrap();
     store
-        .search("first", SearchOrder::Newest, PageRequest::first(10))
+        .search()
+        .page("first", SearchOrder::Newest, PageRequest::first(10))
         .await
         .unwrap();
     store

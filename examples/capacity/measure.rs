@@ -286,18 +286,20 @@ async fn feed(bench: &mut Bench) -> Result<(), Error> {
     ));
     let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build()?;
     store.create_indexes().await?;
-    store.create_user(NewUser::new("ann", "ann")).await?;
+    store.users().create(NewUser::new("ann", "ann")).await?;
     for fan in &fans {
         store
-            .create_user(NewUser::new(fan.as_str(), fan.as_str()))
+            .users()
+            .create(NewUser::new(fan.as_str(), fan.as_str()))
             .await?;
     }
-    let mut posts = Vec::new();
+    let mut post_ids = Vec::new();
     for _ in 0..10 {
         let post = store
-            .create_post(NewPost::new("ann", "Title", "A short post body.", ()))
+            .posts()
+            .create(NewPost::new("ann", "Title", "A short post body.", ()))
             .await?;
-        posts.push(post.id);
+        post_ids.push(post.id);
     }
     bench
         .measure_units(
@@ -305,25 +307,26 @@ async fn feed(bench: &mut Bench) -> Result<(), Error> {
             "feed",
             "fan-out to 100 followers",
             1,
-            posts.len(),
+            post_ids.len(),
             |_| store.run_pending(),
         )
         .await?;
+    let (posts, likes, feeds) = (store.posts(), store.likes(), store.feeds());
     bench
         .measure(&db, "feed", "create post", 10, |_| {
-            store.create_post(NewPost::new("ann", "Title", "A short post body.", ()))
+            posts.create(NewPost::new("ann", "Title", "A short post body.", ()))
         })
         .await?;
     store.run_pending().await?;
     bench
         .measure(&db, "feed", "like", 50, |i| {
-            store.like(posts[i % posts.len()], &fans[i])
+            likes.like(post_ids[i % post_ids.len()], &fans[i])
         })
         .await?;
-    let feeds: Vec<FeedKind> = fans.iter().map(|fan| FeedKind::User(fan.clone())).collect();
+    let kinds: Vec<FeedKind> = fans.iter().map(|fan| FeedKind::User(fan.clone())).collect();
     bench
         .measure(&db, "feed", "feed page of 20", 20, |i| {
-            store.feed_page(&feeds[i], PageRequest::first(20))
+            feeds.page(&kinds[i], PageRequest::first(20))
         })
         .await?;
     Ok(())

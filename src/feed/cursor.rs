@@ -7,7 +7,7 @@
 //! starts strictly after that key, so items added meanwhile neither shift nor repeat what
 //! follows.
 
-use super::PostId;
+use super::types::PostId;
 use crate::page::{self, invalid, Cursor};
 use crate::Result;
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::{FeedKind, PostId};
+use super::types::{FeedKind, PostId};
 
 /// What a ranking knows about a post when it scores it.
 #[derive(Clone, Debug, PartialEq)]

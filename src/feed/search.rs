@@ -1,4 +1,5 @@
-//! Search over posts' title and body, newest first or best match first, keyset-paged.
+//! The [`Search`] handle: posts' title and body, newest first or best match first,
+//! keyset-paged.
 //!
 //! Every term must appear (in the title or the body). Where the server has text indexes
 //! ([`crate::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
@@ -14,11 +15,16 @@
 //! per occurrence in the body, over the newest [`FALLBACK_CANDIDATES`] matches, fetched in one
 //! `find`; older matches are not ranked.
 
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::cursor;
-use super::{FeedStore, Post, PostId};
+use super::inner::Inner;
+use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
@@ -39,18 +45,67 @@ pub enum SearchOrder {
     BestMatch,
 }
 
-impl<X: Payload> FeedStore<X> {
+/// Search over posts: every term must appear in the title or the body. From
+/// [`super::FeedStore::search`]; cheap to clone.
+///
+/// Where the server has text indexes ([`crate::Capabilities::text_search`], MongoDB) it
+/// searches a text index over `title` (weight 3) and `body` (weight 1), each term quoted, so a
+/// term matches as written (not stemmed); elsewhere a case-insensitive `$regex` per term, with
+/// best match scored in the library over the newest [`FALLBACK_CANDIDATES`] matches. A page is
+/// one command.
+///
+/// ```no_run
+/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+/// use mongo_social::feed::SearchOrder;
+/// use mongo_social::PageRequest;
+///
+/// let search = store.search();
+/// let order = SearchOrder::BestMatch;
+/// let best = search.page("rust async", order, PageRequest::first(20)).await?;
+/// if let Some(cursor) = best.next {
+///     let more = search.page("rust async", order, PageRequest::after(20, cursor)).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[must_use = "a handle does nothing until one of its methods is called"]
+pub struct Search<X> {
+    inner: Arc<Inner>,
+    _extension: PhantomData<fn() -> X>,
+}
+
+impl<X> Clone for Search<X> {
+    fn clone(&self) -> Self {
+        Self::new(self.inner.clone())
+    }
+}
+
+impl<X> fmt::Debug for Search<X> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Search").field(&self.inner).finish()
+    }
+}
+
+impl<X> Search<X> {
+    pub(super) fn new(inner: Arc<Inner>) -> Self {
+        Self {
+            inner,
+            _extension: PhantomData,
+        }
+    }
+}
+
+impl<X: Payload> Search<X> {
     /// Posts containing every whitespace-separated term of `terms`, one page in `order`.
     ///
     /// # Errors
     ///
     /// [`Error::Blank`] for blank terms, [`Error::InvalidPageLimit`],
     /// [`Error::InvalidCursor`] for a cursor from another kind of page; all before any command.
-    pub async fn search(
+    pub async fn page(
         &self,
         terms: &str,
         order: SearchOrder,
-        page: PageRequest,
+        request: PageRequest,
     ) -> Result<Page<Post<X>>> {
         let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
         if terms.is_empty() {
@@ -58,56 +113,34 @@ impl<X: Payload> FeedStore<X> {
                 what: "search terms",
             });
         }
-        page.check()?;
+        request.check()?;
         match order {
             SearchOrder::Newest => {
-                let after = page.after.as_ref().map(cursor::time_key).transpose()?;
+                let after = request.after.as_ref().map(cursor::time_key).transpose()?;
                 let keyset = after.map(|(created, post)| {
                     doc! { "$or": [
                         { "created": { "$lt": created } },
                         { "created": created, "_id": { "$lt": post.0 } },
                     ] }
                 });
-                let posts = self.newest_matches(&terms, keyset, page.limit).await?;
-                Ok(Page::from_overfetch(posts, page.limit, |last| {
+                let posts = self.newest_matches(&terms, keyset, request.limit).await?;
+                Ok(Page::from_overfetch(posts, request.limit, |last| {
                     cursor::after_time(last.created, last.id)
                 }))
             }
             SearchOrder::BestMatch => {
-                let after = page.after.as_ref().map(cursor::score_key).transpose()?;
-                let scored = if self.backend.capabilities().await?.text_search {
-                    self.text_best_match(&terms, after, page.limit).await?
+                let after = request.after.as_ref().map(cursor::score_key).transpose()?;
+                let scored = if self.inner.backend.capabilities().await?.text_search {
+                    self.text_best_match(&terms, after, request.limit).await?
                 } else {
                     self.regex_best_match(&terms, after).await?
                 };
-                let page = Page::from_overfetch(scored, page.limit, |(score, last)| {
+                let page = Page::from_overfetch(scored, request.limit, |(score, last)| {
                     cursor::after_score(*score, last.id)
                 });
                 Ok(page.map(|(_, post)| post))
             }
         }
-    }
-
-    /// `$text` where supported, otherwise a regex per term.
-    fn match_filter(text_search: bool, terms: &[&str]) -> Document {
-        if text_search {
-            let quoted: Vec<String> = terms
-                .iter()
-                .map(|term| format!("\"{}\"", term.replace('"', "")))
-                .collect();
-            return doc! { "$text": { "$search": quoted.join(" ") } };
-        }
-        let all: Vec<Bson> = terms
-            .iter()
-            .map(|term| {
-                let pattern = doc! { "$regex": escape_regex(term), "$options": "i" };
-                Bson::Document(doc! { "$or": [
-                    { "title": pattern.clone() },
-                    { "body": pattern },
-                ] })
-            })
-            .collect();
-        doc! { "$and": all }
     }
 
     /// Up to `limit + 1` matches after `keyset`, newest first, in one command: an `aggregate`
@@ -120,26 +153,28 @@ impl<X: Payload> FeedStore<X> {
         limit: usize,
     ) -> Result<Vec<Post<X>>> {
         let sort = doc! { "created": -1, "_id": -1 };
-        let text_search = self.backend.capabilities().await?.text_search;
+        let text_search = self.inner.backend.capabilities().await?.text_search;
         let found: Vec<Document> = if text_search {
-            let mut pipeline = vec![doc! { "$match": Self::match_filter(text_search, terms) }];
+            let mut pipeline = vec![doc! { "$match": match_filter(text_search, terms) }];
             if let Some(keyset) = keyset {
                 pipeline.push(doc! { "$match": keyset });
             }
             pipeline.push(doc! { "$sort": sort });
             pipeline.push(doc! { "$limit": limit as i64 + 1 });
-            self.collections
+            self.inner
+                .collections
                 .posts
                 .aggregate(pipeline)
                 .await?
                 .try_collect()
                 .await?
         } else {
-            let mut filter = Self::match_filter(text_search, terms);
+            let mut filter = match_filter(text_search, terms);
             if let Some(keyset) = keyset {
                 filter.extend(keyset);
             }
-            self.collections
+            self.inner
+                .collections
                 .posts
                 .find(filter)
                 .sort(sort)
@@ -148,7 +183,7 @@ impl<X: Payload> FeedStore<X> {
                 .try_collect()
                 .await?
         };
-        decode_posts(self.collections.posts.name(), found)
+        decode_posts(self.inner.collections.posts.name(), found)
     }
 
     /// One `aggregate`: match, score, keyset, sort, limit.
@@ -159,7 +194,7 @@ impl<X: Payload> FeedStore<X> {
         limit: usize,
     ) -> Result<Vec<(f64, Post<X>)>> {
         let mut pipeline = vec![
-            doc! { "$match": Self::match_filter(true, terms) },
+            doc! { "$match": match_filter(true, terms) },
             doc! { "$addFields": { "_score": { "$meta": "textScore" } } },
         ];
         if let Some((score, post)) = after {
@@ -171,6 +206,7 @@ impl<X: Payload> FeedStore<X> {
         pipeline.push(doc! { "$sort": { "_score": -1, "_id": -1 } });
         pipeline.push(doc! { "$limit": limit as i64 + 1 });
         let found: Vec<Document> = self
+            .inner
             .collections
             .posts
             .aggregate(pipeline)
@@ -183,7 +219,7 @@ impl<X: Payload> FeedStore<X> {
                 let score = document.get_f64("_score").unwrap_or(0.0);
                 Ok((
                     score,
-                    bson_ext::decode(self.collections.posts.name(), document)?,
+                    bson_ext::decode(self.inner.collections.posts.name(), document)?,
                 ))
             })
             .collect()
@@ -196,9 +232,10 @@ impl<X: Payload> FeedStore<X> {
         after: Option<(f64, PostId)>,
     ) -> Result<Vec<(f64, Post<X>)>> {
         let found: Vec<Document> = self
+            .inner
             .collections
             .posts
-            .find(Self::match_filter(false, terms))
+            .find(match_filter(false, terms))
             .sort(doc! { "created": -1, "_id": -1 })
             .limit(FALLBACK_CANDIDATES)
             .await?
@@ -206,7 +243,7 @@ impl<X: Payload> FeedStore<X> {
             .await?;
         let lowered: Vec<String> = terms.iter().map(|term| term.to_lowercase()).collect();
         let mut scored: Vec<(f64, Post<X>)> =
-            decode_posts::<X>(self.collections.posts.name(), found)?
+            decode_posts::<X>(self.inner.collections.posts.name(), found)?
                 .into_iter()
                 .map(|post| (fallback_score(&lowered, &post.title, &post.body), post))
                 .collect();
@@ -220,6 +257,28 @@ impl<X: Payload> FeedStore<X> {
         }
         Ok(scored)
     }
+}
+
+/// `$text` where supported, otherwise a regex per term.
+fn match_filter(text_search: bool, terms: &[&str]) -> Document {
+    if text_search {
+        let quoted: Vec<String> = terms
+            .iter()
+            .map(|term| format!("\"{}\"", term.replace('"', "")))
+            .collect();
+        return doc! { "$text": { "$search": quoted.join(" ") } };
+    }
+    let all: Vec<Bson> = terms
+        .iter()
+        .map(|term| {
+            let pattern = doc! { "$regex": escape_regex(term), "$options": "i" };
+            Bson::Document(doc! { "$or": [
+                { "title": pattern.clone() },
+                { "body": pattern },
+            ] })
+        })
+        .collect();
+    doc! { "$and": all }
 }
 
 /// Posts read from the collection `posts`.

@@ -1,0 +1,404 @@
+//! Feed lists as stored, and every write to them: a post's fan-out (the `post_created` job),
+//! the hot refresh (the `refresh_hot` job and [`super::Feeds::refresh_hot`]) and a user feed's
+//! rebuild ([`super::Feeds::rebuild_user`]).
+//!
+//! A feed is one document `{_id: key, items: [{post, score}, ..], generation}` holding at most
+//! `max_feed_len` items, highest score first. On MongoDB a post enters many feeds with one
+//! unordered `insert` (creating missing feeds) and one `update` of all of them: `$push` with
+//! `$each`, `$sort` and `$slice` keeps each feed sorted and bounded atomically, and a filter
+//! `items.post: {$ne: post}` makes a repeated job change nothing. FerretDB 1.x ignores
+//! `$sort`/`$slice` in `$push`, does not match `items.post`, and its updates are not atomic, so
+//! there each group of up to 50 feeds is locked (leased lock documents), read, merged in memory
+//! and written back with `$set`. A refresh or rebuild replaces a feed's whole list and starts a
+//! new generation of its cursors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+
+use super::inner::{not_found_post, Inner};
+use super::ranking::Candidate;
+use super::types::{FeedKind, PostId};
+use crate::bson_ext;
+use crate::{Error, Result};
+
+/// Feeds merged per locked group where updates are not atomic (FerretDB's update limit).
+const LOCKED_GROUP: usize = 50;
+/// Feeds created and updated per command on MongoDB.
+const ATOMIC_GROUP: usize = 1000;
+
+/// How long a fan-out job waits for its post to appear (its job is queued before the post is
+/// inserted): until then a missing post is an error, retried with back-off; after it, the post is
+/// taken as never stored (or deleted) and the job is dropped.
+const MISSING_POST_GRACE: Duration = Duration::from_secs(10 * 60);
+
+/// One entry of a feed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FeedItem {
+    /// The post.
+    pub post: PostId,
+    /// Its score from the store's [`super::Ranking`]; higher first.
+    pub score: f64,
+}
+
+/// Highest score first, ties to the larger (newer) post id.
+pub(super) fn sort_items(items: &mut [FeedItem]) {
+    items.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.post.cmp(&a.post)));
+}
+
+/// The items of a feed document read from `collection`.
+pub(super) fn decode_items(collection: &str, feed: Option<Document>) -> Result<Vec<FeedItem>> {
+    let Some(mut feed) = feed else {
+        return Ok(Vec::new());
+    };
+    match feed.remove("items") {
+        Some(items) => bson_ext::decode_with_id(collection, feed.get("_id").cloned(), items),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Puts a new post into "latest", its author's feed and their followers' feeds. Idempotent.
+///
+/// The job is queued before its post is inserted: a post not found while the job is younger
+/// than [`MISSING_POST_GRACE`] (by the post's `created` in the payload) is an error, so the
+/// queue retries it; after that the job is dropped (the post was never stored, or deleted).
+pub(super) async fn fan_out_post(
+    inner: &Inner,
+    post: PostId,
+    created: Option<bson::DateTime>,
+) -> Result<()> {
+    let found = inner
+        .collections
+        .posts
+        .find_one(doc! { "_id": post.0 })
+        .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 })
+        .await?;
+    let Some(found) = found else {
+        let now = inner.clock.now().timestamp_millis();
+        let young = created.is_some_and(|created| {
+            now - created.timestamp_millis() < MISSING_POST_GRACE.as_millis() as i64
+        });
+        if young {
+            return Err(not_found_post(post));
+        }
+        return Ok(());
+    };
+    let candidate = candidate_of(
+        inner.collections.posts.name(),
+        &found,
+        inner.clock.now(),
+        &|_| 0,
+    )?;
+    let mut feeds = vec![FeedKind::Latest, FeedKind::User(candidate.author.clone())];
+    for follower in inner.follows.followers_of(&candidate.author).await? {
+        let feed = FeedKind::User(follower);
+        // A follow source may name a follower twice: one lock key per feed.
+        if !feed_has_no_user(&feed) && !feeds.contains(&feed) {
+            feeds.push(feed);
+        }
+    }
+    let mut entries = Vec::with_capacity(feeds.len());
+    for feed in &feeds {
+        let score = score(inner, feed, &candidate)?;
+        entries.push((feed.key(), FeedItem { post, score }));
+    }
+    merge_into_feeds(inner, entries).await
+}
+
+/// Recomputes the "hot" feed; see [`super::Feeds::refresh_hot`]. Returns the feed's length.
+pub(super) async fn refresh_hot(inner: &Inner) -> Result<usize> {
+    let now = inner.clock.now();
+    let window = inner.settings.hot_window.as_millis() as i64;
+    let since = bson::DateTime::from_millis(now.timestamp_millis() - window);
+    let candidates = (inner.settings.max_feed_len * 4) as i64;
+    let counts: Vec<Document> = inner
+        .collections
+        .likes
+        .aggregate([
+            // Likes carry their post's `created`: only the window's posts are ranked, so
+            // old posts liked recently cannot crowd them out of the candidates.
+            doc! { "$match": {
+                "created": { "$gte": since, "$lte": now },
+                "at": { "$gte": since, "$lte": now },
+                // A like an interrupted unlike marked "removing" is gone already.
+                "removing": { "$exists": false },
+            } },
+            doc! { "$group": { "_id": "$post", "likes": { "$sum": 1 } } },
+            doc! { "$sort": { "likes": -1, "_id": -1 } },
+            doc! { "$limit": candidates },
+        ])
+        .await?
+        .try_collect()
+        .await?;
+    let mut likes = HashMap::with_capacity(counts.len());
+    for count in &counts {
+        if let Ok(post) = count.get_object_id("_id") {
+            let n = bson_ext::count(count, "likes");
+            likes.insert(post, n);
+        }
+    }
+    let ids: Vec<ObjectId> = likes.keys().copied().collect();
+    let filter = doc! { "_id": { "$in": ids }, "created": { "$gte": since, "$lte": now } };
+    let feed = FeedKind::Hot;
+    let items = scored_posts(inner, filter, None, &feed, |post| {
+        likes.get(&post.0).copied().unwrap_or(0)
+    })
+    .await?;
+    let len = items.len();
+    replace_feed(inner, &feed, items).await?;
+    Ok(len)
+}
+
+/// Rebuilds `user`'s feed; see [`super::Feeds::rebuild_user`]. Returns the feed's length.
+pub(super) async fn rebuild_user(inner: &Inner, user: &str) -> Result<usize> {
+    crate::validate::user_id("user", user)?;
+    inner.user(user).await?;
+    let mut authors = inner.follows.followees_of(user).await?;
+    authors.push(user.to_owned());
+    let feed = FeedKind::User(user.to_owned());
+    let filter = doc! { "created_by.id": { "$in": authors } };
+    let limit = Some(inner.settings.max_feed_len as i64);
+    let items = scored_posts(inner, filter, limit, &feed, |_| 0).await?;
+    let len = items.len();
+    replace_feed(inner, &feed, items).await?;
+    Ok(len)
+}
+
+/// The posts matching `filter` (newest first, at most `limit`), scored for `feed`, sorted and
+/// cut to the feed's length.
+async fn scored_posts(
+    inner: &Inner,
+    filter: Document,
+    limit: Option<i64>,
+    feed: &FeedKind,
+    recent_likes: impl Fn(PostId) -> u64,
+) -> Result<Vec<FeedItem>> {
+    let now = inner.clock.now();
+    let mut find = inner
+        .collections
+        .posts
+        .find(filter)
+        .sort(doc! { "created": -1, "_id": -1 })
+        .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 });
+    if let Some(limit) = limit {
+        find = find.limit(limit);
+    }
+    let found: Vec<Document> = find.await?.try_collect().await?;
+    let mut items = Vec::with_capacity(found.len());
+    for post in &found {
+        let candidate = candidate_of(inner.collections.posts.name(), post, now, &recent_likes)?;
+        items.push(FeedItem {
+            post: candidate.post,
+            score: score(inner, feed, &candidate)?,
+        });
+    }
+    sort_items(&mut items);
+    items.truncate(inner.settings.max_feed_len);
+    Ok(items)
+}
+
+/// The ranking's score, refused unless finite (a NaN or infinity cannot be paged).
+fn score(inner: &Inner, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
+    let score = inner.ranking.score(feed, candidate);
+    if !score.is_finite() {
+        return Err(Error::InvalidConfig {
+            reason: format!(
+                "the ranking gave post {} the non-finite score {score} in feed `{}`",
+                candidate.post,
+                feed.key()
+            ),
+        });
+    }
+    Ok(score)
+}
+
+/// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats.
+async fn merge_into_feeds(inner: &Inner, entries: Vec<(String, FeedItem)>) -> Result<()> {
+    let atomic = async {
+        // Feeds that get the same item share one update.
+        let mut groups: BTreeMap<(u64, PostId), Vec<String>> = BTreeMap::new();
+        for (key, item) in &entries {
+            groups
+                .entry((item.score.to_bits(), item.post))
+                .or_default()
+                .push(key.clone());
+        }
+        for ((bits, post), keys) in groups {
+            let item = FeedItem {
+                post,
+                score: f64::from_bits(bits),
+            };
+            for chunk in keys.chunks(ATOMIC_GROUP) {
+                push_atomically(inner, chunk, item).await?;
+            }
+        }
+        Ok(())
+    };
+    let locked = async {
+        for chunk in entries.chunks(LOCKED_GROUP) {
+            let keys: Vec<String> = chunk.iter().map(|(key, _)| key.clone()).collect();
+            let lock_keys: Vec<String> = keys.iter().map(|key| feed_lock(key)).collect();
+            inner
+                .backend
+                .exclusive(&lock_keys, merge_locked(inner, chunk, &keys))
+                .await?;
+        }
+        Ok(())
+    };
+    inner.backend.atomic_or_locked(atomic, locked).await
+}
+
+/// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.
+async fn push_atomically(inner: &Inner, keys: &[String], item: FeedItem) -> Result<()> {
+    let feeds = &inner.collections.feeds;
+    let empty = keys.iter().map(|key| doc! { "_id": key, "items": [] });
+    if let Err(error) = feeds.insert_many(empty).ordered(false).await {
+        if !crate::update_batch::is_duplicate_key(&error) {
+            return Err(error.into());
+        }
+    }
+    let item_bson = bson::to_bson(&item)?;
+    feeds
+        .update_many(
+            doc! { "_id": { "$in": keys }, "items.post": { "$ne": item.post.0 } },
+            doc! { "$push": { "items": {
+                "$each": [item_bson],
+                "$sort": { "score": -1, "post": -1 },
+                "$slice": inner.settings.max_feed_len as i64,
+            } } },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Where updates are not atomic, under the feeds' locks: read, merge, write back.
+async fn merge_locked(
+    inner: &Inner,
+    entries: &[(String, FeedItem)],
+    keys: &[String],
+) -> Result<()> {
+    let collection = &inner.collections.feeds;
+    let found: Vec<Document> = collection
+        .find(doc! { "_id": { "$in": keys } })
+        .await?
+        .try_collect()
+        .await?;
+    let mut feeds: HashMap<String, Vec<FeedItem>> = HashMap::with_capacity(keys.len());
+    for mut feed in found {
+        let key = feed.get_str("_id").unwrap_or_default().to_owned();
+        let items = decode_items(collection.name(), Some(std::mem::take(&mut feed)))?;
+        feeds.insert(key, items);
+    }
+    let mut batch = inner.backend.update_batch(collection.name());
+    for (key, item) in entries {
+        let items = feeds.entry(key.clone()).or_default();
+        items.retain(|existing| existing.post != item.post);
+        items.push(*item);
+        sort_items(items);
+        items.truncate(inner.settings.max_feed_len);
+        batch.push(
+            doc! { "_id": key },
+            doc! { "$set": { "items": bson::to_bson(items)? } },
+            true,
+        )?;
+    }
+    let outcome = batch.run().await?;
+    if outcome.suspects().next().is_some() {
+        // Under the locks nobody else writes these feeds: report it, the job is retried.
+        return Err(Error::Contention { attempts: 1 });
+    }
+    Ok(())
+}
+
+/// Sets a feed's whole list and starts a new generation of its cursors (under its lock where
+/// updates are not atomic).
+async fn replace_feed(inner: &Inner, feed: &FeedKind, items: Vec<FeedItem>) -> Result<()> {
+    let key = feed.key();
+    let items = bson::to_bson(&items)?;
+    inner
+        .backend
+        .exclusive(&[feed_lock(&key)], async {
+            inner
+                .collections
+                .feeds
+                .update_one(
+                    doc! { "_id": &key },
+                    doc! { "$set": { "items": items }, "$inc": { "generation": 1_i64 } },
+                )
+                .upsert(true)
+                .await?;
+            Ok(())
+        })
+        .await
+}
+
+/// The ranking input of `post`, read from the collection `posts`.
+fn candidate_of(
+    posts: &str,
+    post: &Document,
+    now: bson::DateTime,
+    recent_likes: &impl Fn(PostId) -> u64,
+) -> Result<Candidate> {
+    let malformed = || {
+        bson_ext::corrupt(
+            posts,
+            post.get("_id").cloned(),
+            "a post lacks _id, created or created_by.id",
+        )
+    };
+    let id = PostId(post.get_object_id("_id").map_err(|_| malformed())?);
+    let created = *post.get_datetime("created").map_err(|_| malformed())?;
+    let author = post
+        .get_document("created_by")
+        .and_then(|chunk| chunk.get_str("id"))
+        .map_err(|_| malformed())?
+        .to_owned();
+    Ok(Candidate {
+        post: id,
+        author,
+        created,
+        recent_likes: recent_likes(id),
+        now,
+    })
+}
+
+/// A user feed of a blank user id (from a follow source), which no one reads.
+fn feed_has_no_user(feed: &FeedKind) -> bool {
+    matches!(feed, FeedKind::User(user) if crate::validate::is_blank(user))
+}
+
+/// The lock serializing writers of a feed where updates are not atomic.
+fn feed_lock(key: &str) -> String {
+    format!("feed:{key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_sort_by_score_then_newer_post() {
+        let (a, b, c) = (PostId::new(), PostId::new(), PostId::new());
+        let mut items = vec![
+            FeedItem {
+                post: a,
+                score: 1.0,
+            },
+            FeedItem {
+                post: b,
+                score: 2.0,
+            },
+            FeedItem {
+                post: c,
+                score: 1.0,
+            },
+        ];
+        sort_items(&mut items);
+        let order: Vec<PostId> = items.iter().map(|item| item.post).collect();
+        assert_eq!(order, [b, c, a]);
+    }
+}
