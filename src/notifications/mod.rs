@@ -63,10 +63,13 @@
 //!
 //! | store | event | recipient | withdrawn when |
 //! |---|---|---|---|
+//! | [`crate::FeedStore`] ([`Likes`](crate::feed::Likes)) | [`Kind::Like`] on the post's id | the post's author | unliked |
 //! | [`crate::FollowGraph`] | [`Kind::Follow`] on the followed user | the followed user | unfollowed |
 //! | [`crate::comments::PerComment`], [`crate::comments::Embedded`] | [`Kind::Reply`] on `"<discussion>/<parent link>"` | the parent comment's author | the reply is deleted |
 //!
-//! Nobody is notified of their own action.
+//! Nobody is notified of their own action. The crate does not know who owns a discussion of
+//! comments (the application's content), so a comment on it is the application's to notify:
+//! one [`NotificationStore::notify`] of [`Kind::Comment`] where it posts the comment.
 
 mod types;
 
