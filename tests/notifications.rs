@@ -648,10 +648,18 @@ async fn feed_likes_notify_the_author() {
     let groups = all_groups(&store, "ann", 10).await;
     assert_eq!(groups.len(), 1);
     assert_eq!(
-        (&groups[0].kind, groups[0].target.clone(), groups[0].actor_count),
+        (
+            &groups[0].kind,
+            groups[0].target.clone(),
+            groups[0].actor_count
+        ),
         (&Kind::Like, post.id.to_string(), 32)
     );
     likes.unlike(post.id, "fan05").await.unwrap();
     assert_eq!(all_groups(&store, "ann", 10).await[0].actor_count, 31);
-    assert_eq!(likes.counters(post.id).await.unwrap().likes, 32, "ann's own like");
+    assert_eq!(
+        likes.counters(post.id).await.unwrap().likes,
+        32,
+        "ann's own like"
+    );
 }
