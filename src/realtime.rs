@@ -203,21 +203,35 @@ pub(crate) trait Source: Send + Sync + 'static {
     /// The store's retry policy.
     fn retry_policy(&self) -> RetryPolicy;
 
+    /// Where a watch without a token starts, asked for at `now`: items with a greater key are
+    /// reported. Sources whose keys are coarser than milliseconds start earlier.
+    fn start(&self, now: bson::DateTime) -> Key {
+        Key::new(now.timestamp_millis(), "")
+    }
+
     /// The server's capabilities.
     async fn capabilities(&self) -> Result<Capabilities>;
 
-    /// One `find`: the items whose key is at least `from`, in key order, at most `limit`.
-    async fn poll(&self, from: &Key, limit: usize) -> Result<Vec<(Key, Self::Item)>>;
+    /// One `find` (and, for items kept elsewhere, one more for those not `seen`): the items
+    /// whose key is at least `from`, in key order, at most `limit`. Items whose key is in `seen`
+    /// were reported already; a source may leave them out.
+    async fn poll(
+        &self,
+        from: &Key,
+        seen: &BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Self::Item)>>;
 
     /// The collection and the pipeline stages that keep the source's change events.
     fn changes(&self) -> (Collection<Document>, Vec<Document>);
 
-    /// The items a change event brings (after `newest`, where the event's document holds items
-    /// already reported: a bucket).
-    fn items_of(
+    /// The items a change event brings. Where the event's document holds items already
+    /// reported (a bucket, a feed), those after `newest` and not `seen`.
+    async fn items_of(
         &self,
         event: ChangeStreamEvent<Document>,
         newest: &Key,
+        seen: &BTreeSet<Key>,
     ) -> Result<Vec<(Key, Self::Item)>>;
 }
 
@@ -260,7 +274,7 @@ struct Watcher<S: Source> {
 impl<S: Source> Watcher<S> {
     fn new(source: Arc<S>, from: Option<ResumeToken>, options: WatchOptions) -> Self {
         // A watch without a token reports what comes after it was asked for.
-        let now = Key::new(bson::DateTime::now().timestamp_millis(), "");
+        let now = source.start(bson::DateTime::now());
         Self {
             source,
             options,
@@ -387,7 +401,7 @@ impl<S: Source> Watcher<S> {
         };
         let from = Key::new(top.time.saturating_sub(lookback), "");
         let limit = self.options.batch.max(1) + self.recent.len() + self.buffer.len();
-        let items = self.source.poll(&from, limit).await?;
+        let items = self.source.poll(&from, &self.recent, limit).await?;
         let mut new = 0;
         for (key, item) in items {
             if self.is_new(&key) && !self.buffer.iter().any(|(k, ..)| k == &key) {
@@ -436,7 +450,10 @@ impl<S: Source> Watcher<S> {
             }
         };
         let event_token = event.id.clone();
-        let items = self.source.items_of(event, &self.newest)?;
+        let items = self
+            .source
+            .items_of(event, &self.newest, &self.recent)
+            .await?;
         let fresh: Vec<(Key, S::Item)> = items
             .into_iter()
             .filter(|(key, _)| self.is_new(key))

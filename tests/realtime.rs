@@ -224,3 +224,72 @@ async fn a_watch_survives_dropped_connections() {
         .await;
     }
 }
+
+#[tokio::test]
+async fn a_feed_watch_reports_posts_as_they_enter() {
+    use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
+    use mongo_social::graph::FollowList;
+    let t = testing::test_db("watch_feed").await;
+    // A reader and an author per mode: a watch without a token starts at the start of its
+    // second, so one mode's posts must not reach the next mode's feed.
+    let follows = Arc::new(FollowList::from_pairs([
+        ("bob0", "ann0"),
+        ("bob1", "ann1"),
+        ("bob2", "ann2"),
+    ]));
+    let feed: FeedStore<()> = FeedStore::builder(&t.db).follows(follows).build().unwrap();
+    feed.create_indexes().await.unwrap();
+    for user in ["ann0", "ann1", "ann2", "bob0", "bob1", "bob2", "cat"] {
+        feed.users().create(NewUser::new(user, user)).await.unwrap();
+    }
+    let modes = modes("a_feed_watch_reports_posts_as_they_enter", &t, false).await;
+    for (n, mode) in modes.into_iter().enumerate() {
+        let (ann, bob) = (format!("ann{n}"), FeedKind::User(format!("bob{n}")));
+        let mut updates = feed.feeds().watch(&bob, None, options(mode));
+        let mut made = Vec::new();
+        for i in 0..5 {
+            let author = if i == 2 { "cat" } else { ann.as_str() }; // bob does not follow cat
+            let post = feed
+                .posts()
+                .create(NewPost::new(author, format!("{mode:?} {i}"), "body", ()))
+                .await
+                .unwrap();
+            if author == ann {
+                made.push(post.id);
+            }
+        }
+        feed.run_pending().await.unwrap();
+        let mut reported = Vec::new();
+        let mut token = None;
+        while reported.len() < made.len() {
+            let update = tokio::time::timeout(Duration::from_secs(20), updates.next())
+                .await
+                .expect("an update within 20 s")
+                .unwrap()
+                .unwrap();
+            reported.push(update.item.id);
+            token = Some(update.token);
+        }
+        assert_eq!(
+            reported, made,
+            "{mode:?}: each of ann's posts once, in order"
+        );
+        drop(updates);
+        // One more while nobody watches; a watch from the token reports it alone.
+        let last = feed
+            .posts()
+            .create(NewPost::new(&ann, format!("{mode:?} last"), "body", ()))
+            .await
+            .unwrap();
+        feed.run_pending().await.unwrap();
+        let mut resumed = feed.feeds().watch(&bob, token, options(mode));
+        let next = tokio::time::timeout(Duration::from_secs(20), resumed.next())
+            .await
+            .expect("an update within 20 s")
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.item.id, last.id, "{mode:?}");
+        let quiet = tokio::time::timeout(Duration::from_millis(300), resumed.next()).await;
+        assert!(quiet.is_err(), "{mode:?}: nothing more");
+    }
+}

@@ -912,7 +912,12 @@ impl<D: Payload> Source for Changes<D> {
         self.groups.backend.capabilities().await
     }
 
-    async fn poll(&self, from: &Key, limit: usize) -> Result<Vec<(Key, Group<D>)>> {
+    async fn poll(
+        &self,
+        from: &Key,
+        _seen: &std::collections::BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Group<D>)>> {
         let documents: Vec<Document> = self
             .groups
             .groups
@@ -942,10 +947,11 @@ impl<D: Payload> Source for Changes<D> {
         )
     }
 
-    fn items_of(
+    async fn items_of(
         &self,
         event: mongodb::change_stream::event::ChangeStreamEvent<Document>,
         _newest: &Key,
+        _seen: &std::collections::BTreeSet<Key>,
     ) -> Result<Vec<(Key, Group<D>)>> {
         // An actor joining sets `changed`; a withdrawal does not, and is not reported.
         let joined = event
