@@ -87,7 +87,8 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every like:
     /// the post's author is notified ([`Kind::Like`](crate::notifications::Kind::Like) on the
     /// post's id, by the user who liked it; nobody of their own like), and an unlike withdraws
-    /// it. Off by default; on, a like and an unlike cost one command more (on MongoDB), and a
+    /// it. Off by default; on, a like costs one command more (on MongoDB) and an unlike two (the
+    /// withdrawal's `update` and `delete`), and a
     /// failed notification fails the call after the like is stored: calling it again completes
     /// it.
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
