@@ -417,9 +417,9 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 }
 
 /// Up and down votes on comments, and the pages they rank: what every [`CommentStore`] does
-/// besides posting and reading (it is a supertrait of [`CommentStore`], so an
-/// `Arc<DynCommentStore>` votes and ranks whatever its strategy; bring this trait into scope to
-/// call it).
+/// besides posting and reading. It is a supertrait of [`CommentStore`], so an
+/// `Arc<DynCommentStore>` votes and ranks whatever its strategy (a concrete store, such as
+/// [`PerComment`], needs this trait in scope).
 ///
 /// One vote per user per comment: [`VotedComments::vote`] casts or changes it,
 /// [`VotedComments::retract_vote`] takes it back. Each [`Comment`] carries its [`Votes`], and the
