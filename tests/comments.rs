@@ -184,12 +184,9 @@ macro_rules! conformance {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn votes_survive_outage() {
-                let t = testing::test_db(concat!(
-                    "comments_",
-                    stringify!($design),
-                    "_votes_outage"
-                ))
-                .await;
+                let t =
+                    testing::test_db(concat!("comments_", stringify!($design), "_votes_outage"))
+                        .await;
                 let proxy = FaultProxy::to_test_server();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$design(&client.database(t.db.name()));

@@ -1063,12 +1063,7 @@ impl VotedComments for Embedded {
             .await
     }
 
-    async fn retract_vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-    ) -> Result<Option<Vote>> {
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
         self.votes.set(self, discussion, link, user, 0).await
     }
 
@@ -1093,8 +1088,7 @@ impl VotedComments for Embedded {
             None => None,
             Some(cursor) => {
                 let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, parent)?;
-                let index = tree::parse_path(&index, 0)
-                    .map_err(|_| invalid("not a position"))?[0];
+                let index = tree::parse_path(&index, 0).map_err(|_| invalid("not a position"))?[0];
                 Some((key, index))
             }
         };

@@ -823,7 +823,13 @@ impl Tally for HybridPages {
         })
     }
 
-    async fn apply(&self, discussion: &str, spot: &Spot, delta: Delta, op: ObjectId) -> Result<bool> {
+    async fn apply(
+        &self,
+        discussion: &str,
+        spot: &Spot,
+        delta: Delta,
+        op: ObjectId,
+    ) -> Result<bool> {
         let field = format!("comments.{}", spot.index);
         let mut filter = doc! {
             "_id": spot.page,
@@ -845,7 +851,10 @@ impl Tally for HybridPages {
         let counted = self
             .backend
             .retry("count vote", || async {
-                Ok(self.pages.update_one(filter.clone(), update.clone()).await?)
+                Ok(self
+                    .pages
+                    .update_one(filter.clone(), update.clone())
+                    .await?)
             })
             .await?;
         if counted.matched_count == 1 {
@@ -885,12 +894,7 @@ impl VotedComments for HybridPages {
             .await
     }
 
-    async fn retract_vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-    ) -> Result<Option<Vote>> {
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
         self.votes.set(self, discussion, link, user, 0).await
     }
 

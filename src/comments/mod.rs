@@ -474,8 +474,7 @@ pub trait VotedComments: Send + Sync {
     /// # Errors
     ///
     /// As [`VotedComments::vote`], without [`crate::Error::CommentDeleted`].
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str)
-        -> Result<Option<Vote>>;
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
 
     /// `user`'s vote on the comment at `link`, if any (one `find`; an unknown comment has none).
     ///

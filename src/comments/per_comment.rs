@@ -897,13 +897,7 @@ impl Tally for PerComment {
     ) -> Result<bool> {
         let mut filter = doc! { "_id": id, "discussion_id": discussion };
         let mut update = doc! { "$inc": { "ups": delta.ups, "downs": delta.downs } };
-        crate::retry::once_per_op_in(
-            &mut filter,
-            &mut update,
-            VOTE_OPS,
-            VOTE_OPS_PER_COMMENT,
-            op,
-        );
+        crate::retry::once_per_op_in(&mut filter, &mut update, VOTE_OPS, VOTE_OPS_PER_COMMENT, op);
         let projection = doc! { "ups": 1, "downs": 1, "posted": 1 };
         let capabilities = self.backend.capabilities().await?;
         // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
@@ -945,8 +939,9 @@ impl Tally for PerComment {
             bson_ext::integer(&counted, "ups").unwrap_or(0),
             bson_ext::integer(&counted, "downs").unwrap_or(0),
         );
-        let posted = bson_ext::date(&counted, "posted")
-            .ok_or_else(|| bson_ext::corrupt(self.comments.name(), Some((*id).into()), "no posted"))?;
+        let posted = bson_ext::date(&counted, "posted").ok_or_else(|| {
+            bson_ext::corrupt(self.comments.name(), Some((*id).into()), "no posted")
+        })?;
         let ranking = Ranking::of(Votes::from_stored(ups, downs), posted);
         let keys = doc! {
             "best": ranking.best,
@@ -989,12 +984,7 @@ impl VotedComments for PerComment {
             .await
     }
 
-    async fn retract_vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-    ) -> Result<Option<Vote>> {
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
         self.votes.set(self, discussion, link, user, 0).await
     }
 

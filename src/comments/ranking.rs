@@ -155,7 +155,11 @@ impl Votes {
             return 0.0;
         }
         let (ups, downs) = (self.ups as f64, self.downs as f64);
-        let balance = if ups > downs { downs / ups } else { ups / downs };
+        let balance = if ups > downs {
+            downs / ups
+        } else {
+            ups / downs
+        };
         (ups + downs).powf(balance)
     }
 }
@@ -261,9 +265,17 @@ mod tests {
         assert_eq!(votes(0, 0).best(), 0.0);
         assert_eq!(votes(0, 5).best(), 0.0);
         assert!(close(votes(1, 0).best(), 0.2065), "{}", votes(1, 0).best());
-        assert!(close(votes(10, 0).best(), 0.7225), "{}", votes(10, 0).best());
+        assert!(
+            close(votes(10, 0).best(), 0.7225),
+            "{}",
+            votes(10, 0).best()
+        );
         assert!(close(votes(4, 4).best(), 0.2152), "{}", votes(4, 4).best());
-        assert!(close(votes(20, 15).best(), 0.4086), "{}", votes(20, 15).best());
+        assert!(
+            close(votes(20, 15).best(), 0.4086),
+            "{}",
+            votes(20, 15).best()
+        );
         // More evidence beats a perfect ratio on little of it; more ups beat fewer.
         assert!(votes(10, 1).best() > votes(1, 0).best());
         assert!(votes(4, 0).best() > votes(20, 15).best());

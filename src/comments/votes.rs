@@ -356,12 +356,7 @@ impl VoteBook {
         let marked: Vec<Document> = self
             .backend
             .retry("settle votes", || async {
-                Ok(self
-                    .votes
-                    .find(filter.clone())
-                    .await?
-                    .try_collect()
-                    .await?)
+                Ok(self.votes.find(filter.clone()).await?.try_collect().await?)
             })
             .await?;
         for stored in &marked {

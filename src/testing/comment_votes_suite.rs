@@ -8,9 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::comments::{
-    Comment, CommentStore, Deletion, NewComment, Sort, Vote, Votes,
-};
+use crate::comments::{Comment, CommentStore, Deletion, NewComment, Sort, Vote, Votes};
 use crate::testing::comments_suite::{create, post_many, DISCUSSION};
 use crate::testing::CommandCounter;
 use crate::{Cursor, Entity, Error, Page, PageRequest};
@@ -97,9 +95,15 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
     assert!(posted.iter().all(|c| c.votes == Votes::default()));
     let link = posted[0].link.as_str();
 
-    assert_eq!(store.vote(DISCUSSION, link, "u1", Vote::Up).await.unwrap(), None);
+    assert_eq!(
+        store.vote(DISCUSSION, link, "u1", Vote::Up).await.unwrap(),
+        None
+    );
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
-    assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), Some(Vote::Up));
+    assert_eq!(
+        store.vote_of(DISCUSSION, link, "u1").await.unwrap(),
+        Some(Vote::Up)
+    );
     // The same vote again changes nothing.
     assert_eq!(
         store.vote(DISCUSSION, link, "u1", Vote::Up).await.unwrap(),
@@ -108,7 +112,10 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
     // Changed: up to down.
     assert_eq!(
-        store.vote(DISCUSSION, link, "u1", Vote::Down).await.unwrap(),
+        store
+            .vote(DISCUSSION, link, "u1", Vote::Down)
+            .await
+            .unwrap(),
         Some(Vote::Up)
     );
     assert_eq!(votes_of(store, link).await, Votes { ups: 0, downs: 1 });
@@ -123,7 +130,10 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
     );
     assert_eq!(votes_of(store, link).await, Votes::default());
     assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), None);
-    assert_eq!(store.retract_vote(DISCUSSION, link, "u1").await.unwrap(), None);
+    assert_eq!(
+        store.retract_vote(DISCUSSION, link, "u1").await.unwrap(),
+        None
+    );
 
     // Several users, several comments: each count its own.
     for (user, vote) in [("u1", Vote::Up), ("u2", Vote::Up), ("u3", Vote::Down)] {
@@ -140,7 +150,11 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
     );
     assert_eq!(votes_of(store, &posted[2].link).await, Votes::default());
     let chronological = store
-        .chronological(DISCUSSION, crate::comments::Order::OldestFirst, PageRequest::first(10))
+        .chronological(
+            DISCUSSION,
+            crate::comments::Order::OldestFirst,
+            PageRequest::first(10),
+        )
         .await
         .unwrap();
     let counts: Vec<Votes> = chronological.items.iter().map(|c| c.votes).collect();
@@ -165,7 +179,10 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
             .vote(DISCUSSION, &reply.link, "u9", Vote::Up)
             .await
             .unwrap();
-        assert_eq!(votes_of(store, &reply.link).await, Votes { ups: 1, downs: 0 });
+        assert_eq!(
+            votes_of(store, &reply.link).await,
+            Votes { ups: 1, downs: 0 }
+        );
         let replies = read_ranked(store, Some(&posted[2].link), Sort::Best, 10).await;
         assert_eq!(texts(&replies), ["r"]);
         assert_eq!(replies[0].votes, Votes { ups: 1, downs: 0 });
@@ -197,9 +214,22 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
             .vote(DISCUSSION, link, "u4", Vote::Up)
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::NotFound { what: Entity::Comment, .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: Entity::Comment,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
-    assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 0, "nothing left marked");
+    assert_eq!(
+        store.settle_votes(DISCUSSION).await.unwrap(),
+        0,
+        "nothing left marked"
+    );
 }
 
 /// The hand-made discussion of [`sort_orders`]: top-level comments `p`..`u` (posted in that
@@ -253,9 +283,21 @@ pub async fn sort_orders(store: &dyn CommentStore) {
     let p = build_voted(store).await;
     // Posted moments apart, the comments' times weigh nothing in "hot" beside their scores.
     let expected = [
-        (Sort::Top, ["p", "q", "t", "r", "s", "u"], ["p1", "p3", "p2"]),
-        (Sort::Best, ["q", "p", "t", "r", "u", "s"], ["p1", "p3", "p2"]),
-        (Sort::Hot, ["p", "q", "t", "r", "s", "u"], ["p1", "p3", "p2"]),
+        (
+            Sort::Top,
+            ["p", "q", "t", "r", "s", "u"],
+            ["p1", "p3", "p2"],
+        ),
+        (
+            Sort::Best,
+            ["q", "p", "t", "r", "u", "s"],
+            ["p1", "p3", "p2"],
+        ),
+        (
+            Sort::Hot,
+            ["p", "q", "t", "r", "s", "u"],
+            ["p1", "p3", "p2"],
+        ),
         // Equal keys (q, s, t: no controversy) in posting order.
         (
             Sort::Controversial,
@@ -282,14 +324,24 @@ pub async fn sort_orders(store: &dyn CommentStore) {
             let ranked = read_ranked(store, None, sort, limit).await;
             assert_eq!(texts(&ranked), top_level, "{sort}, pages of {limit}");
             for comment in &ranked {
-                assert_eq!(comment.votes, counts[comment.text.as_str()], "{}", comment.text);
+                assert_eq!(
+                    comment.votes,
+                    counts[comment.text.as_str()],
+                    "{}",
+                    comment.text
+                );
             }
             if store.threaded().is_some() {
                 let ranked = read_ranked(store, Some(&p), sort, limit).await;
                 assert_eq!(texts(&ranked), replies, "{sort} replies, pages of {limit}");
                 assert!(ranked.iter().all(|c| c.depth == 1));
                 for comment in &ranked {
-                    assert_eq!(comment.votes, counts[comment.text.as_str()], "{}", comment.text);
+                    assert_eq!(
+                        comment.votes,
+                        counts[comment.text.as_str()],
+                        "{}",
+                        comment.text
+                    );
                 }
             }
         }
@@ -327,15 +379,30 @@ pub async fn ranked_paging_while_voting(store: &dyn CommentStore) {
         match round {
             // Listed: c0 c4 (cursor at 3). c0 up to 4 (stays above); c6 down to 1 (stays below).
             0 => {
-                store.vote(DISCUSSION, link(0), "late", Vote::Up).await.unwrap();
-                store.vote(DISCUSSION, link(6), "late", Vote::Down).await.unwrap();
+                store
+                    .vote(DISCUSSION, link(0), "late", Vote::Up)
+                    .await
+                    .unwrap();
+                store
+                    .vote(DISCUSSION, link(6), "late", Vote::Down)
+                    .await
+                    .unwrap();
             }
             // Listed: c2 c1 (cursor at 1, c1). c2 up to 3; c5 down to 0; a fan of c4 takes
             // their vote back (3 to 2, still above).
             1 => {
-                store.vote(DISCUSSION, link(2), "late", Vote::Up).await.unwrap();
-                store.vote(DISCUSSION, link(5), "late", Vote::Down).await.unwrap();
-                store.retract_vote(DISCUSSION, link(4), "fan0").await.unwrap();
+                store
+                    .vote(DISCUSSION, link(2), "late", Vote::Up)
+                    .await
+                    .unwrap();
+                store
+                    .vote(DISCUSSION, link(5), "late", Vote::Down)
+                    .await
+                    .unwrap();
+                store
+                    .retract_vote(DISCUSSION, link(4), "fan0")
+                    .await
+                    .unwrap();
             }
             _ => {}
         }
@@ -368,21 +435,47 @@ pub async fn vote_bad_input(
     let before = documents().await;
 
     for blank in ["", " ", "\t"] {
-        let error = store.vote(DISCUSSION, link, blank, Vote::Up).await.unwrap_err();
-        assert!(matches!(error, Error::Blank { what: "user" }), "{blank:?}: {error}");
-        let error = store.retract_vote(DISCUSSION, link, blank).await.unwrap_err();
-        assert!(matches!(error, Error::Blank { what: "user" }), "{blank:?}: {error}");
+        let error = store
+            .vote(DISCUSSION, link, blank, Vote::Up)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::Blank { what: "user" }),
+            "{blank:?}: {error}"
+        );
+        let error = store
+            .retract_vote(DISCUSSION, link, blank)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::Blank { what: "user" }),
+            "{blank:?}: {error}"
+        );
         let error = store.vote(blank, link, "u1", Vote::Up).await.unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "discussion id" }),
+            matches!(
+                error,
+                Error::Blank {
+                    what: "discussion id"
+                }
+            ),
             "{blank:?}: {error}"
         );
         let error = store.vote_of(DISCUSSION, link, blank).await.unwrap_err();
-        assert!(matches!(error, Error::Blank { what: "user" }), "{blank:?}: {error}");
+        assert!(
+            matches!(error, Error::Blank { what: "user" }),
+            "{blank:?}: {error}"
+        );
     }
     for bad in ["", "not a link!", "1..2"] {
-        let error = store.vote(DISCUSSION, bad, "u1", Vote::Up).await.unwrap_err();
-        assert!(matches!(error, Error::InvalidLink { .. }), "{bad:?}: {error}");
+        let error = store
+            .vote(DISCUSSION, bad, "u1", Vote::Up)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidLink { .. }),
+            "{bad:?}: {error}"
+        );
     }
     // A well-formed link no comment has.
     let unknown = match store.strategy() {
@@ -394,13 +487,28 @@ pub async fn vote_bad_input(
             unknown
         }
     };
-    let error = store.vote(DISCUSSION, &unknown, "u1", Vote::Up).await.unwrap_err();
+    let error = store
+        .vote(DISCUSSION, &unknown, "u1", Vote::Up)
+        .await
+        .unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: Entity::Comment, .. }),
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::Comment,
+                ..
+            }
+        ),
         "{unknown}: {error}"
     );
-    let error = store.retract_vote(DISCUSSION, &unknown, "u1").await.unwrap_err();
-    assert!(matches!(error, Error::NotFound { .. }), "{unknown}: {error}");
+    let error = store
+        .retract_vote(DISCUSSION, &unknown, "u1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::NotFound { .. }),
+        "{unknown}: {error}"
+    );
     let error = store
         .vote("no-such-discussion", link, "u1", Vote::Up)
         .await
@@ -410,13 +518,20 @@ pub async fn vote_bad_input(
     for dir in [2, -2, 7] {
         let error = Vote::from_dir(dir).unwrap_err();
         assert!(
-            matches!(error, Error::InvalidVote { value } if value == dir) && error.is_invalid_input(),
+            matches!(error, Error::InvalidVote { value } if value == dir)
+                && error.is_invalid_input(),
             "{error}"
         );
     }
-    assert!(matches!(Vote::try_from(0), Err(Error::InvalidVote { value: 0 })));
+    assert!(matches!(
+        Vote::try_from(0),
+        Err(Error::InvalidVote { value: 0 })
+    ));
     if tombstone {
-        let error = store.vote(DISCUSSION, deleted, "u1", Vote::Down).await.unwrap_err();
+        let error = store
+            .vote(DISCUSSION, deleted, "u1", Vote::Down)
+            .await
+            .unwrap_err();
         assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
     }
 
@@ -435,10 +550,18 @@ pub async fn vote_bad_input(
     let cursor = page.next.expect("more than one comment");
     for sort in [Sort::Hot, Sort::Top, Sort::Controversial] {
         let error = store
-            .ranked(DISCUSSION, None, sort, PageRequest::after(1, cursor.clone()))
+            .ranked(
+                DISCUSSION,
+                None,
+                sort,
+                PageRequest::after(1, cursor.clone()),
+            )
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidCursor { .. }), "{sort}: {error}");
+        assert!(
+            matches!(error, Error::InvalidCursor { .. }),
+            "{sort}: {error}"
+        );
     }
     let error = store
         .chronological(
@@ -450,37 +573,84 @@ pub async fn vote_bad_input(
         .unwrap_err();
     assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
     let chronological = store
-        .chronological(DISCUSSION, crate::comments::Order::OldestFirst, PageRequest::first(1))
+        .chronological(
+            DISCUSSION,
+            crate::comments::Order::OldestFirst,
+            PageRequest::first(1),
+        )
         .await
         .unwrap()
         .next
         .unwrap();
     let error = store
-        .ranked(DISCUSSION, None, Sort::Best, PageRequest::after(1, chronological))
+        .ranked(
+            DISCUSSION,
+            None,
+            Sort::Best,
+            PageRequest::after(1, chronological),
+        )
         .await
         .unwrap_err();
     assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
     let error = store
-        .ranked("no-such-discussion", None, Sort::Best, PageRequest::first(5))
+        .ranked(
+            "no-such-discussion",
+            None,
+            Sort::Best,
+            PageRequest::first(5),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::NotFound { what: Entity::Discussion, .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::NotFound {
+                what: Entity::Discussion,
+                ..
+            }
+        ),
+        "{error}"
+    );
     if store.threaded().is_some() {
         let error = store
-            .ranked(DISCUSSION, Some(link), Sort::Best, PageRequest::after(1, cursor))
-            .await
-            .unwrap_err();
-        assert!(matches!(error, Error::InvalidCursor { .. }), "another parent's: {error}");
-        let error = store
-            .ranked(DISCUSSION, Some(&unknown), Sort::Best, PageRequest::first(5))
+            .ranked(
+                DISCUSSION,
+                Some(link),
+                Sort::Best,
+                PageRequest::after(1, cursor),
+            )
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::NotFound { what: Entity::ParentComment, .. }),
+            matches!(error, Error::InvalidCursor { .. }),
+            "another parent's: {error}"
+        );
+        let error = store
+            .ranked(
+                DISCUSSION,
+                Some(&unknown),
+                Sort::Best,
+                PageRequest::first(5),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: Entity::ParentComment,
+                    ..
+                }
+            ),
             "{error}"
         );
         let error = store
-            .ranked(DISCUSSION, Some("bad link!"), Sort::Best, PageRequest::first(5))
+            .ranked(
+                DISCUSSION,
+                Some("bad link!"),
+                Sort::Best,
+                PageRequest::first(5),
+            )
             .await
             .unwrap_err();
         assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
@@ -488,7 +658,10 @@ pub async fn vote_bad_input(
 
     assert_eq!(documents().await, before, "nothing was written");
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
-    assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), Some(Vote::Up));
+    assert_eq!(
+        store.vote_of(DISCUSSION, link, "u1").await.unwrap(),
+        Some(Vote::Up)
+    );
 }
 
 /// What the voter `user` of [`concurrent_voters`] votes on its `round`-th turn (`None`: takes
@@ -548,10 +721,17 @@ pub async fn concurrent_voters(store: Arc<dyn CommentStore>, voters: usize, roun
             "voter{user}"
         );
     }
-    assert_eq!(votes_of(&*store, &link).await, expected, "counts equal the stored votes");
+    assert_eq!(
+        votes_of(&*store, &link).await,
+        expected,
+        "counts equal the stored votes"
+    );
     assert_eq!(votes_of(&*store, &posted[0].link).await, Votes::default());
     let ranked = read_ranked(&*store, None, Sort::Controversial, 1).await;
-    assert_eq!(ranked[0].votes, expected, "ranked pages read the same counts");
+    assert_eq!(
+        ranked[0].votes, expected,
+        "ranked pages read the same counts"
+    );
     assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 0);
 }
 
@@ -643,7 +823,11 @@ pub async fn votes_survive_outage(
             "{link}: each vote counted once"
         );
     }
-    assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 0, "nothing left marked");
+    assert_eq!(
+        store.settle_votes(DISCUSSION).await.unwrap(),
+        0,
+        "nothing left marked"
+    );
     crate::testing::note(&format!(
         "comment votes_survive_outage: {} votes, {failed} failed and repeated; proxy lost {} \
          replies, refused {} connections",
@@ -685,10 +869,7 @@ pub async fn vote_command_counts(
         let mut request = PageRequest::first(2);
         for _ in 0..2 {
             commands.reset();
-            let page = store
-                .ranked(DISCUSSION, None, sort, request)
-                .await
-                .unwrap();
+            let page = store.ranked(DISCUSSION, None, sort, request).await.unwrap();
             assert_eq!(commands.names(), ["find"], "a ranked page by {sort}");
             request = PageRequest::after(2, page.next.unwrap());
         }
@@ -700,7 +881,12 @@ pub async fn vote_command_counts(
             .unwrap();
         commands.reset();
         let page = store
-            .ranked(DISCUSSION, Some(&posted[0].link), Sort::Best, PageRequest::first(5))
+            .ranked(
+                DISCUSSION,
+                Some(&posted[0].link),
+                Sort::Best,
+                PageRequest::first(5),
+            )
             .await
             .unwrap();
         assert_eq!(page.items.len(), 1);
@@ -739,13 +925,23 @@ pub async fn interrupted_votes_count_once(
         .await
         .unwrap();
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
-    assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), Some(Vote::Down));
     assert_eq!(
-        store.vote(DISCUSSION, link, "u1", Vote::Down).await.unwrap(),
+        store.vote_of(DISCUSSION, link, "u1").await.unwrap(),
+        Some(Vote::Down)
+    );
+    assert_eq!(
+        store
+            .vote(DISCUSSION, link, "u1", Vote::Down)
+            .await
+            .unwrap(),
         Some(Vote::Down),
         "the repeat finds its vote cast"
     );
-    assert_eq!(votes_of(store, link).await, Votes { ups: 0, downs: 1 }, "and counted once");
+    assert_eq!(
+        votes_of(store, link).await,
+        Votes { ups: 0, downs: 1 },
+        "and counted once"
+    );
 
     // Down to up, counted, its mark not cleared.
     let counted = mark(1, 1, -1);
@@ -777,7 +973,11 @@ pub async fn interrupted_votes_count_once(
     assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), None);
     assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 1);
     assert_eq!(votes_of(store, link).await, Votes::default());
-    assert_eq!(votes.count_documents(doc! {}).await.unwrap(), 0, "retracted: no document");
+    assert_eq!(
+        votes.count_documents(doc! {}).await.unwrap(),
+        0,
+        "retracted: no document"
+    );
 
     // A first vote, claimed, not counted: the repeat counts it.
     votes
@@ -796,5 +996,9 @@ pub async fn interrupted_votes_count_once(
         Some(Vote::Up)
     );
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
-    assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 0, "nothing left marked");
+    assert_eq!(
+        store.settle_votes(DISCUSSION).await.unwrap(),
+        0,
+        "nothing left marked"
+    );
 }
