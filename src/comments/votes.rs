@@ -193,24 +193,28 @@ impl VoteBook {
         let id = pair.id();
         let op = ObjectId::new();
         // The common case first: a first vote, claimed by its insert.
-        let mut guess = (to != 0).then_some(0);
+        let mut known = (to != 0).then_some(Known::Value(0));
         for _ in 0..ROUNDS {
-            let from = match guess.take() {
-                Some(from) => from,
-                None => match self.read(&id).await? {
-                    Some(stored) if stored.contains_key(PENDING) => {
-                        self.finish(tally, target, pair.discussion, &stored).await?;
-                        continue;
-                    }
-                    Some(stored) => value(&stored),
-                    None => 0,
-                },
+            let stored = match known.take() {
+                Some(known) => known,
+                None => Known::Stored(self.read(&id).await?),
+            };
+            let from = match stored {
+                Known::Value(from) => from,
+                Known::Stored(Some(stored)) if stored.contains_key(PENDING) => {
+                    self.finish(tally, target, pair.discussion, &stored).await?;
+                    continue;
+                }
+                Known::Stored(Some(stored)) => value(&stored),
+                Known::Stored(None) => 0,
             };
             if from == to {
                 return Ok(Vote::of_value(from));
             }
             let delta = Delta::between(from, to);
-            if !self.claim(pair, &id, from, to, delta, op).await? {
+            if let Claim::Other(stored) = self.claim(pair, &id, from, to, delta, op).await? {
+                // The pair holds something else: go on from what it holds.
+                known = Some(Known::Stored(stored));
                 continue;
             }
             if !tally.apply(pair.discussion, target, delta, op).await? {
@@ -224,8 +228,8 @@ impl VoteBook {
         Err(Error::Contention { attempts: ROUNDS })
     }
 
-    /// Writes `to` over `from` with the mark of `delta` under `op`: `true` if this call did
-    /// (its retry included), `false` if the pair holds something else.
+    /// Writes `to` over `from` with the mark of `delta` under `op`: [`Claim::Mine`] if this call
+    /// did (its retry included), else what the pair holds.
     async fn claim(
         &self,
         pair: &Pair<'_>,
@@ -234,10 +238,9 @@ impl VoteBook {
         to: i32,
         delta: Delta,
         op: ObjectId,
-    ) -> Result<bool> {
+    ) -> Result<Claim> {
         let mark = doc! { "op": op, "ups": delta.ups, "downs": delta.downs };
         let at = bson::DateTime::now();
-        let mine = doc! { "_id": id, "pending.op": op };
         self.backend
             .retry("vote", || async {
                 if from == 0 {
@@ -252,7 +255,7 @@ impl VoteBook {
                         PENDING: mark.clone(),
                     };
                     match self.votes.insert_one(vote).await {
-                        Ok(_) => return Ok(true),
+                        Ok(_) => return Ok(Claim::Mine),
                         Err(error) if is_duplicate_key(&error) => {}
                         Err(error) => return Err(error.into()),
                     }
@@ -266,10 +269,20 @@ impl VoteBook {
                         )
                         .await?;
                     if claimed.matched_count == 1 {
-                        return Ok(true);
+                        return Ok(Claim::Mine);
                     }
                 }
-                Ok(self.votes.find_one(mine.clone()).await?.is_some())
+                let stored = self.votes.find_one(doc! { "_id": id }).await?;
+                let mine = stored
+                    .as_ref()
+                    .and_then(|stored| stored.get_document(PENDING).ok())
+                    .and_then(|mark| mark.get_object_id("op").ok())
+                    == Some(op);
+                Ok(if mine {
+                    Claim::Mine
+                } else {
+                    Claim::Other(stored)
+                })
             })
             .await
     }
@@ -419,6 +432,22 @@ impl VoteBook {
     fn corrupt(&self, stored: &Document, reason: &str) -> Error {
         bson_ext::corrupt(self.votes.name(), stored.get("_id").cloned(), reason)
     }
+}
+
+/// What a vote knows of its pair before a round.
+enum Known {
+    /// The value it holds (a first vote assumes none).
+    Value(i32),
+    /// Its document as read, if any.
+    Stored(Option<Document>),
+}
+
+/// What a claim found.
+enum Claim {
+    /// This call's change is written, with its mark.
+    Mine,
+    /// The pair holds this instead (a vote, a mark of another call, or nothing).
+    Other(Option<Document>),
 }
 
 /// A vote's pair: who votes on which comment of which discussion.
