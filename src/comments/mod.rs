@@ -55,9 +55,10 @@
 //! | [`Embedded`] | 4: `find` (the thread), vote, `update` `$inc` of the element's counts, clear | on the embedded element | 1 `find` of the whole document (top level) or of one thread (replies, `$slice` where the server has it); sorted here | none |
 //! | [`HybridPages`] | 4: `find` the page, vote, `update` `$inc` of the element's counts, clear | on the page's element | 1 `find` of every page of the discussion; sorted here | none |
 //!
-//! A vote that changes a vote the user already cast costs the same; one that changes nothing
-//! reads and returns (2 or 3 commands). On servers without atomic updates (FerretDB 1.x) a vote
-//! runs under the discussion's lock, as the strategy's edits do: 2 more commands. The in-memory
+//! A vote is tried as a first vote (an `insert`); a change of the user's vote costs 2 commands
+//! more (the `insert` meets their vote, which is read, then `update`d), a retraction 1 more, the
+//! same vote again 3 in all. On servers without atomic updates (FerretDB 1.x) a vote runs under
+//! the discussion's lock, as the strategy's edits do: 2 more commands. The in-memory
 //! sorts ([`Embedded`], [`HybridPages`]) read every comment of the level they rank (all of the
 //! discussion's, for [`HybridPages`]) on every page, so their cost grows with the discussion;
 //! [`PerComment`]'s is a range of an index whatever the discussion's size.

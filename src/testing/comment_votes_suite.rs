@@ -839,14 +839,17 @@ pub async fn votes_survive_outage(
 }
 
 /// Commands per operation, as the strategy's docs state: a ranked page (of the top level, and
-/// of a comment's replies where the strategy threads) is one `find`; a first vote sends `vote`,
-/// within the discussion's lock (an `insert` after the first command, a `delete` last) where
-/// `locked`.
+/// of a comment's replies where the strategy threads) is one `find`; votes send `find` (the
+/// comment), their own reads and writes of the vote, and `apply` (the strategy's change of
+/// counts): a first vote `find, insert, <apply>, update`; the same vote again `find, insert,
+/// find`; a change `find, insert, find, update, <apply>, update`; a retraction `find, find,
+/// update, <apply>, delete`. Where `locked`, each vote holds the discussion's lock (an `insert`
+/// after the first command, a `delete` last).
 pub async fn vote_command_counts(
     store: &dyn CommentStore,
     commands: &CommandCounter,
     locked: bool,
-    vote: &[&str],
+    apply: &[&str],
 ) {
     create(store).await;
     let posted = post_many(store, 6).await;
@@ -854,17 +857,50 @@ pub async fn vote_command_counts(
         .vote(DISCUSSION, &posted[0].link, "warm-up", Vote::Up)
         .await
         .unwrap();
-    commands.reset();
-    store
-        .vote(DISCUSSION, &posted[1].link, "u1", Vote::Up)
-        .await
+    let link = posted[1].link.as_str();
+    let expect = |reads: &[&str], last: &str| -> Vec<String> {
+        let mut expected: Vec<String> = reads.iter().map(|name| name.to_string()).collect();
+        if last != "none" {
+            expected.extend(apply.iter().map(|name| name.to_string()));
+            expected.push(last.to_owned());
+        }
+        if locked {
+            expected.insert(1, "insert".to_owned());
+            expected.push("delete".to_owned());
+        }
+        expected
+    };
+    let calls: [(&str, Option<Vote>, Vec<String>); 4] = [
+        (
+            "a first vote",
+            Some(Vote::Up),
+            expect(&["find", "insert"], "update"),
+        ),
+        (
+            "the same vote again",
+            Some(Vote::Up),
+            expect(&["find", "insert", "find"], "none"),
+        ),
+        (
+            "a change",
+            Some(Vote::Down),
+            expect(&["find", "insert", "find", "update"], "update"),
+        ),
+        (
+            "a retraction",
+            None,
+            expect(&["find", "find", "update"], "delete"),
+        ),
+    ];
+    for (what, vote, expected) in calls {
+        commands.reset();
+        match vote {
+            Some(vote) => store.vote(DISCUSSION, link, "u1", vote).await,
+            None => store.retract_vote(DISCUSSION, link, "u1").await,
+        }
         .unwrap();
-    let mut expected: Vec<&str> = vote.to_vec();
-    if locked {
-        expected.insert(1, "insert");
-        expected.push("delete");
+        assert_eq!(commands.names(), expected, "{what}");
     }
-    assert_eq!(commands.names(), expected, "a first vote");
     for sort in Sort::ALL {
         let mut request = PageRequest::first(2);
         for _ in 0..2 {
