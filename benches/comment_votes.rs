@@ -236,7 +236,7 @@ impl Subject {
                 // Each pass over the fill's users turns every vote around once more.
                 let user = turn % self.cast.len();
                 let (comment, vote) = self.cast[user];
-                let flipped = (turn / self.cast.len()) % 2 == 0;
+                let flipped = (turn / self.cast.len()).is_multiple_of(2);
                 let vote = match (vote, flipped) {
                     (Vote::Up, true) | (Vote::Down, false) => Vote::Down,
                     _ => Vote::Up,

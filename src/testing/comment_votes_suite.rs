@@ -1,5 +1,6 @@
-//! Conformance checks of votes and ranked pages ([`VotedComments`]) every [`CommentStore`] must
-//! pass, run against the real server by `tests/comments.rs` for each strategy, beside
+//! Conformance checks of votes and ranked pages
+//! ([`VotedComments`](crate::comments::VotedComments)) every [`CommentStore`] must pass, run
+//! against the real server by `tests/comments.rs` for each strategy, beside
 //! [`super::comments_suite`]. Checks of replies run where the strategy threads and assert their
 //! absence elsewhere.
 //!
