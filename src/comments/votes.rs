@@ -147,8 +147,8 @@ impl VoteBook {
         ShardKey::new(
             self.votes.name(),
             doc! { "discussion_id": 1, "comment": 1 },
-            "a comment's votes stay together with its discussion's; a vote is found by its \
-             _id, which holds both, so each vote touches one shard",
+            "a comment's votes stay together with its discussion's; every command of a vote \
+             names both (with the vote's _id), so it touches one shard",
         )
     }
 
@@ -190,14 +190,14 @@ impl VoteBook {
         pair: &Pair<'_>,
         to: i32,
     ) -> Result<Option<Vote>> {
-        let id = pair.id();
+        let key = pair.key();
         let op = ObjectId::new();
         // The common case first: a first vote, claimed by its insert.
         let mut known = (to != 0).then_some(Known::Value(0));
         for _ in 0..ROUNDS {
             let stored = match known.take() {
                 Some(known) => known,
-                None => Known::Stored(self.read(&id).await?),
+                None => Known::Stored(self.read(&key).await?),
             };
             let from = match stored {
                 Known::Value(from) => from,
@@ -212,17 +212,17 @@ impl VoteBook {
                 return Ok(Vote::of_value(from));
             }
             let delta = Delta::between(from, to);
-            if let Claim::Other(stored) = self.claim(pair, &id, from, to, delta, op).await? {
+            if let Claim::Other(stored) = self.claim(pair, &key, from, to, delta, op).await? {
                 // The pair holds something else: go on from what it holds.
                 known = Some(Known::Stored(stored));
                 continue;
             }
             if !tally.apply(pair.discussion, target, delta, op).await? {
                 // Removed meanwhile: the vote has no comment to count on.
-                self.clear(&id, op, true).await?;
+                self.clear(&key, op, true).await?;
                 return Err(validate::no_comment(Entity::Comment, pair.link));
             }
-            self.clear(&id, op, to == 0).await?;
+            self.clear(&key, op, to == 0).await?;
             return Ok(Vote::of_value(from));
         }
         Err(Error::Contention { attempts: ROUNDS })
@@ -233,7 +233,7 @@ impl VoteBook {
     async fn claim(
         &self,
         pair: &Pair<'_>,
-        id: &Document,
+        key: &Document,
         from: i32,
         to: i32,
         delta: Delta,
@@ -246,7 +246,7 @@ impl VoteBook {
                 if from == 0 {
                     // A client-made `_id`: a retry meets its own insert (by `op`).
                     let vote = doc! {
-                        "_id": id,
+                        "_id": pair.id(),
                         "discussion_id": pair.discussion,
                         "comment": pair.link,
                         "user": pair.user,
@@ -261,10 +261,13 @@ impl VoteBook {
                     }
                 } else {
                     // Filtered by the value replaced and no mark: a retry matches nothing.
+                    let mut unmarked = key.clone();
+                    unmarked.insert("value", from);
+                    unmarked.insert(PENDING, doc! { "$exists": false });
                     let claimed = self
                         .votes
                         .update_one(
-                            doc! { "_id": id, "value": from, PENDING: { "$exists": false } },
+                            unmarked,
                             doc! { "$set": { "value": to, "at": at, PENDING: mark.clone() } },
                         )
                         .await?;
@@ -272,7 +275,7 @@ impl VoteBook {
                         return Ok(Claim::Mine);
                     }
                 }
-                let stored = self.votes.find_one(doc! { "_id": id }).await?;
+                let stored = self.votes.find_one(key.clone()).await?;
                 let mine = stored
                     .as_ref()
                     .and_then(|stored| stored.get_document(PENDING).ok())
@@ -296,7 +299,7 @@ impl VoteBook {
         discussion: &str,
         stored: &Document,
     ) -> Result<()> {
-        let id = &self.stored_id(stored)?;
+        let key = &self.stored_key(stored)?;
         let mark = stored
             .get_document(PENDING)
             .map_err(|_| self.corrupt(stored, "a vote mark that is not a document"))?;
@@ -308,13 +311,14 @@ impl VoteBook {
             downs: bson_ext::integer(mark, "downs").unwrap_or(0),
         };
         let kept = tally.apply(discussion, target, delta, op).await?;
-        self.clear(id, op, !kept || value(stored) == 0).await
+        self.clear(key, op, !kept || value(stored) == 0).await
     }
 
-    /// Clears the mark of `op` on the vote `id`, or deletes the vote (a retraction, or a vote
-    /// whose comment is gone).
-    async fn clear(&self, id: &Document, op: ObjectId, delete: bool) -> Result<()> {
-        let mine = doc! { "_id": id, "pending.op": op };
+    /// Clears the mark of `op` on the vote `key` selects, or deletes the vote (a retraction, or
+    /// a vote whose comment is gone).
+    async fn clear(&self, key: &Document, op: ObjectId, delete: bool) -> Result<()> {
+        let mut mine = key.clone();
+        mine.insert("pending.op", op);
         self.backend
             .retry("vote counted", || async {
                 if delete {
@@ -329,10 +333,11 @@ impl VoteBook {
             .await
     }
 
-    async fn read(&self, id: &Document) -> Result<Option<Document>> {
+    /// The vote `key` selects.
+    async fn read(&self, key: &Document) -> Result<Option<Document>> {
         self.backend
             .retry("read vote", || async {
-                Ok(self.votes.find_one(doc! { "_id": id }).await?)
+                Ok(self.votes.find_one(key.clone()).await?)
             })
             .await
     }
@@ -356,7 +361,7 @@ impl VoteBook {
         };
         let stored = self
             .votes
-            .find_one(doc! { "_id": pair.id() })
+            .find_one(pair.key())
             .projection(doc! { "value": 1 })
             .await?;
         Ok(stored.and_then(|stored| Vote::of_value(value(&stored))))
@@ -383,8 +388,8 @@ impl VoteBook {
             };
             self.backend
                 .exclusive_one(&tally.lock_key(discussion), async {
-                    let id = self.stored_id(stored)?;
-                    let Some(current) = self.read(&id).await? else {
+                    let key = self.stored_key(stored)?;
+                    let Some(current) = self.read(&key).await? else {
                         return Ok(());
                     };
                     match (&found, current.contains_key(PENDING)) {
@@ -396,7 +401,7 @@ impl VoteBook {
                             // A filtered delete: a retry deletes nothing more.
                             self.backend
                                 .retry("forget vote", || async {
-                                    self.votes.delete_one(doc! { "_id": &id }).await?;
+                                    self.votes.delete_one(key.clone()).await?;
                                     Ok(())
                                 })
                                 .await
@@ -422,11 +427,21 @@ impl VoteBook {
             .await
     }
 
-    fn stored_id(&self, stored: &Document) -> Result<Document> {
-        stored
+    /// The filter selecting the stored vote `stored`: [`Pair::key`].
+    fn stored_key(&self, stored: &Document) -> Result<Document> {
+        let id = stored
             .get_document("_id")
-            .cloned()
-            .map_err(|_| self.corrupt(stored, "a vote without its _id"))
+            .map_err(|_| self.corrupt(stored, "a vote without its _id"))?;
+        let field = |name: &str| {
+            stored
+                .get_str(name)
+                .map_err(|_| self.corrupt(stored, "a vote without its discussion or comment"))
+        };
+        Ok(doc! {
+            "_id": id,
+            "discussion_id": field("discussion_id")?,
+            "comment": field("comment")?,
+        })
     }
 
     fn corrupt(&self, stored: &Document, reason: &str) -> Error {
@@ -460,6 +475,12 @@ struct Pair<'a> {
 impl Pair<'_> {
     fn id(&self) -> Document {
         doc! { "discussion": self.discussion, "comment": self.link, "user": self.user }
+    }
+
+    /// The filter selecting the pair's vote: its `_id`, and the shard key's fields, so a sharded
+    /// cluster routes every command of a vote to one shard.
+    fn key(&self) -> Document {
+        doc! { "_id": self.id(), "discussion_id": self.discussion, "comment": self.link }
     }
 }
 
