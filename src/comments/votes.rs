@@ -199,20 +199,28 @@ impl VoteBook {
                 Some(known) => known,
                 None => Known::Stored(self.read(&key).await?),
             };
-            let from = match stored {
-                Known::Value(from) => from,
+            // What the pair holds, and whether it has a document to update.
+            let (from, exists) = match stored {
+                Known::Value(from) => (from, false),
                 Known::Stored(Some(stored)) if stored.contains_key(PENDING) => {
                     self.finish(tally, target, pair.discussion, &stored).await?;
                     continue;
                 }
-                Known::Stored(Some(stored)) => value(&stored),
-                Known::Stored(None) => 0,
+                Known::Stored(Some(stored)) => (value(&stored), true),
+                Known::Stored(None) => (0, false),
             };
             if from == to {
                 return Ok(Vote::of_value(from));
             }
             let delta = Delta::between(from, to);
-            if let Claim::Other(stored) = self.claim(pair, &key, from, to, delta, op).await? {
+            let claim = Change {
+                from,
+                to,
+                delta,
+                op,
+                exists,
+            };
+            if let Claim::Other(stored) = self.claim(pair, &key, &claim).await? {
                 // The pair holds something else: go on from what it holds.
                 known = Some(Known::Stored(stored));
                 continue;
@@ -228,22 +236,21 @@ impl VoteBook {
         Err(Error::Contention { attempts: ROUNDS })
     }
 
-    /// Writes `to` over `from` with the mark of `delta` under `op`: [`Claim::Mine`] if this call
-    /// did (its retry included), else what the pair holds.
-    async fn claim(
-        &self,
-        pair: &Pair<'_>,
-        key: &Document,
-        from: i32,
-        to: i32,
-        delta: Delta,
-        op: ObjectId,
-    ) -> Result<Claim> {
+    /// Writes the change's `to` over `from` with its mark: [`Claim::Mine`] if this call did (its
+    /// retry included), else what the pair holds.
+    async fn claim(&self, pair: &Pair<'_>, key: &Document, change: &Change) -> Result<Claim> {
+        let Change {
+            from,
+            to,
+            delta,
+            op,
+            exists,
+        } = *change;
         let mark = doc! { "op": op, "ups": delta.ups, "downs": delta.downs };
         let at = bson::DateTime::now();
         self.backend
             .retry("vote", || async {
-                if from == 0 {
+                if !exists {
                     // A client-made `_id`: a retry meets its own insert (by `op`).
                     let vote = doc! {
                         "_id": pair.id(),
@@ -455,6 +462,21 @@ enum Known {
     Value(i32),
     /// Its document as read, if any.
     Stored(Option<Document>),
+}
+
+/// A change of a pair's vote, to claim.
+#[derive(Clone, Copy)]
+struct Change {
+    /// The value replaced (0: none).
+    from: i32,
+    /// The value written (0: none, a retraction).
+    to: i32,
+    /// The change of counts it makes.
+    delta: Delta,
+    /// Its operation id.
+    op: ObjectId,
+    /// Whether the pair has a document (else the claim inserts one).
+    exists: bool,
 }
 
 /// What a claim found.
