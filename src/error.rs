@@ -141,7 +141,16 @@ pub enum Error {
         limit: usize,
     },
 
-    /// An edit or delete named a comment that was already deleted.
+    /// A comment vote other than up (1) or down (-1), or 0 where a retraction is meant: what
+    /// [`Vote::from_dir`](crate::comments::Vote::from_dir) says of a value that came from outside
+    /// (a request's `dir`).
+    #[error("invalid vote {value}: a vote is 1 (up) or -1 (down), or 0 to take it back")]
+    InvalidVote {
+        /// The value as given.
+        value: i64,
+    },
+
+    /// An edit, delete or vote named a comment that was already deleted.
     #[error("comment `{link}` was deleted")]
     CommentDeleted {
         /// The comment's link.
@@ -309,6 +318,7 @@ impl Error {
                 | Error::TooLarge { .. }
                 | Error::SelfFollow { .. }
                 | Error::InvalidLink { .. }
+                | Error::InvalidVote { .. }
                 | Error::ThreadTooDeep { .. }
         )
     }

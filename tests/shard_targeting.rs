@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mongo_social::comments::{
-    Author, DynCommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
+    Author, DynCommentStore, Embedded, HybridPages, NewComment, Order, PerComment, Sort, Vote,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser, SearchOrder};
@@ -194,6 +194,28 @@ async fn comment_commands_are_targeted() {
         store.edit("d1", &links[1], "edited").await.unwrap();
         store.delete("d1", &links[2]).await.unwrap();
         store.count("d1").await.unwrap();
+        // Votes (a first vote, a change, a retraction) and ranked pages.
+        store.vote("d1", &links[3], "u2", Vote::Up).await.unwrap();
+        store.vote("d1", &links[3], "u2", Vote::Down).await.unwrap();
+        store.retract_vote("d1", &links[3], "u2").await.unwrap();
+        store.vote_of("d1", &links[3], "u2").await.unwrap();
+        for sort in Sort::ALL {
+            let page = store
+                .ranked("d1", None, sort, PageRequest::first(3))
+                .await
+                .unwrap();
+            store
+                .ranked("d1", None, sort, PageRequest::after(3, page.next.unwrap()))
+                .await
+                .unwrap();
+        }
+        if store.threaded().is_some() {
+            store
+                .ranked("d1", Some(&links[0]), Sort::Best, PageRequest::first(3))
+                .await
+                .unwrap();
+        }
+        store.settle_votes("d1").await.unwrap();
         check(name, &commands, &store.shard_keys(), &[]);
     }
 }

@@ -50,6 +50,7 @@
 //! runtime it was made in, so [`client`] and [`test_db`] make a new client on every call.
 
 mod commands;
+pub mod comment_votes_suite;
 pub mod comments_suite;
 pub mod fault_proxy;
 #[cfg(unix)]
