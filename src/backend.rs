@@ -41,6 +41,10 @@ use crate::server::{Capabilities, DetectedCapabilities};
 use crate::update_batch::UpdateBatch;
 use crate::Result;
 
+/// The most documents [`Backend::find_by_ids`] reads one `find` each where only `{_id}` filters
+/// stay in the engine: past it, one `find` that decodes the collection once costs less.
+pub(crate) const FEW_BY_ID: usize = 8;
+
 /// A store's view of its server; cheap to clone, and clones share what was detected and
 /// created.
 ///
@@ -174,11 +178,15 @@ impl Backend {
         Ok(filter)
     }
 
-    /// The documents of `collection` with the `(_id, shard key values)` of `keys`, projected:
-    /// one `find` of the [`Backend::by_id`] filters joined by `$or`; or, where only a filter
-    /// that is exactly `{_id}` stays in the engine (FerretDB 1.x), one `find` per document, a
-    /// few at a time, because one `find` of them all would decode every document of the
-    /// collection. Missing documents are left out.
+    /// The documents of `collection` with the `(_id, shard key values)` of `keys`, projected,
+    /// missing ones left out: one `find` of the [`Backend::by_id`] filters joined by `$or`.
+    ///
+    /// Where only a filter that is exactly `{_id}` stays in the engine (FerretDB 1.x), such a
+    /// `find` decodes every document of the collection, while a `find` by `{_id}` scans inside
+    /// the engine only until it meets its document, for a fraction of that cost (measured on
+    /// 100 buckets, 1.2 MB: 10 ms to find one bucket by `_id`, 137 ms to update one by owner and
+    /// sequence against 19 ms by `_id`). There up to [`FEW_BY_ID`] documents are read one `find`
+    /// each, at once, and more in one `find` as elsewhere.
     pub(crate) async fn find_by_ids(
         &self,
         collection: &Collection<Document>,
@@ -190,7 +198,7 @@ impl Backend {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        if self.capabilities().await?.filters_beyond_id {
+        if self.capabilities().await?.filters_beyond_id || keys.len() > FEW_BY_ID {
             let filters: Vec<Bson> = keys
                 .iter()
                 .map(|(id, shard_key)| {

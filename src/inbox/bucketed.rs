@@ -159,12 +159,14 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// delivery covers at most one `update` command's worth of recipients, so it ends well inside the
 /// lease. Lease times come from the senders' clocks, which are assumed to agree within seconds.
 ///
-/// Holding the locks, a delivery reads its recipients' target buckets (one `find` by `_id` each,
-/// a few at a time) and then pushes into each by `_id` alone, in one `update`: FerretDB 1.x
-/// evaluates any other filter by decoding every document of the collection, which made each
-/// recipient of a send cost a decode of every bucket. A send to N recipients there costs, per 50
-/// recipients, a lock, a `find` of heads, N `find`s, one `update` and an unlock, and on roll-over
-/// an `update` of heads, a `find` per recipient rolled over and one more `update`.
+/// Holding the locks, a delivery reads its recipients' target buckets, then pushes into each by
+/// `_id` alone, in one `update`: FerretDB 1.x evaluates any other filter by decoding every
+/// document of the collection, which made each recipient of a send cost a decode of every
+/// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
+/// `find`, or one `find` by `_id` each for up to 8 recipients), one `update` and an unlock; on
+/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. Each update
+/// statement still scans the collection inside SQLite on FerretDB 1.24, so there a send's cost
+/// grows with the size of the buckets collection, an order of magnitude more slowly than before.
 ///
 /// # Setup and failures
 ///
