@@ -87,14 +87,18 @@ async fn main() -> ExampleResult {
         }
         delete.sort();
         println!(
-            "{name:<28} {:>12?} {:>12?} {:>12?}",
-            find,
-            update,
-            delete[REPETITIONS / 2]
+            "{name:<28} {:>12} {:>12} {:>12}",
+            millis(find),
+            millis(update),
+            millis(delete[REPETITIONS / 2])
         );
     }
     db.drop().await?;
     Ok(())
+}
+
+fn millis(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
 }
 
 fn env_number(name: &str, default: usize) -> usize {

@@ -110,8 +110,8 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// - `inbox_buckets`: `{_id: "<owner>/<sequence>", owner, sequence, count, last_sent,
 ///   messages: [..]}`, unique index `{owner: 1, sequence: 1}`, shard key
 ///   `{owner: 1, sequence: 1}`; the `_id` is derived from owner and sequence so a bucket can be
-///   addressed by `_id` alone (buckets written before `_id`s were derived keep an `ObjectId`, and are
-///   read and filled as before);
+///   addressed by `_id` alone (buckets written before `_id`s were derived keep an `ObjectId`,
+///   and are read and filled as before);
 /// - `inbox_heads`: `{_id: owner, head, floor}`, the seed's `users` collection, holding the
 ///   sequence of each owner's newest bucket and the newest `sent` of the bucket before it (a
 ///   hint: a stale head costs a retry, never a wrong result);
@@ -164,9 +164,10 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// document of the collection, which made each recipient of a send cost a decode of every
 /// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
 /// `find`, or one `find` by `_id` each for up to 8 recipients), one `update` and an unlock; on
-/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. Each update
-/// statement still scans the collection inside SQLite on FerretDB 1.24, so there a send's cost
-/// grows with the size of the buckets collection, an order of magnitude more slowly than before.
+/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. On FerretDB
+/// 1.24 each update statement still makes SQLite scan the collection (its `_id` index serves no
+/// query), so there a send's cost grows with N times the size of the buckets collection (see
+/// `docs/BENCHMARKS.md`).
 ///
 /// # Setup and failures
 ///
