@@ -484,6 +484,72 @@ async fn lagging_head_is_resynchronised() {
     assert_eq!(buckets[40], (40, 1, 1));
 }
 
+/// Buckets stored before their `_id` was derived from owner and sequence (each under an
+/// `ObjectId`) are read as before, and sends keep filling them and roll over past them, on
+/// every server (on FerretDB 1.x a send finds such a bucket by `{owner, sequence}` once its push
+/// under the derived `_id` is refused).
+#[tokio::test]
+async fn buckets_stored_under_object_ids_keep_working() {
+    let db = testing::test_db("buckets_under_object_ids").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .bucket_size(3)
+        .build()
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob", "ann"], 4).await;
+    let buckets = db.collection::<Document>("inbox_buckets");
+    let stored: Vec<Document> = buckets
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = stored.iter().map(|b| b.get_str("_id").unwrap()).collect();
+    assert_eq!(ids.len(), 4);
+    assert!(ids.contains(&"bob/0") && ids.contains(&"bob/1"), "{ids:?}");
+    // The same documents as the earlier layout stored them.
+    buckets.delete_many(doc! {}).await.unwrap();
+    buckets
+        .insert_many(stored.into_iter().map(|mut bucket| {
+            bucket.insert("_id", bson::oid::ObjectId::new());
+            bucket
+        }))
+        .await
+        .unwrap();
+    sent.extend(inbox_suite::send_sequence(&store, "cat", &["bob", "ann"], 5).await);
+    for owner in ["bob", "ann"] {
+        assert_eq!(store.count(owner).await.unwrap(), 9, "{owner}");
+        let mut expected = sent.clone();
+        expected.reverse();
+        assert_eq!(
+            inbox_suite::read_all(&store, owner, 2).await,
+            expected,
+            "{owner}"
+        );
+        assert_eq!(
+            bucket_sizes(&db, owner).await,
+            [(0, 3, 3), (1, 3, 3), (2, 3, 3)],
+            "{owner}"
+        );
+    }
+    let new_ids: Vec<String> = buckets
+        .find(doc! { "owner": "bob", "sequence": 2 })
+        .await
+        .unwrap()
+        .try_collect::<Vec<Document>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.get_str("_id").unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        new_ids,
+        ["bob/2"],
+        "a bucket opened now has the derived `_id`"
+    );
+}
+
 /// Where updates are not atomic, recipients are locked around delivery; a lock left by a sender
 /// that died is taken over once its lease has run out, and nothing is lost.
 #[tokio::test]

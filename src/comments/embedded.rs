@@ -249,10 +249,10 @@ impl Embedded {
         };
         let found = self
             .discussions
-            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+            .find_one(doc! { "_id": discussion })
             .projection(doc! { "slots": 1, "comments": comments })
             .await?;
-        let Some(found) = found else {
+        let Some(found) = found.filter(created) else {
             return Ok(None);
         };
         let slots = count_field(&found, "slots");
@@ -324,12 +324,12 @@ impl Embedded {
             .retry("read discussion", || async {
                 Ok(self
                     .discussions
-                    .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-                    .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
+                    .find_one(doc! { "_id": discussion })
+                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
                     .await?)
             })
             .await?;
-        let Some(found) = found else {
+        let Some(found) = found.filter(created) else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
         let bytes = count_field(&found, "bytes") as i64;
@@ -460,6 +460,13 @@ enum Change<T> {
 fn slice_number(n: usize, sign: i64) -> Bson {
     let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
     i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
+}
+
+/// Whether a discussion document read by `_id` (with `slots` projected) was created by this
+/// store. Checked here rather than by a `slots: {$exists: true}` filter: FerretDB 1.x evaluates
+/// any filter but `{_id}` by decoding every discussion of the collection, comments and all.
+fn created(document: &Document) -> bool {
+    document.contains_key("slots")
 }
 
 /// A non-negative count field, 0 when missing.
@@ -757,9 +764,10 @@ impl CommentStore for Embedded {
         validate::check_discussion(discussion)?;
         let found = self
             .discussions
-            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-            .projection(doc! { "count": 1 })
+            .find_one(doc! { "_id": discussion })
+            .projection(doc! { "slots": 1, "count": 1 })
             .await?
+            .filter(created)
             .ok_or_else(|| validate::no_discussion(discussion))?;
         Ok(count_field(&found, "count") as u64)
     }

@@ -11,6 +11,8 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+mod locked;
+
 use super::recipient_lists::RecipientLists;
 use super::{
     cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Strategy,
@@ -79,6 +81,23 @@ struct Pushed {
     transient: Option<Error>,
 }
 
+/// The `_id` of `owner`'s bucket `sequence`: derived from the two, so a store finds any bucket
+/// by `_id` alone (the one filter FerretDB 1.x evaluates without decoding the whole collection),
+/// and the unique `_id` index, like the `{owner, sequence}` one, refuses a bucket opened twice.
+/// The sequence is all digits and follows the last `/`, so no two buckets share an `_id`.
+fn bucket_id(owner: &str, sequence: i64) -> String {
+    format!("{owner}/{sequence}")
+}
+
+/// Whether `bucket` (read with `messages.id`) holds message `id`.
+fn holds(bucket: &Document, id: MessageId) -> bool {
+    bucket.get_array("messages").is_ok_and(|messages| {
+        messages
+            .iter()
+            .any(|m| matches!(m, Bson::Document(m) if m.get_object_id("id") == Ok(id.0)))
+    })
+}
+
 /// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
 fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime {
     floor.map_or(sent, |floor| floor.max(sent))
@@ -88,8 +107,11 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// `bucket_size` messages (default 50), oldest bucket first.
 ///
 /// Collections (default names; see [`BucketedFanOutBuilder::collection`]):
-/// - `inbox_buckets`: `{owner, sequence, count, last_sent, messages: [..]}`, unique index
-///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
+/// - `inbox_buckets`: `{_id: "<owner>/<sequence>", owner, sequence, count, last_sent,
+///   messages: [..]}`, unique index `{owner: 1, sequence: 1}`, shard key
+///   `{owner: 1, sequence: 1}`; the `_id` is derived from owner and sequence so a bucket can be
+///   addressed by `_id` alone (buckets written before `_id`s were derived keep an `ObjectId`,
+///   and are read and filled as before);
 /// - `inbox_heads`: `{_id: owner, head, floor}`, the seed's `users` collection, holding the
 ///   sequence of each owner's newest bucket and the newest `sent` of the bucket before it (a
 ///   hint: a stale head costs a retry, never a wrong result);
@@ -136,6 +158,16 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// (one `delete`). A lock whose holder died is taken over after a 30-second lease; each locked
 /// delivery covers at most one `update` command's worth of recipients, so it ends well inside the
 /// lease. Lease times come from the senders' clocks, which are assumed to agree within seconds.
+///
+/// Holding the locks, a delivery reads its recipients' target buckets, then pushes into each by
+/// `_id` alone, in one `update`: FerretDB 1.x evaluates any other filter by decoding every
+/// document of the collection, which made each recipient of a send cost a decode of every
+/// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
+/// `find`, or one `find` by `_id` each for up to 8 recipients), one `update` and an unlock; on
+/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. On FerretDB
+/// 1.24 each update statement still makes SQLite scan the collection (its `_id` index serves no
+/// query), so there a send's cost grows with N times the size of the buckets collection (see
+/// `docs/BENCHMARKS.md`).
 ///
 /// # Setup and failures
 ///
@@ -359,8 +391,13 @@ impl Buckets {
         // Where recipients are locked, a bounded round keeps each locked delivery to about one
         // `update` command, well inside the lease even on a slow server.
         let round = capabilities.max_update_statements.max(1);
+        let locked = self
+            .backend
+            .exclusive_in_rounds(&recipients, round, |taken| {
+                self.deliver_locked(taken, &entry)
+            });
         self.backend
-            .exclusive_in_rounds(&recipients, round, |taken| self.deliver(taken, &entry))
+            .atomic_or_locked(self.deliver(recipients.clone(), &entry), locked)
             .await
     }
 
@@ -520,6 +557,9 @@ impl Buckets {
                     "$push": { "messages": stamped },
                     "$inc": { "count": 1_i64 },
                     "$max": { LAST_SENT: stamp },
+                    // The filter keeps selecting by owner and sequence, so buckets opened
+                    // before `_id`s were derived keep filling.
+                    "$setOnInsert": { "_id": bucket_id(owner, target.sequence) },
                 },
                 true,
             )?;
@@ -565,16 +605,11 @@ impl Buckets {
             let Ok(owner) = bucket.get_str("owner") else {
                 continue;
             };
-            let holds = bucket.get_array("messages").is_ok_and(|messages| {
-                messages
-                    .iter()
-                    .any(|m| matches!(m, Bson::Document(m) if m.get_object_id("id") == Ok(id.0)))
-            });
             seen.insert(
                 owner.to_owned(),
                 Seen {
                     count: integer(bucket, "count").unwrap_or(0),
-                    holds,
+                    holds: holds(bucket, id),
                     last_sent: date(bucket, LAST_SENT),
                 },
             );

@@ -365,7 +365,7 @@ pub async fn sent_order_under_concurrency(store: Arc<Store>, senders: u32, per_s
 
 /// Round trips: an inbox page is one `find` (bucketed: the newest 50 in at most 2 `find`/`getMore`,
 /// the newest 100 in at most 3); a send to 100 recipients costs one command (fan-out), or at most
-/// 5 for buckets on MongoDB (on servers without atomic updates, at most 7 per batch of recipients
+/// 5 for buckets on MongoDB (on servers without atomic updates, at most 8 per batch of recipients
 /// one `update` command carries).
 pub async fn command_counts(store: &Store, commands: &CommandCounter) {
     let recipients: Vec<String> = (0..100).map(|i| format!("r{i}")).collect();
@@ -413,9 +413,10 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
         let limit = match store.strategy() {
             // Heads, pushes, and on roll-over a check, heads and pushes again.
             Strategy::BucketedFanOut if capabilities.atomic_updates => 5,
-            // Without atomic updates: the same, plus a lock and an unlock, per batch of
-            // recipients one `update` command can carry.
-            Strategy::BucketedFanOut => 7 * 100_usize.div_ceil(capabilities.max_update_statements),
+            // Without atomic updates, per batch of recipients one `update` command can carry:
+            // a lock, heads, the target buckets, pushes, an unlock, and on roll-over heads, the
+            // next buckets and pushes again.
+            Strategy::BucketedFanOut => 8 * 100_usize.div_ceil(capabilities.max_update_statements),
             _ => 1,
         };
         assert!(
