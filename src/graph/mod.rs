@@ -68,16 +68,18 @@
 //! update is locked too (+2).
 
 mod builder;
+mod exclusions;
 mod follow_source;
 mod follows;
 mod paging;
+mod recommend;
 mod types;
 
 pub use builder::FollowGraphBuilder;
 /// A cursor of [`FollowGraph::followers`] or [`FollowGraph::following`] after the user `id`.
 pub(crate) use paging::after as cursor_after;
 use paging::{page_of, trim};
-pub use types::{Origin, RebuildReport, Subscription, UserStats};
+pub use types::{Origin, RebuildReport, RecommendOptions, Recommendation, Subscription, UserStats};
 
 pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
@@ -144,6 +146,10 @@ pub struct FollowGraph {
     follows: Collection<Document>,
     members: Collection<Document>,
     subscriptions: Collection<Document>,
+    /// Dismissed and blocked users, `{owner, user, kind: "dismiss" | "block", since}`.
+    exclusions: Collection<Document>,
+    /// How recommendations are read and ranked.
+    recommend: RecommendOptions,
     /// Owners' subscriptions are rebuilt one writer at a time, on every server.
     owner_locks: LeaseLocks,
     /// A group's changes are fanned out one at a time, on every server.
@@ -199,6 +205,7 @@ impl FollowGraph {
         FollowGraphBuilder {
             config: StoreConfig::new(database),
             notifier: None,
+            recommend: RecommendOptions::default(),
         }
     }
 
@@ -273,7 +280,8 @@ impl FollowGraph {
     /// # Errors
     ///
     /// [`Error::SelfFollow`], [`Error::Blank`] for a blank id, [`Error::NotFound`] for a
-    /// user not registered, all before anything is written.
+    /// user not registered, [`Error::Blocked`] if either blocked the other
+    /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.backend.ensure_indexes().await?;
@@ -282,6 +290,9 @@ impl FollowGraph {
         let new = self
             .owner_locks
             .with_lock(&owner_key(owner), async {
+                // Under the lock a block's removal of this follow also takes: a block recorded
+                // before this check refuses the follow, one recorded after it removes it.
+                self.refuse_blocked(owner, user).await?;
                 let new = self.relate(owner, Kind::User, user).await?;
                 self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
                     .await?;
@@ -305,6 +316,12 @@ impl FollowGraph {
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.backend.ensure_indexes().await?;
+        self.remove_direct(owner, user).await
+    }
+
+    /// Removes `owner`'s direct follow of `user` (relation, direct origin, counts, and the
+    /// notification), whether or not there was one; whether there was.
+    async fn remove_direct(&self, owner: &str, user: &str) -> Result<bool> {
         let existed = self
             .owner_locks
             .with_lock(&owner_key(owner), async {
@@ -314,6 +331,7 @@ impl FollowGraph {
                 Ok(existed)
             })
             .await?;
+        // On every call, as a follow notifies: a repeat completes a withdrawal that failed.
         if let Some(notifier) = &self.notifier {
             notifier.withdraw(follow_activity(owner, user)).await?;
         }
