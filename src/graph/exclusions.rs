@@ -51,10 +51,10 @@ impl FollowGraph {
     /// the [module docs](self) for what it does not touch. Returns whether the block is new;
     /// blocking again changes nothing, and completes a block that failed half-way.
     ///
-    /// Costs, on MongoDB: 1 `find` (both users exist), 1 `insert` (the block), then for each
-    /// direction what an unfollow costs after its own check: 3 commands when there was no follow
-    /// (lock, relation `delete`, subscription `find`, and the lock's `delete`: 4), 7 when there
-    /// was one; a notifier adds a withdrawal each way.
+    /// Costs: 1 `find` (both users exist), 1 `insert` (the block), then for each direction 4
+    /// commands where there was no follow (lock `insert`, relation `delete`, subscription
+    /// `find`, lock `delete`) and 7 on MongoDB where there was one (as an unfollow after its
+    /// check); a notifier adds a withdrawal each way.
     ///
     /// # Errors
     ///
