@@ -5,7 +5,7 @@
 //! would), in commands and documents read per page, and in what each adds to a follow.
 //!
 //! ```text
-//! cargo bench --bench recommend                                  # 2,000 users, a few minutes
+//! cargo bench --bench recommend                                  # 1,000 users, a few minutes
 //! MONGO_SOCIAL_BENCH_RECOMMEND_USERS=10000 MONGO_SOCIAL_BENCH_GROUPS=counts cargo bench --bench recommend
 //! MONGODB_URI=mongodb://127.0.0.1:27017/ MONGO_SOCIAL_BENCH_RECOMMEND_USERS=10000 cargo bench --bench recommend
 //! ```
@@ -32,9 +32,9 @@
 //!
 //! | variable | default |
 //! |---|---|
-//! | `MONGO_SOCIAL_BENCH_RECOMMEND_USERS` (U) | `2000` |
-//! | `MONGO_SOCIAL_BENCH_RECOMMEND_READERS` (R) | `5` |
-//! | `MONGO_SOCIAL_BENCH_RECOMMEND_FOLLOWS` (F) | `5` |
+//! | `MONGO_SOCIAL_BENCH_RECOMMEND_USERS` (U) | `1000` |
+//! | `MONGO_SOCIAL_BENCH_RECOMMEND_READERS` (R) | `3` |
+//! | `MONGO_SOCIAL_BENCH_RECOMMEND_FOLLOWS` (F) | `3` |
 //! | `MONGO_SOCIAL_BENCH_GROUPS` (which groups run: `counts`, `read`, `follow`) | all |
 //!
 //! Criterion here: 10 flat samples, 1 s warm-up, 2 s measurement; the usual flags override them.
@@ -87,9 +87,9 @@ struct Env {
 
 impl Env {
     fn new() -> Self {
-        let users = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_USERS", 2_000);
-        let readers = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_READERS", 5);
-        let follows = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_FOLLOWS", 5);
+        let users = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_USERS", 1_000);
+        let readers = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_READERS", 3);
+        let follows = bench_env::number("MONGO_SOCIAL_BENCH_RECOMMEND_FOLLOWS", 3);
         let (rt, client, commands, info) = bench_env::connect();
         eprintln!("server: {}", info.describe());
         let db = client.database(&format!("mongo_social_bench_recommend_{users}"));
@@ -219,7 +219,8 @@ fn counts(env: &Env) {
     let users = env.graph.ids.len();
     let heaviest = env.heaviest_reader();
     eprintln!(
-        "\n### One page of {PAGE}, {users} users ({} random readers; the heaviest reader follows {})\n",
+        "\n### One page of {PAGE}, {users} users ({} random readers; the heaviest reader \
+         follows {})\n",
         env.readers.len(),
         env.graph.following[heaviest].len()
     );
@@ -280,7 +281,10 @@ fn counts(env: &Env) {
     );
 
     eprintln!("\n### What a follow costs, {users} users\n");
-    eprintln!("| follow | the follow itself | maintained candidates after it: commands | documents read | statements |");
+    eprintln!(
+        "| follow | the follow itself | maintained candidates after it: commands | documents \
+         read | statements |"
+    );
     eprintln!("|---|---|---|---|---|");
     let celebrity = env.graph.celebrity();
     let mut pairs: Vec<(String, (usize, usize))> = (0..env.follows)

@@ -127,7 +127,9 @@ impl Maintained {
             .iter()
             .map(|(candidate, via)| {
                 let via: Vec<&String> = via.iter().collect();
-                doc! { "owner": owner, "candidate": candidate, "score": via.len() as i64, "via": via }
+                doc! {
+                    "owner": owner, "candidate": candidate, "score": via.len() as i64, "via": via,
+                }
             })
             .collect();
         let n = documents.len();

@@ -46,10 +46,17 @@ impl FollowGraph {
         self.exclude(owner, user, DISMISS).await
     }
 
-    /// `owner` blocks `user`: records it, removes the direct follows between them both ways, and
-    /// refuses new ones until [`FollowGraph::unblock`]; neither is recommended to the other. See
-    /// the [module docs](self) for what it does not touch. Returns whether the block is new;
-    /// blocking again changes nothing, and completes a block that failed half-way.
+    /// `owner` blocks `user`: records it, removes the direct follows between them both ways
+    /// (each as an unfollow does, counts and notification included), and refuses new ones
+    /// either way with [`Error::Blocked`] until [`FollowGraph::unblock`]; neither is recommended
+    /// to the other. Returns whether the block is new; blocking again changes nothing, and
+    /// completes a block that failed half-way.
+    ///
+    /// A follow looks for a block holding the follower's lock, and the block removes that
+    /// follow under the same lock after recording itself: a follow racing a block is either
+    /// refused or removed, never left standing. Routes through groups are left alone: they
+    /// belong to the group (a user who follows a group keeps following its members, a blocked
+    /// one included, and [`FollowGraph::rebuild`] recomputes them from the group's relations).
     ///
     /// Costs: 1 `find` (both users exist), 1 `insert` (the block), then for each direction 4
     /// commands where there was no follow (lock `insert`, relation `delete`, subscription

@@ -10,7 +10,11 @@
 //! | `follows` | `{owner, kind: "user" \| "group", target, since}`: the direct relations | unique `{owner, kind, target}`, `{kind, target, owner}` | `{owner: 1}` |
 //! | `group_members` | `{group, user, since}` | unique `{group, user}` | `{group: 1, user: 1}` |
 //! | `subscriptions` | `{owner, user, origins: ["!", "#groupX", ...], since}`, and `pending: {op, delta}` while its count change is under way | unique `{owner, user}`, `{user, owner}` | `{owner: 1, user: 1}` |
+//! | `graph_exclusions` | `{owner, user, kind: "dismiss" \| "block", since}`: whom a user dismissed from their recommendations or blocked | unique `{owner, kind, user}`, `{user, kind, owner}` | `{owner: 1}` |
 //! | `graph_locks` | lease locks (see below) | `_id` | — |
+//!
+//! With a group boost on ([`RecommendOptions::group_boost`]), `group_members` also has an index
+//! `{user, group}`.
 //!
 //! A subscription exists while it has at least one origin: `"!"` for a direct follow, `"#g"` for
 //! group `g`. "Whom does A follow, by any route" is one keyset-paged range of the
@@ -19,6 +23,23 @@
 //! so neither query repeats anyone. Relations and memberships are documents of their own, never
 //! arrays: no document grows with a user's followers, so a celebrity with millions of them
 //! overflows nothing. The seed keeps `followingUsers`, `followingGroups` and `members` arrays.
+//!
+//! # People you may know
+//!
+//! [`FollowGraph::recommendations`] ranks the users whom the people a user follows follow (and
+//! the user does not), by how many of them do, with the reasons ("followed by ann, bob and 4
+//! others you follow"), optionally boosted by groups both users are members of. It is computed
+//! when asked, from the subscriptions, by a read bounded whatever the graph (at most
+//! [`RecommendOptions::followees`] followees, and [`RecommendOptions::per_followee`]
+//! subscriptions of each, hubs sampled, nobody's followers listed): one `aggregate` with
+//! `$graphLookup` where the server has it, three `find`s elsewhere, then two `find`s that check
+//! the page against the subscriptions and exclusions as they are at that moment, so anyone
+//! followed, dismissed or blocked before them is never returned. Pages are keyset pages of the
+//! ranking. [`FollowGraph::dismiss`] takes a candidate out for good; [`FollowGraph::block`]
+//! also removes the direct follows between the two users and refuses new ones until
+//! [`FollowGraph::unblock`] (see its docs for what a block leaves: routes through groups). An
+//! incrementally maintained candidates collection was measured against this read and not kept:
+//! see the README ("People you may know") and `docs/BENCHMARKS.md`.
 //!
 //! # How it stays correct under concurrency
 //!
@@ -58,14 +79,15 @@
 //!
 //! # Costs (commands, MongoDB)
 //!
-//! A direct follow: 1 `find` (both users exist), 1 `insert` (the relation), then for the
-//! subscription 1 lock `insert`, 1 `find`, 1 `insert` (marked), 1 `update` of both stats
-//! documents (a statement each), 1 `update` that clears the mark, 1 lock `delete`: 8. An
-//! unfollow: the same 8, with the relation's `delete`, the `update` that empties and marks the
-//! subscription, and its `delete`. Following or unfollowing again when nothing changes: 1 `find`
-//! and at most 1 `update` for the subscription. A change over a group of M members (or F
-//! followers): the same per round of 50 users, plus one `find` per 500. On FerretDB the stats
-//! update is locked too (+2).
+//! A direct follow: 1 `find` (both users exist), 1 lock `insert`, 1 `find` (no block between
+//! them), 1 `insert` (the relation), then for the subscription 1 `find`, 1 `insert` (marked), 1
+//! `update` of both stats documents (a statement each), 1 `update` that clears the mark, 1 lock
+//! `delete`: 9. An unfollow: 8, with the relation's `delete`, the `update` that empties and
+//! marks the subscription, and its `delete`, and no block check. Following or unfollowing again
+//! when nothing changes: 1 `find` and at most 1 `update` for the subscription. A change over a
+//! group of M members (or F followers): the same per round of 50 users, plus one `find` per
+//! 500. On FerretDB the stats update is locked too (+2). A page of recommendations: 3 to 5
+//! commands, more with hubs and the group boost ([`FollowGraph::recommendations`]).
 
 mod builder;
 mod exclusions;

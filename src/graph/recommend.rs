@@ -2,40 +2,7 @@
 //! ranked by how many of the people the user follows follow them, with a bounded read whatever
 //! the graph.
 //!
-//! # The read
-//!
-//! 1. **One hop.** The user's first [`followees`](super::RecommendOptions::followees) subscriptions, the
-//!    stats of each (their `following` count) and, for each followee following at most
-//!    [`per_followee`](super::RecommendOptions::per_followee) users, all of their subscriptions. Where
-//!    the server has them ([`Capabilities::graph_lookup`](crate::Capabilities::graph_lookup)) this
-//!    is one `aggregate`: `$lookup` of the stats, `$graphLookup` (one hop) of the followees'
-//!    subscriptions, skipping hubs; elsewhere three `find`s over the `{owner, user}` index and the
-//!    stats' `_id`.
-//! 2. **Hubs.** A followee who follows more is sampled: a window of `per_followee` of their
-//!    subscriptions from the reader's own id on (wrapping round to the start), one or two `find`s
-//!    each, for at most [`hubs`](super::RecommendOptions::hubs) of them.
-//! 3. **Rank.** Every user reached who is neither the reader nor one of the followees read is a
-//!    candidate, scored by the followees who follow them (plus the group boost, two `find`s, if
-//!    set), in descending score, then by user id.
-//! 4. **Final checks.** The page is filled from the ranking, after the cursor, checking
-//!    candidates twice as many as are missing at a time against the subscriptions (`find`:
-//!    followed now, by any route) and the exclusions (`find`: dismissed, blocked either way);
-//!    those are skipped. These reads come last, so anyone followed, dismissed or blocked before
-//!    they run is never returned, whatever raced the earlier steps.
-//!
-//! Nothing here reads anyone's followers: a celebrity followed by everyone is one subscription
-//! of each of their followers, and costs no read more than anyone else.
-//!
-//! # Costs
-//!
-//! Without hubs and group boost, a page is 3 commands with `$graphLookup` (1 `aggregate`, 2
-//! `find`s) and 5 without (5 `find`s), plus 2 per further round of final checks (rare: only
-//! when more than half of those checked were excluded). Each sampled hub adds 1 `find`, or 2
-//! when its window wraps round; the group boost adds 2. A user who follows nobody costs 2 (the
-//! subscriptions read, and the user's existence). Every page costs the same: the ranking is
-//! computed again and the cursor (score and user id of the page's last) says where to go on.
-//! So a page follows the previous one without a gap or a repeat while the graph holds still;
-//! a candidate whose score changes in between can move across the cursor.
+//! The steps and their costs are in [`FollowGraph::recommendations`]'s documentation.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,9 +41,47 @@ struct Ranked {
 impl FollowGraph {
     /// People `user` may know: users they do not follow (by any route), whom people they follow
     /// follow, most of those first, with the reasons. One page of the ranking; every page costs
-    /// about the same bounded read, whatever the graph (see the [module docs](self) and
+    /// about the same bounded read, whatever the graph (below, and
     /// [`RecommendOptions`](super::RecommendOptions)). Never `user`, anyone `user` follows,
     /// dismissed ([`FollowGraph::dismiss`]) or blocked either way ([`FollowGraph::block`]).
+    ///
+    /// # The read
+    ///
+    /// 1. **One hop.** The user's first [`followees`](super::RecommendOptions::followees)
+    ///    subscriptions, the stats of each (their `following` count) and, for each followee
+    ///    following at most [`per_followee`](super::RecommendOptions::per_followee) users, all of
+    ///    their subscriptions. Where the server has them
+    ///    ([`Capabilities::graph_lookup`](crate::Capabilities::graph_lookup)) this is one
+    ///    `aggregate`: `$lookup` of the stats, `$graphLookup` (one hop) of the followees'
+    ///    subscriptions, skipping hubs; elsewhere three `find`s, over the `{owner, user}` index
+    ///    and the stats' `_id`.
+    /// 2. **Hubs.** A followee who follows more is sampled: a window of `per_followee` of their
+    ///    subscriptions from the reader's own id on (wrapping round to the start), one or two
+    ///    `find`s each, for at most [`hubs`](super::RecommendOptions::hubs) of them.
+    /// 3. **Rank.** Every user reached who is neither the reader nor one of the followees read is
+    ///    a candidate, scored by the followees who follow them (plus the group boost, two `find`s,
+    ///    if set), in descending score, then by user id.
+    /// 4. **Final checks.** The page is filled from the ranking, after the cursor, checking twice
+    ///    as many candidates as are missing at a time against the subscriptions (a `find`:
+    ///    followed now, by any route) and the exclusions (a `find`: dismissed, blocked either
+    ///    way); those are skipped. These reads come last, so anyone followed, dismissed or blocked
+    ///    before they run is never returned, whatever raced the earlier steps.
+    ///
+    /// Nothing here reads anyone's followers: a celebrity followed by everyone is one
+    /// subscription of each of their followers, and costs no read more than anyone else.
+    ///
+    /// # Costs
+    ///
+    /// Without hubs and group boost, a page is 3 commands with `$graphLookup` (1 `aggregate`, 2
+    /// `find`s) and 5 without (5 `find`s), plus 2 per further round of final checks (only when
+    /// more than half of those checked were excluded). Each sampled hub adds 1 `find`, or 2 when
+    /// its window wraps round; the group boost adds 2. A user who follows nobody costs 2 (the
+    /// subscriptions read, and the user's existence). Documents read are bounded by
+    /// [`RecommendOptions::bound`](super::RecommendOptions::bound) and the checks. Every page
+    /// costs the same: the ranking is computed again and the cursor (the score and user id of
+    /// the page's last) says where to go on. So a page follows the previous one without a gap or
+    /// a repeat while the graph holds still; a candidate whose score changes in between can move
+    /// across the cursor.
     ///
     /// ```no_run
     /// # async fn demo(graph: mongo_social::graph::FollowGraph) -> mongo_social::Result<()> {
@@ -84,7 +89,8 @@ impl FollowGraph {
     ///
     /// let page = graph.recommendations("ann", PageRequest::first(10)).await?;
     /// for candidate in &page.items {
-    ///     println!("{}: {}", candidate.user, candidate.reason()); // followed by bob and cat you follow
+    ///     // "followed by bob, cat and 2 others you follow"
+    ///     println!("{}: {}", candidate.user, candidate.reason());
     /// }
     /// # Ok(()) }
     /// ```
@@ -108,7 +114,8 @@ impl FollowGraph {
             self.hop_in_finds(user).await?
         };
         if hop.followees.is_empty() {
-            // Anyone who follows someone is registered (every route checks); anyone else may not be.
+            // Anyone who follows someone is registered (every route checks); anyone else may
+            // not be.
             self.check_users(&[user]).await?;
             return Ok(Page {
                 items: Vec::new(),
