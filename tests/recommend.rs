@@ -204,8 +204,8 @@ async fn the_two_reads_agree() {
     }
     // me follows u00..u07 (only 6 are read); each u follows a spread of others, u03 and u05
     // follow more than 4 (hubs).
-    for i in 0..8 {
-        by_finds.follow("me", &ids[i]).await.unwrap();
+    for followee in ids.iter().take(8) {
+        by_finds.follow("me", followee).await.unwrap();
     }
     let mut state = 7_u64;
     for (i, owner) in ids.iter().take(12).enumerate() {
@@ -501,6 +501,52 @@ async fn a_celebrity_and_a_hub_cost_a_bounded_read() {
             "{graph_lookup}: {read} documents: no follower list"
         );
     }
+}
+
+/// A reader who follows more than the read covers, and most of their ranking: the final checks
+/// find the rest in a few rounds, each twice the one before.
+#[tokio::test]
+async fn a_reader_following_most_candidates_takes_few_rounds() {
+    let t = testing::test_db("recommend_rounds").await;
+    let graph = graph_with(
+        &t,
+        RecommendOptions::default().followees(2).graph_lookup(false),
+    );
+    graph.create_indexes().await.unwrap();
+    let followed: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
+    let others = ["d0", "d1"];
+    let mut ids = vec!["me", "a", "b"];
+    ids.extend(followed.iter().map(String::as_str));
+    ids.extend(others);
+    users(&graph, &ids).await;
+    // me follows a and b (the 2 read) and c00..c39 (beyond the read); a and b follow all the
+    // c's (score 2), and d0, d1 (score 1).
+    for user in ids.iter().skip(1) {
+        graph.follow("me", user).await.unwrap_or_default();
+    }
+    for user in &others {
+        graph.unfollow("me", user).await.unwrap();
+    }
+    for owner in ["a", "b"] {
+        for user in ids.iter().skip(3) {
+            graph.follow(owner, user).await.unwrap();
+        }
+    }
+    graph.unfollow("b", "d1").await.unwrap();
+    t.commands.reset();
+    let page = graph
+        .recommendations("me", PageRequest::first(1))
+        .await
+        .unwrap();
+    assert_eq!(users_of(&page.items), ["d0"]);
+    // The hop (3), then rounds of 8, 16 and 32 candidates checked (2 finds each): d0 is the
+    // 41st, d1 the 42nd.
+    assert_eq!(t.commands.total(), 3 + 2 * 3, "{:?}", t.commands.names());
+    let rest = graph
+        .recommendations("me", PageRequest::after(1, page.next.unwrap()))
+        .await
+        .unwrap();
+    assert_eq!((users_of(&rest.items), rest.next), (vec!["d1"], None));
 }
 
 /// Follows racing recommendation reads: no read returns anyone whose follow had completed

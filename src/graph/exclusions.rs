@@ -87,6 +87,7 @@ impl FollowGraph {
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_other(owner, user, "block").await?;
         let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
+        // Deleting twice deletes once: a retry or a repeat is harmless.
         self.delete_one(&self.exclusions, block).await
     }
 

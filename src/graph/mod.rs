@@ -257,7 +257,14 @@ impl FollowGraph {
             ShardKey::new(
                 self.members.name(),
                 doc! { "group": 1, "user": 1 },
-                "a group's members page from one shard; user splits very large groups",
+                "a group's members page from one shard; user splits very large groups; a \
+                 user's own groups (asked by the recommendations' group boost only) scatter",
+            ),
+            ShardKey::new(
+                self.exclusions.name(),
+                doc! { "owner": 1 },
+                "a user's dismissals and blocks live on one shard; a recommendation page also asks \
+                 which of its candidates blocked the user, by owner among them: a few shards",
             ),
             ShardKey::new(
                 self.users.name(),

@@ -74,7 +74,8 @@ impl FollowGraph {
     ///
     /// Without hubs and group boost, a page is 3 commands with `$graphLookup` (1 `aggregate`, 2
     /// `find`s) and 5 without (5 `find`s), plus 2 per further round of final checks (only when
-    /// more than half of those checked were excluded). Each sampled hub adds 1 `find`, or 2 when
+    /// more than half of those checked were excluded; each round checks twice as many as the
+    /// one before). Each sampled hub adds 1 `find`, or 2 when
     /// its window wraps round; the group boost adds 2. A user who follows nobody costs 2 (the
     /// subscriptions read, and the user's existence). Documents read are bounded by
     /// [`RecommendOptions::bound`](super::RecommendOptions::bound) and the checks. Every page
@@ -398,7 +399,9 @@ impl FollowGraph {
     }
 
     /// Step 4: the first `wanted` of `ranked` that `user` does not follow now and has not
-    /// excluded, checked in rounds of twice as many as are missing.
+    /// excluded, checked in rounds: twice as many as are missing, and twice as many as the
+    /// round before, so even a reader who follows or excluded most of the ranking takes few
+    /// rounds (their number grows with the logarithm of the candidates).
     async fn final_checks(
         &self,
         user: &str,
@@ -407,8 +410,10 @@ impl FollowGraph {
     ) -> Result<Vec<Ranked>> {
         let mut kept = Vec::with_capacity(wanted);
         let mut rest = ranked.into_iter().peekable();
+        let mut last = 0;
         while kept.len() < wanted && rest.peek().is_some() {
-            let size = ((wanted - kept.len()) * 2).max(MIN_CHECK);
+            let size = ((wanted - kept.len()) * 2).max(MIN_CHECK).max(last * 2);
+            last = size;
             let chunk: Vec<Ranked> = rest.by_ref().take(size).collect();
             let ids: Vec<String> = chunk.iter().map(|r| r.user.clone()).collect();
             let followed: BTreeSet<String> =

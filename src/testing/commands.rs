@@ -140,11 +140,13 @@ impl CommandCounter {
                 }
             }
             CommandEvent::Succeeded(succeeded) => {
-                if !counter.uncounted_lock().remove(&succeeded.request_id) {
-                    counter
-                        .documents
-                        .fetch_add(returned(&succeeded.reply), Ordering::Relaxed);
-                }
+                let counted = !counter.uncounted_lock().remove(&succeeded.request_id);
+                let documents = if counted {
+                    returned(&succeeded.reply)
+                } else {
+                    0
+                };
+                counter.documents.fetch_add(documents, Ordering::Relaxed);
             }
             CommandEvent::Failed(failed) => {
                 counter.uncounted_lock().remove(&failed.request_id);
