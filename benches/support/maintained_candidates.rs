@@ -233,7 +233,8 @@ impl Maintained {
     }
 
     /// The first `limit` of `owner`'s candidates that `owner` neither follows nor excluded, by
-    /// score: the stored ranking, then the checks the crate's read makes.
+    /// score: the stored ranking, read in rounds as the crate's checks are, each round checked
+    /// as the crate's read checks its page.
     pub async fn page(
         &self,
         owner: &str,
@@ -241,6 +242,7 @@ impl Maintained {
     ) -> mongodb::error::Result<Vec<(String, i64)>> {
         let mut kept = Vec::new();
         let mut after: Option<(i64, String)> = None;
+        let mut last = 0;
         while kept.len() < limit {
             let mut filter = doc! { "owner": owner, "score": { "$gt": 0 } };
             if let Some((score, candidate)) = &after {
@@ -252,7 +254,9 @@ impl Maintained {
                     ],
                 );
             }
-            let want = ((limit - kept.len()) * 2).max(8);
+            // As the crate's read: twice as many as are missing, and as the round before.
+            let want = ((limit - kept.len()) * 2).max(8).max(last * 2);
+            last = want;
             let found: Vec<Document> = self
                 .candidates
                 .find(filter)
