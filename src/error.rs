@@ -108,6 +108,28 @@ pub enum Error {
         user: String,
     },
 
+    /// A user named themselves where the operation needs another user: blocking themselves, or
+    /// dismissing themselves from their recommendations. (Following themselves is
+    /// [`Error::SelfFollow`].)
+    #[error("user `{user}` cannot {action} themselves")]
+    SelfAction {
+        /// The user.
+        user: String,
+        /// What they tried: `"block"` or `"dismiss"`.
+        action: &'static str,
+    },
+
+    /// A direct follow between two users one of whom has blocked the other
+    /// ([`FollowGraph::block`](crate::graph::FollowGraph::block)): refused before anything was
+    /// written, until the block is lifted.
+    #[error("`{blocked}` is blocked by `{by}`: no direct follow between them")]
+    Blocked {
+        /// Who blocked.
+        by: String,
+        /// Whom.
+        blocked: String,
+    },
+
     /// A comment link (slug path or position path) is not one this strategy makes.
     #[error("invalid comment link `{link}`: {reason}")]
     InvalidLink {
@@ -300,8 +322,8 @@ impl Error {
 
     /// Whether the caller's input was refused before anything was written: an empty, repeated
     /// or malformed value, a cursor or link this store did not make, a page limit out of range,
-    /// something too large or too deep, a self-follow. Calling again with the same input fails
-    /// the same way.
+    /// something too large or too deep, a user following, blocking or dismissing themselves.
+    /// Calling again with the same input fails the same way.
     ///
     /// ```
     /// let error = mongo_social::Error::InvalidPageLimit { limit: 0, max: 1000 };
@@ -317,6 +339,7 @@ impl Error {
                 | Error::InvalidPageLimit { .. }
                 | Error::TooLarge { .. }
                 | Error::SelfFollow { .. }
+                | Error::SelfAction { .. }
                 | Error::InvalidLink { .. }
                 | Error::InvalidVote { .. }
                 | Error::ThreadTooDeep { .. }

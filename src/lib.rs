@@ -44,7 +44,7 @@ pub use comments::{
 pub use delivery::Delivery;
 pub use error::{Entity, Error, Result};
 pub use feed::{FeedKind, FeedStore, NewPost, NewUser, Post, PostId, User, UserChunk};
-pub use graph::{FollowGraph, FollowSource, Origin, Subscription, UserStats};
+pub use graph::{FollowGraph, FollowSource, Origin, Recommendation, Subscription, UserStats};
 pub use inbox::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
     NewMessage, Payload,

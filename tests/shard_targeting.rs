@@ -266,6 +266,56 @@ async fn graph_commands_are_targeted() {
 }
 
 #[tokio::test]
+async fn recommendation_commands_are_targeted() {
+    let (db, commands) = database("routing_recommend").await;
+    let options = mongo_social::graph::RecommendOptions::default()
+        .per_followee(2)
+        .group_boost(1);
+    let graph = FollowGraph::builder(&db)
+        .recommendations(options)
+        .build()
+        .unwrap();
+    graph.create_indexes().await.unwrap();
+    for user in ["a", "b", "c", "d", "e", "f", "g"] {
+        graph.add_user(user).await.unwrap();
+    }
+    graph.add_group("club").await.unwrap();
+    graph.add_member("club", "a").await.unwrap();
+    graph.add_member("club", "d").await.unwrap();
+    // a follows b (who follows d, e, f: a hub at 2 per followee) and c (who follows d).
+    for (owner, user) in [
+        ("a", "b"),
+        ("a", "c"),
+        ("b", "d"),
+        ("b", "e"),
+        ("b", "f"),
+        ("c", "d"),
+    ] {
+        graph.follow(owner, user).await.unwrap();
+    }
+    graph.dismiss("a", "e").await.unwrap();
+    graph.block("g", "a").await.unwrap();
+    commands.reset();
+    let page = graph
+        .recommendations("a", PageRequest::first(10))
+        .await
+        .unwrap();
+    assert!(!page.items.is_empty());
+    graph.dismiss("a", "f").await.unwrap();
+    graph.block("a", "d").await.unwrap();
+    graph.unblock("a", "d").await.unwrap();
+    graph.blocked("g", PageRequest::first(10)).await.unwrap();
+    graph.follow("a", "d").await.unwrap();
+    check(
+        "recommendations",
+        &commands,
+        &graph.shard_keys(),
+        // The group boost asks which groups the reader is in: memberships are sharded by group.
+        &[("find", "group_members")],
+    );
+}
+
+#[tokio::test]
 async fn delivery_commands_are_targeted() {
     let (db, commands) = database("routing_delivery").await;
     let graph = Arc::new(FollowGraph::new(&db));
