@@ -117,6 +117,15 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A user edited or retracted a message someone else sent. Nothing was written.
+    #[error("`{user}` did not send message `{id}`, so cannot change it")]
+    NotSender {
+        /// Who tried to change the message.
+        user: String,
+        /// The message's id.
+        id: String,
+    },
+
     /// A reply would nest deeper than the strategy can index or store.
     #[error("a reply at depth {depth} would exceed this strategy's limit: {limit}")]
     ThreadTooDeep {
@@ -291,7 +300,8 @@ impl Error {
 
     /// Whether the caller's input was refused before anything was written: an empty, repeated
     /// or malformed value, a cursor or link this store did not make, a page limit out of range,
-    /// something too large or too deep, a self-follow. Calling again with the same input fails
+    /// something too large or too deep, a self-follow, a change to a message by someone other
+    /// than its sender. Calling again with the same input fails
     /// the same way.
     ///
     /// ```
@@ -310,6 +320,7 @@ impl Error {
                 | Error::SelfFollow { .. }
                 | Error::InvalidLink { .. }
                 | Error::ThreadTooDeep { .. }
+                | Error::NotSender { .. }
         )
     }
 
@@ -414,6 +425,9 @@ pub enum Entity {
     Propagation,
     /// The shared recipient list of a message with many recipients.
     RecipientList,
+    /// A message in an inbox: one the owner never received, deleted, or pruned; or one that
+    /// was retracted.
+    Message,
 }
 
 impl Entity {
@@ -430,6 +444,7 @@ impl Entity {
             Entity::ParentComment => "parent comment",
             Entity::Propagation => "propagation",
             Entity::RecipientList => "recipient list",
+            Entity::Message => "message",
         }
     }
 }
@@ -475,6 +490,7 @@ mod tests {
             (Entity::ParentComment, "parent comment"),
             (Entity::Propagation, "propagation"),
             (Entity::RecipientList, "recipient list"),
+            (Entity::Message, "message"),
         ];
         for (entity, text) in words {
             assert_eq!(entity.to_string(), text);

@@ -506,7 +506,8 @@ async fn expired_recipient_lock_is_taken_over() {
     let sent = store
         .send(NewMessage::new("joe", ["bob", "ann"], Note::new("joe", 0)))
         .await
-        .expect("send past an expired lock");
+        .expect("send past an expired lock")
+        .message;
     for owner in ["bob", "ann"] {
         let page = store
             .inbox_page(owner, PageRequest::first(5))
@@ -560,12 +561,14 @@ async fn long_recipient_lists_are_stored_once(
     let short = store
         .send(NewMessage::new("joe", pair, "to two".to_owned()))
         .await
-        .expect("send to two");
+        .expect("send to two")
+        .message;
     db.commands.reset();
     let long = store
         .send(NewMessage::new("joe", group.clone(), "to five".to_owned()))
         .await
-        .expect("send to five");
+        .expect("send to five")
+        .message;
     if let Some(inserts) = send_inserts {
         assert_eq!(
             db.commands.count("insert"),

@@ -366,8 +366,11 @@ impl<P: Payload> Delivery<P> {
             to: Vec::new(),
             sent: bson::DateTime::now(),
             payload,
+            edited: None,
+            read: false,
+            starred: false,
         };
-        let document = bson::to_document(&message)?;
+        let document = message.to_document()?;
         let size = bson::to_vec(&document)?.len();
         let limit = self.inner.inbox.max_message_bytes();
         if size > limit {
