@@ -394,14 +394,15 @@ impl Buckets {
     }
 
     /// The recipients whose two newest buckets already hold message `id` (one `find` of heads,
-    /// one `find` of at most two buckets per recipient).
+    /// one `find` of at most two buckets per recipient), and those who block `sender`.
     async fn holders(
         &self,
         id: MessageId,
+        sender: &str,
         recipients: &[String],
-    ) -> Result<std::collections::HashSet<String>> {
+    ) -> Result<(std::collections::HashSet<String>, Vec<String>)> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let (heads, _) = self.read_heads(&names, "").await?;
+        let (heads, blocked) = self.read_heads(&names, sender).await?;
         let clauses: Vec<Bson> = heads
             .iter()
             .map(|(owner, head)| {
@@ -415,10 +416,11 @@ impl Buckets {
             .await?
             .try_collect()
             .await?;
-        Ok(found
+        let holders = found
             .iter()
             .filter_map(|bucket| bucket.get_str("owner").ok().map(str::to_owned))
-            .collect())
+            .collect();
+        Ok((holders, blocked))
     }
 
     /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
@@ -702,16 +704,20 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
         validate::check_recipients(recipients)?;
-        let holders = self.buckets.holders(message.id, recipients).await?;
+        let (holders, mut blocked) = self
+            .buckets
+            .holders(message.id, &message.from, recipients)
+            .await?;
         let remaining: Vec<String> = recipients
             .iter()
             .filter(|recipient| !holders.contains(recipient.as_str()))
+            .filter(|recipient| !blocked.contains(recipient))
             .cloned()
             .collect();
-        if remaining.is_empty() {
-            return Ok(Vec::new());
+        if !remaining.is_empty() {
+            blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
         }
-        self.buckets.deliver_entry(message, remaining).await
+        Ok(blocked)
     }
 
     fn max_message_bytes(&self) -> usize {

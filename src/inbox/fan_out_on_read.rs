@@ -247,16 +247,19 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             .filter(|recipient| !held.contains(recipient.as_str()))
             .cloned()
             .collect();
-        if missing.is_empty() {
-            return Ok(Vec::new());
-        }
         let filters = self
             .filters
-            .for_sender(&self.backend, &message.from, &missing)
+            .for_sender(&self.backend, &message.from, recipients)
             .await?;
-        let (skipped, missing): (Vec<String>, Vec<String>) = missing
+        let skipped: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| filters.has(recipient, Filter::Block))
+            .cloned()
+            .collect();
+        let missing: Vec<String> = missing
             .into_iter()
-            .partition(|recipient| filters.has(recipient, Filter::Block));
+            .filter(|recipient| !filters.has(recipient, Filter::Block))
+            .collect();
         if missing.is_empty() {
             return Ok(skipped);
         }

@@ -285,7 +285,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
 
     /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,
     /// idempotently: a recipient who already holds the message does not get a second copy, and
-    /// one who blocks the sender gets none (the returned list names them). This
+    /// one who blocks the sender gets none. Returns the recipients who block the sender (those
+    /// who held the message already included). This
     /// is how background fan-out writes copies in batches and retries a batch that failed or
     /// whose worker died, and how an inbox is filled with messages sent before its owner
     /// followed their sender.
