@@ -41,8 +41,8 @@ pub use error::{Entity, Error, Result};
 pub use feed::{FeedKind, FeedStore, NewPost, Post, PostId, UserChunk};
 pub use graph::FollowGraph;
 pub use inbox::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
-    NewMessage, Payload,
+    BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxLifecycle,
+    InboxStore, Message, MessageId, NewMessage, Payload,
 };
 pub use jobs::JobQueue;
 pub use page::{Cursor, Page, PageRequest};

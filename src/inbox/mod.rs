@@ -2,9 +2,13 @@
 //!
 //! | strategy | send to N recipients | read a page | shard key |
 //! |---|---|---|---|
-//! | [`FanOutOnRead`] | one insert | one `find`, scattered to every shard | `{from: 1}` |
-//! | [`FanOutOnWrite`] | one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
+//! | [`FanOutOnRead`] | a `find` of the recipients' mute and block lists, one `insert` | one `find`, scattered to every shard | `{from: 1}` |
+//! | [`FanOutOnWrite`] | a `find` of the lists, one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
 //! | [`BucketedFanOut`] | 2 commands, 5 when a bucket rolls over, whatever N | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
+//!
+//! Every strategy also implements [`InboxLifecycle`]: read state and unread counts, stars,
+//! delete for me, retract and edit by the sender, retention, mute and block (see
+//! [`lifecycle`] for what it promises and how each strategy keeps the state).
 //!
 //! The two strategies that copy a message store a recipient list longer than 100 names (their
 //! builders' `max_inline_recipients`) once, in `inbox_recipients`, rather than in every copy:
@@ -20,7 +24,7 @@ pub(crate) mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;
 mod filters;
-mod lifecycle;
+pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;
 mod validate;
