@@ -200,7 +200,11 @@ async fn fill(store: &Arc<DynInboxLifecycle<String>>, m: u64) {
 }
 
 /// The subjects, each with an inbox of `m` messages, and the naive inbox's ids.
-async fn subjects(db: &Database, info: &ServerInfo, m: u64) -> (Vec<Subject>, Vec<bson::oid::ObjectId>) {
+async fn subjects(
+    db: &Database,
+    info: &ServerInfo,
+    m: u64,
+) -> (Vec<Subject>, Vec<bson::oid::ObjectId>) {
     let read: Arc<DynInboxLifecycle<String>> = Arc::new(
         FanOutOnRead::builder(db)
             .collection_prefix("read_")

@@ -14,9 +14,7 @@ use std::sync::Arc;
 
 use mongo_social::inbox::{DynInboxLifecycle, Retention, UpTo};
 use mongo_social::testing::CommandCounter;
-use mongo_social::{
-    BucketedFanOut, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest,
-};
+use mongo_social::{BucketedFanOut, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest};
 
 mod common;
 
@@ -112,7 +110,12 @@ async fn main() -> common::ExampleResult {
         step(&commands, "unread count", inbox.unread_count("bob")).await?;
         step(&commands, "mark one read", inbox.mark_read("bob", keys.id)).await?;
         step(&commands, "star", inbox.set_starred("bob", lunch.id, true)).await?;
-        step(&commands, "mark one unread", inbox.mark_unread("bob", keys.id)).await?;
+        step(
+            &commands,
+            "mark one unread",
+            inbox.mark_unread("bob", keys.id),
+        )
+        .await?;
         step(
             &commands,
             "mark read up to a message (and older)",
@@ -149,10 +152,20 @@ async fn main() -> common::ExampleResult {
         )
         .await
         .ok();
-        step(&commands, "delete for me (cat)", inbox.delete("cat", lunch.id)).await?;
+        step(
+            &commands,
+            "delete for me (cat)",
+            inbox.delete("cat", lunch.id),
+        )
+        .await?;
         show(&*inbox, "bob").await?;
         show(&*inbox, "cat").await?;
-        step(&commands, "retract (the sender)", inbox.retract("joe", deploy.id)).await?;
+        step(
+            &commands,
+            "retract (the sender)",
+            inbox.retract("joe", deploy.id),
+        )
+        .await?;
 
         step(&commands, "mute joe", inbox.mute("bob", "joe")).await?;
         send(&*inbox, "joe", &["bob"], "muted news").await?;

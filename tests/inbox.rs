@@ -775,8 +775,8 @@ mod lifecycle {
 
                 #[tokio::test]
                 async fn retention() {
-                    let db = testing::test_db(&format!("lc_{}_retention", stringify!($strategy)))
-                        .await;
+                    let db =
+                        testing::test_db(&format!("lc_{}_retention", stringify!($strategy))).await;
                     let keep = super::$strategy(&db.db, Retention::keep_newest(60));
                     let aged = super::$strategy(
                         &db.db,

@@ -278,10 +278,7 @@ async fn delivery_commands_are_targeted() {
 async fn feed_commands_are_targeted() {
     let (db, commands) = database("routing_feed").await;
     let follows = Arc::new(FollowList::from_pairs([("bob", "ann")]));
-    let store: FeedStore<()> = FeedStore::builder(&db)
-        .follows(follows)
-        .build()
-        .unwrap();
+    let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().unwrap();
     store.create_indexes().await.unwrap();
     store.create_user(NewUser::new("ann", "ann")).await.unwrap();
     store.create_user(NewUser::new("bob", "bob")).await.unwrap();

@@ -68,10 +68,10 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use mongodb::{Collection, Database, IndexModel};
 
-use crate::graph::FollowGraph;
-use crate::inbox::{derived_id, DynInboxStore, Message, MessageId, Strategy};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::graph::FollowGraph;
+use crate::inbox::{derived_id, DynInboxStore, Message, MessageId, Strategy};
 use crate::jobs::{JobQueue, Worker};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -402,7 +402,10 @@ impl<P: Payload> Delivery<P> {
                     doc! { "$set": { "since": message.sent } },
                 )
                 .await?;
-            self.inner.backend.insert_once(&self.inner.outbox, outbox).await?;
+            self.inner
+                .backend
+                .insert_once(&self.inner.outbox, outbox)
+                .await?;
         } else {
             // The job first: if the outbox write then fails, the job is withdrawn; if the
             // process dies in between, the job's first page writes the outbox entry itself.
@@ -411,8 +414,11 @@ impl<P: Payload> Delivery<P> {
                 .jobs
                 .enqueue(FAN_OUT, doc! { "message": document })
                 .await?;
-            if let Err(error) =
-                self.inner.backend.insert_once(&self.inner.outbox, outbox).await
+            if let Err(error) = self
+                .inner
+                .backend
+                .insert_once(&self.inner.outbox, outbox)
+                .await
             {
                 self.inner.jobs.cancel(job).await?;
                 return Err(error);
@@ -584,17 +590,18 @@ impl<P: Payload> Inner<P> {
         filter: Document,
         update: Document,
     ) -> Result<()> {
-        self.backend.retry("upsert", || async {
-            match collection
-                .update_one(filter.clone(), update.clone())
-                .upsert(true)
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(error) if is_duplicate_key(&error) => Ok(()),
-                Err(error) => Err(error.into()),
-            }
-        })
-        .await
+        self.backend
+            .retry("upsert", || async {
+                match collection
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(error) if is_duplicate_key(&error) => Ok(()),
+                    Err(error) => Err(error.into()),
+                }
+            })
+            .await
     }
 }

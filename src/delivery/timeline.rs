@@ -134,9 +134,7 @@ fn merge<P>(
     let cut = ours.items.len() > limit;
     ours.items.truncate(limit);
     ours.next = match ours.items.last() {
-        Some(last) if more || cut => {
-            Some(cursor::after_time(strategy, owner, last.sent, last.id))
-        }
+        Some(last) if more || cut => Some(cursor::after_time(strategy, owner, last.sent, last.id)),
         _ => None,
     };
     ours

@@ -850,9 +850,7 @@ impl Buckets {
             })
             .collect::<Result<Vec<Message<P>>>>()?;
         let next = match last_position {
-            Some(position) if full && position > 0 => {
-                Some(cursor::after_position(owner, position))
-            }
+            Some(position) if full && position > 0 => Some(cursor::after_position(owner, position)),
             _ => None,
         };
         Ok(Page { items, next })

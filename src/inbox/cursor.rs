@@ -145,7 +145,10 @@ mod tests {
             assert!(time_key(&cursor, strategy, "ann").is_err(), "another owner");
             assert!(position(&cursor, "bob").is_err());
             for other in TIMED.into_iter().filter(|other| *other != strategy) {
-                assert!(time_key(&cursor, other, "bob").is_err(), "{other} read {cursor}");
+                assert!(
+                    time_key(&cursor, other, "bob").is_err(),
+                    "{other} read {cursor}"
+                );
             }
         }
     }

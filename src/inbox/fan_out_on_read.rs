@@ -221,21 +221,23 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-        let holding: Vec<Document> = self.backend.retry("find", || async {
-            Ok(self
-                .messages
-                .find(doc! {
-                    "from": &message.from,
-                    "sent": message.sent,
-                    "id": message.id.0,
-                    "to": { "$in": recipients },
-                })
-                .projection(doc! { "to": 1 })
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let holding: Vec<Document> = self
+            .backend
+            .retry("find", || async {
+                Ok(self
+                    .messages
+                    .find(doc! {
+                        "from": &message.from,
+                        "sent": message.sent,
+                        "id": message.id.0,
+                        "to": { "$in": recipients },
+                    })
+                    .projection(doc! { "to": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         let held: std::collections::HashSet<&str> = holding
             .iter()
             .filter_map(|d| d.get_array("to").ok())

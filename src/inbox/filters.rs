@@ -58,10 +58,10 @@ pub(super) fn read(document: Option<&Document>) -> Filters {
             })
             .unwrap_or_default()
     };
-    let mut filters = Filters::default();
-    filters.muted = names(Filter::Mute.field());
-    filters.blocked = names(Filter::Block.field());
-    filters
+    Filters {
+        muted: names(Filter::Mute.field()),
+        blocked: names(Filter::Block.field()),
+    }
 }
 
 /// The lists, in a collection of documents keyed by owner.

@@ -190,7 +190,9 @@ impl Retention {
     pub(crate) fn cutoff(&self) -> Option<bson::DateTime> {
         self.max_age.map(|age| {
             let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-            bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis().saturating_sub(age))
+            bson::DateTime::from_millis(
+                bson::DateTime::now().timestamp_millis().saturating_sub(age),
+            )
         })
     }
 }

@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::inbox_suite::{read_all, Note};
 use super::{CommandCounter, TestDb};
 use crate::inbox::{
-    DynInboxLifecycle, DynInboxStore, Filter, Message, MessageId, NewMessage,
-    Strategy, UpTo,
+    DynInboxLifecycle, DynInboxStore, Filter, Message, MessageId, NewMessage, Strategy, UpTo,
 };
 use crate::{Cursor, Entity, Error, PageRequest};
 
@@ -29,7 +28,11 @@ fn plain(store: &Store) -> &DynInboxStore<Note> {
 /// Sends one note from `from` to `to`.
 pub async fn send(store: &Store, from: &str, to: &[&str], seq: u32) -> Message<Note> {
     store
-        .send(NewMessage::new(from, to.iter().copied(), Note::new(from, seq)))
+        .send(NewMessage::new(
+            from,
+            to.iter().copied(),
+            Note::new(from, seq),
+        ))
         .await
         .expect("send")
         .message
@@ -88,7 +91,10 @@ pub async fn read_state(store: &Store) {
     let inbox = assert_counts_match_pages(store, "bob").await;
     assert!(inbox.iter().all(|m| !m.read && !m.starred));
 
-    store.mark_read("bob", direct[2].id).await.expect("mark read");
+    store
+        .mark_read("bob", direct[2].id)
+        .await
+        .expect("mark read");
     store
         .mark_read("bob", direct[2].id)
         .await
@@ -98,7 +104,10 @@ pub async fn read_state(store: &Store) {
     let read: Vec<MessageId> = inbox.iter().filter(|m| m.read).map(|m| m.id).collect();
     assert_eq!(read, [direct[2].id]);
 
-    store.mark_unread("bob", direct[2].id).await.expect("unread");
+    store
+        .mark_unread("bob", direct[2].id)
+        .await
+        .expect("unread");
     store.mark_unread("bob", direct[2].id).await.expect("again");
     assert_eq!(store.unread_count("bob").await.unwrap(), 6);
 
@@ -154,15 +163,25 @@ pub async fn read_state(store: &Store) {
     assert_eq!(store.unread_count("bob").await.unwrap(), 0);
 
     // Stars, per owner.
-    store.set_starred("bob", group.id, true).await.expect("star");
-    store.set_starred("bob", group.id, true).await.expect("star again");
+    store
+        .set_starred("bob", group.id, true)
+        .await
+        .expect("star");
+    store
+        .set_starred("bob", group.id, true)
+        .await
+        .expect("star again");
     store.set_starred("bob", direct[1].id, true).await.unwrap();
     store.set_starred("bob", direct[1].id, false).await.unwrap();
     let inbox = assert_counts_match_pages(store, "bob").await;
     let starred: Vec<MessageId> = inbox.iter().filter(|m| m.starred).map(|m| m.id).collect();
     assert_eq!(starred, [group.id]);
     assert!(!walk(store, "cat", 5).await[0].starred);
-    assert_eq!(store.count("bob").await.unwrap(), 7, "marks change no count");
+    assert_eq!(
+        store.count("bob").await.unwrap(),
+        7,
+        "marks change no count"
+    );
     assert_counts_match_pages(store, "cat").await;
 }
 
@@ -178,7 +197,10 @@ pub async fn delete_for_me(store: &Store) {
         direct.push(send(store, "joe", &["bob"], seq).await);
     }
     store.delete("bob", group[1].id).await.expect("delete");
-    store.delete("bob", group[1].id).await.expect("delete again");
+    store
+        .delete("bob", group[1].id)
+        .await
+        .expect("delete again");
     let bob = assert_counts_match_pages(store, "bob").await;
     assert_eq!(
         ids(&bob),
@@ -244,19 +266,31 @@ pub async fn retract_and_edit(store: &Store) {
         assert_eq!(message.from, "joe");
     }
     let bob = walk(store, "bob", 10).await;
-    assert_eq!(ids(&bob), [theirs.id, other.id, group.id], "order unchanged");
+    assert_eq!(
+        ids(&bob),
+        [theirs.id, other.id, group.id],
+        "order unchanged"
+    );
     assert!(bob[2].read, "an edit keeps the read state");
     assert_eq!(bob[1].edited, None);
 
     let refused = store.edit("ann", group.id, Note::new("ann", 9)).await;
-    assert!(matches!(refused, Err(Error::NotSender { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::NotSender { .. })),
+        "{refused:?}"
+    );
     let refused = store.retract("ann", group.id).await;
-    assert!(matches!(refused, Err(Error::NotSender { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(Error::NotSender { .. })),
+        "{refused:?}"
+    );
     assert!(is_message_not_found(
         &store.retract("joe", MessageId::new()).await
     ));
     assert!(is_message_not_found(
-        &store.edit("joe", MessageId::new(), Note::new("joe", 0)).await
+        &store
+            .edit("joe", MessageId::new(), Note::new("joe", 0))
+            .await
     ));
     assert_eq!(walk(store, "cat", 5).await[0].payload, edited_note);
 
@@ -273,7 +307,9 @@ pub async fn retract_and_edit(store: &Store) {
     assert!(is_message_not_found(
         &store.edit("joe", group.id, Note::new("joe", 0)).await
     ));
-    assert!(is_message_not_found(&store.mark_read("cat", group.id).await));
+    assert!(is_message_not_found(
+        &store.mark_read("cat", group.id).await
+    ));
     store
         .delete("cat", group.id)
         .await
@@ -304,7 +340,10 @@ pub async fn mute_and_block(store: &Store) {
     assert_eq!(ids(&assert_counts_match_pages(store, "cat").await), [j2.id]);
 
     // Hidden messages keep their own state: marked one by one, not by marking everything.
-    store.mark_read("bob", j0.id).await.expect("a muted message");
+    store
+        .mark_read("bob", j0.id)
+        .await
+        .expect("a muted message");
     store.mark_read_up_to("bob", UpTo::Newest).await.unwrap();
     assert_eq!(store.unread_count("bob").await.unwrap(), 0);
     store.unmute("bob", "joe").await.expect("unmute");
@@ -407,7 +446,10 @@ pub async fn retention(keep: &Store, aged: &Store, commands: &CommandCounter) {
     let bob = assert_counts_match_pages(keep, "bob").await;
     assert_eq!(ids(&bob), newest, "the newest {kept} stay, in order");
     assert_eq!(
-        bob.iter().filter(|m| m.read).map(|m| m.id).collect::<Vec<_>>(),
+        bob.iter()
+            .filter(|m| m.read)
+            .map(|m| m.id)
+            .collect::<Vec<_>>(),
         [sent[100].id],
         "read state of what stays is kept"
     );
@@ -416,7 +458,9 @@ pub async fn retention(keep: &Store, aged: &Store, commands: &CommandCounter) {
         .await
         .expect("a cursor into pruned history");
     assert!(past.items.is_empty() && past.next.is_none(), "{past:?}");
-    assert!(is_message_not_found(&keep.mark_read("bob", sent[0].id).await));
+    assert!(is_message_not_found(
+        &keep.mark_read("bob", sent[0].id).await
+    ));
     assert!(is_message_not_found(
         &keep.mark_read_up_to("bob", UpTo::Message(sent[1].id)).await
     ));
@@ -497,7 +541,10 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
     blank(store.delete("", to_bob.id).await, "owner");
     blank(store.retract(" ", to_bob.id).await, "sender");
     blank(
-        store.edit("", to_bob.id, Note::new("joe", 0)).await.map(drop),
+        store
+            .edit("", to_bob.id, Note::new("joe", 0))
+            .await
+            .map(drop),
         "sender",
     );
     blank(store.mute("", "joe").await, "owner");
@@ -683,7 +730,12 @@ pub fn expected_commands(operation: &str, strategy: Strategy, atomic_updates: bo
         .find(|cost| cost.operation.starts_with(operation))
         .unwrap_or_else(|| panic!("no cost for {operation}"));
     let i = column(strategy);
-    cost.commands[i] + if atomic_updates { 0 } else { cost.locked_extra[i] }
+    cost.commands[i]
+        + if atomic_updates {
+            0
+        } else {
+            cost.locked_extra[i]
+        }
 }
 
 /// [`COSTS`] as the README shows it: a Markdown table, the extra commands where updates are not
@@ -737,7 +789,10 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
         "send",
         store.send(NewMessage::new("joe", ["bob"], Note::new("joe", 61)))
     );
-    check!("inbox page", store.inbox_page("bob", PageRequest::first(10)));
+    check!(
+        "inbox page",
+        store.inbox_page("bob", PageRequest::first(10))
+    );
     check!("mark one read", store.mark_read("bob", sent[5].id));
     check!("mark one read", store.mark_unread("bob", sent[5].id));
     check!("mark one read", store.set_starred("bob", sent[6].id, true));
@@ -763,10 +818,7 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
     check!("unread count", store.unread_count("bob"));
     check!("count", store.count("bob"));
     check!("delete for me", store.delete("bob", sent[20].id));
-    check!(
-        "edit",
-        store.edit("joe", group.id, Note::new("joe", 99))
-    );
+    check!("edit", store.edit("joe", group.id, Note::new("joe", 99)));
     check!("retract", store.retract("joe", group.id));
     check!("mute", store.mute("bob", "ann"));
     check!("mute", store.unmute("bob", "ann"));
@@ -835,7 +887,7 @@ pub async fn concurrent_lifecycle(store: Arc<Store>, per_sender: u32) {
                         0 | 3 => store.mark_read(owner, message.id).await,
                         1 => store.set_starred(owner, message.id, true).await,
                         2 => store.mark_unread(owner, message.id).await,
-                        _ if round % 3 == 0 => {
+                        _ if round.is_multiple_of(3) => {
                             let done = store.delete(owner, message.id).await;
                             if done.is_ok() {
                                 deleted
@@ -881,7 +933,10 @@ pub async fn concurrent_lifecycle(store: Arc<Store>, per_sender: u32) {
     let retracted = retracted.lock().unwrap().clone();
     let deleted = deleted.lock().unwrap().clone();
     let quiet = walk(&*store, "p0", 50).await;
-    assert!(quiet.iter().any(|m| m.from == "quiet"), "unmuted at the end");
+    assert!(
+        quiet.iter().any(|m| m.from == "quiet"),
+        "unmuted at the end"
+    );
     let mut per_owner: HashMap<&str, usize> = HashMap::new();
     for owner in OWNERS {
         let expected: HashSet<MessageId> = sent
@@ -916,8 +971,7 @@ pub async fn concurrent_lifecycle(store: Arc<Store>, per_sender: u32) {
 /// where the bucketed strategy serializes delivery per recipient (no atomic updates), as
 /// [`super::inbox_suite::Volume::for_server`] does.
 pub fn concurrent_volume(info: &crate::ServerInfo, strategy: Strategy) -> u32 {
-    if super::inbox_suite::Volume::for_server(info, strategy) == super::inbox_suite::Volume::FULL
-    {
+    if super::inbox_suite::Volume::for_server(info, strategy) == super::inbox_suite::Volume::FULL {
         12
     } else {
         6

@@ -51,7 +51,9 @@ pub(super) fn indexes() -> (IndexModel, IndexModel) {
         IndexModel::builder()
             .keys(doc! { "owner": 1, "unread": 1 })
             .build(),
-        IndexModel::builder().keys(doc! { "messages.id": 1 }).build(),
+        IndexModel::builder()
+            .keys(doc! { "messages.id": 1 })
+            .build(),
     )
 }
 
@@ -317,7 +319,9 @@ impl Buckets {
             // A read: retried freely.
             let buckets = self
                 .backend
-                .retry("read buckets", || self.read_buckets(&write.filter, write.read))
+                .retry("read buckets", || {
+                    self.read_buckets(&write.filter, write.read)
+                })
                 .await?;
             (write.check)(&buckets)?;
             let mut batch = self.backend.update_batch(self.buckets.name());
@@ -498,10 +502,7 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             UpTo::Message(id) => {
                 let found = self
                     .buckets
-                    .read_buckets(
-                        &doc! { "owner": owner, "messages.id": id.0 },
-                        Read::Flags,
-                    )
+                    .read_buckets(&doc! { "owner": owner, "messages.id": id.0 }, Read::Flags)
                     .await?;
                 let (sequence, index) = found
                     .iter()
@@ -528,7 +529,10 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             Ok(())
         };
         let select = move |bucket: &Bucket, seen: &Seen| {
-            let (sequence, index) = (point.0.load(Ordering::Relaxed), point.1.load(Ordering::Relaxed));
+            let (sequence, index) = (
+                point.0.load(Ordering::Relaxed),
+                point.1.load(Ordering::Relaxed),
+            );
             seen.visible()
                 && (bucket.sequence < sequence
                     || (bucket.sequence == sequence && seen.index as i64 <= index))

@@ -271,7 +271,11 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
         let deleted = self
             .backend
             .retry("prune", || async {
-                Ok(self.messages.delete_many(alone.clone()).await?.deleted_count)
+                Ok(self
+                    .messages
+                    .delete_many(alone.clone())
+                    .await?
+                    .deleted_count)
             })
             .await?;
         let shared = doc! {
