@@ -73,7 +73,11 @@ impl Backend {
     }
 
     /// Adds an index the store needs on `collection`.
-    pub(crate) fn with_index(mut self, collection: &Collection<Document>, model: IndexModel) -> Self {
+    pub(crate) fn with_index(
+        mut self,
+        collection: &Collection<Document>,
+        model: IndexModel,
+    ) -> Self {
         self.indexes = self.indexes.with(collection, model, None);
         self
     }

@@ -85,7 +85,10 @@ impl StoreConfig {
             self.renamed
                 .iter()
                 .find(|(known, _)| known == role)
-                .map_or_else(|| format!("{}{role}", self.prefix), |(_, name)| name.clone())
+                .map_or_else(
+                    || format!("{}{role}", self.prefix),
+                    |(_, name)| name.clone(),
+                )
         });
         for (i, name) in names.iter().enumerate() {
             check_collection_name(name)?;
@@ -193,12 +196,18 @@ mod tests {
         let mut config = config().await;
         config.rename("bukets", "x".to_owned());
         let error = config.names(["buckets", "heads"]).unwrap_err();
-        assert!(error.to_string().contains("no collection `bukets`"), "{error}");
+        assert!(
+            error.to_string().contains("no collection `bukets`"),
+            "{error}"
+        );
 
         let mut config = self::config().await;
         config.rename("heads", "buckets".to_owned());
         let error = config.names(["buckets", "heads"]).unwrap_err();
-        assert!(error.to_string().contains("`buckets` and `heads`"), "{error}");
+        assert!(
+            error.to_string().contains("`buckets` and `heads`"),
+            "{error}"
+        );
 
         let mut config = self::config().await;
         config.set_prefix("$".to_owned());

@@ -406,20 +406,22 @@ impl JobQueue {
             .filter_map(|key| ObjectId::parse_str(key).ok())
             .collect();
         let now = bson::DateTime::now();
-        let found: Vec<Document> = self.backend.retry("find claimed jobs", || async {
-            Ok(self
-                .jobs
-                .find(doc! {
-                    "_id": { "$in": &ids },
-                    "failed": false,
-                    "not_before": { "$lte": now },
-                })
-                .sort(doc! { "_id": 1 })
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let found: Vec<Document> = self
+            .backend
+            .retry("find claimed jobs", || async {
+                Ok(self
+                    .jobs
+                    .find(doc! {
+                        "_id": { "$in": &ids },
+                        "failed": false,
+                        "not_before": { "$lte": now },
+                    })
+                    .sort(doc! { "_id": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         found
             .into_iter()
             .map(|job| crate::bson_ext::decode(self.jobs.name(), job))
@@ -442,11 +444,12 @@ impl JobQueue {
             match handler.handle(&job).await {
                 Ok(()) => {
                     // A delete by `_id`: a retry finds nothing more to delete.
-                    self.backend.retry("complete job", || async {
-                        self.jobs.delete_one(doc! { "_id": job.id }).await?;
-                        Ok(())
-                    })
-                    .await?;
+                    self.backend
+                        .retry("complete job", || async {
+                            self.jobs.delete_one(doc! { "_id": job.id }).await?;
+                            Ok(())
+                        })
+                        .await?;
                 }
                 Err(error) => self.record_failure(&job, &error).await?,
             }
@@ -471,29 +474,32 @@ impl JobQueue {
             "last_error": error.to_string(),
         } };
         // Absolute values, not an `$inc`: a retry sets the same ones again.
-        self.backend.retry("record job failure", || async {
-            self.jobs
-                .update_one(doc! { "_id": job.id }, update.clone())
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("record job failure", || async {
+                self.jobs
+                    .update_one(doc! { "_id": job.id }, update.clone())
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn due_jobs(&self) -> Result<Vec<ObjectId>> {
         let now = bson::DateTime::now();
-        let due: Vec<Document> = self.backend.retry("find due jobs", || async {
-            Ok(self
-                .jobs
-                .find(doc! { "failed": false, "not_before": { "$lte": now } })
-                .sort(doc! { "not_before": 1, "_id": 1 })
-                .projection(doc! { "_id": 1 })
-                .limit((self.batch * CANDIDATE_BATCHES) as i64)
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let due: Vec<Document> = self
+            .backend
+            .retry("find due jobs", || async {
+                Ok(self
+                    .jobs
+                    .find(doc! { "failed": false, "not_before": { "$lte": now } })
+                    .sort(doc! { "not_before": 1, "_id": 1 })
+                    .projection(doc! { "_id": 1 })
+                    .limit((self.batch * CANDIDATE_BATCHES) as i64)
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         Ok(due
             .iter()
             .filter_map(|job| job.get_object_id("_id").ok())
@@ -506,10 +512,12 @@ impl JobQueue {
     /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
     /// attempt's reply was lost, a retry finds the job gone and returns `false`.
     pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
-        let deleted = self.backend.retry("cancel job", || async {
-            Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
-        })
-        .await?;
+        let deleted = self
+            .backend
+            .retry("cancel job", || async {
+                Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
+            })
+            .await?;
         Ok(deleted.deleted_count > 0)
     }
 
@@ -589,7 +597,8 @@ impl JobQueue {
                             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
                         shared.failed_rounds.fetch_add(1, Ordering::Relaxed);
                         failures_in_a_row += 1;
-                        jittered(queue.backend.retry_policy().backoff(failures_in_a_row)).max(queue.poll_interval)
+                        jittered(queue.backend.retry_policy().backoff(failures_in_a_row))
+                            .max(queue.poll_interval)
                     }
                 };
                 tokio::select! {

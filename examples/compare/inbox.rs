@@ -161,18 +161,12 @@ impl Subject {
             Subject::HandWritten(Lib::FanOutOnRead) => {
                 // The same index the library creates.
                 InboxStore::<String>::create_indexes(&FanOutOnRead::new(db)).await?;
-                Target::Hand(
-                    Lib::FanOutOnRead,
-                    db.collection("inbox"),
-                )
+                Target::Hand(Lib::FanOutOnRead, db.collection("inbox"))
             }
             Subject::HandWritten(_) => {
                 // The same unique index the library creates.
                 InboxStore::<String>::create_indexes(&FanOutOnWrite::new(db)).await?;
-                Target::Hand(
-                    Lib::FanOutOnWrite,
-                    db.collection("inbox_copies"),
-                )
+                Target::Hand(Lib::FanOutOnWrite, db.collection("inbox_copies"))
             }
         })
     }

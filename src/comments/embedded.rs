@@ -8,13 +8,13 @@ use mongodb::{Collection, Database};
 use super::cursor::{self, View};
 use super::tree::{self, Entry, Node, Window};
 use super::{
-    discussion_lock, validate, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
-    ThreadedComments,
+    discussion_lock, validate, Comment, CommentStore, Deletion, Features, NewComment, Order,
+    Strategy, ThreadedComments,
 };
-use crate::bson_ext::{self, now_or_after};
-use crate::page::invalid;
 use crate::backend::Backend;
+use crate::bson_ext::{self, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::page::invalid;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::MAX_DOCUMENT_BYTES;
@@ -271,14 +271,16 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = self.backend.retry("read discussion", || async {
-            Ok(self
-                .discussions
-                .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-                .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
-                .await?)
-        })
-        .await?;
+        let found = self
+            .backend
+            .retry("read discussion", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+                    .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
+                    .await?)
+            })
+            .await?;
         let Some(found) = found else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
@@ -301,10 +303,11 @@ impl Embedded {
         link: &str,
         what: Entity,
     ) -> Result<Window> {
-        self.backend.retry("read discussion", || {
-            self.window_with(discussion, path, link, what)
-        })
-        .await
+        self.backend
+            .retry("read discussion", || {
+                self.window_with(discussion, path, link, what)
+            })
+            .await
     }
 
     /// The top-level comment whose id is `id`, with its position, if the discussion holds it:
@@ -315,10 +318,10 @@ impl Embedded {
         discussion: &str,
         id: bson::oid::ObjectId,
     ) -> Result<Option<(usize, Node)>> {
-        let window = self.backend.retry("read discussion", || {
-            self.window(discussion, Range::All)
-        })
-        .await?;
+        let window = self
+            .backend
+            .retry("read discussion", || self.window(discussion, Range::All))
+            .await?;
         Ok(window.and_then(|mut window| {
             let index = window.nodes.iter().position(|node| node.id == id)?;
             Some((window.first + index, window.nodes.swap_remove(index)))
@@ -366,14 +369,16 @@ impl Embedded {
                     // was lost makes its retry match nothing; the next round reads the comment
                     // and `change` recognises it as changed (a `$set` of the same values).
                     let mut tries = 0;
-                    let result = self.backend.retry("change comment", || {
-                        tries += 1;
-                        let action = self
-                            .discussions
-                            .update_one(full_filter.clone(), update.clone());
-                        async move { Ok(action.await?) }
-                    })
-                    .await?;
+                    let result = self
+                        .backend
+                        .retry("change comment", || {
+                            tries += 1;
+                            let action = self
+                                .discussions
+                                .update_one(full_filter.clone(), update.clone());
+                            async move { Ok(action.await?) }
+                        })
+                        .await?;
                     if result.matched_count == 1 {
                         return Ok(value);
                     }
@@ -499,7 +504,10 @@ impl CommentStore for Embedded {
             }
         };
         self.backend
-            .exclusive_one(&discussion_lock(STRATEGY, discussion), self.backend.retry("create discussion", attempt))
+            .exclusive_one(
+                &discussion_lock(STRATEGY, discussion),
+                self.backend.retry("create discussion", attempt),
+            )
             .await
     }
 
@@ -531,32 +539,34 @@ impl CommentStore for Embedded {
                     filter.insert("comments.id", doc! { "$ne": node.id });
                     let mut tries = 0;
                     let (id, posted) = (node.id, node.posted);
-                    let pushed = self.backend.retry("post comment", || {
-                        tries += 1;
-                        let again = tries > 1;
-                        let mut action = self
-                            .discussions
-                            .find_one_and_update(filter.clone(), update.clone())
-                            .return_document(ReturnDocument::After);
-                        if capabilities.find_and_modify_projection {
-                            action = action.projection(doc! { "slots": 1 });
-                        }
-                        async move {
-                            // FerretDB 1.x matches `$ne` on an array path when any element
-                            // differs: a retry looks for the comment itself first.
-                            if again {
-                                if let Some((index, stored)) =
-                                    self.find_posted(discussion, id).await?
-                                {
-                                    return Ok(Some((index, stored.posted)));
-                                }
+                    let pushed = self
+                        .backend
+                        .retry("post comment", || {
+                            tries += 1;
+                            let again = tries > 1;
+                            let mut action = self
+                                .discussions
+                                .find_one_and_update(filter.clone(), update.clone())
+                                .return_document(ReturnDocument::After);
+                            if capabilities.find_and_modify_projection {
+                                action = action.projection(doc! { "slots": 1 });
                             }
-                            Ok(action
-                                .await?
-                                .map(|document| (count_field(&document, "slots") - 1, posted)))
-                        }
-                    })
-                    .await?;
+                            async move {
+                                // FerretDB 1.x matches `$ne` on an array path when any element
+                                // differs: a retry looks for the comment itself first.
+                                if again {
+                                    if let Some((index, stored)) =
+                                        self.find_posted(discussion, id).await?
+                                    {
+                                        return Ok(Some((index, stored.posted)));
+                                    }
+                                }
+                                Ok(action
+                                    .await?
+                                    .map(|document| (count_field(&document, "slots") - 1, posted)))
+                            }
+                        })
+                        .await?;
                     if let Some(landed) = pushed {
                         return Ok(landed);
                     }
@@ -767,31 +777,34 @@ impl ThreadedComments for Embedded {
                     let mut tries = 0;
                     let (id, posted) = (node.id, node.posted);
                     let (parent_path, parent) = (&parent_path, parent);
-                    let landed = self.backend.retry("reply to comment", || {
-                        tries += 1;
-                        let again = tries > 1;
-                        let action = self.discussions.update_one(filter.clone(), update.clone());
-                        async move {
-                            if again {
-                                let window = self
-                                    .window_with(
-                                        discussion,
-                                        parent_path,
-                                        parent,
-                                        Entity::ParentComment,
-                                    )
-                                    .await?;
-                                let siblings = window.node(parent_path).map(|n| &n.replies);
-                                if let Some(sibling) = siblings
-                                    .and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
-                                {
-                                    return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                    let landed = self
+                        .backend
+                        .retry("reply to comment", || {
+                            tries += 1;
+                            let again = tries > 1;
+                            let action =
+                                self.discussions.update_one(filter.clone(), update.clone());
+                            async move {
+                                if again {
+                                    let window = self
+                                        .window_with(
+                                            discussion,
+                                            parent_path,
+                                            parent,
+                                            Entity::ParentComment,
+                                        )
+                                        .await?;
+                                    let siblings = window.node(parent_path).map(|n| &n.replies);
+                                    if let Some(sibling) = siblings.and_then(|s| {
+                                        s.iter().position(|s| s.id == id).map(|i| (i, s))
+                                    }) {
+                                        return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                                    }
                                 }
+                                Ok((action.await?.matched_count == 1).then_some((index, posted)))
                             }
-                            Ok((action.await?.matched_count == 1).then_some((index, posted)))
-                        }
-                    })
-                    .await?;
+                        })
+                        .await?;
                     if let Some(landed) = landed {
                         return Ok(landed);
                     }

@@ -11,13 +11,13 @@ use serde::{Deserialize, Serialize};
 use super::cursor::{self, View};
 use super::registry::Registry;
 use super::{
-    discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, NewComment, Order, Strategy,
-    ThreadedComments,
+    discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, NewComment,
+    Order, Strategy, ThreadedComments,
 };
-use crate::bson_ext::{self, now_or_after};
-use crate::page::{invalid, Cursor};
 use crate::backend::Backend;
+use crate::bson_ext::{self, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::page::{invalid, Cursor};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::MAX_DOCUMENT_BYTES;
@@ -249,11 +249,11 @@ impl HybridPages {
     /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
     /// recorded with the page counter).
     async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
-        let registered = self.backend.retry("read discussion", || {
-            self.registry.find(discussion)
-        })
-        .await?
-        .ok_or_else(|| validate::no_discussion(discussion))?;
+        let registered = self
+            .backend
+            .retry("read discussion", || self.registry.find(discussion))
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
         let mut page = number(&registered, "last_page");
         let mut floor = bson_ext::date(&registered, FLOOR);
         // Whether an attempt failed after it may have landed.
@@ -276,30 +276,32 @@ impl HybridPages {
             };
             let mut tries = 0;
             let (slug, posted) = (entry.slug.clone(), entry.posted);
-            let pushed = self.backend.retry("post comment", || {
-                tries += 1;
-                let again = tries > 1;
-                let slug = slug.clone();
-                let action = self
-                    .pages
-                    .update_one(filter.clone(), update.clone())
-                    .upsert(true);
-                async move {
-                    // FerretDB 1.x matches `$ne` on an array path when any element differs: a
-                    // retry looks for the comment itself first.
-                    if again {
-                        if let Some(stored) = self.find_slug(discussion, &slug).await? {
-                            return Ok(Some(stored.posted));
+            let pushed = self
+                .backend
+                .retry("post comment", || {
+                    tries += 1;
+                    let again = tries > 1;
+                    let slug = slug.clone();
+                    let action = self
+                        .pages
+                        .update_one(filter.clone(), update.clone())
+                        .upsert(true);
+                    async move {
+                        // FerretDB 1.x matches `$ne` on an array path when any element differs: a
+                        // retry looks for the comment itself first.
+                        if again {
+                            if let Some(stored) = self.find_slug(discussion, &slug).await? {
+                                return Ok(Some(stored.posted));
+                            }
+                        }
+                        match action.await {
+                            Ok(_) => Ok(Some(posted)),
+                            Err(error) if is_duplicate_key(&error) => Ok(None),
+                            Err(error) => Err(error.into()),
                         }
                     }
-                    match action.await {
-                        Ok(_) => Ok(Some(posted)),
-                        Err(error) if is_duplicate_key(&error) => Ok(None),
-                        Err(error) => Err(error.into()),
-                    }
-                }
-            })
-            .await?;
+                })
+                .await?;
             if let Some(posted) = pushed {
                 entry.posted = posted;
                 return Ok(());
@@ -312,14 +314,16 @@ impl HybridPages {
                 }
             }
             // The page exists: full, just created by another writer, or holding a later comment.
-            let existing = self.backend.retry("read page", || async {
-                Ok(self
-                    .pages
-                    .find_one(doc! { "discussion_id": discussion, "page": page })
-                    .projection(doc! { "count": 1, LAST_POSTED: 1 })
-                    .await?)
-            })
-            .await?;
+            let existing = self
+                .backend
+                .retry("read page", || async {
+                    Ok(self
+                        .pages
+                        .find_one(doc! { "discussion_id": discussion, "page": page })
+                        .projection(doc! { "count": 1, LAST_POSTED: 1 })
+                        .await?)
+                })
+                .await?;
             let last_posted = existing
                 .as_ref()
                 .and_then(|p| bson_ext::date(p, LAST_POSTED));
@@ -333,17 +337,18 @@ impl HybridPages {
                     advance.insert("$max", doc! { FLOOR: last_posted });
                 }
                 // Filtered by the page it names: applying it twice advances once.
-                self.backend.retry("open comment page", || async {
-                    self.registry
-                        .discussions
-                        .update_one(
-                            doc! { "_id": discussion, "last_page": page },
-                            advance.clone(),
-                        )
-                        .await?;
-                    Ok(())
-                })
-                .await?;
+                self.backend
+                    .retry("open comment page", || async {
+                        self.registry
+                            .discussions
+                            .update_one(
+                                doc! { "_id": discussion, "last_page": page },
+                                advance.clone(),
+                            )
+                            .await?;
+                        Ok(())
+                    })
+                    .await?;
                 page += 1;
             }
         }
@@ -433,13 +438,15 @@ impl HybridPages {
     /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
     /// whether it landed.
     async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
-        let page = self.backend.retry("read page", || async {
-            Ok(self
-                .pages
-                .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
-                .await?)
-        })
-        .await?;
+        let page = self
+            .backend
+            .retry("read page", || async {
+                Ok(self
+                    .pages
+                    .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
+                    .await?)
+            })
+            .await?;
         let Some(page) = page else {
             return Ok(None);
         };
@@ -477,8 +484,10 @@ impl HybridPages {
     ) -> Result<std::result::Result<Entry, Entry>> {
         self.backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
-                let (page, index) =
-                    self.backend.retry("read page", || self.locate(discussion, slug)).await?;
+                let (page, index) = self
+                    .backend
+                    .retry("read page", || self.locate(discussion, slug))
+                    .await?;
                 let entry = page.comments[index].clone();
                 if entry.deleted {
                     return Ok(Err(entry));
@@ -498,13 +507,15 @@ impl HybridPages {
                 };
                 // A `$set` (an edit's retry sets the same values again), whose `visible` change
                 // comes with `deleted: false` in the filter: a tombstone's retry matches nothing.
-                let result = self.backend.retry("change comment", || async {
-                    Ok(self
-                        .pages
-                        .update_one(filter.clone(), update.clone())
-                        .await?)
-                })
-                .await?;
+                let result = self
+                    .backend
+                    .retry("change comment", || async {
+                        Ok(self
+                            .pages
+                            .update_one(filter.clone(), update.clone())
+                            .await?)
+                    })
+                    .await?;
                 if result.matched_count == 0 {
                     // Deleted between the read and the update.
                     return Ok(Err(entry));
@@ -608,7 +619,10 @@ impl CommentStore for HybridPages {
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
         self.backend.ensure_indexes().await?;
         self.backend
-            .exclusive_one(&discussion_lock(STRATEGY, discussion), self.push(discussion, &mut entry))
+            .exclusive_one(
+                &discussion_lock(STRATEGY, discussion),
+                self.push(discussion, &mut entry),
+            )
             .await?;
         Ok(entry.comment())
     }

@@ -278,7 +278,11 @@ impl PerComment {
             self.backend.ensure_indexes().await?;
             // Retried with the comment's client-made `_id`: a retry that meets its own earlier
             // insert counts it as done; a duplicate slug (another comment's) tries the next.
-            if self.backend.insert_once(&self.comments, bson::to_document(&stored)?).await? {
+            if self
+                .backend
+                .insert_once(&self.comments, bson::to_document(&stored)?)
+                .await?
+            {
                 return Ok(stored);
             }
         }
@@ -380,7 +384,9 @@ impl PerComment {
             });
         }
         for tombstone in missing {
-            self.backend.insert_once(&self.comments, bson::to_document(&tombstone)?).await?;
+            self.backend
+                .insert_once(&self.comments, bson::to_document(&tombstone)?)
+                .await?;
         }
         Ok(())
     }
@@ -564,25 +570,28 @@ impl CommentStore for PerComment {
                 let live = doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
                 if self.has_replies(&stored).await? {
                     // A `$set`: tombstoning twice tombstones once.
-                    self.backend.retry("tombstone comment", || async {
-                        self.comments
-                            .update_one(
-                                live.clone(),
-                                doc! { "$set": { "deleted": true, "text": "" } },
-                            )
-                            .await?;
-                        Ok(())
-                    })
-                    .await?;
+                    self.backend
+                        .retry("tombstone comment", || async {
+                            self.comments
+                                .update_one(
+                                    live.clone(),
+                                    doc! { "$set": { "deleted": true, "text": "" } },
+                                )
+                                .await?;
+                            Ok(())
+                        })
+                        .await?;
                     return Ok(Deletion::Tombstoned);
                 }
                 let mut attempts = 0;
-                let removed = self.backend.retry("delete comment", || {
-                    attempts += 1;
-                    let live = live.clone();
-                    async move { Ok(self.comments.delete_one(live).await?) }
-                })
-                .await?;
+                let removed = self
+                    .backend
+                    .retry("delete comment", || {
+                        attempts += 1;
+                        let live = live.clone();
+                        async move { Ok(self.comments.delete_one(live).await?) }
+                    })
+                    .await?;
                 // A retry that finds nothing follows an attempt that deleted the comment and lost
                 // the reply (or a concurrent delete): removed either way.
                 let gone_by_retry = removed.deleted_count == 0

@@ -165,16 +165,17 @@ impl<P: Payload> Inner<P> {
             .await?;
         self.backfill(user, &posts).await?;
         // An `$unset`: unsetting twice unsets once.
-        self.backend.retry("end rebuild", || async {
-            self.activity
-                .update_one(
-                    doc! { "_id": user },
-                    doc! { "$unset": { "rebuilding": "" } },
-                )
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("end rebuild", || async {
+                self.activity
+                    .update_one(
+                        doc! { "_id": user },
+                        doc! { "$unset": { "rebuilding": "" } },
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 }
 

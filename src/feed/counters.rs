@@ -190,10 +190,12 @@ impl<X: Payload> FeedStore<X> {
                 // Undone, so the like is not left uncounted; if the undo fails, the like keeps
                 // its "not yet counted" mark and whoever finds it next counts it.
                 if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
-                    let _ = self.backend.retry("like undo", || async {
-                        Ok(self.collections.likes.delete_one(mine.clone()).await?)
-                    })
-                    .await;
+                    let _ = self
+                        .backend
+                        .retry("like undo", || async {
+                            Ok(self.collections.likes.delete_one(mine.clone()).await?)
+                        })
+                        .await;
                 }
                 return Err(error);
             }
@@ -233,24 +235,31 @@ impl<X: Payload> FeedStore<X> {
             unmarked.insert(REMOVING, doc! { "$exists": false });
             let mut marked = None;
             for _ in 0..MAX_FIRST_UPDATE_RACES {
-                let before = self.backend.retry("unlike", || async {
-                    Ok(self
-                        .collections
-                        .likes
-                        .find_one_and_update(unmarked.clone(), doc! { "$set": { REMOVING: op } })
-                        .await?)
-                })
-                .await?;
+                let before = self
+                    .backend
+                    .retry("unlike", || async {
+                        Ok(self
+                            .collections
+                            .likes
+                            .find_one_and_update(
+                                unmarked.clone(),
+                                doc! { "$set": { REMOVING: op } },
+                            )
+                            .await?)
+                    })
+                    .await?;
                 if let Some(before) = before {
                     marked = Some(before);
                     break;
                 }
                 // Nothing to mark: no like, or one being removed (by this call, whose reply was
                 // lost, or by an interrupted unlike, which this one finishes).
-                let stored = self.backend.retry("unlike", || async {
-                    Ok(self.collections.likes.find_one(pair.clone()).await?)
-                })
-                .await?;
+                let stored = self
+                    .backend
+                    .retry("unlike", || async {
+                        Ok(self.collections.likes.find_one(pair.clone()).await?)
+                    })
+                    .await?;
                 match stored {
                     None => return Ok(false),
                     Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
@@ -283,14 +292,16 @@ impl<X: Payload> FeedStore<X> {
                 if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
                     let mut mine = pair.clone();
                     mine.insert(REMOVING, op);
-                    let _ = self.backend.retry("unlike undo", || async {
-                        Ok(self
-                            .collections
-                            .likes
-                            .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
-                            .await?)
-                    })
-                    .await;
+                    let _ = self
+                        .backend
+                        .retry("unlike undo", || async {
+                            Ok(self
+                                .collections
+                                .likes
+                                .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
+                                .await?)
+                        })
+                        .await;
                 }
                 return Err(error);
             }
@@ -341,16 +352,18 @@ impl<X: Payload> FeedStore<X> {
             "post": post.0,
             "$or": [ { PENDING: true }, { REMOVING: { "$exists": true } } ],
         };
-        let marked: Vec<Document> = self.backend.retry("settle likes", || async {
-            Ok(self
-                .collections
-                .likes
-                .find(filter.clone())
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let marked: Vec<Document> = self
+            .backend
+            .retry("settle likes", || async {
+                Ok(self
+                    .collections
+                    .likes
+                    .find(filter.clone())
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         for like in &marked {
             self.finish_like(post, like).await?;
         }
@@ -361,22 +374,23 @@ impl<X: Payload> FeedStore<X> {
     /// pair. Retried: a retry that meets a duplicate key finds its own document (by `op`).
     async fn insert_like(&self, post: PostId, like: &Document, op: ObjectId) -> Result<Stored> {
         let pair = doc! { "_id": like.get("_id"), "post": post.0 };
-        self.backend.retry("like", || async {
-            match self.collections.likes.insert_one(like.clone()).await {
-                Ok(_) => Ok(Stored::Mine),
-                Err(error) if is_duplicate_key(&error) => {
-                    match self.collections.likes.find_one(pair.clone()).await? {
-                        None => Ok(Stored::Gone),
-                        Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
-                            Ok(Stored::Mine)
+        self.backend
+            .retry("like", || async {
+                match self.collections.likes.insert_one(like.clone()).await {
+                    Ok(_) => Ok(Stored::Mine),
+                    Err(error) if is_duplicate_key(&error) => {
+                        match self.collections.likes.find_one(pair.clone()).await? {
+                            None => Ok(Stored::Gone),
+                            Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
+                                Ok(Stored::Mine)
+                            }
+                            Some(stored) => Ok(Stored::Other(stored)),
                         }
-                        Some(stored) => Ok(Stored::Other(stored)),
                     }
+                    Err(error) => Err(error.into()),
                 }
-                Err(error) => Err(error.into()),
-            }
-        })
-        .await
+            })
+            .await
     }
 
     /// Finishes what a failure left on stored like `like`: counts it if it is marked "not yet
@@ -403,25 +417,27 @@ impl<X: Payload> FeedStore<X> {
 
     /// Clears the "not yet counted" mark of the like `filter` selects.
     async fn mark_counted(&self, filter: &Document) -> Result<()> {
-        self.backend.retry("like counted", || async {
-            self.collections
-                .likes
-                .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("like counted", || async {
+                self.collections
+                    .likes
+                    .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Deletes the like of `pair` that unlike `op` marked "removing" (once it is uncounted).
     async fn delete_removed(&self, pair: &Document, op: ObjectId) -> Result<()> {
         let mut filter = pair.clone();
         filter.insert(REMOVING, op);
-        self.backend.retry("unlike", || async {
-            self.collections.likes.delete_one(filter.clone()).await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("unlike", || async {
+                self.collections.likes.delete_one(filter.clone()).await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Adds `delta` (negative to subtract) to one of a post's counters.
@@ -481,15 +497,16 @@ impl<X: Payload> FeedStore<X> {
                 .likes
                 .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
                 .await? as i64;
-            self.backend.retry("recount", || async {
-                self.collections
-                    .counters
-                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                    .upsert(true)
-                    .await?;
-                Ok(())
-            })
-            .await?;
+            self.backend
+                .retry("recount", || async {
+                    self.collections
+                        .counters
+                        .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                        .upsert(true)
+                        .await?;
+                    Ok(())
+                })
+                .await?;
             Ok(likes)
         })
         .await
@@ -518,32 +535,33 @@ impl<X: Payload> FeedStore<X> {
         let mut update: Document = doc! { "$inc": { field: delta } };
         let mut filter = doc! { "_id": post.0 };
         crate::retry::once_per_op(&mut filter, &mut update, op);
-        self.backend.retry("counter update", || async {
-            // A duplicate key means the document exists but was not matched: it holds `op`
-            // (an earlier attempt applied it), or a concurrent first update created it since
-            // the filter ran (then the next round matches it).
-            for _ in 0..MAX_FIRST_UPDATE_RACES {
-                match self
-                    .collections
-                    .counters
-                    .update_one(filter.clone(), update.clone())
-                    .upsert(true)
-                    .await
-                {
-                    Ok(_) => return Ok(()),
-                    Err(error) if is_duplicate_key(&error) => {
-                        if self.holds_op(post, op).await? {
-                            return Ok(());
+        self.backend
+            .retry("counter update", || async {
+                // A duplicate key means the document exists but was not matched: it holds `op`
+                // (an earlier attempt applied it), or a concurrent first update created it since
+                // the filter ran (then the next round matches it).
+                for _ in 0..MAX_FIRST_UPDATE_RACES {
+                    match self
+                        .collections
+                        .counters
+                        .update_one(filter.clone(), update.clone())
+                        .upsert(true)
+                        .await
+                    {
+                        Ok(_) => return Ok(()),
+                        Err(error) if is_duplicate_key(&error) => {
+                            if self.holds_op(post, op).await? {
+                                return Ok(());
+                            }
                         }
+                        Err(error) => return Err(error.into()),
                     }
-                    Err(error) => return Err(error.into()),
                 }
-            }
-            Err(crate::Error::Contention {
-                attempts: MAX_FIRST_UPDATE_RACES,
+                Err(crate::Error::Contention {
+                    attempts: MAX_FIRST_UPDATE_RACES,
+                })
             })
-        })
-        .await
+            .await
     }
 
     /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
@@ -555,17 +573,18 @@ impl<X: Payload> FeedStore<X> {
         delta: i64,
         op: ObjectId,
     ) -> Result<()> {
-        self.backend.retry("counter undo", || async {
-            self.collections
-                .counters
-                .update_one(
-                    doc! { "_id": post.0, "ops": op },
-                    doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
-                )
-                .await?;
-            Ok(())
-        })
-        .await?;
+        self.backend
+            .retry("counter undo", || async {
+                self.collections
+                    .counters
+                    .update_one(
+                        doc! { "_id": post.0, "ops": op },
+                        doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 

@@ -90,8 +90,8 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database};
 
 use crate::backend::Backend;
-use crate::config::StoreConfig;
 use crate::bson_ext;
+use crate::config::StoreConfig;
 use crate::lease_lock::{Lease, LeaseLocks};
 use crate::sharding::ShardKey;
 use crate::validate;
@@ -624,10 +624,12 @@ impl FollowGraph {
         collection: &Collection<Document>,
         filter: Document,
     ) -> Result<bool> {
-        let deleted = self.backend.retry("delete", || async {
-            Ok(collection.delete_one(filter.clone()).await?)
-        })
-        .await?;
+        let deleted = self
+            .backend
+            .retry("delete", || async {
+                Ok(collection.delete_one(filter.clone()).await?)
+            })
+            .await?;
         Ok(deleted.deleted_count > 0)
     }
 

@@ -248,7 +248,9 @@ impl FollowGraph {
                 .collect();
             // The owners' locks are held: a subscription refused by the unique `{owner, user}`
             // index was inserted by an earlier attempt of this insert.
-            self.backend.insert_many_once(&self.subscriptions, documents).await?;
+            self.backend
+                .insert_many_once(&self.subscriptions, documents)
+                .await?;
         }
         self.adjust(vec![(op, deltas)]).await?;
         self.clear(scope, &[op], creates, removes).await
@@ -380,27 +382,30 @@ impl FollowGraph {
         if removed {
             let filter = of(-1);
             // A filtered delete: deleting twice deletes once.
-            self.backend.retry("delete subscriptions", || async {
-                self.subscriptions.delete_many(filter.clone()).await?;
-                Ok(())
-            })
-            .await?;
+            self.backend
+                .retry("delete subscriptions", || async {
+                    self.subscriptions.delete_many(filter.clone()).await?;
+                    Ok(())
+                })
+                .await?;
         }
         Ok(())
     }
 
     /// Every subscription matching `filter`: its pair, origins and mark.
     async fn read(&self, filter: Document) -> Result<Vec<Found>> {
-        let found: Vec<Document> = self.backend.retry("find subscriptions", || async {
-            Ok(self
-                .subscriptions
-                .find(filter.clone())
-                .projection(doc! { "owner": 1, "user": 1, "origins": 1, "pending": 1 })
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await?;
+        let found: Vec<Document> = self
+            .backend
+            .retry("find subscriptions", || async {
+                Ok(self
+                    .subscriptions
+                    .find(filter.clone())
+                    .projection(doc! { "owner": 1, "user": 1, "origins": 1, "pending": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
         Ok(found.iter().filter_map(Found::from_document).collect())
     }
 
@@ -414,7 +419,7 @@ impl FollowGraph {
         if changes.is_empty() {
             return Ok(());
         }
-                let users: BTreeSet<&String> = changes
+        let users: BTreeSet<&String> = changes
             .iter()
             .flat_map(|(_, deltas)| deltas.keys().map(|(user, _)| user))
             .collect();
@@ -480,13 +485,14 @@ impl FollowGraph {
 
     /// `update_many` on subscriptions, retried: callers pass idempotent updates only.
     async fn update_many(&self, filter: Document, update: Document) -> Result<()> {
-        self.backend.retry("update subscriptions", || async {
-            self.subscriptions
-                .update_many(filter.clone(), update.clone())
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend
+            .retry("update subscriptions", || async {
+                self.subscriptions
+                    .update_many(filter.clone(), update.clone())
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// [`FollowGraph::rebuild`] with the owner's lock held.
