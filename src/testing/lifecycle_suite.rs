@@ -1,4 +1,4 @@
-//! The behaviour every [`InboxLifecycle`] strategy must show, as plain async checks, and the
+//! The behaviour every [`InboxLifecycle`](crate::InboxLifecycle) strategy must show, as plain async checks, and the
 //! commands each operation costs ([`COSTS`], also the README's table: [`cost_table`]).
 //!
 //! Each check takes a store (any strategy, behind `&DynInboxLifecycle<Note>`) in a fresh
