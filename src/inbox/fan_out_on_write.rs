@@ -16,7 +16,8 @@ use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout, OwnerState};
 use super::{
-    validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
+    derived_id, validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy,
+    MAX_DOCUMENT_BYTES,
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -44,7 +45,8 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// one shard.
 ///
 /// Collections (default names; see [`FanOutOnWriteBuilder::collection`]):
-/// - `inbox_copies`: `{recipient, id, from, to: [..], sent, message}`. The unique index
+/// - `inbox_copies`: `{_id, recipient, id, from, to: [..], sent, message}`, the `_id` derived
+///   from the message and the recipient (so one owner's copy is found by `_id`). The unique index
 ///   `{recipient: 1, sent: 1, id: 1}` serves every page read and guarantees a message is in an
 ///   inbox at most once. All copies go to the server in one unordered `insert` (the driver
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
@@ -230,6 +232,9 @@ impl<P: Payload> FanOutOnWrite<P> {
             .into_iter()
             .map(|recipient| {
                 let mut copy = document.clone();
+                // Derived from the message and the recipient: a copy is found (and refused a
+                // second time) by `_id`, the one index every server uses.
+                copy.insert("_id", derived_id(message.id, recipient));
                 copy.insert("recipient", recipient.as_str());
                 if filters.has(recipient, Filter::Mute) {
                     copy.insert("muted", true);

@@ -2,8 +2,8 @@
 //! owner's state is their name in an array on it (`read_by`, `starred_by`, `gone_for`,
 //! `muted_for`, `blocked_for`), and the sender's tombstone is `retracted`.
 //!
-//! One `update` per change of one owner's state of one message (found by `{id, to: owner}`
-//! through the `{id: 1}` index), one `update_many` per range or per message (retract and edit
+//! One `update` per change of one owner's state of one message (found by `_id`: the message's
+//! id, or the one derived from it and the owner for a delivered copy), one `update_many` per range or per message (retract and edit
 //! filter on `{id, from}`, so they reach the sender's shard only), one `count` per count. Every
 //! write is an `$addToSet`, `$pull`, `$set` or `$unset`: applied twice, it applies once, so a
 //! retry after a lost reply changes nothing more. Where updates are not atomic, every lifecycle
@@ -19,7 +19,9 @@ use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
     message_not_found, not_sender, Filter, Filters, InboxLifecycle, Retention, UpTo,
 };
-use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
+use crate::inbox::{
+    derived_id, time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES,
+};
 use crate::Result;
 
 /// The one lock key of the store's lifecycle writes, where updates are not atomic.
@@ -33,15 +35,19 @@ fn hidden_for(filter: Filter) -> &'static str {
     }
 }
 
-/// `owner`'s document of message `id`, if it is in `owner`'s inbox (not deleted by them, not
-/// retracted).
+/// `owner`'s document of message `id`: the sent one (`_id` the message's id) or the one
+/// delivered to `owner` (`_id` derived from both), found by `_id`, the one index every server
+/// uses.
+fn of(owner: &str, id: MessageId) -> Document {
+    doc! { "_id": { "$in": [id.0, derived_id(id, owner)] }, "to": owner }
+}
+
+/// [`of`], if the message is in `owner`'s inbox (not deleted by them, not retracted).
 fn held(owner: &str, id: MessageId) -> Document {
-    doc! {
-        "id": id.0,
-        "to": owner,
-        "retracted": { "$exists": false },
-        "gone_for": { "$ne": owner },
-    }
+    let mut filter = of(owner, id);
+    filter.insert("retracted", doc! { "$exists": false });
+    filter.insert("gone_for", doc! { "$ne": owner });
+    filter
 }
 
 impl<P: Payload> FanOutOnRead<P> {
@@ -142,7 +148,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             "$pull": { "read_by": owner, "starred_by": owner },
         };
         if self
-            .update(false, doc! { "id": id.0, "to": owner }, update)
+            .update(false, of(owner, id), update)
             .await?
             == 0
         {

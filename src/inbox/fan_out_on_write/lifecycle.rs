@@ -1,6 +1,7 @@
 //! The lifecycle of a fan-out-on-write inbox: every owner's state is on their own copy.
 //!
-//! One `update` per change of one owner's copy (filtered by `{recipient, id}`), one
+//! One `update` per change of one owner's copy (found by its `_id`, derived from the message and
+//! the owner, with `recipient` for the shard key), one
 //! `update_many` for a range of it or for all of a message's copies (retract and edit, found
 //! through the `{id: 1}` index), one `count` per count. Every write is a `$set` or `$unset` of
 //! absolute values, so a retry after a lost reply applies nothing twice; a write that matched
@@ -15,7 +16,9 @@ use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
     message_not_found, not_sender, Filter, Filters, InboxLifecycle, Retention, UpTo,
 };
-use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
+use crate::inbox::{
+    derived_id, time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES,
+};
 use crate::Result;
 
 /// What a tombstone keeps of a copy: no payload, no recipients, no state.
@@ -24,6 +27,11 @@ fn tombstone(reason: &str) -> Document {
         "$set": { "gone": reason },
         "$unset": { "message": "", "to": "", "to_count": "", "unread": "", "starred": "" },
     }
+}
+
+/// `owner`'s copy of message `id`: its `_id`, and its owner (the shard key's prefix).
+fn copy_of(owner: &str, id: MessageId) -> Document {
+    doc! { "_id": derived_id(id, owner), "recipient": owner }
 }
 
 impl<P: Payload> FanOutOnWrite<P> {
@@ -36,7 +44,8 @@ impl<P: Payload> FanOutOnWrite<P> {
     /// [`crate::Error::NotFound`] when `owner` holds no such copy (nothing written).
     async fn update_copy(&self, owner: &str, id: MessageId, update: Document) -> Result<()> {
         validate::check_user_id("owner", owner)?;
-        let filter = doc! { "recipient": owner, "id": id.0, "gone": { "$exists": false } };
+        let mut filter = copy_of(owner, id);
+        filter.insert("gone", doc! { "$exists": false });
         let matched = self
             .backend
             .exclusive_one(
@@ -151,9 +160,11 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
             UpTo::Newest => None,
             UpTo::Cursor(after) => Some(cursor::time_key(&after, Strategy::FanOutOnWrite, owner)?),
             UpTo::Message(id) => {
+                let mut filter = copy_of(owner, id);
+                filter.insert("gone", doc! { "$exists": false });
                 let copy = self
                     .copies
-                    .find_one(doc! { "recipient": owner, "id": id.0, "gone": { "$exists": false } })
+                    .find_one(filter)
                     .projection(doc! { "sent": 1 })
                     .await?
                     .ok_or_else(|| message_not_found(id))?;
@@ -197,7 +208,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
             Err(error) if error.is_not_found() => {
                 let held = self
                     .copies
-                    .find_one(doc! { "recipient": owner, "id": id.0 })
+                    .find_one(copy_of(owner, id))
                     .projection(doc! { "_id": 1 })
                     .await?;
                 if held.is_none() {
