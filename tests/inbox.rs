@@ -806,6 +806,39 @@ mod lifecycle {
                     lifecycle_suite::concurrent_lifecycle(store, per_sender).await;
                 }
 
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn survives_outage() {
+                    let name = concat!("lc_", stringify!($strategy), "_outage");
+                    let db = testing::test_db(name).await;
+                    let proxy = FaultProxy::to_test_server();
+                    let client = proxy.client_with(|_| {}).await;
+                    let store =
+                        super::$strategy(&client.database(db.db.name()), Retention::default());
+                    let impatient = proxy.impatient_client().await.database(db.db.name());
+                    let impatient: Arc<DynInboxLifecycle<Note>> = match store.strategy() {
+                        mongo_social::inbox::Strategy::FanOutOnRead => Arc::new(
+                            FanOutOnRead::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                        mongo_social::inbox::Strategy::FanOutOnWrite => Arc::new(
+                            FanOutOnWrite::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                        _ => Arc::new(
+                            BucketedFanOut::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                    };
+                    store.create_indexes().await.expect("create indexes");
+                    lifecycle_suite::survives_outage(store, impatient, &proxy).await;
+                }
+
                 #[tokio::test]
                 async fn upcasts() {
                     let (_db, store) = store("upcasts").await;

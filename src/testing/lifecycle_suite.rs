@@ -967,6 +967,128 @@ pub async fn concurrent_lifecycle(store: Arc<Store>, per_sender: u32) {
     ));
 }
 
+/// Owners mark, star, delete, mark everything read and mute through
+/// [`FaultProxy::outage_during`](super::fault_proxy::FaultProxy::outage_during) (replies lost,
+/// then every connection cut for 3 seconds), while a sender retracts; half of them through
+/// `impatient` (the same collections, a client giving up within the outage). `store` and
+/// `impatient` must reach the server through `proxy`.
+///
+/// Afterwards, with the sender unmuted: every count is what the pages hold (a lost reply
+/// applied twice would have moved a bucket's counter twice); a delete or retraction that
+/// returned `Ok` is gone; a message no call removed is there; and some impatient call failed,
+/// so the error branch was checked.
+pub async fn survives_outage(
+    store: Arc<Store>,
+    impatient: Arc<Store>,
+    proxy: &super::fault_proxy::FaultProxy,
+) {
+    const OWNERS: [&str; 3] = ["o0", "o1", "o2"];
+    let mut sent = Vec::new();
+    for s in 0..3 {
+        for seq in 0..8 {
+            sent.push(send(&*store, &format!("s{s}"), &OWNERS, seq).await);
+        }
+    }
+    let sent = Arc::new(sent);
+    let mut tasks = Vec::new();
+    for (k, owner) in OWNERS.into_iter().enumerate() {
+        let store = if k % 2 == 0 { &store } else { &impatient }.clone();
+        let sent = Arc::clone(&sent);
+        tasks.push(tokio::spawn(async move {
+            // (message, removed for sure, maybe removed) and whether a call failed.
+            let mut removed = Vec::new();
+            let mut failed = 0;
+            for round in 0..60_usize {
+                let message = &sent[(round * 7 + k) % sent.len()];
+                let result = match round % 6 {
+                    0 => store.mark_read(owner, message.id).await,
+                    1 => store.set_starred(owner, message.id, round % 4 == 1).await,
+                    2 => store.mark_unread(owner, message.id).await,
+                    3 if round % 12 == 3 => {
+                        let done = store.delete(owner, message.id).await;
+                        removed.push((message.id, done.is_ok()));
+                        done
+                    }
+                    4 => store.mark_read_up_to(owner, UpTo::Newest).await,
+                    5 if round % 12 == 5 => store.mute(owner, "s2").await,
+                    5 => store.unmute(owner, "s2").await,
+                    _ => Ok(()),
+                };
+                if let Err(error) = &result {
+                    assert!(
+                        error.is_retryable() || error.is_not_found(),
+                        "{owner}: {error}"
+                    );
+                    failed += 1;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+            }
+            (owner, removed, failed)
+        }));
+    }
+    {
+        let store = impatient.clone();
+        let sent = Arc::clone(&sent);
+        tasks.push(tokio::spawn(async move {
+            let mut removed = Vec::new();
+            let mut failed = 0;
+            for message in sent.iter().filter(|m| m.from == "s0").step_by(2) {
+                let done = store.retract("s0", message.id).await;
+                if let Err(error) = &done {
+                    assert!(error.is_retryable(), "retract: {error}");
+                    failed += 1;
+                }
+                removed.push((message.id, done.is_ok()));
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            ("retractions", removed, failed)
+        }));
+    }
+    let outcomes = proxy.outage_during(tasks).await;
+    let failed: usize = outcomes.iter().map(|o| o.2).sum();
+    let mut surely: HashSet<(&str, MessageId)> = HashSet::new();
+    let mut maybe: HashSet<(&str, MessageId)> = HashSet::new();
+    for (who, removed, _) in &outcomes {
+        for (id, ok) in removed {
+            let owners: Vec<&str> = if *who == "retractions" {
+                OWNERS.to_vec()
+            } else {
+                vec![*who]
+            };
+            for owner in owners {
+                if *ok {
+                    surely.insert((owner, *id));
+                } else {
+                    maybe.insert((owner, *id));
+                }
+            }
+        }
+    }
+    for owner in OWNERS {
+        store
+            .unmute(owner, "s2")
+            .await
+            .expect("unmute after the outage");
+        let inbox = assert_counts_match_pages(&*store, owner).await;
+        let held: HashSet<MessageId> = inbox.iter().map(|m| m.id).collect();
+        assert_eq!(held.len(), inbox.len(), "{owner}: a message twice");
+        for message in sent.iter() {
+            let key = (owner, message.id);
+            if surely.contains(&key) {
+                assert!(!held.contains(&message.id), "{owner}: removed, still there");
+            } else if !maybe.contains(&key) {
+                assert!(held.contains(&message.id), "{owner}: lost {}", message.id);
+            }
+        }
+    }
+    super::note(&format!(
+        "lifecycle survives_outage ({}): {failed} calls failed; proxy lost {} replies",
+        store.strategy(),
+        proxy.replies_lost()
+    ));
+    assert!(failed > 0, "an impatient call gave up during the outage");
+}
+
 /// The messages each concurrent sender sends in [`concurrent_lifecycle`] on this server: fewer
 /// where the bucketed strategy serializes delivery per recipient (no atomic updates), as
 /// [`super::inbox_suite::Volume::for_server`] does.

@@ -147,11 +147,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             "$addToSet": { "gone_for": owner },
             "$pull": { "read_by": owner, "starred_by": owner },
         };
-        if self
-            .update(false, of(owner, id), update)
-            .await?
-            == 0
-        {
+        if self.update(false, of(owner, id), update).await? == 0 {
             return Err(message_not_found(id));
         }
         Ok(())
