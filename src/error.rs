@@ -139,6 +139,15 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A user edited or retracted a message someone else sent. Nothing was written.
+    #[error("`{user}` did not send message `{id}`, so cannot change it")]
+    NotSender {
+        /// Who tried to change the message.
+        user: String,
+        /// The message's id.
+        id: String,
+    },
+
     /// A reply would nest deeper than the strategy can index or store.
     #[error("a reply at depth {depth} would exceed this strategy's limit: {limit}")]
     ThreadTooDeep {
@@ -322,8 +331,9 @@ impl Error {
 
     /// Whether the caller's input was refused before anything was written: an empty, repeated
     /// or malformed value, a cursor or link this store did not make, a page limit out of range,
-    /// something too large or too deep, a user following, blocking or dismissing themselves.
-    /// Calling again with the same input fails the same way.
+    /// something too large or too deep, a user following, blocking or dismissing themselves, a
+    /// change to a message by someone other than its sender. Calling again with the same input
+    /// fails the same way.
     ///
     /// ```
     /// let error = mongo_social::Error::InvalidPageLimit { limit: 0, max: 1000 };
@@ -343,6 +353,7 @@ impl Error {
                 | Error::InvalidLink { .. }
                 | Error::InvalidVote { .. }
                 | Error::ThreadTooDeep { .. }
+                | Error::NotSender { .. }
         )
     }
 
@@ -449,6 +460,9 @@ pub enum Entity {
     RecipientList,
     /// A group of a recipient's notifications.
     Notification,
+    /// A message in an inbox: one the owner never received, deleted, or pruned; or one that
+    /// was retracted.
+    Message,
 }
 
 impl Entity {
@@ -466,6 +480,7 @@ impl Entity {
             Entity::Propagation => "propagation",
             Entity::RecipientList => "recipient list",
             Entity::Notification => "notification",
+            Entity::Message => "message",
         }
     }
 }
@@ -511,6 +526,7 @@ mod tests {
             (Entity::ParentComment, "parent comment"),
             (Entity::Propagation, "propagation"),
             (Entity::RecipientList, "recipient list"),
+            (Entity::Message, "message"),
         ];
         for (entity, text) in words {
             assert_eq!(entity.to_string(), text);

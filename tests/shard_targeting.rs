@@ -81,13 +81,15 @@ async fn inbox_operations(inbox: &DynInboxStore<String>) {
                     format!("hi {round}"),
                 ))
                 .await
-                .unwrap(),
+                .unwrap()
+                .message,
         );
     }
     let group = inbox
         .send(NewMessage::new("ann", many.clone(), "to many".to_owned()))
         .await
-        .unwrap();
+        .unwrap()
+        .message;
     inbox.deliver(&sent[0], &["dan".to_owned()]).await.unwrap();
     let first = inbox
         .inbox_page("bob", PageRequest::first(2))

@@ -14,6 +14,7 @@ use futures::TryStreamExt;
 
 use super::{bucket_id, holds, stamp, Buckets, Entry, Target, LAST_SENT, MAX_ROUNDS};
 use crate::bson_ext::{date, integer, later};
+use crate::inbox::lifecycle::Filter;
 use crate::retry::Backoff;
 use crate::{Error, Result};
 
@@ -47,17 +48,25 @@ impl Buckets {
     /// wrongly: a push whose command failed transiently is never sent again blindly (the batch
     /// [reports it](crate::update_batch::UpdateBatch::report_unknown)), and the next round's read
     /// says whether its bucket holds the message.
+    ///
+    /// Recipients whose head lists the sender as blocked are returned and get nothing; those
+    /// who mute the sender get the entry hidden.
     pub(super) async fn deliver_locked(
         &self,
         recipients: Vec<String>,
         entry: &Entry<'_>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let mut targets = self
+        let (mut targets, blocked) = self
             .backend
-            .retry("read heads", || self.read_heads(&names))
+            .retry("read heads", || self.read_heads(&names, entry.from))
             .await?;
-        let mut pending = recipients;
+        let (blocked, mut pending): (Vec<String>, Vec<String>) = recipients
+            .into_iter()
+            .partition(|recipient| blocked.contains(recipient));
+        if pending.is_empty() {
+            return Ok(blocked);
+        }
         // Recipients whose push as a new bucket failed: their bucket may predate derived `_id`s.
         let mut by_key: HashSet<String> = HashSet::new();
         let mut moves: HashMap<String, u32> = HashMap::new();
@@ -80,6 +89,7 @@ impl Buckets {
                         let mut next_target = Target {
                             sequence: target.sequence + 1,
                             floor: later(target.floor, bucket.last_sent),
+                            ..target
                         };
                         let count = moves.entry(owner.clone()).or_default();
                         *count += 1;
@@ -127,7 +137,7 @@ impl Buckets {
                 }
             }
             if next.is_empty() {
-                return Ok(());
+                return Ok(blocked);
             }
             pending = next;
         }
@@ -225,9 +235,16 @@ impl Buckets {
             let filter = self.backend.by_id(id, &shard_key).await?;
             let mut stamped = entry.document.clone();
             stamped.insert("sent", push.stamp);
+            // A muted sender's entry is hidden as it lands, and counted as such.
+            let counted = if targets[&push.owner].muted {
+                stamped.insert(Filter::Mute.field(), true);
+                doc! { "count": 1_i64, "hidden": 1_i64 }
+            } else {
+                doc! { "count": 1_i64, "unread": 1_i64 }
+            };
             let mut update = doc! {
                 "$push": { "messages": stamped },
-                "$inc": { "count": 1_i64 },
+                "$inc": counted,
                 "$max": { LAST_SENT: push.stamp },
             };
             // A new bucket takes its owner and sequence from the filter where it names them.
