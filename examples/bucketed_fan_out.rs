@@ -37,7 +37,8 @@ async fn main() -> common::ExampleResult {
     if !info.capabilities().atomic_updates {
         println!(
             "(this server's updates are not atomic, so each send also takes and releases a lock \
-             per recipient: the `insert` and `delete` around the delivery)"
+             per recipient: the `insert` and `delete` around the delivery; holding it, the send \
+             reads the target buckets and pushes into each by `_id`)"
         );
     }
     println!();

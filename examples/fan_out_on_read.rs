@@ -69,7 +69,7 @@ async fn main() -> common::ExampleResult {
             "Offsite is confirmed for May".to_string(),
         )))
         .await;
-    let sent = sent?;
+    let sent = sent?.message;
     println!(
         "  ceo -> {} recipients {names:?}; the collection now holds {} documents",
         sent.to.len(),

@@ -54,7 +54,7 @@ async fn main() -> common::ExampleResult {
         let (sent, names) = commands
             .measure(store.send(NewMessage::new(from, to.clone(), text.to_string())))
             .await;
-        let sent = sent?;
+        let sent = sent?.message;
         let added = raw.count_documents(doc! {}).await? - before;
         let plural = if added == 1 { "copy" } else { "copies" };
         println!(

@@ -16,6 +16,10 @@
 //!   correctness depends on them ([`Backend::create_indexes`], [`Backend::ensure_indexes`]),
 //!   including indexes only some servers have ([`Backend::with_index_where`]);
 //! - many update statements in as few commands as the server takes ([`Backend::update_batch`]);
+//! - the shape of a filter that addresses one document by `_id` ([`Backend::by_id`],
+//!   [`Backend::find_by_ids`]): with the shard key's fields, so a `mongos` routes it to one
+//!   shard, or by `_id` alone where the server evaluates nothing else without decoding the whole
+//!   collection (FerretDB 1.x);
 //! - retries of transient failures under the store's policy ([`Backend::retry`]).
 //!
 //! A new server quirk of these kinds changes this file (or the one it delegates to), not the
@@ -24,7 +28,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use bson::Document;
+use bson::{doc, Bson, Document};
+use std::future::IntoFuture;
+
+use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::indexes::Indexes;
@@ -33,6 +40,10 @@ use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::update_batch::UpdateBatch;
 use crate::Result;
+
+/// The most documents [`Backend::find_by_ids`] reads one `find` each where only `{_id}` filters
+/// stay in the engine: past it, one `find` that decodes the collection once costs less.
+pub(crate) const FEW_BY_ID: usize = 8;
 
 /// A store's view of its server; cheap to clone, and clones share what was detected and
 /// created.
@@ -152,6 +163,74 @@ impl Backend {
     /// the server's limits.
     pub(crate) fn update_batch<'a>(&'a self, collection: &'a str) -> UpdateBatch<'a> {
         UpdateBatch::new(self, collection)
+    }
+
+    /// A filter for the one document whose `_id` is `id` and whose shard key fields hold
+    /// `shard_key` (their values, by equality): `{_id, ..shard_key}`, which a `mongos` routes to
+    /// one shard; or `{_id}` alone where the server evaluates no other filter in its engine
+    /// ([`Capabilities::filters_beyond_id`] false: FerretDB 1.x, which cannot be sharded), since
+    /// there any other field makes it decode and test every document of the collection.
+    pub(crate) async fn by_id(&self, id: Bson, shard_key: &Document) -> Result<Document> {
+        let mut filter = doc! { "_id": id };
+        if self.capabilities().await?.filters_beyond_id {
+            filter.extend(shard_key.clone());
+        }
+        Ok(filter)
+    }
+
+    /// The documents of `collection` with the `(_id, shard key values)` of `keys`, projected,
+    /// missing ones left out: one `find` of the [`Backend::by_id`] filters joined by `$or`.
+    ///
+    /// Where only a filter that is exactly `{_id}` stays in the engine (FerretDB 1.x), such a
+    /// `find` decodes every document of the collection, while a `find` by `{_id}` scans inside
+    /// the engine only until it meets its document, for a fraction of that cost (measured on
+    /// 100 buckets, 1.2 MB: 10 ms to find one bucket by `_id`, 137 ms to update one by owner and
+    /// sequence against 19 ms by `_id`). There up to [`FEW_BY_ID`] documents are read one `find`
+    /// each, at once, and more in one `find` as elsewhere.
+    pub(crate) async fn find_by_ids(
+        &self,
+        collection: &Collection<Document>,
+        keys: &[(Bson, Document)],
+        projection: Document,
+    ) -> Result<Vec<Document>> {
+        /// Reads in flight at once, one document each.
+        const CONCURRENT_READS: usize = 8;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.capabilities().await?.filters_beyond_id || keys.len() > FEW_BY_ID {
+            let filters: Vec<Bson> = keys
+                .iter()
+                .map(|(id, shard_key)| {
+                    let mut filter = doc! { "_id": id.clone() };
+                    filter.extend(shard_key.clone());
+                    Bson::Document(filter)
+                })
+                .collect();
+            return Ok(collection
+                .find(doc! { "$or": filters })
+                .projection(projection)
+                .batch_size(keys.len() as u32 + 1)
+                .await?
+                .try_collect()
+                .await?);
+        }
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(CONCURRENT_READS) {
+            let reads = chunk.iter().map(|(id, _)| {
+                collection
+                    .find_one(doc! { "_id": id.clone() })
+                    .projection(projection.clone())
+                    .into_future()
+            });
+            found.extend(
+                futures::future::try_join_all(reads)
+                    .await?
+                    .into_iter()
+                    .flatten(),
+            );
+        }
+        Ok(found)
     }
 
     /// Leased locks in the store's locks collection that last `lease`, for work that takes

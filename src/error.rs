@@ -108,6 +108,28 @@ pub enum Error {
         user: String,
     },
 
+    /// A user named themselves where the operation needs another user: blocking themselves, or
+    /// dismissing themselves from their recommendations. (Following themselves is
+    /// [`Error::SelfFollow`].)
+    #[error("user `{user}` cannot {action} themselves")]
+    SelfAction {
+        /// The user.
+        user: String,
+        /// What they tried: `"block"` or `"dismiss"`.
+        action: &'static str,
+    },
+
+    /// A direct follow between two users one of whom has blocked the other
+    /// ([`FollowGraph::block`](crate::graph::FollowGraph::block)): refused before anything was
+    /// written, until the block is lifted.
+    #[error("`{blocked}` is blocked by `{by}`: no direct follow between them")]
+    Blocked {
+        /// Who blocked.
+        by: String,
+        /// Whom.
+        blocked: String,
+    },
+
     /// A comment link (slug path or position path) is not one this strategy makes.
     #[error("invalid comment link `{link}`: {reason}")]
     InvalidLink {
@@ -115,6 +137,15 @@ pub enum Error {
         link: String,
         /// What is wrong with it.
         reason: &'static str,
+    },
+
+    /// A user edited or retracted a message someone else sent. Nothing was written.
+    #[error("`{user}` did not send message `{id}`, so cannot change it")]
+    NotSender {
+        /// Who tried to change the message.
+        user: String,
+        /// The message's id.
+        id: String,
     },
 
     /// A reply would nest deeper than the strategy can index or store.
@@ -141,7 +172,16 @@ pub enum Error {
         limit: usize,
     },
 
-    /// An edit or delete named a comment that was already deleted.
+    /// A comment vote other than up (1) or down (-1), or 0 where a retraction is meant: what
+    /// [`Vote::from_dir`](crate::comments::Vote::from_dir) says of a value that came from outside
+    /// (a request's `dir`).
+    #[error("invalid vote {value}: a vote is 1 (up) or -1 (down), or 0 to take it back")]
+    InvalidVote {
+        /// The value as given.
+        value: i64,
+    },
+
+    /// An edit, delete or vote named a comment that was already deleted.
     #[error("comment `{link}` was deleted")]
     CommentDeleted {
         /// The comment's link.
@@ -291,8 +331,9 @@ impl Error {
 
     /// Whether the caller's input was refused before anything was written: an empty, repeated
     /// or malformed value, a cursor or link this store did not make, a page limit out of range,
-    /// something too large or too deep, a self-follow. Calling again with the same input fails
-    /// the same way.
+    /// something too large or too deep, a user following, blocking or dismissing themselves, a
+    /// change to a message by someone other than its sender. Calling again with the same input
+    /// fails the same way.
     ///
     /// ```
     /// let error = mongo_social::Error::InvalidPageLimit { limit: 0, max: 1000 };
@@ -308,8 +349,11 @@ impl Error {
                 | Error::InvalidPageLimit { .. }
                 | Error::TooLarge { .. }
                 | Error::SelfFollow { .. }
+                | Error::SelfAction { .. }
                 | Error::InvalidLink { .. }
+                | Error::InvalidVote { .. }
                 | Error::ThreadTooDeep { .. }
+                | Error::NotSender { .. }
         )
     }
 
@@ -416,6 +460,9 @@ pub enum Entity {
     RecipientList,
     /// A group of a recipient's notifications.
     Notification,
+    /// A message in an inbox: one the owner never received, deleted, or pruned; or one that
+    /// was retracted.
+    Message,
 }
 
 impl Entity {
@@ -433,6 +480,7 @@ impl Entity {
             Entity::Propagation => "propagation",
             Entity::RecipientList => "recipient list",
             Entity::Notification => "notification",
+            Entity::Message => "message",
         }
     }
 }
@@ -478,6 +526,7 @@ mod tests {
             (Entity::ParentComment, "parent comment"),
             (Entity::Propagation, "propagation"),
             (Entity::RecipientList, "recipient list"),
+            (Entity::Message, "message"),
         ];
         for (entity, text) in words {
             assert_eq!(entity.to_string(), text);

@@ -45,10 +45,10 @@ pub use comments::{
 pub use delivery::Delivery;
 pub use error::{Entity, Error, Result};
 pub use feed::{FeedKind, FeedStore, NewPost, NewUser, Post, PostId, User, UserChunk};
-pub use graph::{FollowGraph, FollowSource, Origin, Subscription, UserStats};
+pub use graph::{FollowGraph, FollowSource, Origin, Recommendation, Subscription, UserStats};
 pub use inbox::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, MessageId,
-    NewMessage, Payload,
+    BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxLifecycle,
+    InboxStore, Message, MessageId, NewMessage, Payload,
 };
 pub use jobs::{Job, JobHandler, JobQueue, Worker};
 pub use notifications::{NotificationStore, Notifier};

@@ -25,10 +25,23 @@ pub(crate) const RECENT_OPS: i32 = 100;
 /// [`RECENT_OPS`] newest. Exact while fewer than that many other operations change one document
 /// during one operation's retries.
 pub(crate) fn once_per_op(filter: &mut Document, update: &mut Document, op: bson::oid::ObjectId) {
-    filter.insert("ops", bson::doc! { "$ne": op });
+    once_per_op_in(filter, update, "ops", RECENT_OPS, op);
+}
+
+/// [`once_per_op`] with the ids kept in `field`, the `keep` newest: for a document of the
+/// application's own (an embedded discussion) or one that many operations change (a page of
+/// comments).
+pub(crate) fn once_per_op_in(
+    filter: &mut Document,
+    update: &mut Document,
+    field: &str,
+    keep: i32,
+    op: bson::oid::ObjectId,
+) {
+    filter.insert(field, bson::doc! { "$ne": op });
     update.insert(
         "$push",
-        bson::doc! { "ops": { "$each": [op], "$slice": -RECENT_OPS } },
+        bson::doc! { field: { "$each": [op], "$slice": -keep } },
     );
 }
 

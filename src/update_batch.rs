@@ -54,6 +54,9 @@ pub(crate) struct BatchOutcome {
     /// The transient failure that left statements [`unknown`](Self::unknown), for the caller to
     /// back off on before it checks them.
     pub(crate) transient: Option<Error>,
+    /// Documents the statements matched (the replies' `n`, summed; upserts included). A
+    /// statement resent after a failure counts again if it matches again.
+    pub(crate) matched: u64,
 }
 
 impl BatchOutcome {
@@ -212,6 +215,7 @@ impl<'a> UpdateBatch<'a> {
                 };
             }
         };
+        outcome.matched += reply.get("n").and_then(bson_index).unwrap_or(0) as u64;
         if let Ok(concern) = reply.get_document("writeConcernError") {
             return if is_transient_write_error(concern) {
                 Ok(self.unknown(indexes, write_error(concern), outcome))

@@ -8,6 +8,7 @@ use futures::FutureExt;
 use mongo_social::comments::{
     Author, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order, PerComment,
 };
+use mongo_social::testing::comment_votes_suite as votes;
 use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{Error, PageRequest, RetryPolicy};
@@ -45,7 +46,7 @@ fn new(text: &str) -> NewComment {
 
 /// Runs each suite check against one strategy, each in a fresh database.
 macro_rules! conformance {
-    ($design:ident, $with_retry:ident, post: $post:expr, posts_lock: $posts_lock:expr, after_outage: $after:ident) => {
+    ($design:ident, $with_retry:ident, post: $post:expr, posts_lock: $posts_lock:expr, vote_apply: $vote_apply:expr, after_outage: $after:ident) => {
         mod $design {
             use super::*;
 
@@ -147,6 +148,69 @@ macro_rules! conformance {
             }
 
             #[tokio::test]
+            async fn votes_change_and_retract() {
+                let (_db, store) = store("votes_change_and_retract").await;
+                votes::votes_change_and_retract(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn sort_orders() {
+                let (_db, store) = store("sort_orders").await;
+                votes::sort_orders(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn ranked_paging_while_voting() {
+                let (_db, store) = store("ranked_paging_while_voting").await;
+                votes::ranked_paging_while_voting(&*store).await;
+            }
+
+            #[tokio::test]
+            async fn vote_bad_input() {
+                let (t, store) = store("vote_bad_input").await;
+                let t = Arc::new(t);
+                votes::vote_bad_input(&*store, move || {
+                    let t = t.clone();
+                    async move { t.documents(&[]).await }.boxed()
+                })
+                .await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn concurrent_voters() {
+                let (_db, store) = store("concurrent_voters").await;
+                votes::concurrent_voters(store, 32, 4).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn votes_survive_outage() {
+                let t =
+                    testing::test_db(concat!("comments_", stringify!($design), "_votes_outage"))
+                        .await;
+                let proxy = FaultProxy::to_test_server();
+                let client = proxy.client_with(|_| {}).await;
+                let store = super::$design(&client.database(t.db.name()));
+                let impatient = proxy.impatient_client().await.database(t.db.name());
+                let impatient = super::$with_retry(&impatient, testing::impatient_retry());
+                store.create_indexes().await.expect("create indexes");
+                votes::votes_survive_outage(store, impatient, &proxy).await;
+            }
+
+            #[tokio::test]
+            async fn interrupted_votes_count_once() {
+                let (t, store) = store("interrupted_votes").await;
+                let collection = t.collection::<Document>("comment_votes");
+                votes::interrupted_votes_count_once(&*store, collection).await;
+            }
+
+            #[tokio::test]
+            async fn vote_command_counts() {
+                let (t, store) = store("vote_command_counts").await;
+                let locked = !t.info.capabilities().atomic_updates;
+                votes::vote_command_counts(&*store, &t.commands, locked, &$vote_apply).await;
+            }
+
+            #[tokio::test]
             async fn reopen() {
                 let t = testing::test_db(&format!("comments_{}_reopen", stringify!($design))).await;
                 let (first, second) = (super::$design(&t.db), super::$design(&t.db));
@@ -206,9 +270,12 @@ async fn hybrid_pages_capped(db: &Database) {
     }
 }
 
-conformance!(per_comment, per_comment_with, post: ["find", "insert"], posts_lock: false, after_outage: no_more_checks);
-conformance!(embedded, embedded_with, post: ["findAndModify"], posts_lock: true, after_outage: no_more_checks);
-conformance!(hybrid, hybrid_with, post: ["find", "update"], posts_lock: true, after_outage: hybrid_pages_capped);
+conformance!(per_comment, per_comment_with, post: ["find", "insert"], posts_lock: false,
+    vote_apply: ["findAndModify", "update"], after_outage: no_more_checks);
+conformance!(embedded, embedded_with, post: ["findAndModify"], posts_lock: true,
+    vote_apply: ["update"], after_outage: no_more_checks);
+conformance!(hybrid, hybrid_with, post: ["find", "update"], posts_lock: true,
+    vote_apply: ["update"], after_outage: hybrid_pages_capped);
 
 #[tokio::test]
 async fn per_comment_refuses_replies_past_the_index_key_limit() {

@@ -436,6 +436,47 @@ async fn fan_out_works_through_every_inbox_strategy() {
     }
 }
 
+/// A follower who blocks the author gets no copy (not even after unblocking); one who mutes
+/// the author gets it hidden until unmuting; through every inbox strategy.
+#[tokio::test]
+async fn fan_out_honours_mute_and_block() {
+    use mongo_social::inbox::DynInboxLifecycle;
+    type MakeStore = fn(&mongodb::Database) -> Arc<DynInboxLifecycle<String>>;
+    let stores: Vec<(&str, MakeStore)> = vec![
+        ("read", |db| Arc::new(FanOutOnRead::new(db))),
+        ("write", |db| Arc::new(FanOutOnWrite::new(db))),
+        ("buckets", |db| Arc::new(BucketedFanOut::new(db))),
+    ];
+    for (name, make) in stores {
+        let t = testing::test_db(&format!("delivery_filters_{name}")).await;
+        let inbox = make(&t.db);
+        let (_graph, delivery) = delivery(&t, inbox.clone(), |b| b.batch(16)).await;
+        let fans = followers(&t, "author", 3).await;
+        inbox.block(&fans[1], "author").await.unwrap();
+        inbox.mute(&fans[2], "author").await.unwrap();
+        let post = delivery.post("author", "hello".to_owned()).await.unwrap();
+        delivery.run_pending().await.unwrap();
+        let shown = |fan: &str| {
+            let inbox = inbox.clone();
+            let fan = fan.to_owned();
+            async move {
+                let page = inbox.inbox_page(&fan, PageRequest::first(5)).await.unwrap();
+                let ids: Vec<_> = page.items.iter().map(|m| m.id).collect();
+                assert_eq!(inbox.count(&fan).await.unwrap(), ids.len() as u64);
+                ids
+            }
+        };
+        assert_eq!(shown(&fans[0]).await, [post.id], "{name}");
+        assert!(shown(&fans[1]).await.is_empty(), "{name}: blocked");
+        assert!(shown(&fans[2]).await.is_empty(), "{name}: muted");
+        assert_eq!(inbox.unread_count(&fans[2]).await.unwrap(), 0, "{name}");
+        inbox.unmute(&fans[2], "author").await.unwrap();
+        assert_eq!(shown(&fans[2]).await, [post.id], "{name}: unmuted");
+        inbox.unblock(&fans[1], "author").await.unwrap();
+        assert!(shown(&fans[1]).await.is_empty(), "{name}: never delivered");
+    }
+}
+
 #[tokio::test]
 async fn bad_input_writes_nothing() {
     let t = testing::test_db("delivery_bad_input").await;
@@ -540,7 +581,12 @@ async fn a_post_and_a_timeline_page_cost_what_the_docs_say() {
     graph.follow("bob", "ann").await.unwrap();
     t.commands.reset();
     delivery.post("ann", "counted".to_owned()).await.unwrap();
-    assert_eq!(t.commands.names(), ["find", "insert", "insert", "insert"]);
+    // The author check, the job, the outbox, the author's mute and block lists, the author's
+    // copy.
+    assert_eq!(
+        t.commands.names(),
+        ["find", "insert", "insert", "find", "insert"]
+    );
     t.commands.reset();
     delivery
         .timeline("bob", PageRequest::first(10))

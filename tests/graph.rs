@@ -693,9 +693,9 @@ async fn a_direct_follow_costs_what_the_docs_say() {
     graph.follow("c", "b").await.unwrap(); // detects the server's capabilities
     t.commands.reset();
     graph.follow("a", "b").await.unwrap();
-    // Users checked, owner lock, relation, subscriptions read, subscription inserted (marked),
-    // both counts in one `update`, mark cleared, lock released.
-    let mut expected = vec!["find", "insert", "insert", "find", "insert"];
+    // Users checked, owner lock, no block between them, relation, subscriptions read,
+    // subscription inserted (marked), both counts in one `update`, mark cleared, lock released.
+    let mut expected = vec!["find", "insert", "find", "insert", "find", "insert"];
     if t.info.capabilities().atomic_updates {
         expected.push("update");
     } else {

@@ -484,6 +484,72 @@ async fn lagging_head_is_resynchronised() {
     assert_eq!(buckets[40], (40, 1, 1));
 }
 
+/// Buckets stored before their `_id` was derived from owner and sequence (each under an
+/// `ObjectId`) are read as before, and sends keep filling them and roll over past them, on
+/// every server (on FerretDB 1.x a send finds such a bucket by `{owner, sequence}` once its push
+/// under the derived `_id` is refused).
+#[tokio::test]
+async fn buckets_stored_under_object_ids_keep_working() {
+    let db = testing::test_db("buckets_under_object_ids").await;
+    let store = BucketedFanOut::builder(&db.db)
+        .bucket_size(3)
+        .build()
+        .unwrap();
+    store.create_indexes().await.unwrap();
+    let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob", "ann"], 4).await;
+    let buckets = db.collection::<Document>("inbox_buckets");
+    let stored: Vec<Document> = buckets
+        .find(doc! {})
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = stored.iter().map(|b| b.get_str("_id").unwrap()).collect();
+    assert_eq!(ids.len(), 4);
+    assert!(ids.contains(&"bob/0") && ids.contains(&"bob/1"), "{ids:?}");
+    // The same documents as the earlier layout stored them.
+    buckets.delete_many(doc! {}).await.unwrap();
+    buckets
+        .insert_many(stored.into_iter().map(|mut bucket| {
+            bucket.insert("_id", bson::oid::ObjectId::new());
+            bucket
+        }))
+        .await
+        .unwrap();
+    sent.extend(inbox_suite::send_sequence(&store, "cat", &["bob", "ann"], 5).await);
+    for owner in ["bob", "ann"] {
+        assert_eq!(store.count(owner).await.unwrap(), 9, "{owner}");
+        let mut expected = sent.clone();
+        expected.reverse();
+        assert_eq!(
+            inbox_suite::read_all(&store, owner, 2).await,
+            expected,
+            "{owner}"
+        );
+        assert_eq!(
+            bucket_sizes(&db, owner).await,
+            [(0, 3, 3), (1, 3, 3), (2, 3, 3)],
+            "{owner}"
+        );
+    }
+    let new_ids: Vec<String> = buckets
+        .find(doc! { "owner": "bob", "sequence": 2 })
+        .await
+        .unwrap()
+        .try_collect::<Vec<Document>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.get_str("_id").unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        new_ids,
+        ["bob/2"],
+        "a bucket opened now has the derived `_id`"
+    );
+}
+
 /// Where updates are not atomic, recipients are locked around delivery; a lock left by a sender
 /// that died is taken over once its lease has run out, and nothing is lost.
 #[tokio::test]
@@ -506,7 +572,8 @@ async fn expired_recipient_lock_is_taken_over() {
     let sent = store
         .send(NewMessage::new("joe", ["bob", "ann"], Note::new("joe", 0)))
         .await
-        .expect("send past an expired lock");
+        .expect("send past an expired lock")
+        .message;
     for owner in ["bob", "ann"] {
         let page = store
             .inbox_page(owner, PageRequest::first(5))
@@ -560,12 +627,14 @@ async fn long_recipient_lists_are_stored_once(
     let short = store
         .send(NewMessage::new("joe", pair, "to two".to_owned()))
         .await
-        .expect("send to two");
+        .expect("send to two")
+        .message;
     db.commands.reset();
     let long = store
         .send(NewMessage::new("joe", group.clone(), "to five".to_owned()))
         .await
-        .expect("send to five");
+        .expect("send to five")
+        .message;
     if let Some(inserts) = send_inserts {
         assert_eq!(
             db.commands.count("insert"),
@@ -684,4 +753,179 @@ async fn recipient_lists_need_their_own_collection() {
         matches!(refused, Err(Error::InvalidConfig { .. })),
         "{refused:?}"
     );
+}
+
+/// The inbox lifecycle suite (`testing::lifecycle_suite`), run against every strategy, each
+/// check in a fresh database.
+mod lifecycle {
+    use mongo_social::inbox::{DynInboxLifecycle, Retention};
+    use mongo_social::testing::lifecycle_suite;
+
+    use super::*;
+
+    fn fan_out_on_read(db: &Database, retention: Retention) -> Arc<DynInboxLifecycle<Note>> {
+        Arc::new(
+            FanOutOnRead::builder(db)
+                .retention(retention)
+                .collection_prefix(prefix(retention))
+                .build()
+                .unwrap(),
+        )
+    }
+
+    fn fan_out_on_write(db: &Database, retention: Retention) -> Arc<DynInboxLifecycle<Note>> {
+        Arc::new(
+            FanOutOnWrite::builder(db)
+                .retention(retention)
+                .collection_prefix(prefix(retention))
+                .build()
+                .unwrap(),
+        )
+    }
+
+    fn bucketed(db: &Database, retention: Retention) -> Arc<DynInboxLifecycle<Note>> {
+        Arc::new(
+            BucketedFanOut::builder(db)
+                .retention(retention)
+                .collection_prefix(prefix(retention))
+                .build()
+                .unwrap(),
+        )
+    }
+
+    /// Stores of different retention in one database keep apart.
+    fn prefix(retention: Retention) -> &'static str {
+        match (retention.newest(), retention.age()) {
+            (None, None) => "",
+            (Some(_), _) => "keep_",
+            (None, Some(_)) => "aged_",
+        }
+    }
+
+    macro_rules! lifecycle {
+        ($strategy:ident) => {
+            mod $strategy {
+                use super::*;
+
+                async fn store(test: &str) -> (TestDb, Arc<DynInboxLifecycle<Note>>) {
+                    let name = format!("lc_{}_{test}", stringify!($strategy));
+                    let db = testing::test_db(&name).await;
+                    let store = super::$strategy(&db.db, Retention::default());
+                    store.create_indexes().await.expect("create indexes");
+                    (db, store)
+                }
+
+                #[tokio::test]
+                async fn read_state() {
+                    let (_db, store) = store("read_state").await;
+                    lifecycle_suite::read_state(&*store).await;
+                }
+
+                #[tokio::test]
+                async fn delete_for_me() {
+                    let (_db, store) = store("delete_for_me").await;
+                    lifecycle_suite::delete_for_me(&*store).await;
+                }
+
+                #[tokio::test]
+                async fn retract_and_edit() {
+                    let (_db, store) = store("retract_and_edit").await;
+                    lifecycle_suite::retract_and_edit(&*store).await;
+                }
+
+                #[tokio::test]
+                async fn mute_and_block() {
+                    let (_db, store) = store("mute_and_block").await;
+                    lifecycle_suite::mute_and_block(&*store).await;
+                }
+
+                #[tokio::test]
+                async fn retention() {
+                    let db =
+                        testing::test_db(&format!("lc_{}_retention", stringify!($strategy))).await;
+                    let keep = super::$strategy(&db.db, Retention::keep_newest(60));
+                    let aged = super::$strategy(
+                        &db.db,
+                        Retention::default().max_age(Duration::from_secs(24 * 3600)),
+                    );
+                    keep.create_indexes().await.expect("indexes");
+                    aged.create_indexes().await.expect("indexes");
+                    lifecycle_suite::retention(&*keep, &*aged, &db.commands).await;
+                }
+
+                #[tokio::test]
+                async fn bad_input() {
+                    let (db, store) = store("bad_input").await;
+                    lifecycle_suite::bad_input(&*store, &db).await;
+                }
+
+                #[tokio::test]
+                async fn command_counts() {
+                    let (db, store) = store("command_counts").await;
+                    lifecycle_suite::command_counts(&*store, &db.commands).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn concurrent_lifecycle() {
+                    let (db, store) = store("concurrent").await;
+                    let per_sender = lifecycle_suite::concurrent_volume(&db.info, store.strategy());
+                    lifecycle_suite::concurrent_lifecycle(store, per_sender).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn survives_outage() {
+                    let name = concat!("lc_", stringify!($strategy), "_outage");
+                    let db = testing::test_db(name).await;
+                    let proxy = FaultProxy::to_test_server();
+                    let client = proxy.client_with(|_| {}).await;
+                    let store =
+                        super::$strategy(&client.database(db.db.name()), Retention::default());
+                    let impatient = proxy.impatient_client().await.database(db.db.name());
+                    let impatient: Arc<DynInboxLifecycle<Note>> = match store.strategy() {
+                        mongo_social::inbox::Strategy::FanOutOnRead => Arc::new(
+                            FanOutOnRead::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                        mongo_social::inbox::Strategy::FanOutOnWrite => Arc::new(
+                            FanOutOnWrite::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                        _ => Arc::new(
+                            BucketedFanOut::builder(&impatient)
+                                .retry_policy(testing::impatient_retry())
+                                .build()
+                                .unwrap(),
+                        ),
+                    };
+                    store.create_indexes().await.expect("create indexes");
+                    lifecycle_suite::survives_outage(store, impatient, &proxy).await;
+                }
+
+                #[tokio::test]
+                async fn upcasts() {
+                    let (_db, store) = store("upcasts").await;
+                    lifecycle_suite::upcasts(store).await;
+                }
+            }
+        };
+    }
+
+    lifecycle!(fan_out_on_read);
+    lifecycle!(fan_out_on_write);
+    lifecycle!(bucketed);
+
+    /// The README's table of lifecycle costs is the one the suite asserts.
+    #[test]
+    fn readme_shows_the_asserted_costs() {
+        let readme = include_str!("../README.md");
+        let table = lifecycle_suite::cost_table();
+        assert!(
+            readme.contains(&table),
+            "README.md lacks the lifecycle cost table; put this in its place:\n{table}"
+        );
+    }
 }

@@ -16,12 +16,12 @@ pub fn fill_through_send(m: u64, atomic_updates: bool) -> bool {
 }
 
 use bson::{doc, Bson, Document};
-use mongo_social::{Message, MessageId};
+use mongo_social::MessageId;
 use mongodb::Database;
 
 /// Writes what sending `messages` (`(from, text)` pairs, oldest first) to `owner` one at a time
 /// would leave in a `BucketedFanOut` with `bucket_size`: buckets `{owner, sequence, count,
-/// messages}`, every one full but the last, and, once there are two buckets, the owner's head
+/// unread, last_sent, messages}` (every message unread), every one full but the last, and, once there are two buckets, the owner's head
 /// `{_id: owner, head}` (the first bucket needs none); `sent` one millisecond apart,
 /// increasing. Bulk `insert`s; `owner`'s inbox must be empty.
 pub async fn load_buckets(
@@ -40,20 +40,22 @@ pub async fn load_buckets(
             .iter()
             .enumerate()
             .map(|(j, (from, text))| {
-                bson::to_bson(&Message {
-                    id: MessageId::new(),
-                    from: from.clone(),
-                    to: vec![owner.to_owned()],
-                    sent: bson::DateTime::from_millis(start + (first + j) as i64),
-                    payload: text.clone(),
+                Bson::Document(doc! {
+                    "id": MessageId::new().0,
+                    "from": from.as_str(),
+                    "to": [owner],
+                    "sent": bson::DateTime::from_millis(start + (first + j) as i64),
+                    "message": text.as_str(),
                 })
             })
-            .collect::<Result<Vec<Bson>, _>>()
-            .map_err(mongodb::error::Error::custom)?;
+            .collect::<Vec<Bson>>();
+        let last_sent = bson::DateTime::from_millis(start + (first + chunk.len() - 1) as i64);
         buckets.push(doc! {
             "owner": owner,
             "sequence": sequence as i64,
             "count": entries.len() as i64,
+            "unread": entries.len() as i64,
+            "last_sent": last_sent,
             "messages": entries,
         });
     }

@@ -4,12 +4,15 @@
 //! tag names the strategy, view and order that made it (`c`, then `p`, `e` or `h`, then `c`
 //! chronological, `t` threaded or `s` sub-thread, then `o` oldest or `n` newest first), and its
 //! fields hold a position whose shape is the strategy's own (a posting time and id, a sort
-//! path, a page and index). A cursor handed to another strategy, view or order is refused with
+//! path, a page and index). A ranked page's tag is `c`, the strategy, `r` and the sort (`b`
+//! best, `h` hot, `t` top, `c` controversial); its fields are the parent it lists the replies of
+//! (`-` for the top level), the last comment's sort key and its place among equal keys. A cursor
+//! handed to another strategy, view, order, sort or parent is refused with
 //! [`crate::Error::InvalidCursor`] rather than read wrongly.
 
 use bson::oid::ObjectId;
 
-use super::{Comment, Order, Strategy};
+use super::{Comment, Order, Sort, Strategy};
 use crate::page::{self, Cursor};
 use crate::{Page, Result};
 
@@ -23,11 +26,7 @@ pub(super) enum View {
 
 /// The tag of the cursors of `strategy`'s `view` in `order`.
 fn tag(strategy: Strategy, view: View, order: Order) -> String {
-    let strategy = match strategy {
-        Strategy::PerComment => 'p',
-        Strategy::Embedded => 'e',
-        Strategy::HybridPages => 'h',
-    };
+    let strategy = strategy_letter(strategy);
     let view = match view {
         View::Chronological => 'c',
         View::Threaded => 't',
@@ -38,6 +37,58 @@ fn tag(strategy: Strategy, view: View, order: Order) -> String {
         Order::NewestFirst => 'n',
     };
     format!("c{strategy}{view}{order}")
+}
+
+/// The letter of `strategy` in cursor tags.
+fn strategy_letter(strategy: Strategy) -> char {
+    match strategy {
+        Strategy::PerComment => 'p',
+        Strategy::Embedded => 'e',
+        Strategy::HybridPages => 'h',
+    }
+}
+
+/// The tag of the ranked cursors of `strategy` by `sort`.
+fn ranked_tag(strategy: Strategy, sort: Sort) -> String {
+    format!("c{}r{}", strategy_letter(strategy), sort.letter())
+}
+
+/// The cursor field naming the top level, whose comments have no parent.
+const TOP_LEVEL: &str = "-";
+
+/// A ranked cursor of `strategy` by `sort`, among the replies of `parent` (the top level if
+/// `None`), after the comment with sort key `key` and place `tiebreak` among equal keys.
+pub(super) fn after_ranked(
+    strategy: Strategy,
+    sort: Sort,
+    parent: Option<&str>,
+    key: f64,
+    tiebreak: &str,
+) -> Cursor {
+    Cursor::new(
+        &ranked_tag(strategy, sort),
+        &[parent.unwrap_or(TOP_LEVEL), &key.to_string(), tiebreak],
+    )
+}
+
+/// The `(key, tiebreak)` in a cursor made by [`after_ranked`] with the same strategy, sort and
+/// parent.
+pub(super) fn ranked_key(
+    cursor: &Cursor,
+    strategy: Strategy,
+    sort: Sort,
+    parent: Option<&str>,
+) -> Result<(f64, String)> {
+    let [own_parent, key, tiebreak] = cursor.fields(&ranked_tag(strategy, sort))?;
+    if own_parent != parent.unwrap_or(TOP_LEVEL) {
+        return Err(page::invalid("made for the replies of another comment"));
+    }
+    let key = key
+        .parse::<f64>()
+        .ok()
+        .filter(|key| key.is_finite())
+        .ok_or_else(|| page::invalid("bad sort key"))?;
+    Ok((key, tiebreak))
 }
 
 /// A cursor of `strategy`'s `view` in `order`, after the comment at `position`.
@@ -133,6 +184,26 @@ mod tests {
         for bad in ["", "p", "p.c.o.", "x.c.o.1", "p.q.o.1", "p.c.z.1"] {
             assert!(bad.parse::<Cursor>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn ranked_cursors_hold_parent_key_and_tiebreak() {
+        let key = 0.123_456_789_012_345_67_f64;
+        let cursor = after_ranked(Strategy::Embedded, Sort::Best, Some("0.2"), key, "3");
+        let parsed: Cursor = cursor.to_string().parse().unwrap();
+        let (read, tiebreak) =
+            ranked_key(&parsed, Strategy::Embedded, Sort::Best, Some("0.2")).unwrap();
+        assert_eq!((read.to_bits(), tiebreak.as_str()), (key.to_bits(), "3"));
+        assert!(ranked_key(&parsed, Strategy::Embedded, Sort::Best, None).is_err());
+        assert!(ranked_key(&parsed, Strategy::Embedded, Sort::Hot, Some("0.2")).is_err());
+        assert!(ranked_key(&parsed, Strategy::PerComment, Sort::Best, Some("0.2")).is_err());
+        let top = after_ranked(Strategy::HybridPages, Sort::Top, None, -3.0, "1:4");
+        assert_eq!(
+            ranked_key(&top, Strategy::HybridPages, Sort::Top, None).unwrap(),
+            (-3.0, "1:4".to_owned())
+        );
+        let forged = Cursor::new("chrt", &["-", "NaN", "1:4"]);
+        assert!(ranked_key(&forged, Strategy::HybridPages, Sort::Top, None).is_err());
     }
 
     #[test]

@@ -3,15 +3,20 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 use super::cursor::{self, View};
+use super::ranking::rank_after;
 use super::tree::{self, Entry, Node, Window};
+use super::votes::{
+    self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_BYTES, VOTE_OPS_PER_DOCUMENT,
+};
 use super::{
     discussion_lock, notify_reply, reply_to_withdraw, validate, Comment, CommentStore, Deletion,
-    Features, NewComment, Order, Strategy, ThreadedComments,
+    Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote, VotedComments,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
@@ -26,7 +31,7 @@ use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::Embedded;
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 2] = ["discussions", "comment_locks"];
+pub(super) const COLLECTIONS: [&str; 3] = ["discussions", "comment_locks", votes::VOTES];
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Bytes a comment costs its document beyond its own encoding: the array index key, and the
@@ -44,11 +49,15 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// strategy, threads nested by position.
 ///
 /// The document (in a collection of the application's choosing, default `discussions`) is
-/// `{_id: discussion, count, slots, bytes, last_posted, comments: [{posted, author, text, edited,
-/// deleted, replies: [...]}]}`, plus any fields of the application's own: point the store at the
-/// collection of the content being discussed and the comments live in that content's document.
-/// `count` counts comments not deleted, `slots` top-level comments, `bytes` estimates the
-/// document's size, and `last_posted` is the newest top-level comment's time.
+/// `{_id: discussion, count, slots, bytes, last_posted, vote_ops, comments: [{id, posted, author,
+/// text, edited, deleted, ups, downs, replies: [...]}]}`, plus any fields of the application's
+/// own: point the store at the collection of the content being discussed and the comments live in
+/// that content's document. `count` counts comments not deleted, `slots` top-level comments,
+/// `bytes` estimates the document's size, `last_posted` is the newest top-level comment's time,
+/// and `vote_ops` the newest 1,000 votes' operation ids (see [`VotedComments`]; up to 20 KiB,
+/// kept free below the 16 MiB limit). Votes live in `comment_votes` (index `{discussion_id,
+/// comment}`, shard key `{discussion_id: 1, comment: 1}`); locks, on servers without atomic
+/// updates, in `comment_locks`.
 ///
 /// A comment's link is its position path: `2` for the third top-level comment, `2.0` for the
 /// first reply to it. Positions never change, so a deleted comment stays as a tombstone.
@@ -78,14 +87,23 @@ const MAX_DEPTH_LIMIT: usize = 45;
 ///
 /// # Costs (commands, MongoDB)
 /// Post: 1 (`findAndModify`). Reply, edit, delete: 2 (`find`, `update`). Any page, direct link,
-/// count: 1 `find`. On servers without atomic updates each write also takes and releases a lock
-/// (2 more).
+/// count: 1 `find`. A vote: 4 (see [`super`]); a ranked page: 1 `find` (of the whole document
+/// for the top level, of one thread for a comment's replies), ranked here. On servers without
+/// atomic updates each write also takes and releases a lock (2 more).
+///
+/// # Votes
+///
+/// A vote's change of counts is one `update`: `$inc` of the element's `ups` and `downs` at its
+/// position path, filtered by the element existing and by the vote's op id not among the
+/// discussion's `vote_ops`, which it joins. The sorts' keys are computed from the counts on
+/// every read, so nothing else is stored and no index is needed.
 #[derive(Clone, Debug)]
 pub struct Embedded {
     backend: Backend,
     /// Told of replies and their deletion, if the application asked.
     notifier: Option<Arc<DynNotifier>>,
     discussions: Collection<Document>,
+    votes: VoteBook,
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
@@ -144,13 +162,15 @@ impl EmbeddedBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for an unusable collection name, the same name twice, a name
-    /// given to a collection the store does not have, a document limit above 16 MiB or a depth
-    /// above 45.
+    /// given to a collection the store does not have, a document limit above 16 MiB less the
+    /// 20 KiB its votes' operation ids may take, or a depth above 45.
     pub fn build(self) -> Result<Embedded> {
-        let [discussions, locks] = self.config.names(COLLECTIONS)?;
-        if self.max_document_bytes > MAX_DOCUMENT_BYTES {
+        let [discussions, locks, votes] = self.config.names(COLLECTIONS)?;
+        if self.max_document_bytes > MAX_DOCUMENT_BYTES - VOTE_OPS_BYTES {
             return Err(Error::InvalidConfig {
-                reason: "max_document_bytes cannot pass the 16 MiB document limit".to_owned(),
+                reason: "max_document_bytes cannot pass the 16 MiB document limit less the \
+                         20 KiB kept for vote_ops"
+                    .to_owned(),
             });
         }
         if self.max_depth > MAX_DEPTH_LIMIT {
@@ -158,8 +178,14 @@ impl EmbeddedBuilder {
                 reason: format!("max_depth cannot pass {MAX_DEPTH_LIMIT} (BSON nesting limit)"),
             });
         }
+        let votes = self.config.database().collection(&votes);
+        let backend = self
+            .config
+            .backend(&locks, LOCK_LEASE)
+            .with_index(&votes, VoteBook::index());
         Ok(Embedded {
-            backend: self.config.backend(&locks, LOCK_LEASE),
+            votes: VoteBook::new(votes, backend.clone()),
+            backend,
             notifier: self.notifier,
             discussions: self.config.database().collection(&discussions),
             max_document_bytes: self.max_document_bytes,
@@ -224,10 +250,10 @@ impl Embedded {
         };
         let found = self
             .discussions
-            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
+            .find_one(doc! { "_id": discussion })
             .projection(doc! { "slots": 1, "comments": comments })
             .await?;
-        let Some(found) = found else {
+        let Some(found) = found.filter(created) else {
             return Ok(None);
         };
         let slots = count_field(&found, "slots");
@@ -299,12 +325,12 @@ impl Embedded {
             .retry("read discussion", || async {
                 Ok(self
                     .discussions
-                    .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-                    .projection(doc! { "bytes": 1, LAST_POSTED: 1 })
+                    .find_one(doc! { "_id": discussion })
+                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
                     .await?)
             })
             .await?;
-        let Some(found) = found else {
+        let Some(found) = found.filter(created) else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
         let bytes = count_field(&found, "bytes") as i64;
@@ -435,6 +461,13 @@ enum Change<T> {
 fn slice_number(n: usize, sign: i64) -> Bson {
     let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
     i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
+}
+
+/// Whether a discussion document read by `_id` (with `slots` projected) was created by this
+/// store. Checked here rather than by a `slots: {$exists: true}` filter: FerretDB 1.x evaluates
+/// any filter but `{_id}` by decoding every discussion of the collection, comments and all.
+fn created(document: &Document) -> bool {
+    document.contains_key("slots")
 }
 
 /// A non-negative count field, 0 when missing.
@@ -732,26 +765,30 @@ impl CommentStore for Embedded {
         validate::check_discussion(discussion)?;
         let found = self
             .discussions
-            .find_one(doc! { "_id": discussion, "slots": { "$exists": true } })
-            .projection(doc! { "count": 1 })
+            .find_one(doc! { "_id": discussion })
+            .projection(doc! { "slots": 1, "count": 1 })
             .await?
+            .filter(created)
             .ok_or_else(|| validate::no_discussion(discussion))?;
         Ok(count_field(&found, "count") as u64)
     }
 
-    /// Nothing to create: every operation finds the discussion by `_id`.
+    /// The votes' index (every other operation finds the discussion by `_id`).
     async fn create_indexes(&self) -> Result<()> {
-        Ok(())
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.discussions.name(),
-            doc! { "_id": "hashed" },
-            "each discussion is one document, read and written by _id; hashing spreads \
-             discussions evenly (the manual leaves this strategy's shard key to the application, \
-             whose content collection it usually is)",
-        )]
+        vec![
+            ShardKey::new(
+                self.discussions.name(),
+                doc! { "_id": "hashed" },
+                "each discussion is one document, read and written by _id; hashing spreads \
+                 discussions evenly (the manual leaves this strategy's shard key to the \
+                 application, whose content collection it usually is)",
+            ),
+            self.votes.shard_key(),
+        ]
     }
 }
 
@@ -942,5 +979,167 @@ impl ThreadedComments for Embedded {
             |e| after.as_ref().is_none_or(|after| e.path > *after),
             |e| after_path(View::SubThread, Order::OldestFirst, &e.path),
         ))
+    }
+}
+
+#[async_trait]
+impl Tally for Embedded {
+    type Target = Vec<usize>;
+
+    fn check_link(&self, link: &str) -> Result<()> {
+        tree::parse_path(link, self.max_depth).map(drop)
+    }
+
+    async fn find(&self, discussion: &str, link: &str) -> Result<Found<Vec<usize>>> {
+        let path = tree::parse_path(link, self.max_depth)?;
+        let window = self
+            .window_for_write(discussion, &path, link, Entity::Comment)
+            .await?;
+        let deleted = window.node(&path).is_some_and(|node| node.deleted);
+        Ok(Found {
+            target: path,
+            deleted,
+        })
+    }
+
+    async fn apply(
+        &self,
+        discussion: &str,
+        path: &Vec<usize>,
+        delta: Delta,
+        op: ObjectId,
+    ) -> Result<bool> {
+        let field = tree::field_path(path);
+        let mut filter = doc! {
+            "_id": discussion,
+            "slots": { "$exists": true },
+            format!("{field}.deleted"): { "$exists": true },
+        };
+        let mut update = doc! {
+            "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
+        };
+        crate::retry::once_per_op_in(
+            &mut filter,
+            &mut update,
+            VOTE_OPS,
+            VOTE_OPS_PER_DOCUMENT,
+            op,
+        );
+        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
+        let counted = self
+            .backend
+            .retry("count vote", || async {
+                Ok(self
+                    .discussions
+                    .update_one(filter.clone(), update.clone())
+                    .await?)
+            })
+            .await?;
+        if counted.matched_count == 1 {
+            return Ok(true);
+        }
+        // Counted already (by this vote's lost attempt, or by a call finishing its mark)?
+        // Elements are never removed, so otherwise the discussion is gone.
+        let holds = self
+            .backend
+            .retry("read discussion", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion, VOTE_OPS: op })
+                    .projection(doc! { "_id": 1 })
+                    .await?)
+            })
+            .await?;
+        Ok(holds.is_some())
+    }
+
+    fn lock_key(&self, discussion: &str) -> String {
+        discussion_lock(STRATEGY, discussion)
+    }
+}
+
+#[async_trait]
+impl VotedComments for Embedded {
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>> {
+        self.votes
+            .set(self, discussion, link, user, vote.value())
+            .await
+    }
+
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.set(self, discussion, link, user, 0).await
+    }
+
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes
+            .get(|link| self.check_link(link), discussion, link, user)
+            .await
+    }
+
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let parent_path = parent
+            .map(|parent| tree::parse_path(parent, self.max_depth))
+            .transpose()?;
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, parent)?;
+                let index = tree::parse_path(&index, 0).map_err(|_| invalid("not a position"))?[0];
+                Some((key, index))
+            }
+        };
+        let window = match (&parent_path, parent) {
+            (Some(path), Some(link)) => {
+                self.window_with(discussion, path, link, Entity::ParentComment)
+                    .await?
+            }
+            _ => self
+                .window(discussion, Range::All)
+                .await?
+                .ok_or_else(|| validate::no_discussion(discussion))?,
+        };
+        // The level ranked: its comments with their positions among their siblings.
+        let level: Vec<(usize, &Node)> = match &parent_path {
+            Some(path) => window
+                .node(path)
+                .expect("checked by window_with")
+                .replies
+                .iter()
+                .enumerate()
+                .collect(),
+            None => (window.first..).zip(&window.nodes).collect(),
+        };
+        let keyed = level
+            .into_iter()
+            .map(|(index, node)| (sort.key(node.votes(), node.posted), index, node))
+            .collect();
+        let mut ranked = rank_after(keyed, after);
+        ranked.truncate(page.fetch());
+        let page = Page::from_overfetch(ranked, page.limit, |(key, index, _)| {
+            cursor::after_ranked(STRATEGY, sort, parent, *key, &index.to_string())
+        });
+        let base = parent_path.unwrap_or_default();
+        Ok(page.map(|(_, index, node)| {
+            let mut path = base.clone();
+            path.push(index);
+            node.comment(&path)
+        }))
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        self.votes.settle(self, discussion).await
     }
 }

@@ -9,10 +9,14 @@ use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
 use super::cursor::{self, View};
+use super::ranking::rank_after;
 use super::registry::Registry;
+use super::votes::{
+    self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_BYTES, VOTE_OPS_PER_DOCUMENT,
+};
 use super::{
     discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, NewComment,
-    Order, Strategy, ThreadedComments,
+    Order, Sort, Strategy, ThreadedComments, Vote, VotedComments, Votes,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
@@ -26,13 +30,19 @@ use crate::{Entity, Error, PageRequest, Result};
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::HybridPages;
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 3] = ["comment_pages", "comment_discussions", "comment_locks"];
+pub(super) const COLLECTIONS: [&str; 4] = [
+    "comment_pages",
+    "comment_discussions",
+    "comment_locks",
+    votes::VOTES,
+];
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Rounds a post tries while pages fill under it.
 const ATTEMPTS: usize = 32;
-/// Bytes of a page document not available to comments: ids, counters, field names.
-const PAGE_OVERHEAD: usize = 4096;
+/// Bytes of a page document not available to comments: ids, counters, field names, and the
+/// votes' operation ids.
+const PAGE_OVERHEAD: usize = 4096 + VOTE_OPS_BYTES;
 /// A page's newest `posted`: a push never puts an older comment after it.
 const LAST_POSTED: &str = "last_posted";
 /// The newest `posted` of the page before the last, kept with the page counter, for a push that
@@ -43,12 +53,16 @@ const FLOOR: &str = "floor";
 /// strategy. Comments are top-level only (the manual leaves threading out of this strategy).
 ///
 /// Collections (names configurable):
-/// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, comments: [{slug,
-///   posted, author, text, edited, deleted}]}`, unique index `{discussion_id, page}` and index
-///   `{discussion_id, comments.slug}` (direct links); shard key `{discussion_id: 1, page: 1}`;
+/// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, vote_ops, comments:
+///   [{slug, posted, author, text, edited, deleted, ups, downs}]}`, unique index
+///   `{discussion_id, page}` and index `{discussion_id, comments.slug}` (direct links); shard
+///   key `{discussion_id: 1, page: 1}`; `vote_ops` holds the newest 1,000 votes' operation ids
+///   (see [`VotedComments`]);
 /// - `comment_discussions`: `{_id: discussion, last_page, floor}`, the registered discussions,
 ///   the seed's page counter and the newest `posted` of the page before the last;
-/// - `comment_locks`: write locks, used only on servers without atomic updates.
+/// - `comment_locks`: write locks, used only on servers without atomic updates;
+/// - `comment_votes`: one document per vote, index `{discussion_id, comment}`, shard key
+///   `{discussion_id: 1, comment: 1}`.
 ///
 /// # How it fixes the seed's races
 /// - **A hard cap, so no page ever holds more than `page_size`.** The seed's upserting
@@ -79,13 +93,22 @@ const FLOOR: &str = "floor";
 /// # Costs (commands, MongoDB)
 /// Post: 2 (`find` the page counter, `update` with upsert); when the page is full, 3 more
 /// (`find`, `update` the counter, `update`). A page of up to `page_size` comments: 1 `find`.
-/// Direct link: 1 `find`. Edit and delete: 2. Count: 1 `find`. On servers without atomic
-/// updates each write also takes and releases a lock (2 more).
+/// Direct link: 1 `find`. Edit and delete: 2. Count: 1 `find`. A vote: 4 (see [`super`]); a
+/// ranked page: 1 `find` of every page of the discussion, ranked here (the discussion is flat,
+/// so a ranked page is of all its comments). On servers without atomic updates each write also
+/// takes and releases a lock (2 more).
+///
+/// # Votes
+///
+/// A vote's change of counts is one `update` of the comment's page: `$inc` of the element's
+/// `ups` and `downs`, filtered by the element's slug at its index and by the vote's op id not
+/// among the page's `vote_ops`, which it joins. The sorts' keys are computed on every read.
 #[derive(Clone, Debug)]
 pub struct HybridPages {
     backend: Backend,
     pages: Collection<Document>,
     registry: Registry,
+    votes: VoteBook,
     page_size: usize,
     max_comment_bytes: usize,
 }
@@ -122,10 +145,10 @@ impl HybridPagesBuilder {
     /// given to a collection the store does not have, a page size of 0, or a page that could
     /// pass 16 MiB when full of the largest comments.
     pub fn build(self) -> Result<HybridPages> {
-        let [pages, discussions, locks] = self.config.names(COLLECTIONS)?;
+        let [pages, discussions, locks, votes] = self.config.names(COLLECTIONS)?;
         let worst_page = self
             .page_size
-            .saturating_mul(self.max_comment_bytes + 16)
+            .saturating_mul(self.max_comment_bytes + ENTRY_OVERHEAD)
             .saturating_add(PAGE_OVERHEAD);
         if self.page_size == 0 || worst_page > MAX_DOCUMENT_BYTES {
             return Err(Error::InvalidConfig {
@@ -153,7 +176,10 @@ impl HybridPagesBuilder {
                     .keys(doc! { "discussion_id": 1, "comments.slug": 1 })
                     .build(),
             );
+        let votes = database.collection(&votes);
+        let backend = backend.with_index(&votes, VoteBook::index());
         Ok(HybridPages {
+            votes: VoteBook::new(votes, backend.clone()),
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
             pages,
@@ -173,9 +199,22 @@ struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     edited: Option<bson::DateTime>,
     deleted: bool,
+    /// Its votes (see [`VotedComments`]), changed by `$inc` in place.
+    #[serde(default)]
+    ups: i64,
+    #[serde(default)]
+    downs: i64,
 }
 
+/// Bytes a comment takes in its page beyond its text and author: array index, field names,
+/// times, counts.
+const ENTRY_OVERHEAD: usize = 48;
+
 impl Entry {
+    fn votes(&self) -> Votes {
+        Votes::from_stored(self.ups, self.downs)
+    }
+
     fn comment(&self) -> Comment {
         Comment {
             link: self.slug.clone(),
@@ -186,6 +225,7 @@ impl Entry {
             posted: self.posted,
             edited: self.edited,
             deleted: self.deleted,
+            votes: self.votes(),
         }
     }
 }
@@ -614,6 +654,8 @@ impl CommentStore for HybridPages {
             text: comment.text,
             edited: None,
             deleted: false,
+            ups: 0,
+            downs: 0,
         };
         validate::check_size(&entry, self.max_comment_bytes)?;
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
@@ -720,11 +762,197 @@ impl CommentStore for HybridPages {
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.pages.name(),
-            doc! { "discussion_id": 1, "page": 1 },
-            "a discussion's pages stay together, so a page read and a post each touch one shard; \
-             page lets a very long discussion split across chunks",
-        )]
+        vec![
+            ShardKey::new(
+                self.pages.name(),
+                doc! { "discussion_id": 1, "page": 1 },
+                "a discussion's pages stay together, so a page read and a post each touch one \
+                 shard; page lets a very long discussion split across chunks",
+            ),
+            self.votes.shard_key(),
+        ]
+    }
+}
+
+/// A comment's place as a ranked cursor's tiebreak: `page:index`.
+fn place_field((page, index): Place) -> String {
+    format!("{page}:{index}")
+}
+
+/// The place in a field made by [`place_field`].
+fn parse_place_field(field: &str) -> Result<Place> {
+    let bad = || invalid("bad position");
+    let (page, index) = field.split_once(':').ok_or_else(bad)?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(page) || !digits(index) {
+        return Err(bad());
+    }
+    Ok((
+        page.parse().map_err(|_| bad())?,
+        index.parse().map_err(|_| bad())?,
+    ))
+}
+
+/// Where a vote finds its comment: the page document, the index in it, and the slug there.
+pub(super) struct Spot {
+    page: ObjectId,
+    index: usize,
+    slug: String,
+}
+
+#[async_trait]
+impl Tally for HybridPages {
+    type Target = Spot;
+
+    fn check_link(&self, link: &str) -> Result<()> {
+        check_slug(link)
+    }
+
+    async fn find(&self, discussion: &str, link: &str) -> Result<Found<Spot>> {
+        let (page, index) = self
+            .backend
+            .retry("read page", || self.locate(discussion, link))
+            .await?;
+        Ok(Found {
+            deleted: page.comments[index].deleted,
+            target: Spot {
+                page: page.id,
+                index,
+                slug: link.to_owned(),
+            },
+        })
+    }
+
+    async fn apply(
+        &self,
+        discussion: &str,
+        spot: &Spot,
+        delta: Delta,
+        op: ObjectId,
+    ) -> Result<bool> {
+        let field = format!("comments.{}", spot.index);
+        let mut filter = doc! {
+            "_id": spot.page,
+            // The shard key's prefix, so a sharded cluster routes it to one shard.
+            "discussion_id": discussion,
+            format!("{field}.slug"): &spot.slug,
+        };
+        let mut update = doc! {
+            "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
+        };
+        crate::retry::once_per_op_in(
+            &mut filter,
+            &mut update,
+            VOTE_OPS,
+            VOTE_OPS_PER_DOCUMENT,
+            op,
+        );
+        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
+        let counted = self
+            .backend
+            .retry("count vote", || async {
+                Ok(self
+                    .pages
+                    .update_one(filter.clone(), update.clone())
+                    .await?)
+            })
+            .await?;
+        if counted.matched_count == 1 {
+            return Ok(true);
+        }
+        // Counted already (by this vote's lost attempt, or by a call finishing its mark)?
+        // Comments keep their places, so otherwise the page is gone.
+        let holds = self
+            .backend
+            .retry("read page", || async {
+                Ok(self
+                    .pages
+                    .find_one(doc! { "_id": spot.page, "discussion_id": discussion, VOTE_OPS: op })
+                    .projection(doc! { "_id": 1 })
+                    .await?)
+            })
+            .await?;
+        Ok(holds.is_some())
+    }
+
+    fn lock_key(&self, discussion: &str) -> String {
+        discussion_lock(STRATEGY, discussion)
+    }
+}
+
+#[async_trait]
+impl VotedComments for HybridPages {
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>> {
+        self.votes
+            .set(self, discussion, link, user, vote.value())
+            .await
+    }
+
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.set(self, discussion, link, user, 0).await
+    }
+
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.get(check_slug, discussion, link, user).await
+    }
+
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<crate::Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        if parent.is_some() {
+            return Err(Error::NotSupported {
+                feature: "replies",
+                reason: "HybridPages keeps discussions flat; rank the top level".to_owned(),
+            });
+        }
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let (key, place) = cursor::ranked_key(cursor, STRATEGY, sort, None)?;
+                Some((key, parse_place_field(&place)?))
+            }
+        };
+        let pages: Vec<Document> = self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .sort(doc! { "page": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        if pages.is_empty()
+            && page.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        let mut keyed = Vec::new();
+        for stored in pages {
+            let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
+            for (index, entry) in stored.comments.into_iter().enumerate() {
+                let key = sort.key(entry.votes(), entry.posted);
+                keyed.push((key, (stored.page, index), entry));
+            }
+        }
+        let mut ranked = rank_after(keyed, after);
+        ranked.truncate(page.fetch());
+        let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
+            cursor::after_ranked(STRATEGY, sort, None, *key, &place_field(*place))
+        });
+        Ok(page.map(|(_, _, entry)| entry.comment()))
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        self.votes.settle(self, discussion).await
     }
 }

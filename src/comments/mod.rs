@@ -37,15 +37,42 @@
 //!
 //! Counts ([`CommentStore::count`]) are of comments not deleted, and stay exact under concurrent
 //! posting and deleting.
+//!
+//! # Votes and sorts (Reddit's model)
+//!
+//! Every strategy takes up and down votes ([`VotedComments`], which every [`CommentStore`] is):
+//! one per user per comment, changeable and retractable, in their own collection
+//! (`comment_votes`, `{_id: {discussion, comment, user}, value: 1 | -1, ...}`); each comment
+//! carries its [`Votes`] where the strategy stores it, exact under concurrent voters and across
+//! failures (the vote document is a journal, see [`VotedComments`]). Comments are ranked by
+//! [`Sort::Best`] (the Wilson lower bound at 95 %), [`Sort::Hot`], [`Sort::Top`] and
+//! [`Sort::Controversial`], a level at a time ([`VotedComments::ranked`]: the top-level comments,
+//! or the replies of one comment), in keyset pages.
+//!
+//! | strategy | vote (MongoDB) | where counts live | a ranked page | index entries per comment |
+//! |---|---|---|---|---|
+//! | [`PerComment`] | 5: `find` the comment, `insert` or `update` the vote, `findAndModify` `$inc` of the comment's counts, `update` of its four stored sort keys, `update` clearing the vote's mark | on the comment document, with its stored keys `best`, `hot`, `top`, `controversial` | 1 `find` on `{discussion_id, parent, <key>: -1, full_slug}`, `limit + 1` entries read | 4 more (one per sort), each rewritten by a vote |
+//! | [`Embedded`] | 4: `find` (the thread), vote, `update` `$inc` of the element's counts, clear | on the embedded element | 1 `find` of the whole document (top level) or of one thread (replies, `$slice` where the server has it); sorted here | none |
+//! | [`HybridPages`] | 4: `find` the page, vote, `update` `$inc` of the element's counts, clear | on the page's element | 1 `find` of every page of the discussion; sorted here | none |
+//!
+//! A vote is tried as a first vote (an `insert`); a change of the user's vote costs 2 commands
+//! more (the `insert` meets their vote, which is read, then `update`d), a retraction 1 more, the
+//! same vote again 3 in all. On servers without atomic updates (FerretDB 1.x) a vote runs under
+//! the discussion's lock, as the strategy's edits do: 2 more commands. The in-memory
+//! sorts ([`Embedded`], [`HybridPages`]) read every comment of the level they rank (all of the
+//! discussion's, for [`HybridPages`]) on every page, so their cost grows with the discussion;
+//! [`PerComment`]'s is a range of an index whatever the discussion's size.
 
 mod cursor;
 mod embedded;
 mod hybrid;
 mod per_comment;
+mod ranking;
 mod registry;
 mod slug;
 mod tree;
 mod validate;
+mod votes;
 
 use std::fmt;
 
@@ -55,6 +82,7 @@ use serde::{Deserialize, Serialize};
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use hybrid::{HybridPages, HybridPagesBuilder};
 pub use per_comment::{PerComment, PerCommentBuilder};
+pub use ranking::{Sort, Vote, Votes};
 
 use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind};
 use crate::sharding::ShardKey;
@@ -128,6 +156,8 @@ pub struct Comment {
     pub edited: Option<bson::DateTime>,
     /// Whether it was deleted and kept as a tombstone because of its replies or its position.
     pub deleted: bool,
+    /// How many users vote it up and down ([`VotedComments`]).
+    pub votes: Votes,
 }
 
 /// Which top-level comments come first. Replies always follow their parent in posting order.
@@ -177,7 +207,10 @@ impl Strategy {
     ///
     /// ```
     /// use mongo_social::comments::Strategy;
-    /// assert_eq!(Strategy::Embedded.collections(), ["discussions", "comment_locks"]);
+    /// assert_eq!(
+    ///     Strategy::Embedded.collections(),
+    ///     ["discussions", "comment_locks", "comment_votes"]
+    /// );
     /// ```
     pub fn collections(self) -> &'static [&'static str] {
         match self {
@@ -305,7 +338,7 @@ pub struct Features {
 /// # Ok(()) }
 /// ```
 #[async_trait]
-pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
+pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// Which strategy this store implements.
     fn strategy(&self) -> Strategy;
 
@@ -382,6 +415,108 @@ pub trait CommentStore: Send + Sync + fmt::Debug + 'static {
     /// The shard key each of the strategy's collections should have; every one leads with the
     /// discussion, as the manual advises.
     fn shard_keys(&self) -> Vec<ShardKey>;
+}
+
+/// Up and down votes on comments, and the pages they rank: what every [`CommentStore`] does
+/// besides posting and reading. It is a supertrait of [`CommentStore`], so an
+/// `Arc<DynCommentStore>` votes and ranks whatever its strategy (a concrete store, such as
+/// [`PerComment`], needs this trait in scope).
+///
+/// One vote per user per comment: [`VotedComments::vote`] casts or changes it,
+/// [`VotedComments::retract_vote`] takes it back. Each [`Comment`] carries its [`Votes`], and the
+/// counts are exact:
+/// - under concurrency: a vote changes its document only from the value it read (a first vote by
+///   an `insert` on the pair's unique `_id`), and the counts by an atomic `$inc` (under the
+///   discussion's lock where updates are not atomic);
+/// - across failures: the vote document is the journal. It records the change of counts still to
+///   be applied, with an operation id, until the counts hold it; the counts' update records that
+///   id and is never applied twice. A call cut off part-way (a lost reply, an outage) leaves the
+///   mark; calling again with the same vote, any vote of the same user on the same comment, or
+///   [`VotedComments::settle_votes`], finishes it, so a vote repeated after a failure is counted
+///   once. Until then the vote reads as cast ([`VotedComments::vote_of`]) and the counts lag by
+///   it.
+///
+/// ```no_run
+/// # async fn demo(store: &mongo_social::comments::DynCommentStore) -> mongo_social::Result<()> {
+/// use mongo_social::comments::{Sort, Vote, VotedComments};
+/// use mongo_social::PageRequest;
+///
+/// let page = store.ranked("article-42", None, Sort::Best, PageRequest::first(20)).await?;
+/// let first = &page.items[0];
+/// store.vote("article-42", &first.link, "u7", Vote::Up).await?;
+/// // A request's raw direction (Reddit's `dir`: 1, 0, -1) is checked at the boundary.
+/// match Vote::from_dir(-1)? {
+///     Some(vote) => store.vote("article-42", &first.link, "u7", vote).await?,
+///     None => store.retract_vote("article-42", &first.link, "u7").await?,
+/// };
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait VotedComments: Send + Sync {
+    /// `user` votes the comment at `link` up or down, replacing any vote of theirs on it; returns
+    /// the vote it replaced (`Some(vote)` unchanged: the same vote again changes nothing).
+    ///
+    /// # Errors
+    ///
+    /// Before anything is written: [`crate::Error::Blank`] (discussion id, `"user"`),
+    /// [`crate::Error::InvalidLink`], [`crate::Error::NotFound`] (the discussion or the comment),
+    /// [`crate::Error::CommentDeleted`] (a tombstone takes no votes).
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>>;
+
+    /// `user` takes back their vote on the comment at `link` (a tombstone's too); returns it,
+    /// `None` if they had none.
+    ///
+    /// # Errors
+    ///
+    /// As [`VotedComments::vote`], without [`crate::Error::CommentDeleted`].
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+
+    /// `user`'s vote on the comment at `link`, if any (one `find`; an unknown comment has none).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Blank`], [`crate::Error::InvalidLink`].
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+
+    /// One page of comments ranked by `sort`, highest first, equal keys in posting order: the
+    /// top-level comments (`parent` `None`; every comment, where the strategy does not thread),
+    /// or the direct replies of the comment at `parent`. A threaded rendering ranks the top
+    /// level, then each comment's replies within it, as Reddit does.
+    ///
+    /// Pages are keyset pages on the current ranking: each starts strictly after its cursor's
+    /// comment as ranked when the page is read. A comment whose rank does not move past the
+    /// cursor while a reader pages through (votes that reorder the comments already listed, or
+    /// those still to come) is listed exactly once; one voted across the cursor is listed where
+    /// the ranking then puts it (again, or not, as a re-read from the start would).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidCursor`] for a cursor of another sort, parent, view or strategy,
+    /// [`crate::Error::InvalidPageLimit`], [`crate::Error::InvalidLink`],
+    /// [`crate::Error::NotFound`] for an unknown discussion or parent,
+    /// [`crate::Error::NotSupported`] for replies where the strategy does not thread.
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
+
+    /// Finishes every vote of `discussion` that a failure interrupted, each with its own
+    /// operation id (nothing is counted twice); returns how many. Votes finish what they find on
+    /// their own pair; this is for pairs nobody votes on again, before the counts are relied on.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Blank`] for a blank discussion id.
+    async fn settle_votes(&self, discussion: &str) -> Result<usize>;
 }
 
 /// A comment store of any strategy, chosen at runtime: hold it as `Arc<DynCommentStore>` (or

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::cursor::{self, page_from, View};
 use super::registry::Registry;
+use super::votes::{self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use super::{
     discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author, Comment,
-    CommentStore, Deletion, Features, NewComment, Order, Strategy, ThreadedComments,
+    CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote,
+    VotedComments, Votes,
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -26,7 +28,12 @@ use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::PerComment;
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 3] = ["comments", "comment_discussions", "comment_locks"];
+pub(super) const COLLECTIONS: [&str; 4] = [
+    "comments",
+    "comment_discussions",
+    "comment_locks",
+    votes::VOTES,
+];
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Attempts at a fresh slug part when one collides with another comment's.
@@ -35,14 +42,19 @@ const SLUG_ATTEMPTS: usize = 8;
 /// One document per comment, as in the manual's first strategy, threaded by slug paths.
 ///
 /// Collections (default names; see [`PerCommentBuilder::collection`]):
-/// - `comments`: `{_id, discussion_id, parent_id, slug, full_slug, thread_key, posted, author:
-///   {id, name}, text, edited, deleted}`, indexes `{discussion_id, posted, _id}` (chronological),
-///   `{discussion_id, full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}`
-///   (threaded, newest first) and unique `{discussion_id, slug}` (direct links); shard key
-///   `{discussion_id: 1, slug: 1}` (not the manual's `{discussion_id, full_slug}`: MongoDB
-///   shards a collection only if its unique indexes start with the shard key);
+/// - `comments`: `{_id, discussion_id, parent_id, parent, slug, full_slug, thread_key, posted,
+///   author: {id, name}, text, edited, deleted, ups, downs, best, hot, top, controversial,
+///   vote_ops}`, indexes `{discussion_id, posted, _id}` (chronological), `{discussion_id,
+///   full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}` (threaded, newest
+///   first), unique `{discussion_id, slug}` (direct links) and, per sort, `{discussion_id,
+///   parent, <key>: -1, full_slug}` (ranked pages: `parent` is the parent's slug, empty at the
+///   top level); shard key `{discussion_id: 1, slug: 1}` (not the manual's `{discussion_id,
+///   full_slug}`: MongoDB shards a collection only if its unique indexes start with the shard
+///   key);
 /// - `comment_discussions`: `{_id: discussion}`, the registered discussions;
-/// - `comment_locks`: edit and delete locks, used only on servers without atomic updates.
+/// - `comment_locks`: edit, delete and vote locks, used only on servers without atomic updates;
+/// - `comment_votes`: one document per vote (see [`VotedComments`]), index `{discussion_id,
+///   comment}`, shard key `{discussion_id: 1, comment: 1}`.
 ///
 /// # How it improves on the seed
 /// - **Exact threaded order.** The seed's `full_slug` steps have one-second resolution, so two
@@ -68,7 +80,18 @@ const SLUG_ATTEMPTS: usize = 8;
 /// confirm the parent survived). A chronological or threaded page: 1 `find`; a sub-thread page:
 /// 2 (the root, then the range). Direct link: 1 `find`. Count: 1 `aggregate` (a
 /// `countDocuments`, which reads the discussion's comments to skip deleted ones). Edit: 2;
-/// delete: 3 or 4.
+/// delete: 3 or 4, and 1 more to delete the votes of a comment removed outright. A vote: 5 (see
+/// [`super`]); a ranked page, of the top level or of one comment's replies: 1 `find`.
+///
+/// # Votes
+///
+/// A vote's change of counts is one `findAndModify` (`$inc` of `ups` and `downs`, filtered by
+/// the vote's op id not among the comment's `vote_ops`, which it joins), then one `update`
+/// setting the four stored sort keys computed from the counts it returned, filtered by those
+/// counts: of concurrent voters, only the one whose counts are current sets the keys, so the keys
+/// always follow the counts once the votes in flight have landed (a vote cut off between the two
+/// leaves its mark, and finishing it sets the keys). Each key has its index, so a ranked page is
+/// one range scan of `limit + 1` entries, and a vote rewrites up to four index entries.
 ///
 /// Posting times come from the posting process's clock. A reader paging the chronological
 /// view can miss a comment stamped before, but stored after, the page it read; keep clocks
@@ -81,6 +104,7 @@ pub struct PerComment {
     notifier: Option<Arc<DynNotifier>>,
     comments: Collection<Document>,
     registry: Registry,
+    votes: VoteBook,
     max_key_bytes: usize,
     max_comment_bytes: usize,
 }
@@ -135,7 +159,7 @@ impl PerCommentBuilder {
     /// given to a collection the store does not have, a key limit too small for a top-level
     /// comment, or a comment limit above 16 MiB.
     pub fn build(self) -> Result<PerComment> {
-        let [comments, discussions, locks] = self.config.names(COLLECTIONS)?;
+        let [comments, discussions, locks, votes] = self.config.names(COLLECTIONS)?;
         if self.max_key_bytes < 2 * slug::STEP_LEN {
             return Err(Error::InvalidConfig {
                 reason: format!(
@@ -152,7 +176,7 @@ impl PerCommentBuilder {
         let database = self.config.database();
         let comments = database.collection(&comments);
         let index = |keys: Document| IndexModel::builder().keys(keys).build();
-        let backend = self
+        let mut backend = self
             .config
             .backend(&locks, LOCK_LEASE)
             .with_index(
@@ -174,7 +198,18 @@ impl PerCommentBuilder {
                     .options(IndexOptions::builder().unique(true).build())
                     .build(),
             );
+        for sort in Sort::ALL {
+            backend = backend.with_index(
+                &comments,
+                index(doc! {
+                    "discussion_id": 1, "parent": 1, sort_field(sort): -1, "full_slug": 1
+                }),
+            );
+        }
+        let votes = database.collection(&votes);
+        let backend = backend.with_index(&votes, VoteBook::index());
         Ok(PerComment {
+            votes: VoteBook::new(votes, backend.clone()),
             notifier: self.notifier,
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
@@ -193,6 +228,9 @@ struct Stored {
     discussion_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parent_id: Option<ObjectId>,
+    /// The parent's slug, empty for a top-level comment: what ranked pages select by.
+    #[serde(default)]
+    parent: String,
     slug: String,
     full_slug: String,
     thread_key: String,
@@ -202,6 +240,59 @@ struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     edited: Option<bson::DateTime>,
     deleted: bool,
+    #[serde(flatten)]
+    ranking: Ranking,
+}
+
+/// A comment's votes and the keys its ranked pages sort by, as stored (the keys follow the
+/// counts, see [`PerComment`]'s votes).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Ranking {
+    #[serde(default)]
+    ups: i64,
+    #[serde(default)]
+    downs: i64,
+    #[serde(default)]
+    best: f64,
+    #[serde(default)]
+    hot: f64,
+    #[serde(default)]
+    top: f64,
+    #[serde(default)]
+    controversial: f64,
+}
+
+impl Ranking {
+    /// The counts of `votes` and the keys they give a comment posted at `posted`.
+    fn of(votes: Votes, posted: bson::DateTime) -> Self {
+        let key = |sort: Sort| sort.key(votes, posted);
+        Self {
+            ups: votes.ups as i64,
+            downs: votes.downs as i64,
+            best: key(Sort::Best),
+            hot: key(Sort::Hot),
+            top: key(Sort::Top),
+            controversial: key(Sort::Controversial),
+        }
+    }
+
+    fn votes(&self) -> Votes {
+        Votes::from_stored(self.ups, self.downs)
+    }
+
+    fn key(&self, sort: Sort) -> f64 {
+        match sort {
+            Sort::Best => self.best,
+            Sort::Hot => self.hot,
+            Sort::Top => self.top,
+            Sort::Controversial => self.controversial,
+        }
+    }
+}
+
+/// The stored field of `sort`'s key.
+fn sort_field(sort: Sort) -> &'static str {
+    sort.name()
 }
 
 impl Stored {
@@ -219,13 +310,16 @@ impl Stored {
             posted: self.posted,
             edited: self.edited,
             deleted: self.deleted,
+            votes: self.ranking.votes(),
         }
     }
 
+    /// A tombstone in place of this comment, removed (with its votes) by a delete.
     fn tombstone(&self) -> Self {
         Self {
             text: String::new(),
             deleted: true,
+            ranking: Ranking::of(Votes::default(), self.posted),
             ..self.clone()
         }
     }
@@ -272,6 +366,7 @@ impl PerComment {
                     id: ObjectId::new(),
                     discussion_id: discussion.to_owned(),
                     parent_id: None,
+                    parent: String::new(),
                     slug: part,
                     thread_key: slug::reversed_step(&step),
                     full_slug: step,
@@ -280,11 +375,13 @@ impl PerComment {
                     text: comment.text.clone(),
                     edited: None,
                     deleted: false,
+                    ranking: Ranking::of(Votes::default(), posted),
                 },
                 Some(parent) => Stored {
                     id: ObjectId::new(),
                     discussion_id: discussion.to_owned(),
                     parent_id: Some(parent.id),
+                    parent: parent.slug.clone(),
                     slug: format!("{}/{part}", parent.slug),
                     full_slug: format!("{}/{step}", parent.full_slug),
                     thread_key: format!("{}/{step}", parent.thread_key),
@@ -293,6 +390,7 @@ impl PerComment {
                     text: comment.text.clone(),
                     edited: None,
                     deleted: false,
+                    ranking: Ranking::of(Votes::default(), posted),
                 },
             };
             self.check_key(discussion, &stored)?;
@@ -392,18 +490,21 @@ impl PerComment {
             }
             // An ancestor known only by its path: its step gives its posting time.
             let micros = slug::step_micros(full[depth]).unwrap_or_default();
+            let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
             missing.push(Stored {
                 id: ObjectId::new(),
                 discussion_id: stored.discussion_id.clone(),
                 parent_id: None,
+                parent: chain[..depth].last().cloned().unwrap_or_default(),
                 slug: slug.clone(),
                 full_slug: full[..=depth].join("/"),
                 thread_key: keys[..=depth].join("/"),
-                posted: bson::DateTime::from_millis(micros.div_euclid(1_000)),
+                posted,
                 author: Author::new("", ""),
                 text: String::new(),
                 edited: None,
                 deleted: true,
+                ranking: Ranking::of(Votes::default(), posted),
             });
         }
         for tombstone in missing {
@@ -634,6 +735,8 @@ impl CommentStore for PerComment {
                             None => Err(validate::no_comment(Entity::Comment, link)),
                         };
                     }
+                    // Its votes go with it (a tombstone put back below starts without any).
+                    self.votes.forget(discussion, &stored.slug).await?;
                     // A reply that found this comment before it went must not be orphaned.
                     if self.has_replies(&stored).await? {
                         self.restore_as_tombstone(&stored).await?;
@@ -663,14 +766,17 @@ impl CommentStore for PerComment {
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.comments.name(),
-            doc! { "discussion_id": 1, "slug": 1 },
-            "a discussion's comments stay together, so its pages and sub-threads are read from \
-             its own chunks; slug lets a huge discussion split, and prefixes the unique \
-             {discussion_id, slug} index as sharding requires (the manual's {discussion_id, \
-             full_slug} would not allow that index)",
-        )]
+        vec![
+            ShardKey::new(
+                self.comments.name(),
+                doc! { "discussion_id": 1, "slug": 1 },
+                "a discussion's comments stay together, so its pages and sub-threads are read \
+                 from its own chunks; slug lets a huge discussion split, and prefixes the unique \
+                 {discussion_id, slug} index as sharding requires (the manual's {discussion_id, \
+                 full_slug} would not allow that index)",
+            ),
+            self.votes.shard_key(),
+        ]
     }
 }
 
@@ -759,5 +865,191 @@ impl ThreadedComments for PerComment {
             },
         )
         .await
+    }
+}
+
+#[async_trait]
+impl Tally for PerComment {
+    type Target = ObjectId;
+
+    fn check_link(&self, link: &str) -> Result<()> {
+        slug::parse_slug(link).map(drop)
+    }
+
+    async fn find(&self, discussion: &str, link: &str) -> Result<Found<ObjectId>> {
+        let stored = self
+            .backend
+            .retry("read comment", || {
+                self.find_link(discussion, link, Entity::Comment)
+            })
+            .await?;
+        Ok(Found {
+            target: stored.id,
+            deleted: stored.deleted,
+        })
+    }
+
+    async fn apply(
+        &self,
+        discussion: &str,
+        id: &ObjectId,
+        delta: Delta,
+        op: ObjectId,
+    ) -> Result<bool> {
+        let mut filter = doc! { "_id": id, "discussion_id": discussion };
+        let mut update = doc! { "$inc": { "ups": delta.ups, "downs": delta.downs } };
+        crate::retry::once_per_op_in(&mut filter, &mut update, VOTE_OPS, VOTE_OPS_PER_COMMENT, op);
+        let projection = doc! { "ups": 1, "downs": 1, "posted": 1 };
+        let capabilities = self.backend.capabilities().await?;
+        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
+        let counted = self
+            .backend
+            .retry("count vote", || async {
+                let mut action = self
+                    .comments
+                    .find_one_and_update(filter.clone(), update.clone())
+                    .return_document(ReturnDocument::After);
+                if capabilities.find_and_modify_projection {
+                    action = action.projection(projection.clone());
+                }
+                Ok(action.await?)
+            })
+            .await?;
+        let counted = match counted {
+            Some(counted) => counted,
+            // Counted already (by this vote's lost attempt, or by a call finishing its mark),
+            // or removed.
+            None => {
+                let current = self
+                    .backend
+                    .retry("read comment", || async {
+                        Ok(self
+                            .comments
+                            .find_one(doc! { "_id": id, "discussion_id": discussion })
+                            .projection(projection.clone())
+                            .await?)
+                    })
+                    .await?;
+                match current {
+                    Some(current) => current,
+                    None => return Ok(false),
+                }
+            }
+        };
+        let (ups, downs) = (
+            bson_ext::integer(&counted, "ups").unwrap_or(0),
+            bson_ext::integer(&counted, "downs").unwrap_or(0),
+        );
+        let posted = bson_ext::date(&counted, "posted").ok_or_else(|| {
+            bson_ext::corrupt(self.comments.name(), Some((*id).into()), "no posted")
+        })?;
+        let ranking = Ranking::of(Votes::from_stored(ups, downs), posted);
+        let keys = doc! {
+            "best": ranking.best,
+            "hot": ranking.hot,
+            "top": ranking.top,
+            "controversial": ranking.controversial,
+        };
+        // Filtered by the counts the keys come from: a retry sets the same keys again, and a
+        // voter whose counts were overtaken sets nothing (the later one sets its own).
+        self.backend
+            .retry("rank comment", || async {
+                self.comments
+                    .update_one(
+                        doc! { "_id": id, "discussion_id": discussion, "ups": ups, "downs": downs },
+                        doc! { "$set": keys.clone() },
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        Ok(true)
+    }
+
+    fn lock_key(&self, discussion: &str) -> String {
+        discussion_lock(STRATEGY, discussion)
+    }
+}
+
+#[async_trait]
+impl VotedComments for PerComment {
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>> {
+        self.votes
+            .set(self, discussion, link, user, vote.value())
+            .await
+    }
+
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.set(self, discussion, link, user, 0).await
+    }
+
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes
+            .get(|link| self.check_link(link), discussion, link, user)
+            .await
+    }
+
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        if let Some(parent) = parent {
+            slug::parse_slug(parent)?;
+        }
+        let field = sort_field(sort);
+        let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
+        if let Some(cursor) = &page.after {
+            let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, parent)?;
+            if !slug::is_sort_key(&after) {
+                return Err(invalid("not a thread position"));
+            }
+            // The bound on the key alone lets the index scan start at the cursor; the `$or`
+            // then breaks ties by posting order.
+            filter.insert(field, doc! { "$lte": key });
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { field: { "$lt": key } },
+                    doc! { field: key, "full_slug": { "$gt": after } },
+                ],
+            );
+        }
+        let ranked = self
+            .page(
+                discussion,
+                &page,
+                filter,
+                doc! { field: -1, "full_slug": 1 },
+                |stored| {
+                    cursor::after_ranked(
+                        STRATEGY,
+                        sort,
+                        parent,
+                        stored.ranking.key(sort),
+                        &stored.full_slug,
+                    )
+                },
+            )
+            .await?;
+        if let (Some(parent), true, None) = (parent, ranked.items.is_empty(), &page.after) {
+            // An empty first page: no replies, or no such parent.
+            self.find_link(discussion, parent, Entity::ParentComment)
+                .await?;
+        }
+        Ok(ranked)
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        self.votes.settle(self, discussion).await
     }
 }

@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::validate::invalid_link;
-use super::{Author, Comment, NewComment, Order};
+use super::{Author, Comment, NewComment, Order, Votes};
 use crate::Result;
 
 /// One embedded comment and its replies.
@@ -24,6 +24,11 @@ pub(super) struct Node {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) edited: Option<bson::DateTime>,
     pub(super) deleted: bool,
+    /// Its votes (see [`super::VotedComments`]), changed by `$inc` in place.
+    #[serde(default)]
+    pub(super) ups: i64,
+    #[serde(default)]
+    pub(super) downs: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) replies: Vec<Node>,
 }
@@ -37,8 +42,14 @@ impl Node {
             text: comment.text,
             edited: None,
             deleted: false,
+            ups: 0,
+            downs: 0,
             replies: Vec::new(),
         }
+    }
+
+    pub(super) fn votes(&self) -> Votes {
+        Votes::from_stored(self.ups, self.downs)
     }
 
     pub(super) fn comment(&self, path: &[usize]) -> Comment {
@@ -51,6 +62,7 @@ impl Node {
             posted: self.posted,
             edited: self.edited,
             deleted: self.deleted,
+            votes: self.votes(),
         }
     }
 
@@ -195,6 +207,8 @@ mod tests {
             text: text.to_owned(),
             edited: None,
             deleted: false,
+            ups: 0,
+            downs: 0,
             replies,
         }
     }

@@ -26,6 +26,13 @@
 //! other way round, and a copy's `sent` is when it reached that inbox (a post's own time, raised
 //! where a later one arrived first; see [`Message::sent`](crate::Message::sent)).
 //!
+//! # Mute and block
+//!
+//! Every copy goes through [`InboxStore::deliver`](crate::InboxStore::deliver), which skips
+//! followers who block the author and delivers hidden to those who mute them (see
+//! [`crate::inbox::InboxLifecycle`]): fan-out honours both. (A celebrity's posts, merged into
+//! [`Delivery::timeline`] at read time, are not filtered.)
+//!
 //! # Dormant users
 //!
 //! [`Delivery::touch`] records when a user was last seen (in `user_activity`); call it when
@@ -43,7 +50,8 @@
 //! # Costs (commands)
 //!
 //! A post: 1 `find` (the author exists), 1 `insert` (the job), 1 `insert` (the outbox), and
-//! the inbox strategy's delivery to the author. Each fan-out job for a page of up to
+//! the inbox strategy's delivery to the author (with fan out on write: 1 `find` of the author's
+//! mute and block lists, 1 `insert`). Each fan-out job for a page of up to
 //! [`DeliveryBuilder::batch`] followers (default 500): the job queue's own 5 (see
 //! [`crate::jobs`]), 1 `find` of followers, 1 `find` of their activity, the
 //! strategy's delivery, and 1 `insert` of the next job.
@@ -367,8 +375,11 @@ impl<P: Payload> Delivery<P> {
             to: Vec::new(),
             sent: bson::DateTime::now(),
             payload,
+            edited: None,
+            read: false,
+            starred: false,
         };
-        let document = bson::to_document(&message)?;
+        let document = message.to_document()?;
         let size = bson::to_vec(&document)?.len();
         let limit = self.inner.inbox.max_message_bytes();
         if size > limit {

@@ -45,7 +45,7 @@ impl<P: Payload> Delivery<P> {
         let after = page
             .after
             .as_ref()
-            .map(|after| cursor::older_than(after, strategy, "_id"))
+            .map(|after| cursor::older_than(after, strategy, owner, "_id"))
             .transpose()?;
         let rebuilding = inner
             .activity
@@ -78,14 +78,17 @@ impl<P: Payload> Delivery<P> {
         if others.is_empty() {
             return Ok(inbox);
         }
-        let theirs = self.outbox_page(&others, after, limit, strategy).await?;
-        Ok(merge(inbox, theirs, limit, strategy))
+        let theirs = self
+            .outbox_page(owner, &others, after, limit, strategy)
+            .await?;
+        Ok(merge(owner, inbox, theirs, limit, strategy))
     }
 
     /// The newest posts of `authors` after `after`, from the outbox: one `find`. Cursors are
-    /// those of the inbox's `strategy`, so paging carries on in the inbox.
+    /// those of `owner`'s inbox of the inbox's `strategy`, so paging carries on in the inbox.
     async fn outbox_page(
         &self,
+        owner: &str,
         authors: &[String],
         after: Option<Document>,
         limit: usize,
@@ -109,7 +112,7 @@ impl<P: Payload> Delivery<P> {
             .map(|found| decode_post(self.inner.outbox.name(), found))
             .collect::<Result<Vec<Message<P>>>>()?;
         Ok(Page::from_overfetch(items, limit, |last| {
-            cursor::after_time(strategy, last.sent, last.id)
+            cursor::after_time(strategy, owner, last.sent, last.id)
         }))
     }
 }
@@ -117,6 +120,7 @@ impl<P: Payload> Delivery<P> {
 /// Two pages of the same `(sent, id)` order after the same cursor, merged: the newest `limit`
 /// of both, each message once, and a cursor after the last one kept if either had more.
 fn merge<P>(
+    owner: &str,
     mut ours: Page<Message<P>>,
     theirs: Page<Message<P>>,
     limit: usize,
@@ -130,7 +134,7 @@ fn merge<P>(
     let cut = ours.items.len() > limit;
     ours.items.truncate(limit);
     ours.next = match ours.items.last() {
-        Some(last) if more || cut => Some(cursor::after_time(strategy, last.sent, last.id)),
+        Some(last) if more || cut => Some(cursor::after_time(strategy, owner, last.sent, last.id)),
         _ => None,
     };
     ours

@@ -6,18 +6,19 @@ use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
-use super::{FollowGraph, GROUP_LEASE, LEASE};
+use super::{FollowGraph, RecommendOptions, GROUP_LEASE, LEASE};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::notifications::DynNotifier;
 use crate::Result;
 
 /// The graph's collections, by default name.
-pub(crate) const COLLECTIONS: [&str; 6] = [
+pub(crate) const COLLECTIONS: [&str; 7] = [
     "graph_users",
     "graph_groups",
     "follows",
     "group_members",
     "subscriptions",
+    "graph_exclusions",
     "graph_locks",
 ];
 
@@ -27,6 +28,7 @@ pub(crate) const COLLECTIONS: [&str; 6] = [
 pub struct FollowGraphBuilder {
     pub(super) config: StoreConfig,
     pub(super) notifier: Option<Arc<DynNotifier>>,
+    pub(super) recommend: RecommendOptions,
 }
 
 impl FollowGraphBuilder {
@@ -43,27 +45,36 @@ impl FollowGraphBuilder {
         self
     }
 
+    /// How [`FollowGraph::recommendations`] reads and ranks (default
+    /// [`RecommendOptions::default`]).
+    pub fn recommendations(mut self, options: RecommendOptions) -> Self {
+        self.recommend = options;
+        self
+    }
+
     /// The graph.
     ///
     /// # Errors
     ///
     /// [`crate::Error::InvalidConfig`] for a prefix or name that makes an unusable collection
-    /// name, two collections given one name, or a name given to a collection the graph does not
-    /// have.
+    /// name, two collections given one name, a name given to a collection the graph does not
+    /// have, or a recommendation option out of its range.
     pub fn build(self) -> Result<FollowGraph> {
-        let [users, groups, follows, members, subscriptions, locks] =
+        self.recommend.check()?;
+        let [users, groups, follows, members, subscriptions, exclusions, locks] =
             self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let follows = database.collection(&follows);
         let members = database.collection(&members);
         let subscriptions = database.collection(&subscriptions);
+        let exclusions = database.collection(&exclusions);
         let index = |keys: Document, unique: bool| {
             IndexModel::builder()
                 .keys(keys)
                 .options(unique.then(|| IndexOptions::builder().unique(true).build()))
                 .build()
         };
-        let backend = self
+        let mut backend = self
             .config
             .backend(&locks, LEASE)
             .with_index(
@@ -76,13 +87,27 @@ impl FollowGraphBuilder {
             )
             .with_index(&members, index(doc! { "group": 1, "user": 1 }, true))
             .with_index(&subscriptions, index(doc! { "owner": 1, "user": 1 }, true))
-            .with_index(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false));
+            .with_index(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false))
+            .with_index(
+                &exclusions,
+                index(doc! { "owner": 1, "kind": 1, "user": 1 }, true),
+            )
+            .with_index(
+                &exclusions,
+                index(doc! { "user": 1, "kind": 1, "owner": 1 }, false),
+            );
+        if self.recommend.group_boost > 0 {
+            // The user's groups, for the boost.
+            backend = backend.with_index(&members, index(doc! { "user": 1, "group": 1 }, false));
+        }
         Ok(FollowGraph {
             users: database.collection(&users),
             groups: database.collection(&groups),
             follows,
             members,
             subscriptions,
+            exclusions,
+            recommend: self.recommend,
             owner_locks: backend.lease_locks(LEASE),
             group_locks: backend.lease_locks(GROUP_LEASE),
             backend,

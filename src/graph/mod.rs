@@ -10,7 +10,11 @@
 //! | `follows` | `{owner, kind: "user" \| "group", target, since}`: the direct relations | unique `{owner, kind, target}`, `{kind, target, owner}` | `{owner: 1}` |
 //! | `group_members` | `{group, user, since}` | unique `{group, user}` | `{group: 1, user: 1}` |
 //! | `subscriptions` | `{owner, user, origins: ["!", "#groupX", ...], since}`, and `pending: {op, delta}` while its count change is under way | unique `{owner, user}`, `{user, owner}` | `{owner: 1, user: 1}` |
+//! | `graph_exclusions` | `{owner, user, kind: "dismiss" \| "block", since}`: whom a user dismissed from their recommendations or blocked | unique `{owner, kind, user}`, `{user, kind, owner}` | `{owner: 1}` |
 //! | `graph_locks` | lease locks (see below) | `_id` | — |
+//!
+//! With a group boost on ([`RecommendOptions::group_boost`]), `group_members` also has an index
+//! `{user, group}`.
 //!
 //! A subscription exists while it has at least one origin: `"!"` for a direct follow, `"#g"` for
 //! group `g`. "Whom does A follow, by any route" is one keyset-paged range of the
@@ -19,6 +23,23 @@
 //! so neither query repeats anyone. Relations and memberships are documents of their own, never
 //! arrays: no document grows with a user's followers, so a celebrity with millions of them
 //! overflows nothing. The seed keeps `followingUsers`, `followingGroups` and `members` arrays.
+//!
+//! # People you may know
+//!
+//! [`FollowGraph::recommendations`] ranks the users whom the people a user follows follow (and
+//! the user does not), by how many of them do, with the reasons ("followed by ann, bob and 4
+//! others you follow"), optionally boosted by groups both users are members of. It is computed
+//! when asked, from the subscriptions, by a read bounded whatever the graph (at most
+//! [`RecommendOptions::followees`] followees, and [`RecommendOptions::per_followee`]
+//! subscriptions of each, hubs sampled, nobody's followers listed): one `aggregate` with
+//! `$graphLookup` where the server has it, three `find`s elsewhere, then two `find`s that check
+//! the page against the subscriptions and exclusions as they are at that moment, so anyone
+//! followed, dismissed or blocked before them is never returned. Pages are keyset pages of the
+//! ranking. [`FollowGraph::dismiss`] takes a candidate out for good; [`FollowGraph::block`]
+//! also removes the direct follows between the two users and refuses new ones until
+//! [`FollowGraph::unblock`] (see its docs for what a block leaves: routes through groups). An
+//! incrementally maintained candidates collection was measured against this read and not kept:
+//! see the README ("People you may know") and `docs/BENCHMARKS.md`.
 //!
 //! # How it stays correct under concurrency
 //!
@@ -58,26 +79,29 @@
 //!
 //! # Costs (commands, MongoDB)
 //!
-//! A direct follow: 1 `find` (both users exist), 1 `insert` (the relation), then for the
-//! subscription 1 lock `insert`, 1 `find`, 1 `insert` (marked), 1 `update` of both stats
-//! documents (a statement each), 1 `update` that clears the mark, 1 lock `delete`: 8. An
-//! unfollow: the same 8, with the relation's `delete`, the `update` that empties and marks the
-//! subscription, and its `delete`. Following or unfollowing again when nothing changes: 1 `find`
-//! and at most 1 `update` for the subscription. A change over a group of M members (or F
-//! followers): the same per round of 50 users, plus one `find` per 500. On FerretDB the stats
-//! update is locked too (+2).
+//! A direct follow: 1 `find` (both users exist), 1 lock `insert`, 1 `find` (no block between
+//! them), 1 `insert` (the relation), then for the subscription 1 `find`, 1 `insert` (marked), 1
+//! `update` of both stats documents (a statement each), 1 `update` that clears the mark, 1 lock
+//! `delete`: 9. An unfollow: 8, with the relation's `delete`, the `update` that empties and
+//! marks the subscription, and its `delete`, and no block check. Following or unfollowing again
+//! when nothing changes: 1 `find` and at most 1 `update` for the subscription. A change over a
+//! group of M members (or F followers): the same per round of 50 users, plus one `find` per
+//! 500. On FerretDB the stats update is locked too (+2). A page of recommendations: 3 to 5
+//! commands, more with hubs and the group boost ([`FollowGraph::recommendations`]).
 
 mod builder;
+mod exclusions;
 mod follow_source;
 mod follows;
 mod paging;
+mod recommend;
 mod types;
 
 pub use builder::FollowGraphBuilder;
 /// A cursor of [`FollowGraph::followers`] or [`FollowGraph::following`] after the user `id`.
 pub(crate) use paging::after as cursor_after;
 use paging::{page_of, trim};
-pub use types::{Origin, RebuildReport, Subscription, UserStats};
+pub use types::{Origin, RebuildReport, RecommendOptions, Recommendation, Subscription, UserStats};
 
 pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
@@ -144,6 +168,10 @@ pub struct FollowGraph {
     follows: Collection<Document>,
     members: Collection<Document>,
     subscriptions: Collection<Document>,
+    /// Dismissed and blocked users, `{owner, user, kind: "dismiss" | "block", since}`.
+    exclusions: Collection<Document>,
+    /// How recommendations are read and ranked.
+    recommend: RecommendOptions,
     /// Owners' subscriptions are rebuilt one writer at a time, on every server.
     owner_locks: LeaseLocks,
     /// A group's changes are fanned out one at a time, on every server.
@@ -199,6 +227,7 @@ impl FollowGraph {
         FollowGraphBuilder {
             config: StoreConfig::new(database),
             notifier: None,
+            recommend: RecommendOptions::default(),
         }
     }
 
@@ -228,7 +257,14 @@ impl FollowGraph {
             ShardKey::new(
                 self.members.name(),
                 doc! { "group": 1, "user": 1 },
-                "a group's members page from one shard; user splits very large groups",
+                "a group's members page from one shard; user splits very large groups; a \
+                 user's own groups (asked by the recommendations' group boost only) scatter",
+            ),
+            ShardKey::new(
+                self.exclusions.name(),
+                doc! { "owner": 1 },
+                "a user's dismissals and blocks live on one shard; a recommendation page also asks \
+                 which of its candidates blocked the user, by owner among them: a few shards",
             ),
             ShardKey::new(
                 self.users.name(),
@@ -273,7 +309,8 @@ impl FollowGraph {
     /// # Errors
     ///
     /// [`Error::SelfFollow`], [`Error::Blank`] for a blank id, [`Error::NotFound`] for a
-    /// user not registered, all before anything is written.
+    /// user not registered, [`Error::Blocked`] if either blocked the other
+    /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.backend.ensure_indexes().await?;
@@ -282,6 +319,9 @@ impl FollowGraph {
         let new = self
             .owner_locks
             .with_lock(&owner_key(owner), async {
+                // Under the lock a block's removal of this follow also takes: a block recorded
+                // before this check refuses the follow, one recorded after it removes it.
+                self.refuse_blocked(owner, user).await?;
                 let new = self.relate(owner, Kind::User, user).await?;
                 self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
                     .await?;
@@ -305,6 +345,12 @@ impl FollowGraph {
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
         self.backend.ensure_indexes().await?;
+        self.remove_direct(owner, user).await
+    }
+
+    /// Removes `owner`'s direct follow of `user` (relation, direct origin, counts, and the
+    /// notification), whether or not there was one; whether there was.
+    async fn remove_direct(&self, owner: &str, user: &str) -> Result<bool> {
         let existed = self
             .owner_locks
             .with_lock(&owner_key(owner), async {
@@ -314,6 +360,7 @@ impl FollowGraph {
                 Ok(existed)
             })
             .await?;
+        // On every call, as a follow notifies: a repeat completes a withdrawal that failed.
         if let Some(notifier) = &self.notifier {
             notifier.withdraw(follow_activity(owner, user)).await?;
         }

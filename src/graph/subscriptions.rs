@@ -31,8 +31,8 @@
 //! subscription is inserted with its mark; a removed one is emptied and marked by the update
 //! that replaces its `$pull`), one `update` command for the counts of every stats document
 //! involved (a statement each), and one for step 3 (the unmark of created subscriptions; the
-//! `delete` of removed ones, which a removal needs anyway). A direct follow is 8 commands on
-//! MongoDB, an unfollow 8.
+//! `delete` of removed ones, which a removal needs anyway). A direct follow is 9 commands on
+//! MongoDB (one of them its block check), an unfollow 8.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -108,3 +108,222 @@ pub struct RebuildReport {
     /// Subscriptions that were right.
     pub unchanged: usize,
 }
+
+/// Someone a user may know: a user they do not follow yet, whom people they follow follow.
+/// Returned by [`FollowGraph::recommendations`](super::FollowGraph::recommendations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recommendation {
+    /// The recommended user.
+    pub user: String,
+    /// The rank: [`followed_by`](Self::followed_by), plus the options' group boost for each of
+    /// [`shared_groups`](Self::shared_groups). Pages are in descending score, then by user id.
+    pub score: u64,
+    /// How many of the people the user follows follow this one, among those the read covered
+    /// (all of them, unless the user or one of the people they follow follows more than the
+    /// read's bounds: see [`RecommendOptions`]).
+    pub followed_by: u64,
+    /// The first of those people, by user id, up to [`RecommendOptions::reasons`] of them.
+    pub via: Vec<String>,
+    /// Groups both users are members of (with a group boost on; empty otherwise).
+    pub shared_groups: Vec<String>,
+}
+
+impl Recommendation {
+    /// Why this user is recommended, in words: `followed by ann, bob and 4 others you follow`,
+    /// and `; also in rust` for shared groups.
+    ///
+    /// ```
+    /// use mongo_social::graph::Recommendation;
+    ///
+    /// let recommendation = Recommendation {
+    ///     user: "dan".into(),
+    ///     score: 6,
+    ///     followed_by: 6,
+    ///     via: vec!["ann".into(), "bob".into()],
+    ///     shared_groups: vec![],
+    /// };
+    /// assert_eq!(recommendation.reason(), "followed by ann, bob and 4 others you follow");
+    /// ```
+    pub fn reason(&self) -> String {
+        let mut reason = String::from("followed by ");
+        let others = (self.followed_by as usize).saturating_sub(self.via.len());
+        let mut names: Vec<String> = self.via.clone();
+        match others {
+            0 => {}
+            1 => names.push("1 other".to_owned()),
+            n => names.push(format!("{n} others")),
+        }
+        match names.as_slice() {
+            [] => reason.push_str("nobody"),
+            [one] => reason.push_str(one),
+            [first @ .., last] => {
+                reason.push_str(&first.join(", "));
+                reason.push_str(" and ");
+                reason.push_str(last);
+            }
+        }
+        reason.push_str(" you follow");
+        if !self.shared_groups.is_empty() {
+            reason.push_str("; also in ");
+            reason.push_str(&self.shared_groups.join(", "));
+        }
+        reason
+    }
+}
+
+impl fmt::Display for Recommendation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.user, self.reason())
+    }
+}
+
+/// How [`FollowGraph::recommendations`](super::FollowGraph::recommendations) reads and ranks,
+/// set on the graph's builder
+/// ([`FollowGraphBuilder::recommendations`](super::FollowGraphBuilder::recommendations)).
+///
+/// A recommendation read is bounded whatever the graph: it reads at most
+/// [`followees`](Self::followees) of the user's subscriptions, and of each of those followees at
+/// most [`per_followee`](Self::per_followee) of theirs. A followee who follows more than that (a
+/// hub) is sampled, not read whole: a window of `per_followee` of their subscriptions, starting
+/// at the reader's own id (so different readers see different parts of a hub's list, and one
+/// reader always the same part), for at most [`hubs`](Self::hubs) hubs per read. No read ever
+/// lists anyone's followers, so a celebrity costs nothing more than anyone else.
+///
+/// ```
+/// use mongo_social::graph::RecommendOptions;
+///
+/// let options = RecommendOptions::default()
+///     .followees(100)
+///     .per_followee(50)
+///     .group_boost(2);
+/// // followees, their stats, 50 subscriptions of each, and with the group boost the user's 20
+/// // groups and up to 50 memberships of candidates in each.
+/// assert_eq!(options.bound(), 100 + 100 + 100 * 50 + 20 + 20 * 50);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecommendOptions {
+    pub(crate) followees: usize,
+    pub(crate) per_followee: usize,
+    pub(crate) hubs: usize,
+    pub(crate) group_boost: u64,
+    pub(crate) groups: usize,
+    pub(crate) reasons: usize,
+    pub(crate) graph_lookup: bool,
+}
+
+impl Default for RecommendOptions {
+    /// 200 followees, 100 of each one's subscriptions, 10 hubs sampled, no group boost (20 of
+    /// the user's groups when it is set), 3 names per reason, `$graphLookup` where the server
+    /// has it.
+    fn default() -> Self {
+        Self {
+            followees: 200,
+            per_followee: 100,
+            hubs: 10,
+            group_boost: 0,
+            groups: 20,
+            reasons: 3,
+            graph_lookup: true,
+        }
+    }
+}
+
+impl RecommendOptions {
+    /// The most subscriptions of the user read (1 to 10,000; default 200): the first by user
+    /// id. A user who follows more is recommended from these.
+    pub fn followees(mut self, followees: usize) -> Self {
+        self.followees = followees;
+        self
+    }
+
+    /// The most subscriptions read of each followee (1 to 10,000; default 100). A followee with
+    /// more is a hub, sampled (see the type's docs).
+    pub fn per_followee(mut self, per_followee: usize) -> Self {
+        self.per_followee = per_followee;
+        self
+    }
+
+    /// The most hubs sampled per read (0 to 100; default 10), one or two `find`s each; the
+    /// others contribute nothing to that read.
+    pub fn hubs(mut self, hubs: usize) -> Self {
+        self.hubs = hubs;
+        self
+    }
+
+    /// Adds this much to a candidate's score for each group both users are members of (default
+    /// 0: off). On, a read costs two `find`s more (the user's groups, at most
+    /// [`groups`](Self::groups) of them, and the candidates' memberships in them), and the graph
+    /// creates an index `{user, group}` on its memberships. Members of groups the user *follows*
+    /// are followed already (seed 002's subscriptions), so they are never candidates: the
+    /// groups that count are those both belong to.
+    pub fn group_boost(mut self, boost: u64) -> Self {
+        self.group_boost = boost;
+        self
+    }
+
+    /// The most of the user's groups the group boost considers (1 to 1,000; default 20), the
+    /// first by group id.
+    pub fn groups(mut self, groups: usize) -> Self {
+        self.groups = groups;
+        self
+    }
+
+    /// How many names of followees a recommendation carries in
+    /// [`Recommendation::via`] (0 to 100; default 3).
+    pub fn reasons(mut self, reasons: usize) -> Self {
+        self.reasons = reasons;
+        self
+    }
+
+    /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
+    /// `$graphLookup`) where the server has them ([`crate::Capabilities::graph_lookup`]); with
+    /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
+    /// `true`.
+    pub fn graph_lookup(mut self, use_it: bool) -> Self {
+        self.graph_lookup = use_it;
+        self
+    }
+
+    /// The most documents one read of the graph returns before its final checks: the
+    /// followees, their stats, `per_followee` of each followee's subscriptions (hubs included:
+    /// each is one of the followees), and with the group boost on, the user's groups and
+    /// `per_followee` memberships of candidates in each. The final checks return at most the
+    /// candidates they are asked about: about twice the page's size.
+    pub fn bound(&self) -> usize {
+        let groups = if self.group_boost > 0 {
+            self.groups + self.groups * self.per_followee
+        } else {
+            0
+        };
+        self.followees * 2 + self.followees * self.per_followee + groups
+    }
+
+    /// Fails with [`crate::Error::InvalidConfig`] for a value out of its range.
+    pub(crate) fn check(&self) -> Result<()> {
+        let ranges: [(&str, usize, usize, usize); 5] = [
+            ("followees", self.followees, 1, 10_000),
+            ("per_followee", self.per_followee, 1, 10_000),
+            ("hubs", self.hubs, 0, 100),
+            ("groups", self.groups, 1, 1_000),
+            ("reasons", self.reasons, 0, 100),
+        ];
+        for (name, value, min, max) in ranges {
+            if value < min || value > max {
+                return Err(crate::Error::InvalidConfig {
+                    reason: format!(
+                        "recommendation option `{name}` is {value}, outside {min}..={max}"
+                    ),
+                });
+            }
+        }
+        if self.group_boost > 1_000_000 {
+            return Err(crate::Error::InvalidConfig {
+                reason: format!(
+                    "recommendation option `group_boost` is {}, more than 1000000",
+                    self.group_boost
+                ),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,5 +1,7 @@
 //! Fan out on write with buckets: each recipient's messages grouped into time-ordered documents.
 
+mod lifecycle;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -11,9 +13,13 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+mod locked;
+
+use super::filters;
+use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{
-    cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Strategy,
+    cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy,
     MAX_DOCUMENT_BYTES,
 };
 use crate::backend::Backend;
@@ -48,11 +54,13 @@ const LAST_SENT: &str = "last_sent";
 const FLOOR: &str = "floor";
 
 /// Where a recipient's next push goes: the bucket, and the earliest `sent` it may carry there
-/// (the newest `sent` of the bucket before it, or of a later message seen in it).
+/// (the newest `sent` of the bucket before it, or of a later message seen in it); and whether
+/// the recipient mutes the sender (the entry goes in hidden).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Target {
     sequence: i64,
     floor: Option<bson::DateTime>,
+    muted: bool,
 }
 
 /// A message entry on its way into buckets: the document, its id, and the `sent` it carries
@@ -62,6 +70,7 @@ struct Entry<'a> {
     document: &'a Document,
     id: MessageId,
     sent: bson::DateTime,
+    from: &'a str,
 }
 
 /// What [`BucketedFanOut::inspect`] saw of a target bucket.
@@ -79,6 +88,23 @@ struct Pushed {
     transient: Option<Error>,
 }
 
+/// The `_id` of `owner`'s bucket `sequence`: derived from the two, so a store finds any bucket
+/// by `_id` alone (the one filter FerretDB 1.x evaluates without decoding the whole collection),
+/// and the unique `_id` index, like the `{owner, sequence}` one, refuses a bucket opened twice.
+/// The sequence is all digits and follows the last `/`, so no two buckets share an `_id`.
+fn bucket_id(owner: &str, sequence: i64) -> String {
+    format!("{owner}/{sequence}")
+}
+
+/// Whether `bucket` (read with `messages.id`) holds message `id`.
+fn holds(bucket: &Document, id: MessageId) -> bool {
+    bucket.get_array("messages").is_ok_and(|messages| {
+        messages
+            .iter()
+            .any(|m| matches!(m, Bson::Document(m) if m.get_object_id("id") == Ok(id.0)))
+    })
+}
+
 /// The `sent` a push of a message sent at `sent` carries to a target with `floor`.
 fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime {
     floor.map_or(sent, |floor| floor.max(sent))
@@ -88,11 +114,18 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// `bucket_size` messages (default 50), oldest bucket first.
 ///
 /// Collections (default names; see [`BucketedFanOutBuilder::collection`]):
-/// - `inbox_buckets`: `{owner, sequence, count, last_sent, messages: [..]}`, unique index
-///   `{owner: 1, sequence: 1}`, shard key `{owner: 1, sequence: 1}`;
-/// - `inbox_heads`: `{_id: owner, head, floor}`, the seed's `users` collection, holding the
-///   sequence of each owner's newest bucket and the newest `sent` of the bucket before it (a
-///   hint: a stale head costs a retry, never a wrong result);
+/// - `inbox_buckets`: `{_id: "<owner>/<sequence>", owner, sequence, count, last_sent,
+///   messages: [..]}`, unique index `{owner: 1, sequence: 1}`, shard key
+///   `{owner: 1, sequence: 1}`; the `_id` is derived from owner and sequence so a bucket can be
+///   addressed by `_id` alone (buckets written before `_id`s were derived keep an `ObjectId`,
+///   and are read and filled as before); with the lifecycle's counters `unread` and `hidden`
+///   and revision `rev`, and two more indexes: `{owner: 1, unread: 1}` (the unread count) and
+///   `{messages.id: 1}` (a message's entries, for marks, retract and edit); see
+///   [`super::InboxLifecycle`];
+/// - `inbox_heads`: `{_id: owner, head, floor, muted, blocked}`, the seed's `users` collection,
+///   holding the sequence of each owner's newest bucket and the newest `sent` of the bucket
+///   before it (a hint: a stale head costs a retry, never a wrong result), and the owner's mute
+///   and block lists, which every send reads with the heads (no command more);
 /// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
 ///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default),
 ///   stored once, written before the entries, which carry `to_count` instead of `to`; otherwise a
@@ -137,6 +170,16 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// delivery covers at most one `update` command's worth of recipients, so it ends well inside the
 /// lease. Lease times come from the senders' clocks, which are assumed to agree within seconds.
 ///
+/// Holding the locks, a delivery reads its recipients' target buckets, then pushes into each by
+/// `_id` alone, in one `update`: FerretDB 1.x evaluates any other filter by decoding every
+/// document of the collection, which made each recipient of a send cost a decode of every
+/// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
+/// `find`, or one `find` by `_id` each for up to 8 recipients), one `update` and an unlock; on
+/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. On FerretDB
+/// 1.24 each update statement still makes SQLite scan the collection (its `_id` index serves no
+/// query), so there a send's cost grows with N times the size of the buckets collection (see
+/// `docs/BENCHMARKS.md`).
+///
 /// # Setup and failures
 ///
 /// Run [`BucketedFanOut::create_indexes`] at startup: the unique `{owner, sequence}` index is
@@ -163,6 +206,7 @@ struct Buckets {
     heads: Collection<Document>,
     recipients: RecipientLists,
     bucket_size: u32,
+    retention: Retention,
 }
 
 impl<P> Clone for BucketedFanOut<P> {
@@ -190,6 +234,7 @@ pub struct BucketedFanOutBuilder<P> {
     config: StoreConfig,
     max_inline: usize,
     bucket_size: u32,
+    retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
 
@@ -199,12 +244,21 @@ impl<P> fmt::Debug for BucketedFanOutBuilder<P> {
             .field("config", &self.config)
             .field("max_inline", &self.max_inline)
             .field("bucket_size", &self.bucket_size)
+            .field("retention", &self.retention)
             .finish()
     }
 }
 
 impl<P: Payload> BucketedFanOutBuilder<P> {
     store_builder_methods!();
+
+    /// How long owners' messages are kept, enforced by
+    /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune), which drops whole buckets
+    /// (default: forever).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
 
     /// Messages per bucket (default [`DEFAULT_BUCKET_SIZE`](super::DEFAULT_BUCKET_SIZE), 50).
     pub fn bucket_size(mut self, size: u32) -> Self {
@@ -243,16 +297,20 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
             .keys(doc! { "owner": 1, "sequence": 1 })
             .options(IndexOptions::builder().unique(true).build())
             .build();
+        let (unread, by_message) = lifecycle::indexes();
         Ok(BucketedFanOut {
             buckets: Buckets {
                 backend: self
                     .config
                     .backend(&locks, LOCK_LEASE)
-                    .with_index(&buckets, unique),
+                    .with_index(&buckets, unique)
+                    .with_index(&buckets, unread)
+                    .with_index(&buckets, by_message),
                 buckets,
                 heads: database.collection(&heads),
                 recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
                 bucket_size: self.bucket_size,
+                retention: self.retention,
             },
             _payload: PhantomData,
         })
@@ -282,6 +340,7 @@ impl<P: Payload> BucketedFanOut<P> {
             config: StoreConfig::new(database),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
             bucket_size: DEFAULT_BUCKET_SIZE,
+            retention: Retention::default(),
             _payload: PhantomData,
         }
     }
@@ -299,18 +358,6 @@ impl<P: Payload> BucketedFanOut<P> {
 }
 
 impl Buckets {
-    /// How many messages `owner` has received: every bucket but the newest is full, so one read
-    /// of the newest bucket is enough.
-    async fn count(&self, owner: &str) -> Result<u64> {
-        validate::check_user_id("owner", owner)?;
-        Ok(self
-            .newest_bucket(owner)
-            .await?
-            .map_or(0, |(sequence, count)| {
-                sequence as u64 * self.bucket_size as u64 + count as u64
-            }))
-    }
-
     /// The sequence and count of `owner`'s newest bucket: one `find` of one document.
     async fn newest_bucket(&self, owner: &str) -> Result<Option<(i64, i64)>> {
         let newest = self
@@ -337,12 +384,13 @@ impl Buckets {
         1 + (limit.saturating_sub(1)).div_ceil(self.bucket_size as usize)
     }
 
-    /// Pushes `message` to every one of `recipients`, locking them where updates are not atomic.
+    /// Pushes `message` to every one of `recipients` but those who block its sender (returned),
+    /// locking them where updates are not atomic.
     async fn deliver_entry<P: Payload>(
         &self,
         message: &Message<P>,
         recipients: Vec<String>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let mut entry = message.to_document()?;
         let list = self.recipients.share(&mut entry, message.id)?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
@@ -355,24 +403,46 @@ impl Buckets {
             document: &entry,
             id: message.id,
             sent: message.sent,
+            from: &message.from,
         };
         // Where recipients are locked, a bounded round keeps each locked delivery to about one
         // `update` command, well inside the lease even on a slow server.
         let round = capabilities.max_update_statements.max(1);
-        self.backend
-            .exclusive_in_rounds(&recipients, round, |taken| self.deliver(taken, &entry))
-            .await
+        // The recipients who block the sender, from every round.
+        let skipped = std::sync::Mutex::new(Vec::new());
+        let record = |blocked: Vec<String>| {
+            skipped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend(blocked);
+        };
+        let entry = &entry;
+        let locked = self
+            .backend
+            .exclusive_in_rounds(&recipients, round, |taken| async move {
+                record(self.deliver_locked(taken, entry).await?);
+                Ok(())
+            });
+        let atomic = async {
+            record(self.deliver(recipients.clone(), entry).await?);
+            Ok(())
+        };
+        self.backend.atomic_or_locked(atomic, locked).await?;
+        Ok(skipped
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// The recipients whose two newest buckets already hold message `id` (one `find` of heads,
-    /// one `find` of at most two buckets per recipient).
+    /// one `find` of at most two buckets per recipient), and those who block `sender`.
     async fn holders(
         &self,
         id: MessageId,
+        sender: &str,
         recipients: &[String],
-    ) -> Result<std::collections::HashSet<String>> {
+    ) -> Result<(std::collections::HashSet<String>, Vec<String>)> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let heads = self.read_heads(&names).await?;
+        let (heads, blocked) = self.read_heads(&names, sender).await?;
         let clauses: Vec<Bson> = heads
             .iter()
             .map(|(owner, head)| {
@@ -386,10 +456,11 @@ impl Buckets {
             .await?
             .try_collect()
             .await?;
-        Ok(found
+        let holders = found
             .iter()
             .filter_map(|bucket| bucket.get_str("owner").ok().map(str::to_owned))
-            .collect())
+            .collect();
+        Ok((holders, blocked))
     }
 
     /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
@@ -400,19 +471,27 @@ impl Buckets {
     /// after a backoff under the store's [`RetryPolicy`]. The `messages.id $ne` guard of the push
     /// would make a resend harmless on MongoDB, but FerretDB 1.x evaluates it wrongly, and the
     /// check costs a `find` only when something failed.
-    async fn deliver(&self, recipients: Vec<String>, entry: &Entry<'_>) -> Result<()> {
+    ///
+    /// Recipients whose head lists the sender as blocked are returned and get nothing; those
+    /// who mute the sender get the entry hidden.
+    async fn deliver(&self, recipients: Vec<String>, entry: &Entry<'_>) -> Result<Vec<String>> {
         let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let mut targets = self
+        let (mut targets, blocked) = self
             .backend
-            .retry("read heads", || self.read_heads(&names))
+            .retry("read heads", || self.read_heads(&names, entry.from))
             .await?;
-        let mut pending = recipients;
+        let (blocked, mut pending): (Vec<String>, Vec<String>) = recipients
+            .into_iter()
+            .partition(|recipient| blocked.contains(recipient));
+        if pending.is_empty() {
+            return Ok(blocked);
+        }
         let mut moves: HashMap<String, u32> = HashMap::new();
         let mut backoff = Backoff::new(self.backend.retry_policy(), "deliver to buckets");
         for _ in 0..MAX_ROUNDS {
             let pushed = self.push(&pending, &targets, entry).await?;
             if pushed.suspects.is_empty() {
-                return Ok(());
+                return Ok(blocked);
             }
             if let Some(error) = pushed.transient {
                 backoff.wait(error).await?;
@@ -452,7 +531,7 @@ impl Buckets {
                 self.advance_heads(&moved).await?;
             }
             if pending_next.is_empty() {
-                return Ok(());
+                return Ok(blocked);
             }
             pending = std::mem::take(&mut pending_next);
         }
@@ -462,8 +541,13 @@ impl Buckets {
     }
 
     /// Each recipient's newest bucket, from the heads collection (bucket 0 when unknown), with
-    /// the newest `sent` of the bucket before it.
-    async fn read_heads(&self, recipients: &[&str]) -> Result<HashMap<String, Target>> {
+    /// the newest `sent` of the bucket before it and whether the recipient mutes `sender`; and
+    /// the recipients who block `sender`.
+    async fn read_heads(
+        &self,
+        recipients: &[&str],
+        sender: &str,
+    ) -> Result<(HashMap<String, Target>, Vec<String>)> {
         let mut heads: HashMap<String, Target> = recipients
             .iter()
             .map(|r| (r.to_string(), Target::default()))
@@ -475,13 +559,22 @@ impl Buckets {
             .await?
             .try_collect()
             .await?;
+        let mut blocked = Vec::new();
         for head in found {
-            if let (Ok(owner), Some(sequence)) = (head.get_str("_id"), integer(&head, "head")) {
-                let floor = date(&head, FLOOR);
-                heads.insert(owner.to_owned(), Target { sequence, floor });
+            let Ok(owner) = head.get_str("_id") else {
+                continue;
+            };
+            if filters::lists(&head, Filter::Block, sender) {
+                blocked.push(owner.to_owned());
             }
+            let target = Target {
+                sequence: integer(&head, "head").unwrap_or(0),
+                floor: date(&head, FLOOR),
+                muted: filters::lists(&head, Filter::Mute, sender),
+            };
+            heads.insert(owner.to_owned(), target);
         }
-        Ok(heads)
+        Ok((heads, blocked))
     }
 
     /// Pushes `entry` into bucket `targets[r]` of each pending recipient `r`, opening the bucket
@@ -506,6 +599,13 @@ impl Buckets {
                 .map_or(entry.sent, |floor| floor.max(entry.sent));
             let mut stamped = entry.document.clone();
             stamped.insert("sent", stamp);
+            // A muted sender's entry is hidden as it lands, and counted as such.
+            let counted = if target.muted {
+                stamped.insert(Filter::Mute.field(), true);
+                doc! { "count": 1_i64, "hidden": 1_i64 }
+            } else {
+                doc! { "count": 1_i64, "unread": 1_i64 }
+            };
             batch.push(
                 doc! {
                     "owner": owner,
@@ -518,8 +618,11 @@ impl Buckets {
                 },
                 doc! {
                     "$push": { "messages": stamped },
-                    "$inc": { "count": 1_i64 },
+                    "$inc": counted,
                     "$max": { LAST_SENT: stamp },
+                    // The filter keeps selecting by owner and sequence, so buckets opened
+                    // before `_id`s were derived keep filling.
+                    "$setOnInsert": { "_id": bucket_id(owner, target.sequence) },
                 },
                 true,
             )?;
@@ -565,16 +668,11 @@ impl Buckets {
             let Ok(owner) = bucket.get_str("owner") else {
                 continue;
             };
-            let holds = bucket.get_array("messages").is_ok_and(|messages| {
-                messages
-                    .iter()
-                    .any(|m| matches!(m, Bson::Document(m) if m.get_object_id("id") == Ok(id.0)))
-            });
             seen.insert(
                 owner.to_owned(),
                 Seen {
                     count: integer(bucket, "count").unwrap_or(0),
-                    holds,
+                    holds: holds(bucket, id),
                     last_sent: date(bucket, LAST_SENT),
                 },
             );
@@ -589,6 +687,7 @@ impl Buckets {
                     let next = Target {
                         sequence: target.sequence + 1,
                         floor: later(target.floor, bucket.last_sent),
+                        ..target
                     };
                     moved.push((owner.clone(), next));
                     waiting.push((owner.clone(), next));
@@ -633,26 +732,30 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
         Strategy::BucketedFanOut
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
         let recipients = message.to.clone();
-        self.buckets.deliver_entry(&message, recipients).await?;
-        Ok(message)
+        let skipped = self.buckets.deliver_entry(&message, recipients).await?;
+        Ok(Sent { message, skipped })
     }
 
-    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
         validate::check_recipients(recipients)?;
-        let holders = self.buckets.holders(message.id, recipients).await?;
+        let (holders, mut blocked) = self
+            .buckets
+            .holders(message.id, &message.from, recipients)
+            .await?;
         let remaining: Vec<String> = recipients
             .iter()
             .filter(|recipient| !holders.contains(recipient.as_str()))
+            .filter(|recipient| !blocked.contains(recipient))
             .cloned()
             .collect();
-        if remaining.is_empty() {
-            return Ok(());
+        if !remaining.is_empty() {
+            blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
         }
-        self.buckets.deliver_entry(message, remaining).await
+        Ok(blocked)
     }
 
     fn max_message_bytes(&self) -> usize {
@@ -712,54 +815,71 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
 }
 
 impl Buckets {
-    /// One page of `owner`'s inbox: one `find` of the buckets holding it.
+    /// One page of `owner`'s inbox: one `find` of the buckets holding it, skipping the entries
+    /// pages do not show (tombstones, muted and blocked senders' messages); where those leave
+    /// the page short, one more `find` of twice as many older buckets, and so on.
     async fn page<P: Payload>(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         validate::check_page(owner, &page)?;
         let size = self.bucket_size as u64;
-        let mut filter = doc! { "owner": owner };
-        let before = match &page.after {
-            Some(after) => {
-                let position = cursor::position(after)?;
-                filter.insert("sequence", doc! { "$lte": ((position - 1) / size) as i64 });
-                Some(position)
-            }
+        // Entries at or past this position were on earlier pages.
+        let mut before = match &page.after {
+            Some(after) => Some(cursor::position(after, owner)?),
             None => None,
         };
-        let wanted = self.buckets_for(page.limit);
-        let buckets: Vec<Document> = self
-            .buckets
-            .find(filter)
-            .sort(doc! { "sequence": -1 })
-            .projection(doc! { "_id": 0, "sequence": 1, "messages": 1 })
-            .limit(wanted as i64)
-            .batch_size(wanted as u32)
-            .await?
-            .try_collect()
-            .await?;
-
+        let mut wanted = self.buckets_for(page.limit);
         let mut entries = Vec::with_capacity(page.limit);
         let mut last_position = None;
-        'buckets: for mut bucket in buckets {
-            let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
-            let Some(Bson::Array(messages)) = bucket.remove("messages") else {
-                continue;
-            };
-            for (index, entry) in messages.into_iter().enumerate().rev() {
-                let position = sequence * size + index as u64;
-                if before.is_some_and(|before| position >= before) {
-                    continue;
-                }
-                let Bson::Document(entry) = entry else {
+        'reads: loop {
+            let mut filter = doc! { "owner": owner };
+            if let Some(before) = before {
+                filter.insert("sequence", doc! { "$lte": ((before - 1) / size) as i64 });
+            }
+            let buckets: Vec<Document> = self
+                .buckets
+                .find(filter)
+                .sort(doc! { "sequence": -1 })
+                .projection(doc! { "_id": 0, "sequence": 1, "messages": 1 })
+                .limit(wanted as i64)
+                .batch_size(wanted as u32)
+                .await?
+                .try_collect()
+                .await?;
+            let exhausted = buckets.len() < wanted;
+            let mut oldest = None;
+            for mut bucket in buckets {
+                let sequence = integer(&bucket, "sequence").unwrap_or(0) as u64;
+                oldest = Some(sequence);
+                let Some(Bson::Array(messages)) = bucket.remove("messages") else {
                     continue;
                 };
-                entries.push(entry);
-                last_position = Some(position);
-                if entries.len() == page.limit {
-                    break 'buckets;
+                for (index, entry) in messages.into_iter().enumerate().rev() {
+                    let position = sequence * size + index as u64;
+                    if before.is_some_and(|before| position >= before) {
+                        continue;
+                    }
+                    let Bson::Document(entry) = entry else {
+                        continue;
+                    };
+                    if !lifecycle::shown(&entry) {
+                        continue;
+                    }
+                    entries.push(entry);
+                    last_position = Some(position);
+                    if entries.len() == page.limit {
+                        break 'reads;
+                    }
                 }
+            }
+            match oldest {
+                Some(oldest) if !exhausted && oldest > 0 => {
+                    before = Some(oldest * size);
+                    wanted *= 2;
+                }
+                _ => break,
             }
         }
         self.recipients.restore(&mut entries, "id").await?;
+        let full = entries.len() == page.limit;
         let items = entries
             .into_iter()
             .map(|entry| {
@@ -768,7 +888,7 @@ impl Buckets {
             })
             .collect::<Result<Vec<Message<P>>>>()?;
         let next = match last_position {
-            Some(position) if position > 0 => Some(cursor::after_position(position)),
+            Some(position) if full && position > 0 => Some(cursor::after_position(owner, position)),
             _ => None,
         };
         Ok(Page { items, next })

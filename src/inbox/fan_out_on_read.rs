@@ -1,15 +1,22 @@
 //! Fan out on read: one document per message; an inbox is every message naming its owner.
 
+mod lifecycle;
+
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
-use super::time_ordered::{self, Layout};
-use super::{validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES};
+use super::filters::{self, FilterLists};
+use super::lifecycle::{Filter, Retention};
+use super::time_ordered::{self, Layout, OwnerState};
+use super::{
+    validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
+};
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -17,13 +24,16 @@ use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 1] = ["inbox"];
+pub(super) const COLLECTIONS: [&str; 3] = ["inbox", filters::DEFAULT_COLLECTION, "inbox_locks"];
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnRead,
     owner_field: "to",
     id_field: "id",
+    state: OwnerState::Shared,
 };
+/// How long the lifecycle lock lasts if its holder dies (servers without atomic updates).
+const LOCK_LEASE: Duration = Duration::from_secs(30);
 
 /// Fan out on read: sending is one insert; reading gathers every message addressed to the owner.
 ///
@@ -33,6 +43,14 @@ const LAYOUT: Layout = Layout {
 /// document whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not
 /// already named by one (a `find` first), whose `_id` derives from the message and the
 /// recipient, so a recipient never gets a second one.
+///
+/// Owners' state lives on the shared documents, as arrays of owners (`read_by`, `starred_by`,
+/// `gone_for`, `muted_for`, `blocked_for`, and `retracted` for the sender's tombstone; see
+/// [`super::InboxLifecycle`]), so a page is still one `find` of `{to, sent, id}` filtered on
+/// the server. An index `{id: 1}` finds a message's documents. Two more collections:
+/// `inbox_filters` (`{_id: owner, muted, blocked}`, each owner's mute and block lists, read by
+/// every send: one `find`) and `inbox_locks` (where updates are not atomic, one store-wide lock
+/// that lifecycle writes take, because their documents are shared by owners).
 ///
 /// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:
 /// choose it when messages are sent far more often than inboxes are read.
@@ -52,6 +70,8 @@ const LAYOUT: Layout = Layout {
 pub struct FanOutOnRead<P> {
     backend: Backend,
     messages: Collection<Document>,
+    filters: FilterLists,
+    retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
 
@@ -60,6 +80,8 @@ impl<P> Clone for FanOutOnRead<P> {
         Self {
             backend: self.backend.clone(),
             messages: self.messages.clone(),
+            filters: self.filters.clone(),
+            retention: self.retention,
             _payload: PhantomData,
         }
     }
@@ -77,6 +99,7 @@ impl<P> fmt::Debug for FanOutOnRead<P> {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct FanOutOnReadBuilder<P> {
     config: StoreConfig,
+    retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
 
@@ -84,12 +107,20 @@ impl<P> fmt::Debug for FanOutOnReadBuilder<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FanOutOnReadBuilder")
             .field("config", &self.config)
+            .field("retention", &self.retention)
             .finish()
     }
 }
 
 impl<P: Payload> FanOutOnReadBuilder<P> {
     store_builder_methods!();
+
+    /// How long owners' messages are kept, enforced by
+    /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
 
     /// Builds the store.
     ///
@@ -98,17 +129,22 @@ impl<P: Payload> FanOutOnReadBuilder<P> {
     /// [`crate::Error::InvalidConfig`] for an unusable collection name, or a name given to a
     /// collection the store does not have.
     pub fn build(self) -> Result<FanOutOnRead<P>> {
-        let [messages] = self.config.names(COLLECTIONS)?;
-        let messages = self.config.database().collection(&messages);
+        let [messages, filters, locks] = self.config.names(COLLECTIONS)?;
+        let database = self.config.database();
+        let messages = database.collection(&messages);
         let by_owner = IndexModel::builder().keys(LAYOUT.index_keys()).build();
+        let by_id = IndexModel::builder().keys(doc! { "id": 1 }).build();
         Ok(FanOutOnRead {
-            // The store's correctness does not depend on its index (a delivered copy's `_id` is
-            // what refuses a second one), only its speed.
+            // The store's correctness does not depend on its indexes (a delivered copy's `_id`
+            // is what refuses a second one), only its speed.
             backend: self
                 .config
-                .backend_without_locks()
-                .with_index(&messages, by_owner),
+                .backend(&locks, LOCK_LEASE)
+                .with_index(&messages, by_owner)
+                .with_index(&messages, by_id),
             messages,
+            filters: FilterLists::new(database.collection(&filters)),
+            retention: self.retention,
             _payload: PhantomData,
         })
     }
@@ -126,6 +162,7 @@ impl<P: Payload> FanOutOnRead<P> {
     pub fn builder(database: &Database) -> FanOutOnReadBuilder<P> {
         FanOutOnReadBuilder {
             config: StoreConfig::new(database),
+            retention: Retention::default(),
             _payload: PhantomData,
         }
     }
@@ -137,18 +174,47 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         Strategy::FanOutOnRead
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+    /// One `find` of the recipients' filters, one `insert`. Recipients who block the sender are
+    /// named in `gone_for` (the message is not in their inbox), those who mute them in
+    /// `muted_for`; when every recipient blocks the sender, nothing is stored.
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
         let mut document = message.to_document()?;
         document.insert("_id", message.id.0);
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
+        // Room for the owners' state arrays, which name recipients again.
+        let names: usize = message.to.iter().map(|r| r.len() + 16).sum();
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES.saturating_sub(4 * names))?;
+        let filters = self
+            .filters
+            .for_sender(&self.backend, &message.from, &message.to)
+            .await?;
+        let skipped: Vec<String> = message
+            .to
+            .iter()
+            .filter(|r| filters.has(r, Filter::Block))
+            .cloned()
+            .collect();
+        if skipped.len() == message.to.len() {
+            return Ok(Sent { message, skipped });
+        }
+        if !skipped.is_empty() {
+            document.insert("gone_for", &skipped);
+        }
+        let muted: Vec<&String> = message
+            .to
+            .iter()
+            .filter(|r| filters.has(r, Filter::Mute))
+            .collect();
+        if !muted.is_empty() {
+            document.insert("muted_for", muted);
+        }
         // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
         self.backend.insert_once(&self.messages, document).await?;
-        Ok(message)
+        Ok(Sent { message, skipped })
     }
 
-    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
         validate::check_recipients(recipients)?;
         let mut document = message.to_document()?;
         document.insert("delivered", true);
@@ -178,25 +244,45 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             .flatten()
             .filter_map(bson::Bson::as_str)
             .collect();
-        let missing: Vec<&String> = recipients
+        let missing: Vec<String> = recipients
             .iter()
             .filter(|recipient| !held.contains(recipient.as_str()))
+            .cloned()
+            .collect();
+        let filters = self
+            .filters
+            .for_sender(&self.backend, &message.from, recipients)
+            .await?;
+        let skipped: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| filters.has(recipient, Filter::Block))
+            .cloned()
+            .collect();
+        let missing: Vec<String> = missing
+            .into_iter()
+            .filter(|recipient| !filters.has(recipient, Filter::Block))
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return Ok(skipped);
         }
         let copies = missing
-            .into_iter()
+            .iter()
             .map(|recipient| {
                 let mut copy = document.clone();
                 copy.insert("_id", derived_id(message.id.0, recipient));
                 copy.insert("to", vec![recipient.as_str()]);
+                if filters.has(recipient, Filter::Mute) {
+                    copy.insert("muted_for", vec![recipient.as_str()]);
+                }
                 copy
             })
             .collect();
         // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
         // was delivered before (or by an earlier attempt of this one).
-        self.backend.insert_many_once(&self.messages, copies).await
+        self.backend
+            .insert_many_once(&self.messages, copies)
+            .await?;
+        Ok(skipped)
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
@@ -222,11 +308,14 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        vec![ShardKey::new(
-            self.messages.name(),
-            doc! { "from": 1 },
-            "spreads writes by sender; every inbox read is scattered to all shards",
-        )]
+        vec![
+            ShardKey::new(
+                self.messages.name(),
+                doc! { "from": 1 },
+                "spreads writes by sender; every inbox read is scattered to all shards",
+            ),
+            self.filters.shard_key(),
+        ]
     }
 
     fn database(&self) -> &Database {

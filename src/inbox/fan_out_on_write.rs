@@ -1,35 +1,52 @@
 //! Fan out on write: one copy of each message per recipient.
 
+mod lifecycle;
+
 use std::fmt;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::filters::{self, FilterLists};
+use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
-use super::time_ordered::{self, Layout};
-use super::{validate, InboxStore, Message, NewMessage, Payload, Strategy, MAX_DOCUMENT_BYTES};
+use super::time_ordered::{self, Layout, OwnerState};
+use super::{
+    validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
+};
 use crate::backend::Backend;
+use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 2] = ["inbox_copies", RecipientLists::DEFAULT_COLLECTION];
+pub(super) const COLLECTIONS: [&str; 4] = [
+    "inbox_copies",
+    RecipientLists::DEFAULT_COLLECTION,
+    filters::DEFAULT_COLLECTION,
+    "inbox_locks",
+];
 
 const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnWrite,
     owner_field: "recipient",
     id_field: "id",
+    state: OwnerState::Copy,
 };
+/// How long an owner's lifecycle lock lasts if its holder dies (servers without atomic updates).
+const LOCK_LEASE: Duration = Duration::from_secs(30);
 
 /// Fan out on write: every recipient gets a copy, so an inbox read touches one index range on
 /// one shard.
 ///
 /// Collections (default names; see [`FanOutOnWriteBuilder::collection`]):
-/// - `inbox_copies`: `{recipient, id, from, to: [..], sent, message}`. The unique index
+/// - `inbox_copies`: `{_id, recipient, id, from, to: [..], sent, message}`, the `_id` derived
+///   from the message and the recipient (so one owner's copy is found by `_id`). The unique index
 ///   `{recipient: 1, sent: 1, id: 1}` serves every page read and guarantees a message is in an
 ///   inbox at most once. All copies go to the server in one unordered `insert` (the driver
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
@@ -39,6 +56,16 @@ const LAYOUT: Layout = Layout {
 ///   written just before the copies, which carry `to_count` instead: otherwise a message to N
 ///   users would store N² names (1.4 GB for 10,000). Such a send takes 2 commands, and a page
 ///   holding such messages 2 `find`s; the `to` read back is the whole list either way.
+/// - `inbox_filters`: `{_id: owner, muted: [..], blocked: [..]}`, each owner's mute and block
+///   lists, read by every send (one `find`): a blocked sender's copy is not written, a muted
+///   one's is written hidden (see [`super::InboxLifecycle`]).
+/// - `inbox_locks`: where updates are not atomic (FerretDB 1.x), the per-owner locks lifecycle
+///   writes take.
+///
+/// Each copy also carries its owner's state: `unread: true` until read, `starred`, `muted`,
+/// `blocked`, and `gone` for a tombstone left by a delete or a retraction. Two more indexes
+/// serve the lifecycle: `{recipient: 1, unread: 1}` (the unread count) and `{id: 1}` (a
+/// message's copies, for retract and edit).
 ///
 /// Sharded on `{recipient: 1, sent: 1}`: an inbox lives on one shard (or a few, for very long
 /// histories). Choose it when inboxes are read far more often than messages are sent, and
@@ -49,6 +76,8 @@ pub struct FanOutOnWrite<P> {
     backend: Backend,
     copies: Collection<Document>,
     recipients: RecipientLists,
+    filters: FilterLists,
+    retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
 
@@ -58,6 +87,8 @@ impl<P> Clone for FanOutOnWrite<P> {
             backend: self.backend.clone(),
             copies: self.copies.clone(),
             recipients: self.recipients.clone(),
+            filters: self.filters.clone(),
+            retention: self.retention,
             _payload: PhantomData,
         }
     }
@@ -77,6 +108,7 @@ impl<P> fmt::Debug for FanOutOnWrite<P> {
 pub struct FanOutOnWriteBuilder<P> {
     config: StoreConfig,
     max_inline: usize,
+    retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
 
@@ -85,12 +117,20 @@ impl<P> fmt::Debug for FanOutOnWriteBuilder<P> {
         f.debug_struct("FanOutOnWriteBuilder")
             .field("config", &self.config)
             .field("max_inline", &self.max_inline)
+            .field("retention", &self.retention)
             .finish()
     }
 }
 
 impl<P: Payload> FanOutOnWriteBuilder<P> {
     store_builder_methods!();
+
+    /// How long owners' messages are kept, enforced by
+    /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
 
     /// The longest recipient list stored in every copy (default 100); a longer one is stored
     /// once, in the recipients collection. 0 stores every list once.
@@ -106,20 +146,28 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
     /// [`crate::Error::InvalidConfig`] for an unusable collection name, the same name for both
     /// collections, or a name given to a collection the store does not have.
     pub fn build(self) -> Result<FanOutOnWrite<P>> {
-        let [copies, recipients] = self.config.names(COLLECTIONS)?;
+        let [copies, recipients, filters, locks] = self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let copies = database.collection(&copies);
         let unique = IndexModel::builder()
             .keys(LAYOUT.index_keys())
             .options(IndexOptions::builder().unique(true).build())
             .build();
+        let unread = IndexModel::builder()
+            .keys(doc! { "recipient": 1, "unread": 1 })
+            .build();
+        let by_id = IndexModel::builder().keys(doc! { "id": 1 }).build();
         Ok(FanOutOnWrite {
             backend: self
                 .config
-                .backend_without_locks()
-                .with_index(&copies, unique),
+                .backend(&locks, LOCK_LEASE)
+                .with_index(&copies, unique)
+                .with_index(&copies, unread)
+                .with_index(&copies, by_id),
             copies,
             recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
+            filters: FilterLists::new(database.collection(&filters)),
+            retention: self.retention,
             _payload: PhantomData,
         })
     }
@@ -138,12 +186,15 @@ impl<P: Payload> FanOutOnWrite<P> {
         FanOutOnWriteBuilder {
             config: StoreConfig::new(database),
             max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            retention: Retention::default(),
             _payload: PhantomData,
         }
     }
 
-    /// Inserts one copy of `message` per recipient, in one unordered `insert`; `delivered`
-    /// marks copies written by [`InboxStore::deliver`], which `remove_from` may take back.
+    /// Inserts one copy of `message` per recipient, in one unordered `insert`, after one `find`
+    /// of the recipients' filters: none for a recipient who blocks the sender (returned), a
+    /// hidden one (`muted`) for one who mutes them; `delivered` marks copies written by
+    /// [`InboxStore::deliver`], which `remove_from` may take back.
     ///
     /// Retried under the store's policy. Idempotent: the unique `{recipient, sent, id}` index
     /// refuses a second copy of the message for a recipient, so a copy refused as a duplicate was
@@ -153,7 +204,7 @@ impl<P: Payload> FanOutOnWrite<P> {
         message: &Message<P>,
         recipients: &[String],
         delivered: bool,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         let mut document = message.to_document()?;
         if delivered {
             document.insert("delivered", true);
@@ -161,19 +212,38 @@ impl<P: Payload> FanOutOnWrite<P> {
         let list = self.recipients.share(&mut document, message.id)?;
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 32)?;
+        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;
         // The unique index is what refuses a second copy.
         self.backend.ensure_indexes().await?;
-        self.recipients.store(list, &self.backend).await?;
-        let copies = recipients
+        let filters = self
+            .filters
+            .for_sender(&self.backend, &message.from, recipients)
+            .await?;
+        let (skipped, receiving): (Vec<&String>, Vec<&String>) = recipients
             .iter()
+            .partition(|recipient| filters.has(recipient, Filter::Block));
+        let skipped = skipped.into_iter().cloned().collect();
+        if receiving.is_empty() {
+            return Ok(skipped);
+        }
+        self.recipients.store(list, &self.backend).await?;
+        document.insert("unread", true);
+        let copies = receiving
+            .into_iter()
             .map(|recipient| {
                 let mut copy = document.clone();
+                // Derived from the message and the recipient: a copy is found (and refused a
+                // second time) by `_id`, the one index every server uses.
+                copy.insert("_id", derived_id(message.id.0, recipient));
                 copy.insert("recipient", recipient.as_str());
+                if filters.has(recipient, Filter::Mute) {
+                    copy.insert("muted", true);
+                }
                 copy
             })
             .collect();
-        self.backend.insert_many_once(&self.copies, copies).await
+        self.backend.insert_many_once(&self.copies, copies).await?;
+        Ok(skipped)
     }
 }
 
@@ -183,14 +253,14 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
         Strategy::FanOutOnWrite
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>> {
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
         let message = Message::stamp(message);
-        self.insert_copies(&message, &message.to, false).await?;
-        Ok(message)
+        let skipped = self.insert_copies(&message, &message.to, false).await?;
+        Ok(Sent { message, skipped })
     }
 
-    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()> {
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
         validate::check_recipients(recipients)?;
         // Copies already there are refused by the unique index, and taken as done.
         self.insert_copies(message, recipients, true).await
@@ -228,6 +298,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
                 "routes each inbox read to one shard; writes spread by recipient",
             ),
             self.recipients.shard_key(),
+            self.filters.shard_key(),
         ]
     }
 

@@ -2,9 +2,13 @@
 //!
 //! | strategy | send to N recipients | read a page | shard key |
 //! |---|---|---|---|
-//! | [`FanOutOnRead`] | one insert | one `find`, scattered to every shard | `{from: 1}` |
-//! | [`FanOutOnWrite`] | one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
+//! | [`FanOutOnRead`] | a `find` of the recipients' mute and block lists, one `insert` | one `find`, scattered to every shard | `{from: 1}` |
+//! | [`FanOutOnWrite`] | a `find` of the lists, one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
 //! | [`BucketedFanOut`] | 2 commands, 5 when a bucket rolls over, whatever N | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
+//!
+//! Every strategy also implements [`InboxLifecycle`]: read state and unread counts, stars,
+//! delete for me, retract and edit by the sender, retention, mute and block (see
+//! [`lifecycle`] for what it promises and how each strategy keeps the state).
 //!
 //! The two strategies that copy a message store a recipient list longer than 100 names (their
 //! builders' `max_inline_recipients`) once, in `inbox_recipients`, rather than in every copy:
@@ -19,6 +23,8 @@ mod bucketed;
 pub(crate) mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;
+mod filters;
+pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;
 mod validate;
@@ -33,6 +39,7 @@ use serde::{Deserialize, Serialize};
 pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder, DEFAULT_BUCKET_SIZE, MAX_BUCKET_SIZE};
 pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
 pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
+pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retention, UpTo};
 
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -128,6 +135,17 @@ pub struct Message<P> {
     /// The application's content.
     #[serde(rename = "message")]
     pub payload: P,
+    /// When the sender last edited the message ([`InboxLifecycle::edit`]); `None` if never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited: Option<bson::DateTime>,
+    /// Whether the owner of the inbox it was read from has read it ([`InboxLifecycle`]); `false`
+    /// in what [`InboxStore::send`] returns.
+    #[serde(default)]
+    pub read: bool,
+    /// Whether the owner of the inbox it was read from starred it; `false` in what
+    /// [`InboxStore::send`] returns.
+    #[serde(default)]
+    pub starred: bool,
 }
 
 impl<P: Payload> Message<P> {
@@ -139,12 +157,37 @@ impl<P: Payload> Message<P> {
             to: message.to,
             sent: bson::DateTime::now(),
             payload: message.payload,
+            edited: None,
+            read: false,
+            starred: false,
         }
     }
 
-    /// The message as a BSON document, fields named as stored.
-    fn to_document(&self) -> Result<bson::Document> {
-        Ok(bson::to_document(self)?)
+    /// The message as a BSON document, fields named as stored. The owner's own state (`read`,
+    /// `starred`) is not part of the message: each strategy keeps it its own way.
+    pub(crate) fn to_document(&self) -> Result<bson::Document> {
+        let mut document = bson::to_document(self)?;
+        document.remove("read");
+        document.remove("starred");
+        Ok(document)
+    }
+}
+
+/// What [`InboxStore::send`] returns: the message as stored, and the recipients it was not
+/// delivered to because they block its sender ([`InboxLifecycle::block`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Sent<P> {
+    /// The message, with its id and sent time.
+    pub message: Message<P>,
+    /// Recipients who block the sender: the message is not in their inboxes. Empty otherwise.
+    pub skipped: Vec<String>,
+}
+
+impl<P> Sent<P> {
+    /// The message, without the skipped recipients.
+    pub fn into_message(self) -> Message<P> {
+        self.message
     }
 }
 
@@ -175,7 +218,10 @@ impl Strategy {
     ///
     /// ```
     /// use mongo_social::inbox::Strategy;
-    /// assert_eq!(Strategy::FanOutOnRead.collections(), ["inbox"]);
+    /// assert_eq!(
+    ///     Strategy::FanOutOnRead.collections(),
+    ///     ["inbox", "inbox_filters", "inbox_locks"]
+    /// );
     /// ```
     pub fn collections(self) -> &'static [&'static str] {
         match self {
@@ -230,17 +276,21 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// Which strategy this store implements.
     fn strategy(&self) -> Strategy;
 
-    /// Delivers a message to every recipient and returns it as stored.
+    /// Delivers a message to every recipient who does not block its sender, and returns it as
+    /// stored with the recipients it skipped ([`Sent::skipped`]). A recipient who muted the
+    /// sender receives it hidden (see [`InboxLifecycle::mute`]).
     ///
     /// # Errors
     ///
     /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
     /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
     /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
-    async fn send(&self, message: NewMessage<P>) -> Result<Message<P>>;
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>>;
 
     /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,
-    /// idempotently: a recipient who already holds the message does not get a second copy. This
+    /// idempotently: a recipient who already holds the message does not get a second copy, and
+    /// one who blocks the sender gets none. Returns the recipients who block the sender (those
+    /// who held the message already included). This
     /// is how background fan-out writes copies in batches and retries a batch that failed or
     /// whose worker died, and how an inbox is filled with messages sent before its owner
     /// followed their sender.
@@ -262,7 +312,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
     /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
     /// written.
-    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<()>;
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>>;
 
     /// Removes from `owner`'s inbox the messages from `sender` that reached it through
     /// [`InboxStore::deliver`] (posts to followers, backfills), when `owner` stops following
@@ -288,7 +338,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::InvalidPageLimit`] for a limit outside `1..=PageRequest::MAX_LIMIT`.
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>>;
 
-    /// How many messages `owner` has received.
+    /// How many messages `owner`'s inbox shows: those a walk through its pages returns (not
+    /// deleted, retracted, pruned, or from a muted or blocked sender).
     async fn count(&self, owner: &str) -> Result<u64>;
 
     /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on

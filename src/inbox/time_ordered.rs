@@ -1,7 +1,8 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
-//! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`].
+//! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`], with each one's owner state
+//! ([`OwnerState`]) filtered on the server.
 
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
@@ -18,6 +19,63 @@ pub(super) struct Layout {
     pub(super) owner_field: &'static str,
     /// Field holding the message id (`_id` or `id`).
     pub(super) id_field: &'static str,
+    /// Where an owner's read state, stars and hidden marks are kept.
+    pub(super) state: OwnerState,
+}
+
+/// Where a strategy keeps each owner's state of a message (see [`super::lifecycle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OwnerState {
+    /// On the owner's own copy: `unread: true`, `starred: true`, `gone` (a tombstone:
+    /// `"deleted"` or `"retracted"`), `muted: true`, `blocked: true`.
+    Copy,
+    /// On a document its recipients share, as arrays of owners: `read_by`, `starred_by`,
+    /// `gone_for`, `muted_for`, `blocked_for`; and `retracted` (when) for the sender's
+    /// tombstone.
+    Shared,
+}
+
+impl OwnerState {
+    /// What a document must satisfy to show in `owner`'s inbox.
+    pub(super) fn visible(self, owner: &str) -> Document {
+        match self {
+            OwnerState::Copy => doc! {
+                "gone": { "$exists": false },
+                "muted": { "$exists": false },
+                "blocked": { "$exists": false },
+            },
+            OwnerState::Shared => doc! {
+                "retracted": { "$exists": false },
+                "gone_for": { "$ne": owner },
+                "muted_for": { "$ne": owner },
+                "blocked_for": { "$ne": owner },
+            },
+        }
+    }
+
+    /// What a document must satisfy to be unread by `owner`.
+    pub(super) fn unread(self, owner: &str) -> Document {
+        match self {
+            OwnerState::Copy => doc! { "unread": true },
+            OwnerState::Shared => doc! { "read_by": { "$ne": owner } },
+        }
+    }
+
+    /// Whether `owner` has read the stored `document`, and starred it.
+    fn read_and_starred(self, document: &Document, owner: &str) -> (bool, bool) {
+        let names = |field: &str| {
+            document
+                .get_array(field)
+                .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
+        };
+        match self {
+            OwnerState::Copy => (
+                !document.get_bool("unread").unwrap_or(false),
+                document.get_bool("starred").unwrap_or(false),
+            ),
+            OwnerState::Shared => (names("read_by"), names("starred_by")),
+        }
+    }
 }
 
 impl Layout {
@@ -44,8 +102,14 @@ pub(super) async fn read_page<P: Payload>(
 ) -> Result<Page<Message<P>>> {
     validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
+    filter.extend(layout.state.visible(owner));
     if let Some(after) = &page.after {
-        filter.extend(cursor::older_than(after, layout.strategy, layout.id_field)?);
+        filter.extend(cursor::older_than(
+            after,
+            layout.strategy,
+            owner,
+            layout.id_field,
+        )?);
     }
     let fetch = page.fetch();
     let mut documents: Vec<Document> = collection
@@ -63,38 +127,60 @@ pub(super) async fn read_page<P: Payload>(
     }
     let items = documents
         .into_iter()
-        .map(|document| decode(collection.name(), document, layout))
+        .map(|document| decode(collection.name(), document, layout, owner))
         .collect::<Result<Vec<Message<P>>>>()?;
     let next = match items.last() {
-        Some(last) if more => Some(cursor::after_time(layout.strategy, last.sent, last.id)),
+        Some(last) if more => Some(cursor::after_time(
+            layout.strategy,
+            owner,
+            last.sent,
+            last.id,
+        )),
         _ => None,
     };
     Ok(Page { items, next })
 }
 
-/// How many messages `owner` has: a counted index range.
+/// How many messages `owner`'s inbox shows: a counted index range.
 pub(super) async fn count(
     collection: &Collection<Document>,
     layout: Layout,
     owner: &str,
 ) -> Result<u64> {
     validate::check_user_id("owner", owner)?;
-    Ok(collection
-        .count_documents(doc! { layout.owner_field: owner })
-        .await?)
+    let mut filter = doc! { layout.owner_field: owner };
+    filter.extend(layout.state.visible(owner));
+    Ok(collection.count_documents(filter).await?)
 }
 
-/// A message read from `collection`.
+/// How many messages `owner`'s inbox shows unread: a counted index range.
+pub(super) async fn unread_count(
+    collection: &Collection<Document>,
+    layout: Layout,
+    owner: &str,
+) -> Result<u64> {
+    validate::check_user_id("owner", owner)?;
+    let mut filter = doc! { layout.owner_field: owner };
+    filter.extend(layout.state.unread(owner));
+    filter.extend(layout.state.visible(owner));
+    Ok(collection.count_documents(filter).await?)
+}
+
+/// A message read from `collection`, with `owner`'s read state and star.
 fn decode<P: Payload>(
     collection: &str,
     mut document: Document,
     layout: Layout,
+    owner: &str,
 ) -> Result<Message<P>> {
     let stored_id = document.get("_id").cloned();
+    let (read, starred) = layout.state.read_and_starred(&document, owner);
     if layout.id_field != "id" {
         if let Some(id) = document.remove(layout.id_field) {
             document.insert("id", id);
         }
     }
+    document.insert("read", Bson::Boolean(read));
+    document.insert("starred", Bson::Boolean(starred));
     crate::bson_ext::decode_with_id(collection, stored_id, document)
 }

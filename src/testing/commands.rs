@@ -1,10 +1,11 @@
 //! Counting the commands a client sends, to check round trips ("one inbox page is one `find`").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::IntoFuture;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use bson::Document;
+use bson::{Bson, Document};
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
 use mongodb::options::ClientOptions;
@@ -58,6 +59,9 @@ fn is_capability_probe(command: &bson::Document) -> bool {
 /// # }
 /// ```
 ///
+/// It also counts the documents the server returned to the counted commands
+/// ([`CommandCounter::documents_read`]): what a read cost in documents, as well as in round trips.
+///
 /// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out, as are the
 /// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`]...), which a
 /// store sends once, on first use, to a server that is neither MongoDB nor FerretDB. The record
@@ -68,6 +72,11 @@ pub struct CommandCounter {
     names: Arc<Mutex<Vec<String>>>,
     /// The commands themselves, kept only by [`CommandCounter::keeping_commands`].
     commands: Option<Arc<Mutex<Vec<KeptCommand>>>>,
+    /// Documents returned to counted commands since the last reset.
+    documents: Arc<AtomicUsize>,
+    /// Request ids of started commands that are not counted (probes, handshakes), whose replies
+    /// are not counted either.
+    uncounted: Arc<Mutex<BTreeSet<i32>>>,
 }
 
 /// A command's name and document, as [`CommandCounter::commands`] returns them.
@@ -114,20 +123,35 @@ impl CommandCounter {
     /// [`ClientOptions::command_event_handler`].
     pub fn handler(&self) -> EventHandler<CommandEvent> {
         let counter = self.clone();
-        EventHandler::callback(move |event| {
-            if let CommandEvent::Started(started) = event {
-                if !is_capability_probe(&started.command) {
-                    counter.record(&started.command_name);
-                    if let Some(commands) = &counter.commands {
-                        if Self::is_counted(&started.command_name) {
-                            commands
-                                .lock()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .push((started.command_name.clone(), started.command.clone()));
-                        }
-                    }
+        EventHandler::callback(move |event| match event {
+            CommandEvent::Started(started) => {
+                let counted = !is_capability_probe(&started.command)
+                    && Self::is_counted(&started.command_name);
+                if !counted {
+                    counter.uncounted_lock().insert(started.request_id);
+                    return;
+                }
+                counter.record(&started.command_name);
+                if let Some(commands) = &counter.commands {
+                    commands
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((started.command_name.clone(), started.command.clone()));
                 }
             }
+            CommandEvent::Succeeded(succeeded) => {
+                let counted = !counter.uncounted_lock().remove(&succeeded.request_id);
+                let documents = if counted {
+                    returned(&succeeded.reply)
+                } else {
+                    0
+                };
+                counter.documents.fetch_add(documents, Ordering::Relaxed);
+            }
+            CommandEvent::Failed(failed) => {
+                counter.uncounted_lock().remove(&failed.request_id);
+            }
+            _ => {}
         })
     }
 
@@ -147,6 +171,7 @@ impl CommandCounter {
     /// Forgets everything recorded so far.
     pub fn reset(&self) {
         self.lock().clear();
+        self.documents.store(0, Ordering::Relaxed);
         if let Some(commands) = &self.commands {
             commands
                 .lock()
@@ -158,6 +183,14 @@ impl CommandCounter {
     /// How many commands were recorded since the last [`reset`](Self::reset).
     pub fn total(&self) -> usize {
         self.lock().len()
+    }
+
+    /// How many documents the server returned to the counted commands since the last
+    /// [`reset`](Self::reset): every document of a cursor's batches (`find`, `aggregate`,
+    /// `getMore`) and a `findAndModify`'s value. Only replies to clients this counter is
+    /// [attached](Self::attach) to are seen; [`record`](Self::record) adds none.
+    pub fn documents_read(&self) -> usize {
+        self.documents.load(Ordering::Relaxed)
     }
 
     /// How many commands named `command_name` (exactly, such as `"find"`) were recorded.
@@ -195,6 +228,12 @@ impl CommandCounter {
         (output, self.names())
     }
 
+    fn uncounted_lock(&self) -> MutexGuard<'_, BTreeSet<i32>> {
+        self.uncounted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Vec<String>> {
         // The lock is only held for plain `Vec` operations, so a poisoned lock still holds a
         // consistent record.
@@ -202,9 +241,43 @@ impl CommandCounter {
     }
 }
 
+/// Documents a reply returned: a cursor's batch, or a `findAndModify` value.
+fn returned(reply: &Document) -> usize {
+    if let Ok(cursor) = reply.get_document("cursor") {
+        for batch in ["firstBatch", "nextBatch"] {
+            if let Ok(batch) = cursor.get_array(batch) {
+                return batch.len();
+            }
+        }
+    }
+    usize::from(matches!(reply.get("value"), Some(Bson::Document(_))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_returned_by_cursors_and_find_and_modify() {
+        let batch = |name: &str, n: usize| {
+            let documents: Vec<Bson> = (0..n)
+                .map(|i| Bson::Document(bson::doc! { "i": i as i64 }))
+                .collect();
+            bson::doc! { "cursor": { name: documents, "id": 0_i64 }, "ok": 1.0 }
+        };
+        assert_eq!(returned(&batch("firstBatch", 3)), 3);
+        assert_eq!(returned(&batch("nextBatch", 2)), 2);
+        assert_eq!(
+            returned(&bson::doc! { "value": { "_id": 1 }, "ok": 1.0 }),
+            1
+        );
+        assert_eq!(returned(&bson::doc! { "value": Bson::Null, "ok": 1.0 }), 0);
+        assert_eq!(
+            returned(&bson::doc! { "n": 5, "ok": 1.0 }),
+            0,
+            "a write returns none"
+        );
+    }
 
     #[test]
     fn ignores_handshake_and_monitoring_commands() {

@@ -50,11 +50,13 @@
 //! runtime it was made in, so [`client`] and [`test_db`] make a new client on every call.
 
 mod commands;
+pub mod comment_votes_suite;
 pub mod comments_suite;
 pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
 pub mod inbox_suite;
+pub mod lifecycle_suite;
 #[cfg(unix)]
 mod local_server;
 #[cfg(unix)]
@@ -392,6 +394,39 @@ impl TestDb {
             }
         }
         total
+    }
+
+    /// Every document of every collection but those in `except`, by collection name, each
+    /// collection's documents in `_id` order: compare two snapshots to check that a refused
+    /// operation changed nothing (not even a field).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot list or read.
+    pub async fn snapshot(&self, except: &[&str]) -> Vec<(String, Vec<bson::Document>)> {
+        use futures::TryStreamExt;
+        let mut names = self
+            .db
+            .list_collection_names()
+            .await
+            .expect("list collections");
+        names.retain(|name| !except.contains(&name.as_str()));
+        names.sort();
+        let mut snapshot = Vec::with_capacity(names.len());
+        for name in names {
+            let documents: Vec<bson::Document> = self
+                .db
+                .collection::<bson::Document>(&name)
+                .find(doc! {})
+                .sort(doc! { "_id": 1 })
+                .await
+                .expect("find")
+                .try_collect()
+                .await
+                .expect("read documents");
+            snapshot.push((name, documents));
+        }
+        snapshot
     }
 }
 

@@ -1,0 +1,346 @@
+//! The inbox lifecycle: read state and unread counts, stars, delete for me, retract and edit by
+//! the sender, retention, mute and block; one [`InboxLifecycle`] trait that every strategy
+//! implements.
+//!
+//! # Why a second trait
+//!
+//! [`InboxStore`] stays the minimum a strategy needs (send, deliver, page, count), and
+//! [`InboxLifecycle`] extends it (`InboxLifecycle<P>: InboxStore<P>`): a strategy of the
+//! application's own can implement the first alone, and code that only sends and reads
+//! (such as [`crate::delivery::Delivery`]) keeps asking for an `Arc<DynInboxStore<P>>`. An
+//! `Arc<DynInboxLifecycle<P>>` converts into one (trait upcasting), so an application holds
+//! one handle of each strategy and passes it to both. Blocking is the exception that lives in
+//! [`InboxStore`] itself: a blocked sender's message is never delivered, whoever calls
+//! [`InboxStore::send`] or [`InboxStore::deliver`], so both report the recipients they skipped.
+//!
+//! # What every strategy promises
+//!
+//! - **Read state.** A message arrives unread. [`InboxLifecycle::mark_read`] and
+//!   [`InboxLifecycle::mark_unread`] change one message, [`InboxLifecycle::mark_read_up_to`] a
+//!   message and every older one ([`UpTo`]), each in a bounded number of commands whatever the
+//!   number of messages. [`InboxLifecycle::unread_count`] is one command. Pages carry the state
+//!   ([`Message::read`](super::Message::read), [`Message::starred`](super::Message::starred)).
+//!   Marks and new arrivals, however they interleave, never make the unread count wrong or
+//!   negative.
+//! - **Delete and retract.** [`InboxLifecycle::delete`] removes a message from its owner's inbox
+//!   only; [`InboxLifecycle::retract`] removes it, by its sender, from every inbox holding it (a
+//!   group message, and deliveries to followers, included). Both leave a tombstone where the
+//!   message was (no payload), so pages stay exact (no gap, no repeat, positions and cursors
+//!   unchanged) and a repeated call finds its own work done. [`InboxLifecycle::edit`] replaces
+//!   the payload in every inbox and records when ([`Message::edited`](super::Message::edited)).
+//! - **Mute and block.** Per owner and sender. A muted sender's messages are delivered hidden,
+//!   and the ones already there are hidden: pages, [`InboxStore::count`] and the unread count
+//!   leave them out until [`InboxLifecycle::unmute`], which shows them again with the read state
+//!   they had. A blocked sender's messages are not delivered ([`super::Sent::skipped`]), and the
+//!   ones already there are hidden until [`InboxLifecycle::unblock`]. Pages still filter on the
+//!   server, in the one `find` they were before (buckets skip hidden entries of the buckets that
+//!   find returns).
+//! - **Retention.** A store built with a [`Retention`] drops an owner's old messages in
+//!   [`InboxLifecycle::prune`], in a bounded number of commands. What is pruned is gone: it
+//!   leaves the counts, its read state goes with it, marking it is [`Error::NotFound`], and a
+//!   cursor pointing into pruned history reads an empty last page.
+//! - **Bad input** fails with a typed error before anything is written: an id the owner never
+//!   received (or deleted, or pruned) is [`Error::NotFound`] (`Entity::Message`); a cursor of
+//!   another owner's inbox or another strategy is [`Error::InvalidCursor`]; a change by someone
+//!   other than the sender is [`Error::NotSender`]; a blank id is [`Error::Blank`]; an edit too
+//!   large for the store is [`Error::TooLarge`].
+//! - **Retries.** Every write is idempotent under a lost reply (see each strategy's notes), so
+//!   the store retries it under its [`RetryPolicy`](crate::RetryPolicy), and a caller may repeat
+//!   any call after a failure.
+//!
+//! # How each strategy keeps the state
+//!
+//! - [`FanOutOnWrite`](super::FanOutOnWrite): on each copy (`unread`, `starred`, `muted`,
+//!   `blocked`, and `gone` for a tombstone); counts are a `count` of an index range starting
+//!   with the owner.
+//! - [`FanOutOnRead`](super::FanOutOnRead): one document per message shared by its
+//!   recipients, so the owners' state is arrays of owners on it (`read_by`, `starred_by`,
+//!   `gone_for`, `muted_for`, `blocked_for`; `retracted` for the sender's tombstone), and pages
+//!   and counts filter on them (`{read_by: {$ne: owner}}`).
+//! - [`BucketedFanOut`](super::BucketedFanOut): on each entry of a bucket (`read`, `starred`,
+//!   `gone`, `muted`, `blocked`), and per bucket the counters `unread` (visible unread entries)
+//!   and `hidden` (entries pages skip), changed in the same atomic update as the entries they
+//!   count, so they are exact under any concurrency; the unread count sums `unread` over the
+//!   owner's buckets that have any (one `find`). Entries are addressed by their index in the
+//!   bucket (`messages.7.read`), never shifted: positions and cursors stay valid. Writes that
+//!   depend on what they read are guarded by the bucket's revision (`rev`), and re-read when
+//!   another writer got there first. No positional (`$`) or array-filter update is needed, so
+//!   the same code runs on FerretDB 1.x.
+//!
+//! Mute and block lists live in one document per owner (`{_id: owner, muted, blocked}`): in
+//! the bucketed store's heads collection, which every send reads already; in an
+//! `inbox_filters` collection for the other two, which a send reads with one more `find`.
+//!
+//! Where single-document updates are not atomic (FerretDB 1.x), lifecycle writes take the same
+//! per-owner locks as bucketed sends (a store-wide one for [`FanOutOnRead`](super::FanOutOnRead),
+//! whose documents are shared by owners), so concurrent writers take turns. On every other
+//! server they run as they are. A mute or block racing a send to the same owner may let that
+//! one message through unhidden (the send read the lists before the mute wrote them); muting
+//! again hides it.
+//!
+//! The commands each operation costs, per strategy, are in the README ("Inbox lifecycle"),
+//! checked by `tests/inbox.rs`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{InboxStore, MessageId, Payload};
+use crate::{Cursor, Error, Result};
+
+/// How far [`InboxLifecycle::mark_read_up_to`] marks: a message and every message older than it
+/// in the owner's inbox (below it, in the inbox's newest-first order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpTo {
+    /// This message and every older one.
+    Message(MessageId),
+    /// The message a page's cursor ([`crate::Page::next`]) follows (the last message of that
+    /// page) and every older one. A cursor of another owner's inbox, or of another strategy,
+    /// is refused with [`Error::InvalidCursor`].
+    Cursor(Cursor),
+    /// Every message in the inbox when the call is made.
+    Newest,
+}
+
+/// The per-owner filters on senders: see [`InboxLifecycle::mute`] and [`InboxLifecycle::block`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Filter {
+    /// The sender's messages are delivered, hidden.
+    Mute,
+    /// The sender's messages are not delivered; those already there are hidden.
+    Block,
+}
+
+impl Filter {
+    /// The field of the owner's filter document that lists the senders, and of a copy or
+    /// bucket entry that marks what the filter hides.
+    pub(crate) fn field(self) -> &'static str {
+        match self {
+            Filter::Mute => "muted",
+            Filter::Block => "blocked",
+        }
+    }
+}
+
+/// The senders an owner mutes and blocks, as [`InboxLifecycle::filters`] reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Filters {
+    /// Senders whose messages are delivered hidden.
+    pub muted: Vec<String>,
+    /// Senders whose messages are not delivered.
+    pub blocked: Vec<String>,
+}
+
+/// How long a store keeps an owner's messages, enforced by [`InboxLifecycle::prune`]: the
+/// newest `keep_newest` messages an owner received (deleted and retracted ones count), and
+/// nothing older than `max_age`. Either, both, or neither (the default: prune removes nothing).
+///
+/// A bucketed store drops whole buckets: it keeps at least `keep_newest` messages (up to a
+/// bucket's worth more), drops a bucket once its newest message is older than `max_age`, and
+/// always keeps the newest bucket, where the next message goes.
+///
+/// ```
+/// use std::time::Duration;
+/// use mongo_social::inbox::Retention;
+///
+/// // Mastodon keeps 800 entries per home feed; keep a month as well.
+/// let retention = Retention::keep_newest(800).max_age(Duration::from_secs(30 * 24 * 3600));
+/// assert_eq!(retention.newest(), Some(800));
+/// assert!(Retention::default().is_unbounded());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Retention {
+    keep_newest: Option<u64>,
+    max_age: Option<Duration>,
+}
+
+impl Retention {
+    /// Keep an owner's newest `messages` messages.
+    pub fn keep_newest(messages: u64) -> Self {
+        Self {
+            keep_newest: Some(messages),
+            max_age: None,
+        }
+    }
+
+    /// Also (or only, on [`Retention::default`]) drop messages older than `age`.
+    pub fn max_age(mut self, age: Duration) -> Self {
+        self.max_age = Some(age);
+        self
+    }
+
+    /// How many of an owner's newest messages are kept, if limited.
+    pub fn newest(&self) -> Option<u64> {
+        self.keep_newest
+    }
+
+    /// The oldest a kept message may be, if limited.
+    pub fn age(&self) -> Option<Duration> {
+        self.max_age
+    }
+
+    /// Whether this keeps everything.
+    pub fn is_unbounded(&self) -> bool {
+        self.keep_newest.is_none() && self.max_age.is_none()
+    }
+
+    /// Messages sent before this time are older than `max_age`.
+    pub(crate) fn cutoff(&self) -> Option<bson::DateTime> {
+        self.max_age.map(|age| {
+            let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+            bson::DateTime::from_millis(
+                bson::DateTime::now().timestamp_millis().saturating_sub(age),
+            )
+        })
+    }
+}
+
+/// The inbox lifecycle: read state, stars, delete and retract, edit, retention, mute and block.
+/// Every strategy implements it; see the [module docs](self) for what each call promises and
+/// how each strategy keeps the state.
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::Arc;
+/// use mongo_social::inbox::{DynInboxLifecycle, UpTo};
+/// use mongo_social::{DynInboxStore, FanOutOnWrite, NewMessage, PageRequest};
+///
+/// let inbox: Arc<DynInboxLifecycle<String>> = Arc::new(FanOutOnWrite::new(&db));
+/// inbox.create_indexes().await?;
+/// let hi = inbox.send(NewMessage::new("joe", ["bob"], "Hi!".to_string())).await?.message;
+/// assert_eq!(inbox.unread_count("bob").await?, 1);
+/// inbox.mark_read("bob", hi.id).await?;
+/// inbox.edit("joe", hi.id, "Hi Bob!".to_string()).await?;
+/// inbox.mute("bob", "joe").await?; // joe's messages are hidden from bob until unmuted
+/// inbox.mark_read_up_to("bob", UpTo::Newest).await?;
+/// let plain: Arc<DynInboxStore<String>> = inbox; // what `Delivery` takes
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
+    /// Marks message `id` of `owner`'s inbox read (again: nothing changes).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] (`Entity::Message`) for a message `owner` never received, deleted, or
+    /// lost to pruning or retraction; [`Error::Blank`] for a blank owner.
+    async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()>;
+
+    /// Marks message `id` of `owner`'s inbox unread (again: nothing changes).
+    ///
+    /// # Errors
+    ///
+    /// As [`InboxLifecycle::mark_read`].
+    async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()>;
+
+    /// Marks the message `up_to` names, and every older one, read. Hidden messages (from a muted
+    /// or blocked sender) keep their state, and show it when the sender is unmuted or unblocked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for a message `owner` never received (or no longer holds);
+    /// [`Error::InvalidCursor`] for a cursor of another owner's inbox or of another strategy;
+    /// [`Error::Blank`].
+    async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
+
+    /// How many messages of `owner`'s inbox are unread, leaving out hidden ones. One command.
+    async fn unread_count(&self, owner: &str) -> Result<u64>;
+
+    /// Stars (`true`) or unstars message `id` of `owner`'s inbox.
+    ///
+    /// # Errors
+    ///
+    /// As [`InboxLifecycle::mark_read`].
+    async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()>;
+
+    /// Deletes message `id` from `owner`'s inbox only ("delete for me"); every other recipient
+    /// keeps it. Deleting it again, or deleting a retracted message, changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] for a message `owner` never received (or that was pruned);
+    /// [`Error::Blank`].
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()>;
+
+    /// Retracts message `id`, sent by `sender`, from every inbox that holds it. Retracting it
+    /// again changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSender`] when `sender` did not send it, [`Error::NotFound`] when no inbox
+    /// holds it, both before anything is written; [`Error::Blank`].
+    async fn retract(&self, sender: &str, id: MessageId) -> Result<()>;
+
+    /// Replaces the payload of message `id`, sent by `sender`, in every inbox that holds it, and
+    /// returns the edit's time, which pages show as [`Message::edited`](super::Message::edited).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotSender`], [`Error::NotFound`] (no inbox holds it, or it was retracted),
+    /// [`Error::TooLarge`], all before anything is written; [`Error::Blank`].
+    async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime>;
+
+    /// Turns `filter` on (`on`) or off for `sender`'s messages in `owner`'s inbox; see
+    /// [`InboxLifecycle::mute`] and [`InboxLifecycle::block`]. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Blank`] for a blank owner or sender.
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()>;
+
+    /// Mutes `sender` for `owner`: their messages, those already there and those to come, are
+    /// hidden from `owner`'s pages, count and unread count until [`InboxLifecycle::unmute`].
+    async fn mute(&self, owner: &str, sender: &str) -> Result<()> {
+        self.set_filter(owner, sender, Filter::Mute, true).await
+    }
+
+    /// Undoes [`InboxLifecycle::mute`]: the sender's messages show again, with the read state
+    /// they had (unless the sender is also blocked).
+    async fn unmute(&self, owner: &str, sender: &str) -> Result<()> {
+        self.set_filter(owner, sender, Filter::Mute, false).await
+    }
+
+    /// Blocks `sender` for `owner`: their messages are no longer delivered to `owner`
+    /// ([`super::Sent::skipped`]), and those already there are hidden until
+    /// [`InboxLifecycle::unblock`].
+    async fn block(&self, owner: &str, sender: &str) -> Result<()> {
+        self.set_filter(owner, sender, Filter::Block, true).await
+    }
+
+    /// Undoes [`InboxLifecycle::block`]: the sender's messages from before the block show again
+    /// (unless muted); those sent while blocked were never delivered.
+    async fn unblock(&self, owner: &str, sender: &str) -> Result<()> {
+        self.set_filter(owner, sender, Filter::Block, false).await
+    }
+
+    /// The senders `owner` mutes and blocks. One `find`.
+    async fn filters(&self, owner: &str) -> Result<Filters>;
+
+    /// The store's [`Retention`], set on its builder.
+    fn retention(&self) -> Retention;
+
+    /// Drops what `owner`'s inbox keeps no longer under the store's [`Retention`], and returns
+    /// how many messages went. Run it from a background job, or after sends to an owner.
+    async fn prune(&self, owner: &str) -> Result<u64>;
+}
+
+/// An inbox store with its lifecycle, of any strategy, for `Arc<DynInboxLifecycle<P>>`.
+pub type DynInboxLifecycle<P> = dyn InboxLifecycle<P>;
+
+/// [`Error::NotFound`] for message `id`.
+pub(super) fn message_not_found(id: MessageId) -> Error {
+    Error::NotFound {
+        what: crate::Entity::Message,
+        id: id.to_string(),
+    }
+}
+
+/// [`Error::NotSender`] for `user` and message `id`.
+pub(super) fn not_sender(user: &str, id: MessageId) -> Error {
+    Error::NotSender {
+        user: user.to_owned(),
+        id: id.to_string(),
+    }
+}
