@@ -100,6 +100,10 @@ pub struct WatchOptions {
     pub lookback: Duration,
     /// Items read per poll at most (default 100).
     pub batch: usize,
+    /// Where a watch without a token starts: items stamped after this time (default: when
+    /// `watch` is called). Watches of positions (a bucketed inbox) start after the newest item
+    /// instead.
+    pub since: Option<bson::DateTime>,
 }
 
 impl Default for WatchOptions {
@@ -109,6 +113,7 @@ impl Default for WatchOptions {
             poll_interval: Duration::from_millis(500),
             lookback: Duration::from_secs(60),
             batch: 100,
+            since: None,
         }
     }
 }
@@ -131,6 +136,12 @@ impl WatchOptions {
         self.lookback = lookback;
         self
     }
+
+    /// The same options starting, without a token, from `time` rather than now.
+    pub fn since(mut self, time: bson::DateTime) -> Self {
+        self.since = Some(time);
+        self
+    }
 }
 
 /// Where a watch continues: after the update that carried it. Text (`Display`), and parsed
@@ -149,7 +160,9 @@ impl FromStr for ResumeToken {
 
     fn from_str(s: &str) -> Result<Self> {
         let cursor: Cursor = s.parse()?;
-        cursor.all_fields(TOKEN_TAG)?;
+        if cursor.all_fields(PAIR_TAG).is_err() {
+            cursor.all_fields(TOKEN_TAG)?;
+        }
         Ok(Self(cursor))
     }
 }
@@ -203,6 +216,13 @@ pub(crate) trait Source: Send + Sync + 'static {
     /// The store's retry policy.
     fn retry_policy(&self) -> RetryPolicy;
 
+    /// Where a watch without a token starts, read from the server when it first runs, for
+    /// sources whose keys are not times (positions); `None`: from when it was asked for
+    /// ([`Source::start`]).
+    async fn initial(&self) -> Result<Option<Key>> {
+        Ok(None)
+    }
+
     /// Where a watch without a token starts, asked for at `now`: items with a greater key are
     /// reported. Sources whose keys are coarser than milliseconds start earlier.
     fn start(&self, now: bson::DateTime) -> Key {
@@ -223,7 +243,7 @@ pub(crate) trait Source: Send + Sync + 'static {
     ) -> Result<Vec<(Key, Self::Item)>>;
 
     /// The collection and the pipeline stages that keep the source's change events.
-    fn changes(&self) -> (Collection<Document>, Vec<Document>);
+    async fn changes(&self) -> Result<(Collection<Document>, Vec<Document>)>;
 
     /// The items a change event brings. Where the event's document holds items already
     /// reported (a bucket, a feed), those after `newest` and not `seen`.
@@ -274,7 +294,7 @@ struct Watcher<S: Source> {
 impl<S: Source> Watcher<S> {
     fn new(source: Arc<S>, from: Option<ResumeToken>, options: WatchOptions) -> Self {
         // A watch without a token reports what comes after it was asked for.
-        let now = source.start(bson::DateTime::now());
+        let now = source.start(options.since.unwrap_or_else(bson::DateTime::now));
         Self {
             source,
             options,
@@ -349,7 +369,13 @@ impl<S: Source> Watcher<S> {
                 self.resume_from(&token)?;
                 self.server_token.is_none()
             }
-            None => true,
+            None => {
+                if let Some(initial) = self.source.initial().await? {
+                    self.newest = initial.clone();
+                    self.floor = Some(initial);
+                }
+                true
+            }
         };
         self.streaming = match self.options.mode {
             Mode::Polling => false,
@@ -420,7 +446,7 @@ impl<S: Source> Watcher<S> {
 
     /// Opens the change stream after the last event reported (or from now).
     async fn open(&mut self) -> Result<()> {
-        let (collection, pipeline) = self.source.changes();
+        let (collection, pipeline) = self.source.changes().await?;
         let stream = collection
             .watch()
             .pipeline(pipeline)
@@ -562,4 +588,72 @@ impl<S: Source> Watcher<S> {
             .collect::<Result<_>>()?;
         Ok(())
     }
+}
+
+/// The tag of a paired watch's tokens.
+const PAIR_TAG: &str = "wpair";
+
+/// One stream of two watches' updates (a timeline: an inbox and the posts merged into it), each
+/// item from either as it comes. A token holds both watches' tokens and the time the pair
+/// started, so a part that had reported nothing when the token was made resumes from that time.
+pub(crate) fn pair<T: Send + 'static>(
+    first: impl FnOnce(Option<ResumeToken>, WatchOptions) -> Updates<T>,
+    second: impl FnOnce(Option<ResumeToken>, WatchOptions) -> Updates<T>,
+    from: Option<ResumeToken>,
+    options: WatchOptions,
+) -> Updates<T> {
+    let parts = match from.map(|token| split(&token)).transpose() {
+        Ok(parts) => parts,
+        Err(error) => return Box::pin(futures::stream::once(async move { Err(error) })),
+    };
+    let (first_from, second_from, start) = parts.unwrap_or_else(|| {
+        let start = options.since.unwrap_or_else(bson::DateTime::now);
+        (None, None, start)
+    });
+    let options = options.since(start);
+    let tagged = |stream: Updates<T>, side: bool| stream.map(move |update| (side, update));
+    let streams = futures::stream::select(
+        tagged(first(first_from.clone(), options.clone()), false),
+        tagged(second(second_from.clone(), options), true),
+    );
+    let last = (first_from, second_from);
+    Box::pin(streams.scan(last, move |last, (side, update)| {
+        let update = update.map(|Update { item, token }| {
+            if side {
+                last.1 = Some(token);
+            } else {
+                last.0 = Some(token);
+            }
+            let text = |token: &Option<ResumeToken>| token.as_ref().map(ToString::to_string);
+            let (a, b) = (
+                text(&last.0).unwrap_or_default(),
+                text(&last.1).unwrap_or_default(),
+            );
+            let start = start.timestamp_millis().to_string();
+            Update {
+                item,
+                token: ResumeToken(Cursor::new(PAIR_TAG, &[&a, &b, &start])),
+            }
+        });
+        futures::future::ready(Some(update))
+    }))
+}
+
+/// The two tokens and the start time in a paired watch's token.
+fn split(
+    token: &ResumeToken,
+) -> Result<(Option<ResumeToken>, Option<ResumeToken>, bson::DateTime)> {
+    let fields = token.0.all_fields(PAIR_TAG)?;
+    let [a, b, start] = fields.as_slice() else {
+        return Err(invalid("not a paired watch's token"));
+    };
+    let part = |text: &str| -> Result<Option<ResumeToken>> {
+        if text.is_empty() {
+            Ok(None)
+        } else {
+            text.parse().map(Some)
+        }
+    };
+    let start = start.parse::<i64>().map_err(|_| invalid("bad start"))?;
+    Ok((part(a)?, part(b)?, bson::DateTime::from_millis(start)))
 }

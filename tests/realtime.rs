@@ -293,3 +293,180 @@ async fn a_feed_watch_reports_posts_as_they_enter() {
         assert!(quiet.is_err(), "{mode:?}: nothing more");
     }
 }
+
+/// Every strategy's inbox watch: 16 concurrent senders, one of them muted: every message the
+/// inbox shows reported once, in each mode the server has; then a watch from a token reports
+/// exactly what came meanwhile.
+#[tokio::test]
+async fn inbox_watches_report_every_arrival_once() {
+    use mongo_social::inbox::DynInboxLifecycle;
+    use mongo_social::{BucketedFanOut, FanOutOnRead, FanOutOnWrite, Message, NewMessage};
+    use std::collections::BTreeSet;
+    let t = testing::test_db("watch_inbox").await;
+    let stores: Vec<(&str, Arc<DynInboxLifecycle<String>>)> = vec![
+        ("read", Arc::new(FanOutOnRead::new(&t.db))),
+        ("write", Arc::new(FanOutOnWrite::new(&t.db))),
+        (
+            "buckets",
+            Arc::new(
+                BucketedFanOut::builder(&t.db)
+                    .bucket_size(5)
+                    .build()
+                    .unwrap(),
+            ),
+        ),
+    ];
+    let modes = modes("inbox_watches_report_every_arrival_once", &t, false).await;
+    for (name, store) in stores {
+        store.create_indexes().await.unwrap();
+        for mode in &modes {
+            let owner = format!("{name}-{mode:?}");
+            store.mute(&owner, "muted").await.unwrap();
+            // Before the watch: not reported.
+            store
+                .send(NewMessage::new(
+                    "early",
+                    [owner.as_str()],
+                    "before".to_owned(),
+                ))
+                .await
+                .unwrap();
+            let mut updates = store.watch(&owner, None, options(*mode));
+            let senders: Vec<_> = (0..16)
+                .map(|s| {
+                    let (store, owner) = (store.clone(), owner.clone());
+                    tokio::spawn(async move {
+                        let from = if s == 0 {
+                            "muted".to_owned()
+                        } else {
+                            format!("s{s}")
+                        };
+                        for i in 0..3 {
+                            let text = format!("{from} {i}");
+                            let to = [owner.as_str(), "someone-else"];
+                            store.send(NewMessage::new(&from, to, text)).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let expected: BTreeSet<String> = (1..16)
+                .flat_map(|s| (0..3).map(move |i| format!("s{s} {i}")))
+                .collect();
+            let mut seen = BTreeSet::new();
+            let mut token = None;
+            while seen.len() < expected.len() {
+                let update = tokio::time::timeout(Duration::from_secs(30), updates.next())
+                    .await
+                    .unwrap_or_else(|_| panic!("{name} {mode:?}: stuck at {}", seen.len()))
+                    .unwrap()
+                    .unwrap();
+                let message: Message<String> = update.item;
+                assert!(
+                    seen.insert(message.payload.clone()),
+                    "{name} {mode:?}: {} twice",
+                    message.payload
+                );
+                token = Some(update.token);
+            }
+            for sender in senders {
+                sender.await.unwrap();
+            }
+            assert_eq!(seen, expected, "{name} {mode:?}");
+            drop(updates);
+            store
+                .send(NewMessage::new(
+                    "late",
+                    [owner.as_str()],
+                    "while away".to_owned(),
+                ))
+                .await
+                .unwrap();
+            let mut resumed = store.watch(&owner, token, options(*mode));
+            let next = tokio::time::timeout(Duration::from_secs(30), resumed.next())
+                .await
+                .unwrap_or_else(|_| panic!("{name} {mode:?}: nothing after resuming"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(next.item.payload, "while away", "{name} {mode:?}");
+            let quiet = tokio::time::timeout(Duration::from_millis(300), resumed.next()).await;
+            assert!(quiet.is_err(), "{name} {mode:?}: nothing more");
+        }
+    }
+}
+
+/// A timeline watch: copied posts (through the inbox) and a celebrity's posts (from the outbox),
+/// each once; resumed from a token made before the celebrity's part reported anything, it still
+/// reports the celebrity's posts made meanwhile.
+#[tokio::test]
+async fn a_timeline_watch_reports_copies_and_celebrity_posts() {
+    use mongo_social::delivery::Delivery;
+    use mongo_social::{FanOutOnWrite, FollowGraph};
+    let t = testing::test_db("watch_timeline").await;
+    let graph = Arc::new(FollowGraph::new(&t.db));
+    graph.create_indexes().await.unwrap();
+    let delivery: Delivery<String> =
+        Delivery::builder(&t.db, graph.clone(), Arc::new(FanOutOnWrite::new(&t.db)))
+            .celebrity_followers(Some(3))
+            .build()
+            .unwrap();
+    delivery.create_indexes().await.unwrap();
+    for user in ["star", "pal", "fan1", "fan2", "fan3"] {
+        graph.add_user(user).await.unwrap();
+        delivery.touch(user).await.unwrap();
+    }
+    for fan in ["fan1", "fan2", "fan3"] {
+        graph.follow(fan, "star").await.unwrap();
+    }
+    graph.follow("fan1", "pal").await.unwrap();
+    delivery.post("star", "warm-up".to_owned()).await.unwrap(); // star becomes a celebrity
+    delivery.run_pending().await.unwrap();
+    for mode in modes(
+        "a_timeline_watch_reports_copies_and_celebrity_posts",
+        &t,
+        false,
+    )
+    .await
+    {
+        let mut updates = delivery.watch_timeline("fan1", None, options(mode));
+        let mut expected = std::collections::BTreeSet::new();
+        for i in 0..6 {
+            let author = if i % 2 == 0 { "pal" } else { "star" };
+            let text = format!("{mode:?} {author} {i}");
+            delivery.post(author, text.clone()).await.unwrap();
+            expected.insert(text);
+        }
+        delivery.run_pending().await.unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut token = None;
+        while seen.len() < expected.len() {
+            let update = tokio::time::timeout(Duration::from_secs(20), updates.next())
+                .await
+                .unwrap_or_else(|_| panic!("{mode:?}: stuck at {seen:?}"))
+                .unwrap()
+                .unwrap();
+            assert!(seen.insert(update.item.payload.clone()), "{mode:?}: twice");
+            // The token of the first copy, before the celebrity's part reported anything.
+            if token.is_none() && update.item.from == "pal" {
+                token = Some(update.token);
+            }
+        }
+        assert_eq!(seen, expected);
+        drop(updates);
+        // From a token made early: what came after it, celebrity's included, once.
+        let mut resumed = delivery.watch_timeline("fan1", token, options(mode));
+        let mut again = std::collections::BTreeSet::new();
+        while let Ok(Some(update)) =
+            tokio::time::timeout(Duration::from_millis(1500), resumed.next()).await
+        {
+            assert!(
+                again.insert(update.unwrap().item.payload),
+                "{mode:?}: twice"
+            );
+        }
+        assert!(
+            again.iter().filter(|p| p.contains("star")).count() == 3,
+            "{mode:?}: {again:?}"
+        );
+        assert!(again.iter().all(|p| expected.contains(p)), "{again:?}");
+    }
+}

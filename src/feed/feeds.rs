@@ -317,14 +317,14 @@ impl<X: Payload> Source for Entering<X> {
         self.entering(feed, from, seen, limit).await
     }
 
-    fn changes(&self) -> (mongodb::Collection<bson::Document>, Vec<bson::Document>) {
-        (
+    async fn changes(&self) -> Result<(mongodb::Collection<bson::Document>, Vec<bson::Document>)> {
+        Ok((
             self.inner.collections.feeds.clone(),
             vec![doc! { "$match": {
                 "documentKey._id": &self.feed,
                 "operationType": { "$in": ["insert", "update", "replace"] },
             } }],
-        )
+        ))
     }
 
     async fn items_of(

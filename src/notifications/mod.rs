@@ -937,14 +937,14 @@ impl<D: Payload> Source for Changes<D> {
             .collect()
     }
 
-    fn changes(&self) -> (Collection<Document>, Vec<Document>) {
-        (
+    async fn changes(&self) -> Result<(Collection<Document>, Vec<Document>)> {
+        Ok((
             self.groups.groups.clone(),
             vec![doc! { "$match": {
                 "fullDocument.recipient": &self.recipient,
                 "operationType": { "$in": ["insert", "update", "replace"] },
             } }],
-        )
+        ))
     }
 
     async fn items_of(
