@@ -23,6 +23,7 @@ mod lease_lock;
 pub mod notifications;
 pub mod page;
 mod payload;
+pub mod realtime;
 mod retry;
 pub mod server;
 pub mod sharding;

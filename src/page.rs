@@ -187,6 +187,21 @@ impl FromStr for Cursor {
     }
 }
 
+impl Cursor {
+    /// Every field of a cursor made by [`Cursor::new`] with `tag`, however many.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidCursor`] for a cursor of another tag.
+    pub(crate) fn all_fields(&self, tag: &str) -> Result<Vec<String>> {
+        let (own, fields) = decode(&self.0)?;
+        if own != tag {
+            return Err(invalid("made by another store or view than this one's"));
+        }
+        Ok(fields)
+    }
+}
+
 /// [`Error::InvalidCursor`] with `reason`.
 pub(crate) fn invalid(reason: &str) -> Error {
     Error::InvalidCursor {

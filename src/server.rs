@@ -247,6 +247,10 @@ pub struct Capabilities {
     pub transactions: bool,
     /// `text` indexes and `$text` queries.
     pub text_search: bool,
+    /// Change streams (`$changeStream`): MongoDB replica sets and sharded clusters, and servers
+    /// whose probe opens one (mongo-java-server with its oplog); not a standalone MongoDB, not
+    /// FerretDB. Where they are missing, watches poll ([`crate::realtime`]).
+    pub change_streams: bool,
     /// `$graphLookup` and the equality form of `$lookup` in `aggregate`, as
     /// [`FollowGraph::recommendations`](crate::graph::FollowGraph::recommendations) uses them
     /// (a join on another collection by a computed field, `$unwind` keeping empty arrays). On
@@ -289,6 +293,7 @@ impl Capabilities {
             group_first_accumulator: true,
             transactions: topology != Topology::Standalone,
             text_search: true,
+            change_streams: topology != Topology::Standalone,
             graph_lookup: joins_on_shards,
             sharding,
             filters_beyond_id: true,
@@ -296,9 +301,10 @@ impl Capabilities {
         match flavor {
             ServerFlavor::MongoDb => mongodb,
             // FerretDB 2.x runs on PostgreSQL with the DocumentDB extension: MongoDB's update
-            // semantics and operators, no transactions.
+            // semantics and operators, no transactions, no change streams.
             ServerFlavor::FerretDb { version } if !version.starts_with("v1.") => Self {
                 transactions: false,
+                change_streams: false,
                 ..mongodb
             },
             ServerFlavor::FerretDb { .. } => Self {
@@ -311,6 +317,7 @@ impl Capabilities {
                 group_first_accumulator: false,
                 transactions: false,
                 text_search: false,
+                change_streams: false,
                 graph_lookup: false,
                 sharding,
                 filters_beyond_id: false,
@@ -327,6 +334,7 @@ impl Capabilities {
                     group_first_accumulator: probes.group_first_accumulator,
                     transactions: false,
                     text_search: probes.text_search,
+                    change_streams: probes.change_streams,
                     graph_lookup: probes.graph_lookup && joins_on_shards,
                     sharding,
                     // Not probed (a cost is no cheap probe): the wire servers we know of use
@@ -354,6 +362,7 @@ impl Capabilities {
             (self.group_first_accumulator, "$first in $group"),
             (self.transactions, "transactions"),
             (self.text_search, "$text search"),
+            (self.change_streams, "change streams"),
             (self.filters_beyond_id, "filters beyond `_id` in the engine"),
             (self.graph_lookup, "$graphLookup"),
         ]
@@ -372,6 +381,7 @@ struct Probes {
     unordered_update_batches: bool,
     group_first_accumulator: bool,
     text_search: bool,
+    change_streams: bool,
     graph_lookup: bool,
 }
 
@@ -394,6 +404,7 @@ impl Probes {
                 group_first_accumulator: probe_group_first(database, &name).await,
                 graph_lookup: probe_graph_lookup(database, &name).await,
                 text_search: probe_text_search(database, &name).await,
+                change_streams: probe_change_streams(database, &name).await,
             }
         } else {
             Self::default()
@@ -557,6 +568,26 @@ async fn probe_text_search(database: &Database, collection: &str) -> bool {
     reply.is_ok_and(|reply| first_batch(&reply).len() == 1)
 }
 
+/// Whether a change stream opens on the collection (its cursor is closed again at once).
+async fn probe_change_streams(database: &Database, collection: &str) -> bool {
+    let reply = database
+        .run_command(doc! {
+            "aggregate": collection,
+            "pipeline": [{ "$changeStream": {} }],
+            "cursor": {},
+        })
+        .await;
+    let Ok(reply) = reply else {
+        return false;
+    };
+    if let Ok(id) = reply.get_document("cursor").and_then(|c| c.get_i64("id")) {
+        let _ = database
+            .run_command(doc! { "killCursors": collection, "cursors": [id] })
+            .await;
+    }
+    reply.get_document("cursor").is_ok()
+}
+
 /// The documents of a cursor reply's first batch.
 fn first_batch(reply: &Document) -> Vec<Document> {
     reply
@@ -682,14 +713,14 @@ mod tests {
         assert!(!capabilities.transactions, "standalone");
         assert_eq!(capabilities.max_update_statements, 100_000);
         assert!(
-            capabilities.missing() == ["transactions"],
+            capabilities.missing() == ["transactions", "change streams"],
             "{:?}",
             capabilities.missing()
         );
         assert_eq!(
             server.describe(),
             "MongoDB 4.4.0, standalone, no `hello`, 100000 statements per write; lacks: \
-             transactions"
+             transactions, change streams"
         );
     }
 
@@ -709,7 +740,10 @@ mod tests {
         assert_eq!(server.topology, Topology::Standalone);
         assert_eq!(server.max_write_batch_size, 100_000);
         assert!(server.has_hello);
-        assert_eq!(server.capabilities().missing(), ["transactions"]);
+        assert_eq!(
+            server.capabilities().missing(),
+            ["transactions", "change streams"]
+        );
     }
 
     #[test]
@@ -728,6 +762,7 @@ mod tests {
         let server = info(build.clone(), member, true, None);
         assert_eq!(server.topology, Topology::ReplicaSet);
         assert!(server.capabilities().transactions);
+        assert!(server.capabilities().change_streams);
         assert!(!server.capabilities().sharding);
         assert!(server.capabilities().missing().is_empty());
 
@@ -803,6 +838,7 @@ mod tests {
         assert!(!capabilities.atomic_updates);
         assert!(!capabilities.unordered_update_batches);
         assert!(!capabilities.slice_projection && !capabilities.text_search);
+        assert!(!capabilities.change_streams);
         assert!(!capabilities.filters_beyond_id);
         assert!(!capabilities.graph_lookup, "no $graphLookup, no $lookup");
         assert_eq!(
@@ -843,6 +879,7 @@ mod tests {
         let capabilities = server.capabilities();
         assert!(capabilities.atomic_updates && capabilities.unordered_update_batches);
         assert!(capabilities.slice_projection && capabilities.text_search);
+        assert!(!capabilities.transactions && !capabilities.change_streams);
         assert!(
             capabilities.graph_lookup,
             "DocumentDB has $graphLookup and $lookup"
@@ -872,6 +909,7 @@ mod tests {
             unordered_update_batches: true,
             group_first_accumulator: true,
             text_search: false,
+            change_streams: true,
             graph_lookup: true,
         };
         let server = info(build.clone(), is_master.clone(), false, Some(probes));
@@ -884,6 +922,7 @@ mod tests {
         );
         assert!(capabilities.slice_projection && !capabilities.slice_past_end);
         assert!(!capabilities.text_search && !capabilities.transactions);
+        assert!(capabilities.change_streams, "its oplog is on");
         assert!(
             capabilities.graph_lookup,
             "probed: it has $graphLookup and $lookup"
@@ -900,6 +939,7 @@ mod tests {
         let unprobed = info(build, is_master, false, None).capabilities();
         assert!(!unprobed.slice_projection && !unprobed.text_search);
         assert!(!unprobed.unordered_update_batches && !unprobed.find_and_modify_projection);
+        assert!(!unprobed.change_streams);
         assert!(!unprobed.graph_lookup);
     }
 }

@@ -607,3 +607,59 @@ async fn replies_notify_the_parent_author() {
         assert_eq!(group.actors, ["bob"], "{discussion}");
     }
 }
+
+/// Likes notify the post's author; 32 users liking at once make one exact group; unlikes
+/// withdraw.
+#[tokio::test]
+async fn feed_likes_notify_the_author() {
+    use mongo_social::feed::{FeedStore, NewPost, NewUser};
+    let (t, store) = store("feed").await;
+    let store = Arc::new(store);
+    let feed: FeedStore<()> = FeedStore::builder(&t.db)
+        .notifier(store.clone())
+        .build()
+        .unwrap();
+    feed.create_indexes().await.unwrap();
+    let users = feed.users();
+    users.create(NewUser::new("ann", "ann")).await.unwrap();
+    let fans: Vec<String> = (0..32).map(|i| format!("fan{i:02}")).collect();
+    for fan in &fans {
+        users.create(NewUser::new(fan, fan)).await.unwrap();
+    }
+    let post = feed
+        .posts()
+        .create(NewPost::new("ann", "Hello", "First post", ()))
+        .await
+        .unwrap();
+    let likers: Vec<_> = fans
+        .iter()
+        .cloned()
+        .map(|fan| {
+            let feed = feed.clone();
+            tokio::spawn(async move { feed.likes().like(post.id, &fan).await.unwrap() })
+        })
+        .collect();
+    for liker in likers {
+        assert!(liker.await.unwrap());
+    }
+    let likes = feed.likes();
+    assert!(!likes.like(post.id, "fan00").await.unwrap(), "a repeat");
+    likes.like(post.id, "ann").await.unwrap(); // her own post: nobody notified
+    let groups = all_groups(&store, "ann", 10).await;
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (
+            &groups[0].kind,
+            groups[0].target.clone(),
+            groups[0].actor_count
+        ),
+        (&Kind::Like, post.id.to_string(), 32)
+    );
+    likes.unlike(post.id, "fan05").await.unwrap();
+    assert_eq!(all_groups(&store, "ann", 10).await[0].actor_count, 31);
+    assert_eq!(
+        likes.counters(post.id).await.unwrap().likes,
+        32,
+        "ann's own like"
+    );
+}

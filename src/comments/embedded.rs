@@ -128,7 +128,8 @@ impl EmbeddedBuilder {
     /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
     /// deleting a reply withdraws its author from that group (even if they wrote other replies
     /// to the same comment). Off by default; on, a reply costs one command more (on MongoDB) and
-    /// a delete three (reading the comment and its parent, then the withdrawal). A failed
+    /// a delete four (reading the comment and its parent, then the withdrawal's `update` and
+    /// `delete`). A failed
     /// notification fails the call after the reply is stored.
     ///
     /// [`Kind::Reply`]: crate::notifications::Kind::Reply

@@ -57,6 +57,7 @@
 //! strategy's delivery, and 1 `insert` of the next job.
 
 mod timeline;
+mod watch;
 mod worker;
 
 use std::fmt;

@@ -15,6 +15,7 @@ use super::types::{Clock, SystemClock};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::graph::{DynFollowSource, FollowList};
+use crate::notifications::DynNotifier;
 use crate::validate::check_collection_name;
 use crate::Payload;
 use crate::{Error, Result};
@@ -52,6 +53,7 @@ pub struct FeedStoreBuilder<X> {
     hot_window: Duration,
     propagation_batch: usize,
     extra_chunk_targets: Vec<(String, String)>,
+    notifier: Option<Arc<DynNotifier>>,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -73,6 +75,7 @@ impl<X: Payload> FeedStore<X> {
             hot_window: Duration::from_secs(24 * 60 * 60),
             propagation_batch: 100,
             extra_chunk_targets: Vec::new(),
+            notifier: None,
             _extension: PhantomData,
         }
     }
@@ -80,6 +83,18 @@ impl<X: Payload> FeedStore<X> {
 
 impl<X: Payload> FeedStoreBuilder<X> {
     store_builder_methods!();
+
+    /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every like:
+    /// the post's author is notified ([`Kind::Like`](crate::notifications::Kind::Like) on the
+    /// post's id, by the user who liked it; nobody of their own like), and an unlike withdraws
+    /// it. Off by default; on, a like costs one command more (on MongoDB) and an unlike two (the
+    /// withdrawal's `update` and `delete`), and a
+    /// failed notification fails the call after the like is stored: calling it again completes
+    /// it.
+    pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
 
     /// Who follows whom, for per-user feeds (default: an empty [`FollowList`]).
     pub fn follows(mut self, follows: Arc<DynFollowSource>) -> Self {
@@ -213,6 +228,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 propagation_batch: self.propagation_batch,
                 chunk_targets,
             },
+            notifier: self.notifier,
         }))
     }
 }

@@ -5,10 +5,12 @@
 //! with `$in`), and returns them in feed order: exactly 2 commands, whatever the page size. How
 //! feeds are written is in `super::lists`.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use bson::doc;
 
 use super::cursor;
@@ -16,6 +18,7 @@ use super::inner::Inner;
 use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
 use super::types::{FeedKind, Post, PostId};
+use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
@@ -133,6 +136,39 @@ impl<X: Payload> Feeds<X> {
         })
     }
 
+    /// A stream of the posts that enter `feed` (a post's fan-out, or a recompute that brings a
+    /// post not older than the lookback), from `from` (the token of the last update handled) or
+    /// from now (a post's id holds seconds: a watch without a token also reports posts made
+    /// earlier in the second it started). See [`crate::realtime`] for how it learns of them (a change stream on the feed
+    /// document, or one `find` of it per poll) and what its tokens promise; a poll or a change
+    /// that brings new posts reads them with one more `find`.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`Error::Blank`] for a blank user id, [`Error::InvalidCursor`] for a
+    /// token of another watch, and server failures past the store's retry budget; then it ends.
+    pub fn watch(
+        &self,
+        feed: &FeedKind,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Post<X>> {
+        if let FeedKind::User(user) = feed {
+            if let Err(error) = crate::validate::user_id("user", user) {
+                return Box::pin(futures::stream::once(async move { Err(error) }));
+            }
+        }
+        realtime::watch(
+            Entering::<X> {
+                inner: self.inner.clone(),
+                feed: feed.key(),
+                _extension: PhantomData,
+            },
+            from,
+            options,
+        )
+    }
+
     /// A feed's entries, highest score first (one `find`); empty for a feed not written yet.
     pub async fn items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
         Ok(self
@@ -195,6 +231,119 @@ fn comes_after(item: &FeedItem, (score, post): (f64, PostId)) -> bool {
         std::cmp::Ordering::Greater => false,
     }
 }
+
+/// The posts entering one feed, as a watch sees them: keyed by their id (its time, then its
+/// hex), the order in which posts are made.
+struct Entering<X> {
+    inner: Arc<Inner>,
+    feed: String,
+    _extension: PhantomData<fn() -> X>,
+}
+
+impl<X: Payload> Entering<X> {
+    fn key(post: PostId) -> Key {
+        Key::new(post.0.timestamp().timestamp_millis(), post.0.to_hex())
+    }
+
+    /// The posts of the feed document `feed` from `from` on and not `seen`, read in one more
+    /// `find` (none when there are none), in key order, at most `limit`.
+    async fn entering(
+        &self,
+        feed: Option<bson::Document>,
+        from: &Key,
+        seen: &BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Post<X>)>> {
+        let items = decode_items(self.inner.collections.feeds.name(), feed)?;
+        let mut ids: Vec<(Key, PostId)> = items
+            .into_iter()
+            .map(|item| (Self::key(item.post), item.post))
+            .filter(|(key, _)| key >= from && !seen.contains(key))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids.truncate(limit);
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let posts: Vec<Post<X>> = self
+            .inner
+            .posts_in_order(&ids.iter().map(|(_, id)| *id).collect::<Vec<_>>())
+            .await?;
+        // Posts deleted since they entered the feed are left out.
+        Ok(posts
+            .into_iter()
+            .map(|post| (Self::key(post.id), post))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl<X: Payload> Source for Entering<X> {
+    type Item = Post<X>;
+
+    fn name(&self) -> String {
+        format!("feed/{}/{}", self.inner.collections.feeds.name(), self.feed)
+    }
+
+    fn retry_policy(&self) -> crate::RetryPolicy {
+        *self.inner.backend.retry_policy()
+    }
+
+    /// Post ids hold seconds: a watch starts at the start of its second.
+    fn start(&self, now: bson::DateTime) -> Key {
+        Key::new(
+            now.timestamp_millis() - now.timestamp_millis().rem_euclid(1000),
+            "",
+        )
+    }
+
+    async fn capabilities(&self) -> Result<crate::Capabilities> {
+        self.inner.backend.capabilities().await
+    }
+
+    async fn poll(
+        &self,
+        from: &Key,
+        seen: &BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Post<X>)>> {
+        let feed = self
+            .inner
+            .collections
+            .feeds
+            .find_one(doc! { "_id": &self.feed })
+            .await?;
+        self.entering(feed, from, seen, limit).await
+    }
+
+    async fn changes(&self) -> Result<(mongodb::Collection<bson::Document>, Vec<bson::Document>)> {
+        Ok((
+            self.inner.collections.feeds.clone(),
+            vec![doc! { "$match": {
+                "documentKey._id": &self.feed,
+                "operationType": { "$in": ["insert", "update", "replace"] },
+            } }],
+        ))
+    }
+
+    async fn items_of(
+        &self,
+        event: mongodb::change_stream::event::ChangeStreamEvent<bson::Document>,
+        newest: &Key,
+        seen: &BTreeSet<Key>,
+    ) -> Result<Vec<(Key, Post<X>)>> {
+        // Only posts not older than what was reported, less the lookback a poll would allow:
+        // a recompute brings back old posts, which are not news.
+        let from = Key::new(newest.time.saturating_sub(ENTERING_LOOKBACK_MS), "");
+        self.entering(event.full_document, &from, seen, usize::MAX)
+            .await
+    }
+}
+
+/// How much older than the newest post reported a post entering a feed by a change event may
+/// be and still be reported (a post fanned out late).
+const ENTERING_LOOKBACK_MS: i64 = 60_000;
 
 #[cfg(test)]
 mod tests {

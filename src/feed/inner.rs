@@ -56,6 +56,8 @@ pub(super) struct Inner {
     pub(super) ranking: Arc<DynRanking>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) settings: Settings,
+    /// Told of likes and unlikes, if the application asked.
+    pub(super) notifier: Option<Arc<crate::notifications::DynNotifier>>,
 }
 
 impl fmt::Debug for Inner {

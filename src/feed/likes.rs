@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::inner::{not_found_post, Inner};
 use super::types::PostId;
+use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::update_batch::is_duplicate_key;
 use crate::{bson_ext, Result};
 
@@ -203,7 +204,7 @@ impl Likes {
     /// [`Likes::settle`]) counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
         crate::validate::user_id("user", user)?;
-        let created = self.post_created(post).await?;
+        let (created, author) = self.post_created(post).await?;
         self.inner.chunk_of(user).await?;
         let id = doc! { "post": post.0, "user": user };
         let at = self.inner.clock.now();
@@ -218,52 +219,59 @@ impl Likes {
             PENDING: true,
         };
         let mine = doc! { "_id": &id, "post": post.0, "op": op };
-        self.locked(post, async {
-            let mut inserted = false;
-            for _ in 0..MAX_FIRST_UPDATE_RACES {
-                match self.insert_like(post, &like, op).await? {
-                    Stored::Mine => {
-                        inserted = true;
-                        break;
-                    }
-                    // Removed by an unlike that finished meanwhile: the next round stores it.
-                    Stored::Gone => {}
-                    Stored::Other(stored) => {
-                        if self.finish_like(post, &stored).await? {
-                            return Ok(false);
+        let liked = self
+            .locked(post, async {
+                let mut inserted = false;
+                for _ in 0..MAX_FIRST_UPDATE_RACES {
+                    match self.insert_like(post, &like, op).await? {
+                        Stored::Mine => {
+                            inserted = true;
+                            break;
                         }
-                        // It was being removed, and now is: the next round stores this like.
+                        // Removed by an unlike that finished meanwhile: the next round stores it.
+                        Stored::Gone => {}
+                        Stored::Other(stored) => {
+                            if self.finish_like(post, &stored).await? {
+                                return Ok(false);
+                            }
+                            // It was being removed, and now is: the next round stores this like.
+                        }
                     }
                 }
-            }
-            if !inserted {
-                return Err(crate::Error::Contention {
-                    attempts: MAX_FIRST_UPDATE_RACES,
-                });
-            }
-            if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
-                // Undone, so the like is not left uncounted; if the undo fails, the like keeps
-                // its "not yet counted" mark and whoever finds it next counts it.
-                if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
-                    let _ = self
-                        .retry("like undo", || async {
-                            Ok(self
-                                .inner
-                                .collections
-                                .likes
-                                .delete_one(mine.clone())
-                                .await?)
-                        })
-                        .await;
+                if !inserted {
+                    return Err(crate::Error::Contention {
+                        attempts: MAX_FIRST_UPDATE_RACES,
+                    });
                 }
-                return Err(error);
-            }
-            // Counted: the mark goes. If this fails the like is counted already, and finishing
-            // it again applies `op` once (the counter holds it).
-            self.mark_counted(&mine).await?;
-            Ok(true)
-        })
-        .await
+                if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
+                    // Undone, so the like is not left uncounted; if the undo fails, the like keeps
+                    // its "not yet counted" mark and whoever finds it next counts it.
+                    if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
+                        let _ = self
+                            .retry("like undo", || async {
+                                Ok(self
+                                    .inner
+                                    .collections
+                                    .likes
+                                    .delete_one(mine.clone())
+                                    .await?)
+                            })
+                            .await;
+                    }
+                    return Err(error);
+                }
+                // Counted: the mark goes. If this fails the like is counted already, and finishing
+                // it again applies `op` once (the counter holds it).
+                self.mark_counted(&mine).await?;
+                Ok(true)
+            })
+            .await?;
+        // On every call, new or repeated: the notification is idempotent, so repeating a like
+        // whose notification failed completes it.
+        if let Some(notifier) = &self.inner.notifier {
+            notifier.notify(Self::liked(post, &author, user)).await?;
+        }
+        Ok(liked)
     }
 
     /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `find`
@@ -284,89 +292,94 @@ impl Likes {
     /// [`Likes::settle`]) removes and counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
         crate::validate::user_id("user", user)?;
-        self.check_post_exists(post).await?;
+        let (_, author) = self.post_created(post).await?;
         self.inner.chunk_of(user).await?;
         let id = doc! { "post": post.0, "user": user };
         let op = ObjectId::new();
-        self.locked(post, async {
-            let pair = doc! { "_id": &id, "post": post.0 };
-            let mut unmarked = pair.clone();
-            unmarked.insert(REMOVING, doc! { "$exists": false });
-            let mut marked = None;
-            for _ in 0..MAX_FIRST_UPDATE_RACES {
-                let before = self
-                    .retry("unlike", || async {
-                        Ok(self
-                            .inner
-                            .collections
-                            .likes
-                            .find_one_and_update(
-                                unmarked.clone(),
-                                doc! { "$set": { REMOVING: op } },
-                            )
-                            .await?)
-                    })
-                    .await?;
-                if let Some(before) = before {
-                    marked = Some(before);
-                    break;
-                }
-                // Nothing to mark: no like, or one being removed (by this call, whose reply was
-                // lost, or by an interrupted unlike, which this one finishes).
-                let stored = self
-                    .retry("unlike", || async {
-                        Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
-                    })
-                    .await?;
-                match stored {
-                    None => return Ok(false),
-                    Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
-                        marked = Some(stored);
-                        break;
-                    }
-                    Some(stored) if stored.contains_key(REMOVING) => {
-                        self.finish_like(post, &stored).await?;
-                        return Ok(false);
-                    }
-                    // Put back by an unlike that failed meanwhile: the next round marks it.
-                    Some(_) => {}
-                }
-            }
-            let Some(marked) = marked else {
-                return Err(crate::Error::Contention {
-                    attempts: MAX_FIRST_UPDATE_RACES,
-                });
-            };
-            let counted = async {
-                // A like never counted is counted first (once, with its own op id).
-                if let Some(liked) = pending_op(&marked) {
-                    self.increment_unlocked(post, "likes", 1, liked).await?;
-                }
-                self.increment_unlocked(post, "likes", -1, op).await
-            };
-            if let Err(error) = counted.await {
-                // Put back as it was; if that fails too, the mark stays and whoever finds the
-                // like next removes and counts it.
-                if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
-                    let mut mine = pair.clone();
-                    mine.insert(REMOVING, op);
-                    let _ = self
-                        .retry("unlike undo", || async {
+        let unliked = self
+            .locked(post, async {
+                let pair = doc! { "_id": &id, "post": post.0 };
+                let mut unmarked = pair.clone();
+                unmarked.insert(REMOVING, doc! { "$exists": false });
+                let mut marked = None;
+                for _ in 0..MAX_FIRST_UPDATE_RACES {
+                    let before = self
+                        .retry("unlike", || async {
                             Ok(self
                                 .inner
                                 .collections
                                 .likes
-                                .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
+                                .find_one_and_update(
+                                    unmarked.clone(),
+                                    doc! { "$set": { REMOVING: op } },
+                                )
                                 .await?)
                         })
-                        .await;
+                        .await?;
+                    if let Some(before) = before {
+                        marked = Some(before);
+                        break;
+                    }
+                    // Nothing to mark: no like, or one being removed (by this call, whose reply was
+                    // lost, or by an interrupted unlike, which this one finishes).
+                    let stored = self
+                        .retry("unlike", || async {
+                            Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
+                        })
+                        .await?;
+                    match stored {
+                        None => return Ok(false),
+                        Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
+                            marked = Some(stored);
+                            break;
+                        }
+                        Some(stored) if stored.contains_key(REMOVING) => {
+                            self.finish_like(post, &stored).await?;
+                            return Ok(false);
+                        }
+                        // Put back by an unlike that failed meanwhile: the next round marks it.
+                        Some(_) => {}
+                    }
                 }
-                return Err(error);
-            }
-            self.delete_removed(&pair, op).await?;
-            Ok(true)
-        })
-        .await
+                let Some(marked) = marked else {
+                    return Err(crate::Error::Contention {
+                        attempts: MAX_FIRST_UPDATE_RACES,
+                    });
+                };
+                let counted = async {
+                    // A like never counted is counted first (once, with its own op id).
+                    if let Some(liked) = pending_op(&marked) {
+                        self.increment_unlocked(post, "likes", 1, liked).await?;
+                    }
+                    self.increment_unlocked(post, "likes", -1, op).await
+                };
+                if let Err(error) = counted.await {
+                    // Put back as it was; if that fails too, the mark stays and whoever finds the
+                    // like next removes and counts it.
+                    if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
+                        let mut mine = pair.clone();
+                        mine.insert(REMOVING, op);
+                        let _ = self
+                            .retry("unlike undo", || async {
+                                Ok(self
+                                    .inner
+                                    .collections
+                                    .likes
+                                    .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
+                                    .await?)
+                            })
+                            .await;
+                    }
+                    return Err(error);
+                }
+                self.delete_removed(&pair, op).await?;
+                Ok(true)
+            })
+            .await?;
+        if let Some(notifier) = &self.inner.notifier {
+            notifier.withdraw(Self::liked(post, &author, user)).await?;
+        }
+        Ok(unliked)
     }
 
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike
@@ -648,17 +661,29 @@ impl Likes {
     }
 
     /// The post's `created`, or [`crate::Error::NotFound`] (one `find`).
-    async fn post_created(&self, id: PostId) -> Result<bson::DateTime> {
+    /// The post's creation time and its author's id (one `find` of its `_id`).
+    async fn post_created(&self, id: PostId) -> Result<(bson::DateTime, String)> {
         let posts = &self.inner.collections.posts;
         let found = posts
             .find_one(doc! { "_id": id.0 })
-            .projection(doc! { "_id": 1, "created": 1 })
+            .projection(doc! { "_id": 1, "created": 1, "created_by.id": 1 })
             .await?
             .ok_or_else(|| not_found_post(id))?;
-        found
+        let corrupt = |what| bson_ext::corrupt(posts.name(), Some(id.0.into()), what);
+        let created = found
             .get_datetime("created")
             .copied()
-            .map_err(|_| bson_ext::corrupt(posts.name(), Some(id.0.into()), "a post lacks created"))
+            .map_err(|_| corrupt("a post lacks created"))?;
+        let author = found
+            .get_document("created_by")
+            .and_then(|by| by.get_str("id"))
+            .map_err(|_| corrupt("a post lacks created_by.id"))?;
+        Ok((created, author.to_owned()))
+    }
+
+    /// What a like of `post` (by `author`) by `user` tells the notifier.
+    fn liked(post: PostId, author: &str, user: &str) -> Activity {
+        Activity::new(author, NotificationKind::Like, post.to_string(), user)
     }
 
     /// Fails with [`crate::Error::NotFound`] unless the post exists (one `find` of its `_id`).

@@ -37,9 +37,9 @@ impl FollowGraphBuilder {
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
     /// direct follow ([`Kind::Follow`](crate::notifications::Kind::Follow) on the followed user,
     /// who is notified, by the follower) and withdraws it on unfollow. Group follows and
-    /// memberships notify nobody. Off by default; on, a follow and an unfollow cost one command
-    /// more (on MongoDB), and a failed notification fails the call after the follow is stored:
-    /// calling it again completes it.
+    /// memberships notify nobody. Off by default; on, a follow costs one command more (on
+    /// MongoDB) and an unfollow two, and a failed notification fails the call after the follow
+    /// is stored: calling it again completes it.
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
         self.notifier = Some(notifier);
         self

@@ -1,6 +1,6 @@
 //! Fan out on write with buckets: each recipient's messages grouped into time-ordered documents.
 
-mod lifecycle;
+pub(super) mod lifecycle;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -811,6 +811,36 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
 
     fn database(&self) -> &Database {
         self.buckets.backend.database()
+    }
+
+    fn watch(
+        &self,
+        owner: &str,
+        from: Option<crate::realtime::ResumeToken>,
+        options: crate::realtime::WatchOptions,
+    ) -> crate::realtime::Updates<Message<P>> {
+        if let Err(error) = validate::check_user_id("owner", owner) {
+            return Box::pin(futures::stream::once(async move { Err(error) }));
+        }
+        let Buckets {
+            backend,
+            buckets,
+            recipients,
+            bucket_size,
+            ..
+        } = &self.buckets;
+        crate::realtime::watch(
+            super::watch::Bucketed {
+                backend: backend.clone(),
+                buckets: buckets.clone(),
+                recipients: recipients.clone(),
+                bucket_size: *bucket_size,
+                owner: owner.to_owned(),
+                _payload: PhantomData,
+            },
+            from,
+            options,
+        )
     }
 }
 

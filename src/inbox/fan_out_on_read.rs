@@ -321,4 +321,27 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     fn database(&self) -> &Database {
         self.backend.database()
     }
+
+    fn watch(
+        &self,
+        owner: &str,
+        from: Option<crate::realtime::ResumeToken>,
+        options: crate::realtime::WatchOptions,
+    ) -> crate::realtime::Updates<Message<P>> {
+        if let Err(error) = validate::check_user_id("owner", owner) {
+            return Box::pin(futures::stream::once(async move { Err(error) }));
+        }
+        crate::realtime::watch(
+            super::watch::TimeOrdered {
+                backend: self.backend.clone(),
+                collection: self.messages.clone(),
+                layout: LAYOUT,
+                recipients: None,
+                owner: owner.to_owned(),
+                _payload: std::marker::PhantomData,
+            },
+            from,
+            options,
+        )
+    }
 }

@@ -28,6 +28,7 @@ pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;
 mod validate;
+mod watch;
 
 use std::fmt;
 use std::str::FromStr;
@@ -41,6 +42,7 @@ pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
 pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retention, UpTo};
 
+use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -352,6 +354,37 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
 
     /// The database the store lives in.
     fn database(&self) -> &mongodb::Database;
+
+    /// A stream of the messages arriving in `owner`'s inbox, from `from` (the token of the last
+    /// update handled) or from now: each message once, as the inbox's pages would show it when
+    /// it arrived (not deleted, retracted, or from a muted or blocked sender). See
+    /// [`crate::realtime`] for how it learns of them (a change stream filtered to the owner, or
+    /// one `find` per poll) and what its tokens promise. A [`BucketedFanOut`] watch without a
+    /// token starts after the owner's newest message when it first runs (positions, not times).
+    ///
+    /// ```no_run
+    /// # async fn demo(inbox: std::sync::Arc<mongo_social::DynInboxStore<String>>) -> mongo_social::Result<()> {
+    /// use futures::StreamExt;
+    /// use mongo_social::realtime::WatchOptions;
+    /// let mut arriving = inbox.watch("bob", None, WatchOptions::default());
+    /// while let Some(update) = arriving.next().await {
+    ///     let update = update?;
+    ///     println!("{}: {}", update.item.from, update.item.payload);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`crate::Error::Blank`] for a blank owner,
+    /// [`crate::Error::InvalidCursor`] for a token of another watch, and server failures past
+    /// the store's retry budget; then it ends.
+    fn watch(
+        &self,
+        owner: &str,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Message<P>>;
 
     /// Shards the strategy's collections on [`InboxStore::shard_keys`], when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`] for what happens elsewhere.

@@ -53,6 +53,27 @@ impl OwnerState {
         }
     }
 
+    /// Whether the stored `document` shows in `owner`'s inbox: [`OwnerState::visible`],
+    /// evaluated here (for a document a change stream brought).
+    pub(super) fn shows(self, document: &Document, owner: &str) -> bool {
+        let names = |field: &str| {
+            document
+                .get_array(field)
+                .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
+        };
+        match self {
+            OwnerState::Copy => ["gone", "muted", "blocked"]
+                .iter()
+                .all(|field| !document.contains_key(field)),
+            OwnerState::Shared => {
+                !document.contains_key("retracted")
+                    && !["gone_for", "muted_for", "blocked_for"]
+                        .iter()
+                        .any(|field| names(field))
+            }
+        }
+    }
+
     /// What a document must satisfy to be unread by `owner`.
     pub(super) fn unread(self, owner: &str) -> Document {
         match self {
@@ -166,8 +187,36 @@ pub(super) async fn unread_count(
     Ok(collection.count_documents(filter).await?)
 }
 
+/// The messages `owner`'s inbox shows that were sent at `from` or later, oldest first, at most
+/// `limit`, in one `find` (and one more for shared recipient lists): what a watch polls.
+pub(super) async fn arrivals<P: Payload>(
+    collection: &Collection<Document>,
+    layout: Layout,
+    owner: &str,
+    from: bson::DateTime,
+    limit: usize,
+    recipients: Option<&RecipientLists>,
+) -> Result<Vec<Message<P>>> {
+    let mut filter = doc! { layout.owner_field: owner, "sent": { "$gte": from } };
+    filter.extend(layout.state.visible(owner));
+    let mut documents: Vec<Document> = collection
+        .find(filter)
+        .sort(doc! { "sent": 1, layout.id_field: 1 })
+        .limit(limit as i64)
+        .await?
+        .try_collect()
+        .await?;
+    if let Some(recipients) = recipients {
+        recipients.restore(&mut documents, layout.id_field).await?;
+    }
+    documents
+        .into_iter()
+        .map(|document| decode(collection.name(), document, layout, owner))
+        .collect()
+}
+
 /// A message read from `collection`, with `owner`'s read state and star.
-fn decode<P: Payload>(
+pub(super) fn decode<P: Payload>(
     collection: &str,
     mut document: Document,
     layout: Layout,

@@ -23,7 +23,8 @@
 //!
 //! Indexes: `{recipient: 1, updated: -1, _id: -1}` (pages, trimming), `{recipient: 1, read: 1,
 //! seen: 1}` (counts, marks), `{recipient: 1, kind: 1, target: 1, window: 1}` (withdrawals, a
-//! full group's next part). Shard key `{recipient: 1, _id: 1}`: every command names the
+//! full group's next part), `{recipient: 1, changed: 1, _id: 1}` (watches that poll; `changed`
+//! is the server's time of a group's last join, `changes` their number). Shard key `{recipient: 1, _id: 1}`: every command names the
 //! recipient, so each goes to one shard.
 //!
 //! # Operations and their cost (commands, MongoDB)
@@ -62,10 +63,13 @@
 //!
 //! | store | event | recipient | withdrawn when |
 //! |---|---|---|---|
+//! | [`crate::FeedStore`] ([`Likes`](crate::feed::Likes)) | [`Kind::Like`] on the post's id | the post's author | unliked |
 //! | [`crate::FollowGraph`] | [`Kind::Follow`] on the followed user | the followed user | unfollowed |
 //! | [`crate::comments::PerComment`], [`crate::comments::Embedded`] | [`Kind::Reply`] on `"<discussion>/<parent link>"` | the parent comment's author | the reply is deleted |
 //!
-//! Nobody is notified of their own action.
+//! Nobody is notified of their own action. The crate does not know who owns a discussion of
+//! comments (the application's content), so a comment on it is the application's to notify:
+//! one [`NotificationStore::notify`] of [`Kind::Comment`] where it posts the comment.
 
 mod types;
 
@@ -85,6 +89,7 @@ use crate::backend::Backend;
 use crate::bson_ext::{self, integer};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::page::{self, invalid, Cursor};
+use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate;
@@ -96,6 +101,10 @@ pub const COLLECTIONS: [&str; 2] = ["notifications", "notification_locks"];
 const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// The tag of the store's cursors.
 const CURSOR_TAG: &str = "ng";
+/// When a group last gained an actor, by the server's clock.
+const CHANGED: &str = "changed";
+/// How many times a group gained an actor: with its `_id`, names one state of it.
+const CHANGES: &str = "changes";
 /// Parts of one window's group tried before an event gives up with [`Error::Contention`].
 const MAX_PART_ATTEMPTS: usize = 64;
 
@@ -256,6 +265,10 @@ impl<D: Payload> NotificationStoreBuilder<D> {
                     doc! { "recipient": 1, "kind": 1, "target": 1, "window": 1 },
                     "by_target",
                 ),
+            )
+            .with_index(
+                &groups,
+                index(doc! { "recipient": 1, CHANGED: 1, "_id": 1 }, "changed"),
             );
         Ok(NotificationStore {
             groups: Groups {
@@ -412,6 +425,47 @@ impl<D: Payload> NotificationStore<D> {
         self.groups.mark_read(recipient, group).await
     }
 
+    /// A stream of `recipient`'s groups as actors join them, from `from` (the token of the last
+    /// update handled) or from now: a group is reported each time it gains an actor (not when
+    /// one is withdrawn). See [`crate::realtime`] for how it learns of them (a change stream
+    /// filtered to the recipient, or one `find` per poll on `{recipient, changed}`) and what its
+    /// tokens promise.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::NotificationStore<()>) -> mongo_social::Result<()> {
+    /// use futures::StreamExt;
+    /// use mongo_social::realtime::WatchOptions;
+    /// let mut updates = store.watch("ann", None, WatchOptions::default());
+    /// if let Some(update) = updates.next().await {
+    ///     println!("{:?} by {}", update?.item.kind, "...");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`Error::Blank`] for a blank recipient, [`Error::InvalidCursor`] for a
+    /// token of another watch, and server failures past the store's retry budget; then it ends.
+    pub fn watch(
+        &self,
+        recipient: &str,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Group<D>> {
+        if let Err(error) = validate::user_id("recipient", recipient) {
+            return Box::pin(futures::stream::once(async move { Err(error) }));
+        }
+        realtime::watch(
+            Changes {
+                groups: self.groups.clone(),
+                recipient: recipient.to_owned(),
+                _data: PhantomData::<fn() -> D>,
+            },
+            from,
+            options,
+        )
+    }
+
     /// Deletes `recipient`'s groups past the newest `keep`, in two commands; returns how many
     /// went. Counts and pages then cover the groups kept; a cursor into the deleted ones reads
     /// an empty page.
@@ -566,9 +620,12 @@ impl Groups {
         let update = doc! {
             "$setOnInsert": { "created": at },
             "$push": { "members": &activity.actor },
-            "$inc": { "count": 1_i64 },
+            "$inc": { "count": 1_i64, CHANGES: 1_i64 },
             "$max": { "updated": at },
             "$set": set,
+            // The server's time of the change: what a watch polls by (`updated` is the event's
+            // own time, which may be older).
+            "$currentDate": { CHANGED: true },
         };
         self.backend
             .retry("notify", || async {
@@ -811,5 +868,105 @@ impl Groups {
             })
             .await?;
         Ok(deleted.deleted_count)
+    }
+}
+
+/// A recipient's groups as a watch sees them: keyed by when they last gained an actor.
+struct Changes<D> {
+    groups: Groups,
+    recipient: String,
+    _data: PhantomData<fn() -> D>,
+}
+
+impl<D> Changes<D> {
+    /// When the group last gained an actor, and which of its states that made: two joins in
+    /// one millisecond are two keys.
+    fn key(document: &Document) -> Option<Key> {
+        let changed = document.get_datetime(CHANGED).ok()?;
+        let id = document.get_str("_id").ok()?;
+        let changes = integer(document, CHANGES)?;
+        Some(Key::new(
+            changed.timestamp_millis(),
+            format!("{id}/{changes:020}"),
+        ))
+    }
+}
+
+#[async_trait]
+impl<D: Payload> Source for Changes<D> {
+    type Item = Group<D>;
+
+    fn name(&self) -> String {
+        format!(
+            "notifications/{}/{}",
+            self.groups.groups.name(),
+            self.recipient
+        )
+    }
+
+    fn retry_policy(&self) -> crate::RetryPolicy {
+        *self.groups.backend.retry_policy()
+    }
+
+    async fn capabilities(&self) -> Result<crate::Capabilities> {
+        self.groups.backend.capabilities().await
+    }
+
+    async fn poll(
+        &self,
+        from: &Key,
+        _seen: &std::collections::BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Group<D>)>> {
+        let documents: Vec<Document> = self
+            .groups
+            .groups
+            .find(doc! {
+                "recipient": &self.recipient,
+                CHANGED: { "$gte": bson::DateTime::from_millis(from.time) },
+            })
+            .sort(doc! { CHANGED: 1, "_id": 1 })
+            .limit(limit as i64)
+            .await?
+            .try_collect()
+            .await?;
+        documents
+            .into_iter()
+            .filter_map(|document| Some((Self::key(&document)?, document)))
+            .map(|(key, document)| Ok((key, self.groups.decode(document)?)))
+            .collect()
+    }
+
+    async fn changes(&self) -> Result<(Collection<Document>, Vec<Document>)> {
+        Ok((
+            self.groups.groups.clone(),
+            vec![doc! { "$match": {
+                "fullDocument.recipient": &self.recipient,
+                "operationType": { "$in": ["insert", "update", "replace"] },
+            } }],
+        ))
+    }
+
+    async fn items_of(
+        &self,
+        event: mongodb::change_stream::event::ChangeStreamEvent<Document>,
+        _newest: &Key,
+        _seen: &std::collections::BTreeSet<Key>,
+    ) -> Result<Vec<(Key, Group<D>)>> {
+        // An actor joining sets `changed`; a withdrawal does not, and is not reported.
+        let joined = event
+            .update_description
+            .as_ref()
+            .is_none_or(|update| update.updated_fields.contains_key(CHANGED));
+        let Some(document) = event.full_document.filter(|_| joined) else {
+            return Ok(Vec::new());
+        };
+        let Some(key) = Self::key(&document) else {
+            return Ok(Vec::new());
+        };
+        if bson_ext::count(&document, "count") == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(vec![(key, self.groups.decode(document)?)])
     }
 }

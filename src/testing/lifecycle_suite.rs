@@ -647,7 +647,9 @@ pub const COSTS: &[Cost] = &[
     Cost {
         operation: "send (the recipients' mute and block lists read)",
         commands: [2, 2, 2],
-        locked_extra: [0, 0, 2],
+        // Where updates are not atomic: the recipients' lock taken and given back, and their
+        // target buckets read before the pushes by `_id`.
+        locked_extra: [0, 0, 3],
     },
     Cost {
         operation: "inbox page (hidden messages filtered)",

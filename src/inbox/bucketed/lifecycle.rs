@@ -58,7 +58,7 @@ pub(super) fn indexes() -> (IndexModel, IndexModel) {
 }
 
 /// Whether pages show a stored entry: not a tombstone, not from a muted or blocked sender.
-pub(super) fn shown(entry: &Document) -> bool {
+pub(in crate::inbox) fn shown(entry: &Document) -> bool {
     !entry.contains_key(GONE)
         && !flag(entry, Filter::Mute.field())
         && !flag(entry, Filter::Block.field())

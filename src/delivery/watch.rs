@@ -1,0 +1,179 @@
+//! A timeline as a watch sees it ([`crate::realtime`]): the owner's inbox watch, paired with a
+//! watch of the outbox posts of the celebrities the owner follows (which are never copied).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+use mongodb::change_stream::event::ChangeStreamEvent;
+use mongodb::Collection;
+use tokio::sync::OnceCell;
+
+use super::worker::decode_post;
+use super::{Delivery, Inner};
+use crate::inbox::{Message, Strategy};
+use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
+use crate::{Capabilities, Payload, Result, RetryPolicy};
+
+impl<P: Payload> Delivery<P> {
+    /// A stream of what arrives in `owner`'s timeline ([`Delivery::timeline`]), from `from`
+    /// (the token of the last update handled) or from now: the messages arriving in the inbox
+    /// ([`crate::InboxStore::watch`]) and the new posts of the celebrities `owner` follows, each
+    /// once. The celebrities are those `owner` follows when the watch first runs; see
+    /// [`crate::realtime`] for how each part learns of its items and what tokens promise. With a
+    /// bucketed inbox (no celebrities) it is the inbox's watch.
+    ///
+    /// # Errors
+    ///
+    /// The stream yields [`crate::Error::Blank`] for a blank owner,
+    /// [`crate::Error::InvalidCursor`] for a token of another watch, and server failures past
+    /// the retry budget; then it ends.
+    pub fn watch_timeline(
+        &self,
+        owner: &str,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Message<P>> {
+        let inner = self.inner.clone();
+        if inner.inbox.strategy() == Strategy::BucketedFanOut || inner.celebrity_followers.is_none()
+        {
+            return inner.inbox.watch(owner, from, options);
+        }
+        if let Err(error) = crate::validate::user_id("owner", owner) {
+            return Box::pin(futures::stream::once(async move { Err(error) }));
+        }
+        let inbox = inner.inbox.clone();
+        let owner = owner.to_owned();
+        let owner_for_inbox = owner.clone();
+        realtime::pair(
+            move |from, options| inbox.watch(&owner_for_inbox, from, options),
+            move |from, options| {
+                realtime::watch(
+                    Celebrities {
+                        inner,
+                        owner,
+                        authors: OnceCell::new(),
+                    },
+                    from,
+                    options,
+                )
+            },
+            from,
+            options,
+        )
+    }
+}
+
+/// The outbox posts of the celebrities one owner follows.
+struct Celebrities<P: Payload> {
+    inner: Arc<Inner<P>>,
+    owner: String,
+    /// Read when the watch first runs.
+    authors: OnceCell<Vec<String>>,
+}
+
+impl<P: Payload> Celebrities<P> {
+    /// The celebrities the owner follows: one `find` of the celebrities, one of the follows.
+    async fn authors(&self) -> Result<&[String]> {
+        self.authors
+            .get_or_try_init(|| async {
+                let celebrities: Vec<String> = self
+                    .inner
+                    .celebrities
+                    .find(doc! {})
+                    .projection(doc! { "_id": 1 })
+                    .await?
+                    .try_collect::<Vec<Document>>()
+                    .await?
+                    .iter()
+                    .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
+                    .collect();
+                if celebrities.is_empty() {
+                    return Ok(Vec::new());
+                }
+                self.inner
+                    .graph
+                    .follows_any(&self.owner, &celebrities)
+                    .await
+            })
+            .await
+            .map(Vec::as_slice)
+    }
+
+    fn keyed(&self, document: Document) -> Result<(Key, Message<P>)> {
+        let message: Message<P> = decode_post(self.inner.outbox.name(), document)?;
+        let key = Key::new(message.sent.timestamp_millis(), message.id.to_string());
+        Ok((key, message))
+    }
+}
+
+#[async_trait]
+impl<P: Payload> Source for Celebrities<P> {
+    type Item = Message<P>;
+
+    fn name(&self) -> String {
+        format!("celebrities/{}/{}", self.inner.outbox.name(), self.owner)
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        *self.inner.backend.retry_policy()
+    }
+
+    async fn capabilities(&self) -> Result<Capabilities> {
+        self.inner.backend.capabilities().await
+    }
+
+    async fn poll(
+        &self,
+        from: &Key,
+        _seen: &BTreeSet<Key>,
+        limit: usize,
+    ) -> Result<Vec<(Key, Message<P>)>> {
+        let authors = self.authors().await?;
+        if authors.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Document> = self
+            .inner
+            .outbox
+            .find(doc! {
+                "from": { "$in": authors },
+                "sent": { "$gte": bson::DateTime::from_millis(from.time) },
+            })
+            .sort(doc! { "sent": 1, "_id": 1 })
+            .limit(limit as i64)
+            .await?
+            .try_collect()
+            .await?;
+        found
+            .into_iter()
+            .map(|document| self.keyed(document))
+            .collect()
+    }
+
+    async fn changes(&self) -> Result<(Collection<Document>, Vec<Document>)> {
+        let authors = self.authors().await?;
+        Ok((
+            self.inner.outbox.clone(),
+            vec![doc! { "$match": {
+                "operationType": "insert",
+                "fullDocument.from": { "$in": authors },
+            } }],
+        ))
+    }
+
+    async fn items_of(
+        &self,
+        event: ChangeStreamEvent<Document>,
+        _newest: &Key,
+        _seen: &BTreeSet<Key>,
+    ) -> Result<Vec<(Key, Message<P>)>> {
+        event
+            .full_document
+            .into_iter()
+            .map(|document| self.keyed(document))
+            .collect()
+    }
+}
