@@ -27,7 +27,9 @@
 //! streams give no resume position before their first event, so the driver's own resume after a
 //! dropped connection would skip what happened meanwhile) it polls: one `find` per poll, every
 //! [`WatchOptions::poll_interval`] while nothing is found. [`Mode::ChangeStreams`] insists on a
-//! change stream wherever the server opens one.
+//! change stream wherever the server opens one; on mongo-java-server that can miss an item,
+//! since its change streams can pass over an event stored concurrently with another (it stamps
+//! events before storing them).
 //!
 //! A poll reads the items whose time is at most [`WatchOptions::lookback`] older than the newest
 //! one it has reported, and reports those it has not: an item stamped before another but stored
@@ -36,7 +38,11 @@
 //! items arrive while it runs. An item stored more than the lookback after its stamp (a write
 //! retried past it) would be missed: keep the lookback above the stores' retry budget (both are
 //! 10 s and 60 s by default). A watch without a token reports what comes after it was asked
-//! for (`watch` was called), even if it is first polled later.
+//! for (`watch` was called), even if it is first polled later: the items stamped from that
+//! millisecond on, so an item stored in the same millisecond just before the call is reported
+//! too (the boundary errs towards reporting, never towards missing). Notification groups are
+//! stamped with the server's clock, the rest with the application's: where the two differ,
+//! start from a time of the server's with [`WatchOptions::since`].
 //!
 //! # Tokens, backpressure, failures
 //!
@@ -100,9 +106,8 @@ pub struct WatchOptions {
     pub lookback: Duration,
     /// Items read per poll at most (default 100).
     pub batch: usize,
-    /// Where a watch without a token starts: items stamped after this time (default: when
-    /// `watch` is called). Watches of positions (a bucketed inbox) start after the newest item
-    /// instead.
+    /// Where a watch without a token starts: items stamped from this time on (default: when
+    /// `watch` is called).
     pub since: Option<bson::DateTime>,
 }
 
@@ -216,10 +221,10 @@ pub(crate) trait Source: Send + Sync + 'static {
     /// The store's retry policy.
     fn retry_policy(&self) -> RetryPolicy;
 
-    /// Where a watch without a token starts, read from the server when it first runs, for
-    /// sources whose keys are not times (positions); `None`: from when it was asked for
-    /// ([`Source::start`]).
-    async fn initial(&self) -> Result<Option<Key>> {
+    /// Where a watch without a token asked for at `since` starts, read from the server when it
+    /// first runs, for sources whose keys are not times (positions); `None`: from
+    /// [`Source::start`].
+    async fn initial(&self, _since: bson::DateTime) -> Result<Option<Key>> {
         Ok(None)
     }
 
@@ -274,6 +279,8 @@ struct Watcher<S: Source> {
     options: WatchOptions,
     /// The token a watch started from, until it is read.
     from: Option<ResumeToken>,
+    /// When a watch without a token starts ([`WatchOptions::since`], or when it was asked for).
+    since: bson::DateTime,
     started: bool,
     /// Whether the watch uses a change stream.
     streaming: bool,
@@ -294,11 +301,13 @@ struct Watcher<S: Source> {
 impl<S: Source> Watcher<S> {
     fn new(source: Arc<S>, from: Option<ResumeToken>, options: WatchOptions) -> Self {
         // A watch without a token reports what comes after it was asked for.
-        let now = source.start(options.since.unwrap_or_else(bson::DateTime::now));
+        let since = options.since.unwrap_or_else(bson::DateTime::now);
+        let now = source.start(since);
         Self {
             source,
             options,
             from,
+            since,
             started: false,
             streaming: false,
             stream: None,
@@ -370,7 +379,7 @@ impl<S: Source> Watcher<S> {
                 self.server_token.is_none()
             }
             None => {
-                if let Some(initial) = self.source.initial().await? {
+                if let Some(initial) = self.source.initial(self.since).await? {
                     self.newest = initial.clone();
                     self.floor = Some(initial);
                 }

@@ -359,8 +359,9 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// update handled) or from now: each message once, as the inbox's pages would show it when
     /// it arrived (not deleted, retracted, or from a muted or blocked sender). See
     /// [`crate::realtime`] for how it learns of them (a change stream filtered to the owner, or
-    /// one `find` per poll) and what its tokens promise. A [`BucketedFanOut`] watch without a
-    /// token starts after the owner's newest message when it first runs (positions, not times).
+    /// one `find` per poll) and what its tokens promise. A [`BucketedFanOut`] watch keys
+    /// messages by position, not time; without a token it starts after the last message stamped
+    /// before it was asked for (one `find` when it first runs).
     ///
     /// ```no_run
     /// # async fn demo(inbox: std::sync::Arc<mongo_social::DynInboxStore<String>>) -> mongo_social::Result<()> {

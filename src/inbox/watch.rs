@@ -187,20 +187,37 @@ impl<P: Payload> Source for Bucketed<P> {
         self.backend.capabilities().await
     }
 
-    /// Positions, not times: a watch without a token starts after the owner's newest entry
-    /// (one `find` of the newest bucket when it first runs).
-    async fn initial(&self) -> Result<Option<Key>> {
-        let newest = self
+    /// Positions, not times: a watch without a token starts after the owner's last entry
+    /// stamped before `since` (position order is `sent` order), so what arrives between the
+    /// call of `watch` and its first poll is reported. One `find` of the newest buckets, newest
+    /// first, read until one holds such an entry (the newest one does, but in the first moments
+    /// of a bucket).
+    async fn initial(&self, since: bson::DateTime) -> Result<Option<Key>> {
+        let size = i64::from(self.bucket_size);
+        let mut newest_first = self
             .buckets
-            .find_one(doc! { "owner": &self.owner })
+            .find(doc! { "owner": &self.owner })
             .sort(doc! { "sequence": -1 })
-            .projection(doc! { "_id": 0, "sequence": 1, "count": 1 })
+            .projection(doc! { "_id": 0, "sequence": 1, "messages.sent": 1 })
+            .batch_size(2)
             .await?;
-        let next = newest.map_or(0, |bucket| {
-            integer(&bucket, "sequence").unwrap_or(0) * i64::from(self.bucket_size)
-                + integer(&bucket, "count").unwrap_or(0)
-        });
-        Ok(Some(Key::new(next - 1, "")))
+        while let Some(bucket) = newest_first.try_next().await? {
+            let sequence = integer(&bucket, "sequence").unwrap_or(0);
+            let Ok(messages) = bucket.get_array("messages") else {
+                continue;
+            };
+            let before = messages.iter().rposition(|entry| {
+                entry
+                    .as_document()
+                    .and_then(|entry| entry.get_datetime("sent").ok())
+                    .is_some_and(|sent| *sent < since)
+            });
+            if let Some(index) = before {
+                return Ok(Some(Key::new(sequence * size + index as i64, "")));
+            }
+        }
+        // Nothing before `since`: every entry is reported.
+        Ok(Some(Key::new(-1, "")))
     }
 
     async fn poll(
