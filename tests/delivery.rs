@@ -292,11 +292,10 @@ async fn a_returning_user_reads_a_complete_timeline_while_the_inbox_rebuilds() {
 
 #[tokio::test]
 async fn celebrities_are_merged_at_read_time() {
+    use mongo_social::inbox::InboxLifecycle;
     let t = testing::test_db("delivery_celebrity").await;
-    let (graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| {
-        b.celebrity_followers(Some(3))
-    })
-    .await;
+    let inbox = Arc::new(FanOutOnWrite::<String>::new(&t.db));
+    let (graph, delivery) = delivery(&t, inbox.clone(), |b| b.celebrity_followers(Some(3))).await;
     for user in ["star", "pal", "fan1", "fan2", "fan3", "loner"] {
         graph.add_user(user).await.unwrap();
         delivery.touch(user).await.unwrap();
@@ -334,6 +333,21 @@ async fn celebrities_are_merged_at_read_time() {
         .collect();
     assert_eq!(timeline(&delivery, "fan2", 2).await, star_only);
     assert!(timeline(&delivery, "loner", 5).await.is_empty());
+    // The activity, the inbox page, the celebrities, which of them fan1 follows, fan1's mute
+    // and block lists, the celebrities' posts.
+    t.commands.reset();
+    delivery
+        .timeline("fan1", PageRequest::first(5))
+        .await
+        .unwrap();
+    assert_eq!(t.commands.names(), ["find"; 6]);
+    // A muted or blocked celebrity is left out, as their copies would be hidden; unmuted, back.
+    inbox.mute("fan2", "star").await.unwrap();
+    inbox.block("fan3", "star").await.unwrap();
+    assert!(timeline(&delivery, "fan2", 5).await.is_empty());
+    assert!(timeline(&delivery, "fan3", 5).await.is_empty());
+    inbox.unmute("fan2", "star").await.unwrap();
+    assert_eq!(timeline(&delivery, "fan2", 2).await, star_only);
     // Unfollowing a celebrity takes their posts out of the timeline at once.
     delivery.unfollow("fan2", "star").await.unwrap();
     assert!(timeline(&delivery, "fan2", 5).await.is_empty());

@@ -428,15 +428,16 @@ async fn inbox_watches_report_every_arrival_once() {
 #[tokio::test]
 async fn a_timeline_watch_reports_copies_and_celebrity_posts() {
     use mongo_social::delivery::Delivery;
+    use mongo_social::inbox::InboxLifecycle;
     use mongo_social::{FanOutOnWrite, FollowGraph};
     let t = testing::test_db("watch_timeline").await;
     let graph = Arc::new(FollowGraph::new(&t.db));
     graph.create_indexes().await.unwrap();
-    let delivery: Delivery<String> =
-        Delivery::builder(&t.db, graph.clone(), Arc::new(FanOutOnWrite::new(&t.db)))
-            .celebrity_followers(Some(3))
-            .build()
-            .unwrap();
+    let inbox = Arc::new(FanOutOnWrite::<String>::new(&t.db));
+    let delivery: Delivery<String> = Delivery::builder(&t.db, graph.clone(), inbox.clone())
+        .celebrity_followers(Some(3))
+        .build()
+        .unwrap();
     delivery.create_indexes().await.unwrap();
     for user in ["star", "pal", "fan1", "fan2", "fan3"] {
         graph.add_user(user).await.unwrap();
@@ -446,8 +447,24 @@ async fn a_timeline_watch_reports_copies_and_celebrity_posts() {
         graph.follow(fan, "star").await.unwrap();
     }
     graph.follow("fan1", "pal").await.unwrap();
+    graph.follow("fan2", "pal").await.unwrap();
     delivery.post("star", "warm-up".to_owned()).await.unwrap(); // star becomes a celebrity
     delivery.run_pending().await.unwrap();
+
+    // A celebrity the owner mutes is left out of the watch, as out of the timeline.
+    inbox.mute("fan2", "star").await.unwrap();
+    let mut muting = delivery.watch_timeline("fan2", None, options(Mode::Polling));
+    delivery.post("star", "muted".to_owned()).await.unwrap();
+    delivery.post("pal", "shown".to_owned()).await.unwrap();
+    delivery.run_pending().await.unwrap();
+    let update = next_update(Mode::Polling, &mut muting).await;
+    assert_eq!(update.item.payload, "shown");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), muting.next()).await;
+    assert!(
+        quiet.is_err(),
+        "nothing from the muted celebrity: {quiet:?}"
+    );
+    drop(muting);
     for mode in modes(
         "a_timeline_watch_reports_copies_and_celebrity_posts",
         &t,

@@ -30,8 +30,9 @@
 //!
 //! Every copy goes through [`InboxStore::deliver`](crate::InboxStore::deliver), which skips
 //! followers who block the author and delivers hidden to those who mute them (see
-//! [`crate::inbox::InboxLifecycle`]): fan-out honours both. (A celebrity's posts, merged into
-//! [`Delivery::timeline`] at read time, are not filtered.)
+//! [`crate::inbox::InboxLifecycle`]): fan-out honours both. A celebrity's posts, never copied,
+//! are merged into [`Delivery::timeline`] at read time without the celebrities the owner mutes
+//! or blocks (one more `find`, of the owner's lists).
 //!
 //! # Dormant users
 //!

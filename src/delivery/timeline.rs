@@ -27,9 +27,13 @@ impl<P: Payload> Delivery<P> {
     /// With a [`BucketedFanOut`](crate::BucketedFanOut) inbox (arrival order, position
     /// cursors) this is the inbox page alone.
     ///
+    /// Authors `owner` mutes or blocks ([`crate::InboxStore::filters`]) are left out of what is
+    /// merged, as their copies are hidden from the inbox.
+    ///
     /// Costs: 3 commands (`find` of activity, the inbox page, `find` of the celebrities), plus
-    /// 1 when celebrities exist (which of them `owner` follows) and 1 when `owner` follows any
-    /// (their posts). While rebuilding: 2, the followees' pages (one per 10,000), and 1.
+    /// 1 when celebrities exist (which of them `owner` follows) and 2 when `owner` follows any
+    /// (the owner's mute and block lists, and the posts). While rebuilding: 2, the followees'
+    /// pages (one per 10,000), and 2.
     ///
     /// # Errors
     ///
@@ -75,6 +79,7 @@ impl<P: Payload> Delivery<P> {
                 .collect();
             inner.graph.follows_any(owner, &celebrities).await?
         };
+        let others = inner.shown_authors(owner, others).await?;
         if others.is_empty() {
             return Ok(inbox);
         }
@@ -138,4 +143,22 @@ fn merge<P>(
         _ => None,
     };
     ours
+}
+
+impl<P: Payload> super::Inner<P> {
+    /// `authors` without those `owner` mutes or blocks: one `find` of the owner's lists, none
+    /// when `authors` is empty.
+    pub(super) async fn shown_authors(
+        &self,
+        owner: &str,
+        mut authors: Vec<String>,
+    ) -> Result<Vec<String>> {
+        if authors.is_empty() {
+            return Ok(authors);
+        }
+        let filters = self.inbox.filters(owner).await?;
+        authors
+            .retain(|author| !filters.muted.contains(author) && !filters.blocked.contains(author));
+        Ok(authors)
+    }
 }

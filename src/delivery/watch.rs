@@ -21,7 +21,7 @@ impl<P: Payload> Delivery<P> {
     /// A stream of what arrives in `owner`'s timeline ([`Delivery::timeline`]), from `from`
     /// (the token of the last update handled) or from now: the messages arriving in the inbox
     /// ([`crate::InboxStore::watch`]) and the new posts of the celebrities `owner` follows, each
-    /// once. The celebrities are those `owner` follows when the watch first runs; see
+    /// once. The celebrities are those `owner` follows, and neither mutes nor blocks, when the watch first runs; see
     /// [`crate::realtime`] for how each part learns of its items and what tokens promise. With a
     /// bucketed inbox (no celebrities) it is the inbox's watch.
     ///
@@ -75,7 +75,8 @@ struct Celebrities<P: Payload> {
 }
 
 impl<P: Payload> Celebrities<P> {
-    /// The celebrities the owner follows: one `find` of the celebrities, one of the follows.
+    /// The celebrities the owner follows and neither mutes nor blocks: one `find` of the
+    /// celebrities, one of the follows, one of the owner's mute and block lists.
     async fn authors(&self) -> Result<&[String]> {
         self.authors
             .get_or_try_init(|| async {
@@ -93,10 +94,12 @@ impl<P: Payload> Celebrities<P> {
                 if celebrities.is_empty() {
                     return Ok(Vec::new());
                 }
-                self.inner
+                let followed = self
+                    .inner
                     .graph
                     .follows_any(&self.owner, &celebrities)
-                    .await
+                    .await?;
+                self.inner.shown_authors(&self.owner, followed).await
             })
             .await
             .map(Vec::as_slice)

@@ -16,7 +16,7 @@ use mongodb::{Collection, Database, IndexModel};
 mod locked;
 
 use super::filters;
-use super::lifecycle::{Filter, Retention};
+use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{
     cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy,
@@ -730,6 +730,17 @@ impl Buckets {
 impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
     fn strategy(&self) -> Strategy {
         Strategy::BucketedFanOut
+    }
+
+    async fn filters(&self, owner: &str) -> Result<Filters> {
+        validate::check_user_id("owner", owner)?;
+        let head = self
+            .buckets
+            .heads
+            .find_one(doc! { "_id": owner })
+            .projection(doc! { "muted": 1, "blocked": 1 })
+            .await?;
+        Ok(filters::read(head.as_ref()))
     }
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {

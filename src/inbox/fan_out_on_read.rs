@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use super::filters::{self, FilterLists};
-use super::lifecycle::{Filter, Retention};
+use super::lifecycle::{Filter, Filters, Retention};
 use super::time_ordered::{self, Layout, OwnerState};
 use super::{
     validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
@@ -172,6 +172,11 @@ impl<P: Payload> FanOutOnRead<P> {
 impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     fn strategy(&self) -> Strategy {
         Strategy::FanOutOnRead
+    }
+
+    async fn filters(&self, owner: &str) -> Result<Filters> {
+        validate::check_user_id("owner", owner)?;
+        self.filters.get(owner).await
     }
 
     /// One `find` of the recipients' filters, one `insert`. Recipients who block the sender are

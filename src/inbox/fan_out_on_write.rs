@@ -12,7 +12,7 @@ use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
 use super::filters::{self, FilterLists};
-use super::lifecycle::{Filter, Retention};
+use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout, OwnerState};
 use super::{
@@ -251,6 +251,11 @@ impl<P: Payload> FanOutOnWrite<P> {
 impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
     fn strategy(&self) -> Strategy {
         Strategy::FanOutOnWrite
+    }
+
+    async fn filters(&self, owner: &str) -> Result<Filters> {
+        validate::check_user_id("owner", owner)?;
+        self.filters.get(owner).await
     }
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {

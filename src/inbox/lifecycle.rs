@@ -123,7 +123,7 @@ impl Filter {
     }
 }
 
-/// The senders an owner mutes and blocks, as [`InboxLifecycle::filters`] reads them.
+/// The senders an owner mutes and blocks, as [`super::InboxStore::filters`] reads them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Filters {
@@ -314,9 +314,6 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     async fn unblock(&self, owner: &str, sender: &str) -> Result<()> {
         self.set_filter(owner, sender, Filter::Block, false).await
     }
-
-    /// The senders `owner` mutes and blocks. One `find`.
-    async fn filters(&self, owner: &str) -> Result<Filters>;
 
     /// The store's [`Retention`], set on its builder.
     fn retention(&self) -> Retention;

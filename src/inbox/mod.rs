@@ -344,6 +344,19 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// deleted, retracted, pruned, or from a muted or blocked sender).
     async fn count(&self, owner: &str) -> Result<u64>;
 
+    /// The senders `owner` mutes and blocks ([`InboxLifecycle::mute`],
+    /// [`InboxLifecycle::block`]): one `find`. A store of the application's own without mute and
+    /// block lists can keep the default, which has none. [`crate::delivery::Delivery`] reads it
+    /// to leave muted and blocked celebrities out of a timeline.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Blank`] for a blank owner.
+    async fn filters(&self, owner: &str) -> Result<Filters> {
+        crate::validate::user_id("owner", owner)?;
+        Ok(Filters::default())
+    }
+
     /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
     /// every start). A strategy whose correctness depends on a unique index creates its indexes
     /// before its first write if this was not called on the store (or a clone of it).

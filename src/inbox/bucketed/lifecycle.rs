@@ -35,9 +35,9 @@ use mongodb::IndexModel;
 
 use super::{BucketedFanOut, Buckets, MAX_ROUNDS};
 use crate::bson_ext::integer;
-use crate::inbox::filters::{self, FilterLists};
+use crate::inbox::filters::FilterLists;
 use crate::inbox::lifecycle::{
-    message_not_found, not_sender, Filter, Filters, InboxLifecycle, Retention, UpTo,
+    message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
 };
 use crate::inbox::{cursor, validate, MessageId, Payload};
 use crate::{Error, Result};
@@ -654,17 +654,6 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             self.buckets.converge(&write).await
         };
         self.buckets.backend.exclusive_one(owner, work).await
-    }
-
-    async fn filters(&self, owner: &str) -> Result<Filters> {
-        validate::check_user_id("owner", owner)?;
-        let head = self
-            .buckets
-            .heads
-            .find_one(doc! { "_id": owner })
-            .projection(doc! { "muted": 1, "blocked": 1 })
-            .await?;
-        Ok(filters::read(head.as_ref()))
     }
 
     fn retention(&self) -> Retention {

@@ -15,7 +15,7 @@ use super::{FanOutOnWrite, LAYOUT};
 use crate::bson_ext::derived_id;
 use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
-    message_not_found, not_sender, Filter, Filters, InboxLifecycle, Retention, UpTo,
+    message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
 };
 use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
 use crate::Result;
@@ -284,11 +284,6 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
                 .await
         };
         self.backend.exclusive_one(owner, work).await
-    }
-
-    async fn filters(&self, owner: &str) -> Result<Filters> {
-        validate::check_user_id("owner", owner)?;
-        self.filters.get(owner).await
     }
 
     fn retention(&self) -> Retention {
