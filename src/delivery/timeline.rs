@@ -65,21 +65,10 @@ impl<P: Payload> Delivery<P> {
         let others = if rebuilding {
             let mut authors = inner.graph.followees_of(owner).await?;
             authors.push(owner.to_owned());
-            authors
+            inner.shown_authors(owner, authors).await?
         } else {
-            let celebrities: Vec<String> = inner
-                .celebrities
-                .find(doc! {})
-                .projection(doc! { "_id": 1 })
-                .await?
-                .try_collect::<Vec<Document>>()
-                .await?
-                .iter()
-                .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
-                .collect();
-            inner.graph.follows_any(owner, &celebrities).await?
+            inner.followed_celebrities(owner).await?
         };
-        let others = inner.shown_authors(owner, others).await?;
         if others.is_empty() {
             return Ok(inbox);
         }
@@ -146,6 +135,26 @@ fn merge<P>(
 }
 
 impl<P: Payload> super::Inner<P> {
+    /// The celebrities `owner` follows and neither mutes nor blocks: one `find` of the
+    /// celebrities, and when there are any, one of the follows and one of the owner's lists.
+    pub(super) async fn followed_celebrities(&self, owner: &str) -> Result<Vec<String>> {
+        let celebrities: Vec<String> = self
+            .celebrities
+            .find(doc! {})
+            .projection(doc! { "_id": 1 })
+            .await?
+            .try_collect::<Vec<Document>>()
+            .await?
+            .iter()
+            .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
+            .collect();
+        if celebrities.is_empty() {
+            return Ok(celebrities);
+        }
+        let followed = self.graph.follows_any(owner, &celebrities).await?;
+        self.shown_authors(owner, followed).await
+    }
+
     /// `authors` without those `owner` mutes or blocks: one `find` of the owner's lists, none
     /// when `authors` is empty.
     pub(super) async fn shown_authors(

@@ -79,28 +79,7 @@ impl<P: Payload> Celebrities<P> {
     /// celebrities, one of the follows, one of the owner's mute and block lists.
     async fn authors(&self) -> Result<&[String]> {
         self.authors
-            .get_or_try_init(|| async {
-                let celebrities: Vec<String> = self
-                    .inner
-                    .celebrities
-                    .find(doc! {})
-                    .projection(doc! { "_id": 1 })
-                    .await?
-                    .try_collect::<Vec<Document>>()
-                    .await?
-                    .iter()
-                    .filter_map(|d| d.get_str("_id").ok().map(str::to_owned))
-                    .collect();
-                if celebrities.is_empty() {
-                    return Ok(Vec::new());
-                }
-                let followed = self
-                    .inner
-                    .graph
-                    .follows_any(&self.owner, &celebrities)
-                    .await?;
-                self.inner.shown_authors(&self.owner, followed).await
-            })
+            .get_or_try_init(|| self.inner.followed_celebrities(&self.owner))
             .await
             .map(Vec::as_slice)
     }

@@ -6,8 +6,9 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
+use super::lifecycle::Retention;
 use super::recipient_lists::RecipientLists;
-use super::{cursor, validate, Message, Payload, Strategy};
+use super::{cursor, validate, Message, MessageId, Payload, Strategy};
 use crate::{Page, PageRequest, Result};
 
 /// Where a strategy keeps the owner and the message id in its documents.
@@ -232,4 +233,36 @@ pub(super) fn decode<P: Payload>(
     document.insert("read", Bson::Boolean(read));
     document.insert("starred", Bson::Boolean(starred));
     crate::bson_ext::decode_with_id(collection, stored_id, document)
+}
+
+/// The `$or` clauses selecting what `retention` drops of `owner`'s inbox: the messages from the
+/// first past its newest `keep_newest` on (one `find` of that message), and those older than its
+/// `max_age`. Empty when it keeps everything.
+pub(super) async fn past_retention(
+    collection: &Collection<Document>,
+    layout: Layout,
+    owner: &str,
+    retention: &Retention,
+) -> Result<Vec<Document>> {
+    let mut older = Vec::new();
+    if let Some(keep) = retention.newest() {
+        let first_dropped = collection
+            .find(doc! { layout.owner_field: owner })
+            .sort(doc! { "sent": -1, "id": -1 })
+            .skip(keep)
+            .limit(1)
+            .projection(doc! { "sent": 1, "id": 1 })
+            .await?
+            .try_next()
+            .await?;
+        if let Some(found) = first_dropped {
+            if let (Ok(sent), Ok(id)) = (found.get_datetime("sent"), found.get_object_id("id")) {
+                older.push(cursor::at_or_older(*sent, MessageId(id), "id"));
+            }
+        }
+    }
+    if let Some(cutoff) = retention.cutoff() {
+        older.push(doc! { "sent": { "$lt": cutoff } });
+    }
+    Ok(older)
 }

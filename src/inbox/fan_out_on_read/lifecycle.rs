@@ -12,7 +12,6 @@
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 
 use super::{FanOutOnRead, LAYOUT};
 use crate::bson_ext::derived_id;
@@ -238,28 +237,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
     /// its other recipients. Returns both together.
     async fn prune(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
-        let mut older = Vec::new();
-        if let Some(keep) = self.retention.newest() {
-            let first_dropped = self
-                .messages
-                .find(doc! { "to": owner })
-                .sort(doc! { "sent": -1, "id": -1 })
-                .skip(keep)
-                .limit(1)
-                .projection(doc! { "sent": 1, "id": 1 })
-                .await?
-                .try_next()
+        let older =
+            time_ordered::past_retention(&self.messages, super::LAYOUT, owner, &self.retention)
                 .await?;
-            if let Some(found) = first_dropped {
-                if let (Ok(sent), Ok(id)) = (found.get_datetime("sent"), found.get_object_id("id"))
-                {
-                    older.push(cursor::at_or_older(*sent, MessageId(id), "id"));
-                }
-            }
-        }
-        if let Some(cutoff) = self.retention.cutoff() {
-            older.push(doc! { "sent": { "$lt": cutoff } });
-        }
         if older.is_empty() {
             return Ok(0);
         }

@@ -295,27 +295,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
     /// deletes once (a retry may then report fewer).
     async fn prune(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
-        let mut older = Vec::new();
-        if let Some(keep) = self.retention.newest() {
-            let first_dropped = self
-                .copies
-                .find(doc! { "recipient": owner })
-                .sort(doc! { "sent": -1, "id": -1 })
-                .skip(keep)
-                .limit(1)
-                .projection(doc! { "sent": 1, "id": 1 })
-                .await?
-                .try_next()
+        let older =
+            time_ordered::past_retention(&self.copies, super::LAYOUT, owner, &self.retention)
                 .await?;
-            if let Some(copy) = first_dropped {
-                if let (Ok(sent), Ok(id)) = (copy.get_datetime("sent"), copy.get_object_id("id")) {
-                    older.push(cursor::at_or_older(*sent, MessageId(id), "id"));
-                }
-            }
-        }
-        if let Some(cutoff) = self.retention.cutoff() {
-            older.push(doc! { "sent": { "$lt": cutoff } });
-        }
         if older.is_empty() {
             return Ok(0);
         }
