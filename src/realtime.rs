@@ -20,10 +20,10 @@
 //!
 //! # Change streams, or polling
 //!
-//! Where the server has change streams ([`Capabilities::change_streams`]: MongoDB replica sets
-//! and sharded clusters) and gives a position to resume from when one opens, a watch is one
-//! change stream filtered on the server to the owner's changes: no command while nothing
-//! happens. Elsewhere (a standalone MongoDB, FerretDB, and mongo-java-server, whose change
+//! Where the server has change streams ([`crate::Capabilities::change_streams`]: MongoDB
+//! replica sets and sharded clusters) and gives a position to resume from when one opens, a
+//! watch is one change stream filtered on the server to the owner's changes: no command while
+//! nothing happens. Elsewhere (a standalone MongoDB, FerretDB, and mongo-java-server, whose change
 //! streams give no resume position before their first event, so the driver's own resume after a
 //! dropped connection would skip what happened meanwhile) it polls: one `find` per poll, every
 //! [`WatchOptions::poll_interval`] while nothing is found. [`Mode::ChangeStreams`] insists on a
@@ -72,9 +72,9 @@ use mongodb::change_stream::ChangeStream;
 use mongodb::options::FullDocumentType;
 use mongodb::Collection;
 
+use crate::backend::Backend;
 use crate::page::{invalid, Cursor};
-use crate::retry::{Backoff, RetryPolicy};
-use crate::server::Capabilities;
+use crate::retry::Backoff;
 use crate::{Error, Result};
 
 /// The tag of resume tokens in the crate's cursor format.
@@ -218,8 +218,8 @@ pub(crate) trait Source: Send + Sync + 'static {
         false
     }
 
-    /// The store's retry policy.
-    fn retry_policy(&self) -> RetryPolicy;
+    /// The store's backend: its retry policy, and the server's capabilities.
+    fn backend(&self) -> &Backend;
 
     /// Where a watch without a token asked for at `since` starts, read from the server when it
     /// first runs, for sources whose keys are not times (positions); `None`: from
@@ -233,9 +233,6 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn start(&self, now: bson::DateTime) -> Key {
         Key::new(now.timestamp_millis(), "")
     }
-
-    /// The server's capabilities.
-    async fn capabilities(&self) -> Result<Capabilities>;
 
     /// One `find` (and, for items kept elsewhere, one more for those not `seen`): the items
     /// whose key is at least `from`, in key order, at most `limit`. Items whose key is in `seen`
@@ -271,6 +268,11 @@ pub(crate) fn watch<S: Source>(
         let next = watcher.next().await?;
         Some((next, watcher))
     }))
+}
+
+/// A stream that yields `error` and ends: a watch refused before it starts (a blank owner).
+pub(crate) fn failed<T: Send + 'static>(error: Error) -> Updates<T> {
+    Box::pin(futures::stream::once(async move { Err(error) }))
 }
 
 /// A watch's state: what was reported, and how to learn of more.
@@ -347,7 +349,7 @@ impl<S: Source> Watcher<S> {
         if !self.started {
             self.start().await?;
         }
-        let policy = self.source.retry_policy();
+        let policy = *self.source.backend().retry_policy();
         let mut backoff = Backoff::new(&policy, "watch");
         while self.buffer.is_empty() {
             let step = if self.streaming {
@@ -388,9 +390,9 @@ impl<S: Source> Watcher<S> {
         };
         self.streaming = match self.options.mode {
             Mode::Polling => false,
-            Mode::Auto => self.source.capabilities().await?.change_streams,
+            Mode::Auto => self.source.backend().capabilities().await?.change_streams,
             Mode::ChangeStreams => {
-                if !self.source.capabilities().await?.change_streams {
+                if !self.source.backend().capabilities().await?.change_streams {
                     return Err(Error::NotSupported {
                         feature: "watching through change streams",
                         reason: "the server has no change streams (a standalone MongoDB, \
@@ -613,7 +615,7 @@ pub(crate) fn pair<T: Send + 'static>(
 ) -> Updates<T> {
     let parts = match from.map(|token| split(&token)).transpose() {
         Ok(parts) => parts,
-        Err(error) => return Box::pin(futures::stream::once(async move { Err(error) })),
+        Err(error) => return failed(error),
     };
     let (first_from, second_from, start) = parts.unwrap_or_else(|| {
         let start = options.since.unwrap_or_else(bson::DateTime::now);

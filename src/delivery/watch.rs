@@ -13,9 +13,10 @@ use tokio::sync::OnceCell;
 
 use super::worker::decode_post;
 use super::{Delivery, Inner};
+use crate::backend::Backend;
 use crate::inbox::{Message, Strategy};
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
-use crate::{Capabilities, Payload, Result, RetryPolicy};
+use crate::{Payload, Result};
 
 impl<P: Payload> Delivery<P> {
     /// A stream of what arrives in `owner`'s timeline ([`Delivery::timeline`]), from `from`
@@ -42,7 +43,7 @@ impl<P: Payload> Delivery<P> {
             return inner.inbox.watch(owner, from, options);
         }
         if let Err(error) = crate::validate::user_id("owner", owner) {
-            return Box::pin(futures::stream::once(async move { Err(error) }));
+            return crate::realtime::failed(error);
         }
         let inbox = inner.inbox.clone();
         let owner = owner.to_owned();
@@ -99,12 +100,8 @@ impl<P: Payload> Source for Celebrities<P> {
         format!("celebrities/{}/{}", self.inner.outbox.name(), self.owner)
     }
 
-    fn retry_policy(&self) -> RetryPolicy {
-        *self.inner.backend.retry_policy()
-    }
-
-    async fn capabilities(&self) -> Result<Capabilities> {
-        self.inner.backend.capabilities().await
+    fn backend(&self) -> &Backend {
+        &self.inner.backend
     }
 
     async fn poll(

@@ -155,7 +155,7 @@ impl<X: Payload> Feeds<X> {
     ) -> Updates<Post<X>> {
         if let FeedKind::User(user) = feed {
             if let Err(error) = crate::validate::user_id("user", user) {
-                return Box::pin(futures::stream::once(async move { Err(error) }));
+                return crate::realtime::failed(error);
             }
         }
         realtime::watch(
@@ -286,8 +286,8 @@ impl<X: Payload> Source for Entering<X> {
         format!("feed/{}/{}", self.inner.collections.feeds.name(), self.feed)
     }
 
-    fn retry_policy(&self) -> crate::RetryPolicy {
-        *self.inner.backend.retry_policy()
+    fn backend(&self) -> &crate::backend::Backend {
+        &self.inner.backend
     }
 
     /// Post ids hold seconds: a watch starts at the start of its second.
@@ -296,10 +296,6 @@ impl<X: Payload> Source for Entering<X> {
             now.timestamp_millis() - now.timestamp_millis().rem_euclid(1000),
             "",
         )
-    }
-
-    async fn capabilities(&self) -> Result<crate::Capabilities> {
-        self.inner.backend.capabilities().await
     }
 
     async fn poll(

@@ -831,7 +831,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
         options: crate::realtime::WatchOptions,
     ) -> crate::realtime::Updates<Message<P>> {
         if let Err(error) = validate::check_user_id("owner", owner) {
-            return Box::pin(futures::stream::once(async move { Err(error) }));
+            return crate::realtime::failed(error);
         }
         let Buckets {
             backend,

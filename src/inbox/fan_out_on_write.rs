@@ -317,18 +317,12 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
         from: Option<crate::realtime::ResumeToken>,
         options: crate::realtime::WatchOptions,
     ) -> crate::realtime::Updates<Message<P>> {
-        if let Err(error) = validate::check_user_id("owner", owner) {
-            return Box::pin(futures::stream::once(async move { Err(error) }));
-        }
-        crate::realtime::watch(
-            super::watch::TimeOrdered {
-                backend: self.backend.clone(),
-                collection: self.copies.clone(),
-                layout: LAYOUT,
-                recipients: Some(self.recipients.clone()),
-                owner: owner.to_owned(),
-                _payload: std::marker::PhantomData,
-            },
+        super::watch::TimeOrdered::watch(
+            &self.backend,
+            &self.copies,
+            LAYOUT,
+            Some(self.recipients.clone()),
+            owner,
             from,
             options,
         )

@@ -27,17 +27,44 @@ use super::time_ordered::{self, Layout};
 use super::{Message, Payload};
 use crate::backend::Backend;
 use crate::bson_ext::integer;
-use crate::realtime::{Key, Source};
-use crate::{Capabilities, Result, RetryPolicy};
+use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
+use crate::Result;
 
 /// A time-ordered inbox (fan out on read or on write) of one owner.
 pub(super) struct TimeOrdered<P> {
-    pub(super) backend: Backend,
-    pub(super) collection: Collection<Document>,
-    pub(super) layout: Layout,
-    pub(super) recipients: Option<RecipientLists>,
-    pub(super) owner: String,
-    pub(super) _payload: PhantomData<fn() -> P>,
+    backend: Backend,
+    collection: Collection<Document>,
+    layout: Layout,
+    recipients: Option<RecipientLists>,
+    owner: String,
+    _payload: PhantomData<fn() -> P>,
+}
+
+impl<P: Payload> TimeOrdered<P> {
+    /// The watch of `owner`'s inbox kept in `collection` as `layout` says, refused for a blank
+    /// owner.
+    pub(super) fn watch(
+        backend: &Backend,
+        collection: &Collection<Document>,
+        layout: Layout,
+        recipients: Option<RecipientLists>,
+        owner: &str,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Message<P>> {
+        if let Err(error) = crate::validate::user_id("owner", owner) {
+            return realtime::failed(error);
+        }
+        let source = Self {
+            backend: backend.clone(),
+            collection: collection.clone(),
+            layout,
+            recipients,
+            owner: owner.to_owned(),
+            _payload: PhantomData,
+        };
+        realtime::watch(source, from, options)
+    }
 }
 
 fn time_key<P>(message: &Message<P>) -> Key {
@@ -52,12 +79,8 @@ impl<P: Payload> Source for TimeOrdered<P> {
         format!("inbox/{}/{}", self.collection.name(), self.owner)
     }
 
-    fn retry_policy(&self) -> RetryPolicy {
-        *self.backend.retry_policy()
-    }
-
-    async fn capabilities(&self) -> Result<Capabilities> {
-        self.backend.capabilities().await
+    fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     async fn poll(
@@ -179,12 +202,8 @@ impl<P: Payload> Source for Bucketed<P> {
         true
     }
 
-    fn retry_policy(&self) -> RetryPolicy {
-        *self.backend.retry_policy()
-    }
-
-    async fn capabilities(&self) -> Result<Capabilities> {
-        self.backend.capabilities().await
+    fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// Positions, not times: a watch without a token starts after the owner's last entry

@@ -453,7 +453,7 @@ impl<D: Payload> NotificationStore<D> {
         options: WatchOptions,
     ) -> Updates<Group<D>> {
         if let Err(error) = validate::user_id("recipient", recipient) {
-            return Box::pin(futures::stream::once(async move { Err(error) }));
+            return crate::realtime::failed(error);
         }
         realtime::watch(
             Changes {
@@ -904,12 +904,8 @@ impl<D: Payload> Source for Changes<D> {
         )
     }
 
-    fn retry_policy(&self) -> crate::RetryPolicy {
-        *self.groups.backend.retry_policy()
-    }
-
-    async fn capabilities(&self) -> Result<crate::Capabilities> {
-        self.groups.backend.capabilities().await
+    fn backend(&self) -> &crate::backend::Backend {
+        &self.groups.backend
     }
 
     async fn poll(
