@@ -475,14 +475,7 @@ impl Buckets {
     /// Recipients whose head lists the sender as blocked are returned and get nothing; those
     /// who mute the sender get the entry hidden.
     async fn deliver(&self, recipients: Vec<String>, entry: &Entry<'_>) -> Result<Vec<String>> {
-        let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let (mut targets, blocked) = self
-            .backend
-            .retry("read heads", || self.read_heads(&names, entry.from))
-            .await?;
-        let (blocked, mut pending): (Vec<String>, Vec<String>) = recipients
-            .into_iter()
-            .partition(|recipient| blocked.contains(recipient));
+        let (mut targets, blocked, mut pending) = self.sort_recipients(recipients, entry).await?;
         if pending.is_empty() {
             return Ok(blocked);
         }
@@ -538,6 +531,24 @@ impl Buckets {
         Err(Error::Contention {
             attempts: MAX_ROUNDS,
         })
+    }
+
+    /// The heads of `recipients` (read under the retry policy), and the recipients parted into
+    /// those who block the entry's sender and those it goes to.
+    async fn sort_recipients(
+        &self,
+        recipients: Vec<String>,
+        entry: &Entry<'_>,
+    ) -> Result<(HashMap<String, Target>, Vec<String>, Vec<String>)> {
+        let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        let (targets, blocked) = self
+            .backend
+            .retry("read heads", || self.read_heads(&names, entry.from))
+            .await?;
+        let (blocked, pending) = recipients
+            .into_iter()
+            .partition(|recipient| blocked.contains(recipient));
+        Ok((targets, blocked, pending))
     }
 
     /// Each recipient's newest bucket, from the heads collection (bucket 0 when unknown), with

@@ -9,6 +9,7 @@ use mongodb::Collection;
 use super::lifecycle::Retention;
 use super::recipient_lists::RecipientLists;
 use super::{cursor, validate, Message, MessageId, Payload, Strategy};
+use crate::backend::Backend;
 use crate::{Page, PageRequest, Result};
 
 /// Where a strategy keeps the owner and the message id in its documents.
@@ -265,4 +266,23 @@ pub(super) async fn past_retention(
         older.push(doc! { "sent": { "$lt": cutoff } });
     }
     Ok(older)
+}
+
+/// Applies `mark` to every message from `sender` in `owner`'s inbox (one `update_many`, retried:
+/// a mark applied twice is applied once): how muting and blocking reach what was delivered.
+pub(super) async fn mark_sender(
+    backend: &Backend,
+    collection: &Collection<Document>,
+    layout: Layout,
+    owner: &str,
+    sender: &str,
+    mark: Document,
+) -> Result<()> {
+    let filter = doc! { layout.owner_field: owner, "from": sender };
+    backend
+        .retry("mark sender", || async {
+            collection.update_many(filter.clone(), mark.clone()).await?;
+            Ok(())
+        })
+        .await
 }

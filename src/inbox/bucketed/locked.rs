@@ -56,14 +56,7 @@ impl Buckets {
         recipients: Vec<String>,
         entry: &Entry<'_>,
     ) -> Result<Vec<String>> {
-        let names: Vec<&str> = recipients.iter().map(String::as_str).collect();
-        let (mut targets, blocked) = self
-            .backend
-            .retry("read heads", || self.read_heads(&names, entry.from))
-            .await?;
-        let (blocked, mut pending): (Vec<String>, Vec<String>) = recipients
-            .into_iter()
-            .partition(|recipient| blocked.contains(recipient));
+        let (mut targets, blocked, mut pending) = self.sort_recipients(recipients, entry).await?;
         if pending.is_empty() {
             return Ok(blocked);
         }

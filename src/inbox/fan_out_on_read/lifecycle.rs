@@ -215,13 +215,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             self.filters
                 .set(&self.backend, owner, sender, filter, on)
                 .await?;
-            self.backend
-                .retry("mark sender", || async {
-                    self.messages
-                        .update_many(doc! { "to": owner, "from": sender }, mark.clone())
-                        .await?;
-                    Ok(())
-                })
+            time_ordered::mark_sender(&self.backend, &self.messages, LAYOUT, owner, sender, mark)
                 .await
         };
         self.backend.exclusive_one(SHARED_LOCK, work).await
@@ -238,8 +232,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
     async fn prune(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         let older =
-            time_ordered::past_retention(&self.messages, super::LAYOUT, owner, &self.retention)
-                .await?;
+            time_ordered::past_retention(&self.messages, LAYOUT, owner, &self.retention).await?;
         if older.is_empty() {
             return Ok(0);
         }

@@ -274,13 +274,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
             self.filters
                 .set(&self.backend, owner, sender, filter, on)
                 .await?;
-            self.backend
-                .retry("mark sender", || async {
-                    self.copies
-                        .update_many(doc! { "recipient": owner, "from": sender }, mark.clone())
-                        .await?;
-                    Ok(())
-                })
+            time_ordered::mark_sender(&self.backend, &self.copies, LAYOUT, owner, sender, mark)
                 .await
         };
         self.backend.exclusive_one(owner, work).await
@@ -296,8 +290,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
     async fn prune(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         let older =
-            time_ordered::past_retention(&self.copies, super::LAYOUT, owner, &self.retention)
-                .await?;
+            time_ordered::past_retention(&self.copies, LAYOUT, owner, &self.retention).await?;
         if older.is_empty() {
             return Ok(0);
         }
