@@ -17,9 +17,20 @@ pub const PROBE_COLLECTION_PREFIX: &str = "mongo_social_probe_";
 /// The database [`ServerInfo::detect`] probes in, when it is given a client and no database.
 const PROBE_DATABASE: &str = "mongo_social_probe";
 
-/// The statements FerretDB 1.x takes in one `update` command: it holds a database connection
-/// for each matched statement until the command ends and hangs at about 100.
-const FERRETDB_1_MAX_UPDATE_STATEMENTS: usize = 50;
+/// The statements sent to FerretDB 1.x in one `update` command.
+///
+/// FerretDB 1.x keeps each statement's query open, and with it one connection of its pool to
+/// SQLite or PostgreSQL, until the whole command ends; each statement's write takes one more.
+/// When the open queries of the commands in flight fill the pool, every one of them waits for a
+/// connection that none will give back, and the server answers nothing more until it restarts.
+/// Its pools hold 100 connections on SQLite and 50 by default on PostgreSQL. Measured on
+/// FerretDB 1.24.2, with 50 statements per command: on PostgreSQL a second bucketed send to the
+/// same 100 recipients hung; on SQLite 8 concurrent senders, each sending twice to its own 100
+/// recipients, hung. With the driver's default pool of 10 connections, 3 statements per command
+/// keep one client's worst case at 10 × 3 open queries plus 10 writes, 40 of PostgreSQL's 50.
+/// Round trips are a small part of a statement's cost there: each makes the engine scan the
+/// collection.
+const FERRETDB_1_MAX_UPDATE_STATEMENTS: usize = 3;
 
 /// MongoDB's `maxWriteBatchSize` since 3.6, used when a server does not report one.
 const DEFAULT_MAX_WRITE_BATCH_SIZE: usize = 100_000;
@@ -228,8 +239,8 @@ pub struct Capabilities {
     /// (a race is no cheap probe): true everywhere but FerretDB 1.x.
     pub atomic_updates: bool,
     /// Statements sent in one `update` command: the server's `maxWriteBatchSize`, and at most
-    /// 50 on FerretDB 1.x (which holds a database connection for each matched statement until
-    /// the command ends, and hangs at about 100).
+    /// 3 on FerretDB 1.x, which holds a connection of its pool for each statement until the
+    /// command ends and stops answering when its pool runs out (50 statements hung it).
     pub max_update_statements: usize,
     /// An unordered multi-statement `update` command runs every statement and reports each
     /// failure by its index. FerretDB 1.x stops at the first failure and misreports its index.
@@ -842,12 +853,12 @@ mod tests {
         assert!(!capabilities.filters_beyond_id);
         assert!(!capabilities.graph_lookup, "no $graphLookup, no $lookup");
         assert_eq!(
-            capabilities.max_update_statements, 50,
-            "capped below its hang"
+            capabilities.max_update_statements, FERRETDB_1_MAX_UPDATE_STATEMENTS,
+            "capped well below its pool"
         );
         assert!(server
             .describe()
-            .starts_with("FerretDB v1.24.2 (MongoDB 7.0.42 wire), standalone, 50 statements"));
+            .starts_with("FerretDB v1.24.2 (MongoDB 7.0.42 wire), standalone, 3 statements"));
     }
 
     #[test]

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::testing::inbox_suite::{self, Note};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage,
-    PageRequest, RetryPolicy,
+    BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, MessageId,
+    NewMessage, PageRequest, RetryPolicy,
 };
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
@@ -736,6 +737,70 @@ async fn buckets_store_long_recipient_lists_once() {
     long_recipient_lists_are_stored_once(&db, &store, "inbox_buckets", inserts).await;
 }
 
+/// By default a recipient list rides in every entry up to 100 names, or up to 10 where the
+/// engine scans the collection for every filter but `_id` (FerretDB 1.x); pages give every list
+/// back whole either way.
+async fn default_inline_limit_follows_the_server(
+    db: &TestDb,
+    store: &DynInboxStore<String>,
+    entries: &str,
+) {
+    store.create_indexes().await.expect("indexes");
+    let members = |n: usize| -> Vec<String> { (0..n).map(|i| format!("member{i}")).collect() };
+    let to_ten = store
+        .send(NewMessage::new("joe", members(10), "to ten".to_owned()))
+        .await
+        .expect("send to ten")
+        .message;
+    let to_eleven = store
+        .send(NewMessage::new("joe", members(11), "to eleven".to_owned()))
+        .await
+        .expect("send to eleven")
+        .message;
+
+    let scanning = !db.info.capabilities().filters_beyond_id;
+    let lists: Vec<ObjectId> = stored_entries(db, "inbox_recipients")
+        .await
+        .iter()
+        .map(|list| list.get_object_id("_id").unwrap())
+        .collect();
+    let expected = if scanning {
+        vec![to_eleven.id.0]
+    } else {
+        vec![]
+    };
+    assert_eq!(lists, expected, "scanning engine: {scanning}");
+    let inline: Vec<usize> = stored_entries(db, entries)
+        .await
+        .iter()
+        .filter_map(|entry| Some(entry.get_array("to").ok()?.len()))
+        .collect();
+    assert_eq!(inline.len(), if scanning { 10 } else { 21 }, "{inline:?}");
+
+    let page = store
+        .inbox_page("member0", PageRequest::first(10))
+        .await
+        .expect("page");
+    let ids: Vec<MessageId> = page.items.iter().map(|message| message.id).collect();
+    assert_eq!(ids, [to_eleven.id, to_ten.id]);
+    assert_eq!(page.items[0].to, members(11));
+    assert_eq!(page.items[1].to, members(10));
+}
+
+#[tokio::test]
+async fn fan_out_on_write_inline_limit_follows_the_server() {
+    let db = testing::test_db("fan_out_on_write_inline_default").await;
+    let store = FanOutOnWrite::new(&db.db);
+    default_inline_limit_follows_the_server(&db, &store, "inbox_copies").await;
+}
+
+#[tokio::test]
+async fn buckets_inline_limit_follows_the_server() {
+    let db = testing::test_db("buckets_inline_default").await;
+    let store = BucketedFanOut::new(&db.db);
+    default_inline_limit_follows_the_server(&db, &store, "inbox_buckets").await;
+}
+
 #[tokio::test]
 async fn recipient_lists_need_their_own_collection() {
     let db = testing::test_db("recipient_lists_collection").await;
@@ -927,5 +992,48 @@ mod lifecycle {
             readme.contains(&table),
             "README.md lacks the lifecycle cost table; put this in its place:\n{table}"
         );
+    }
+}
+
+/// Concurrent sends to groups finish, and each member gets each message once. FerretDB 1.x
+/// keeps a connection of its pool for every statement of an `update` command until the command
+/// ends: with 50 statements per command, 8 senders each sending twice to its own 50 members
+/// filled its pool and left it waiting on itself for good (see
+/// `Capabilities::max_update_statements`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_sends_to_groups_finish() {
+    let db = testing::test_db("concurrent_group_sends").await;
+    let store = BucketedFanOut::<String>::new(&db.db);
+    store.create_indexes().await.expect("indexes");
+    let group =
+        |sender: usize| -> Vec<String> { (0..50).map(|i| format!("g{sender}member{i}")).collect() };
+    let sends = (0..8).map(|sender| {
+        let store = store.clone();
+        async move {
+            for round in 0..2 {
+                let text = format!("from {sender}, round {round}");
+                store
+                    .send(NewMessage::new(
+                        format!("sender{sender}"),
+                        group(sender),
+                        text,
+                    ))
+                    .await?;
+            }
+            Ok::<_, Error>(())
+        }
+    });
+    // A guard against a server that stops answering, not a speed limit.
+    tokio::time::timeout(
+        Duration::from_secs(600),
+        futures::future::try_join_all(sends),
+    )
+    .await
+    .expect("the sends finished")
+    .expect("every send succeeded");
+    for sender in 0..8 {
+        for member in group(sender) {
+            assert_eq!(store.count(&member).await.unwrap(), 2, "{member}");
+        }
     }
 }

@@ -123,8 +123,6 @@ use crate::sharding::ShardKey;
 use crate::validate;
 use crate::{Entity, Error, Page, PageRequest, Result};
 
-/// Users whose subscriptions are changed under one round of locks.
-const ROUND: usize = 50;
 /// Members or followers read per query while fanning a change out over a group.
 const SCAN_PAGE: i64 = 500;
 /// Lease of owner and stats locks: a round of 50 users, which on servers without atomic updates

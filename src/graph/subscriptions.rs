@@ -40,7 +40,8 @@ use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
-use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, ROUND};
+use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport};
+use crate::backend::LOCKED_ROUND;
 use crate::retry::once_per_op;
 use crate::Result;
 
@@ -136,7 +137,7 @@ impl FollowGraph {
     ) -> Result<()> {
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
         self.owner_locks
-            .in_rounds(&keys, ROUND, |taken| async move {
+            .in_rounds(&keys, LOCKED_ROUND, |taken| async move {
                 let owners = owners_of(taken);
                 if add {
                     self.add_round(owners, users, origin).await
@@ -292,7 +293,7 @@ impl FollowGraph {
         }
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
         self.owner_locks
-            .in_rounds(&keys, ROUND, |taken| async move {
+            .in_rounds(&keys, LOCKED_ROUND, |taken| async move {
                 let scope = doc! { "owner": { "$in": owners_of(taken) }, "user": user };
                 self.finish_pending(&scope).await
             })
@@ -425,7 +426,7 @@ impl FollowGraph {
             .collect();
         let keys: Vec<String> = users.into_iter().map(|user| stats_key(user)).collect();
         self.backend
-            .exclusive_in_rounds(&keys, ROUND, |taken| self.apply(&changes, Some(taken)))
+            .exclusive_in_rounds(&keys, |taken| self.apply(&changes, Some(taken)))
             .await
     }
 

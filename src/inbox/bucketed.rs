@@ -127,7 +127,7 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 ///   before it (a hint: a stale head costs a retry, never a wrong result), and the owner's mute
 ///   and block lists, which every send reads with the heads (no command more);
 /// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
-///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default),
+///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default; 10 on FerretDB 1.x),
 ///   stored once, written before the entries, which carry `to_count` instead of `to`; otherwise a
 ///   message to N users would put N names in each of N buckets. A page holding such messages
 ///   takes one more `find` to put their lists back.
@@ -174,8 +174,10 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// `_id` alone, in one `update`: FerretDB 1.x evaluates any other filter by decoding every
 /// document of the collection, which made each recipient of a send cost a decode of every
 /// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
-/// `find`, or one `find` by `_id` each for up to 8 recipients), one `update` and an unlock; on
-/// roll-over, an `update` of heads, the next buckets' reads and one more `update`. On FerretDB
+/// `find`, or one `find` by `_id` each for up to 8 recipients), the pushes in `update` commands
+/// of [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements) (3
+/// there: 17 commands for 50) and an unlock; on roll-over, an `update` of heads, the next
+/// buckets' reads and their pushes. On FerretDB
 /// 1.24 each update statement still makes SQLite scan the collection (its `_id` index serves no
 /// query), so there a send's cost grows with N times the size of the buckets collection (see
 /// `docs/BENCHMARKS.md`).
@@ -232,7 +234,7 @@ impl<P> fmt::Debug for BucketedFanOut<P> {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct BucketedFanOutBuilder<P> {
     config: StoreConfig,
-    max_inline: usize,
+    max_inline: Option<usize>,
     bucket_size: u32,
     retention: Retention,
     _payload: PhantomData<fn() -> P>,
@@ -266,10 +268,13 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         self
     }
 
-    /// The longest recipient list stored in every bucket entry (default 100); a longer one is
-    /// stored once, in the recipients collection. 0 stores every list once.
+    /// The longest recipient list stored in every bucket entry ; a longer one is stored
+    /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
+    /// server whose engine scans the collection for every filter but `_id`
+    /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:
+    /// FerretDB 1.x), where a list in every entry makes every later statement slower.
     pub fn max_inline_recipients(mut self, max: usize) -> Self {
-        self.max_inline = max;
+        self.max_inline = Some(max);
         self
     }
 
@@ -338,7 +343,7 @@ impl<P: Payload> BucketedFanOut<P> {
     pub fn builder(database: &Database) -> BucketedFanOutBuilder<P> {
         BucketedFanOutBuilder {
             config: StoreConfig::new(database),
-            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            max_inline: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
             retention: Retention::default(),
             _payload: PhantomData,
@@ -392,22 +397,21 @@ impl Buckets {
         recipients: Vec<String>,
     ) -> Result<Vec<String>> {
         let mut entry = message.to_document()?;
-        let list = self.recipients.share(&mut entry, message.id)?;
+        let list = self
+            .recipients
+            .share(&mut entry, message.id, &self.backend)
+            .await?;
         validate::check_encoded_size(&entry, self.max_message_bytes())?;
         // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
         // detectable conflict.
         self.backend.ensure_indexes().await?;
         self.recipients.store(list, &self.backend).await?;
-        let capabilities = self.backend.capabilities().await?;
         let entry = Entry {
             document: &entry,
             id: message.id,
             sent: message.sent,
             from: &message.from,
         };
-        // Where recipients are locked, a bounded round keeps each locked delivery to about one
-        // `update` command, well inside the lease even on a slow server.
-        let round = capabilities.max_update_statements.max(1);
         // The recipients who block the sender, from every round.
         let skipped = std::sync::Mutex::new(Vec::new());
         let record = |blocked: Vec<String>| {
@@ -419,7 +423,7 @@ impl Buckets {
         let entry = &entry;
         let locked = self
             .backend
-            .exclusive_in_rounds(&recipients, round, |taken| async move {
+            .exclusive_in_rounds(&recipients, |taken| async move {
                 record(self.deliver_locked(taken, entry).await?);
                 Ok(())
             });

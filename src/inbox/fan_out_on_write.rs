@@ -52,7 +52,7 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
 ///   the seed.
 /// - `inbox_recipients`: `{_id: message id, to}`, the recipient list of a message sent to more
-///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default), stored once and
+///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default; 10 on FerretDB 1.x), stored once and
 ///   written just before the copies, which carry `to_count` instead: otherwise a message to N
 ///   users would store N² names (1.4 GB for 10,000). Such a send takes 2 commands, and a page
 ///   holding such messages 2 `find`s; the `to` read back is the whole list either way.
@@ -107,7 +107,7 @@ impl<P> fmt::Debug for FanOutOnWrite<P> {
 #[must_use = "a builder does nothing until `build()`"]
 pub struct FanOutOnWriteBuilder<P> {
     config: StoreConfig,
-    max_inline: usize,
+    max_inline: Option<usize>,
     retention: Retention,
     _payload: PhantomData<fn() -> P>,
 }
@@ -132,10 +132,13 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
         self
     }
 
-    /// The longest recipient list stored in every copy (default 100); a longer one is stored
-    /// once, in the recipients collection. 0 stores every list once.
+    /// The longest recipient list stored in every copy ; a longer one is stored
+    /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
+    /// server whose engine scans the collection for every filter but `_id`
+    /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:
+    /// FerretDB 1.x), where a list in every copy makes every later statement slower.
     pub fn max_inline_recipients(mut self, max: usize) -> Self {
-        self.max_inline = max;
+        self.max_inline = Some(max);
         self
     }
 
@@ -185,7 +188,7 @@ impl<P: Payload> FanOutOnWrite<P> {
     pub fn builder(database: &Database) -> FanOutOnWriteBuilder<P> {
         FanOutOnWriteBuilder {
             config: StoreConfig::new(database),
-            max_inline: RecipientLists::DEFAULT_MAX_INLINE,
+            max_inline: None,
             retention: Retention::default(),
             _payload: PhantomData,
         }
@@ -209,7 +212,10 @@ impl<P: Payload> FanOutOnWrite<P> {
         if delivered {
             document.insert("delivered", true);
         }
-        let list = self.recipients.share(&mut document, message.id)?;
+        let list = self
+            .recipients
+            .share(&mut document, message.id, &self.backend)
+            .await?;
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;

@@ -375,9 +375,8 @@ impl Buckets {
             let mut owners: Vec<String> = buckets.into_iter().map(|b| b.owner).collect();
             owners.sort();
             owners.dedup();
-            let round = self.backend.capabilities().await?.max_update_statements;
             self.backend
-                .exclusive_in_rounds(&owners, round, |taken| async move {
+                .exclusive_in_rounds(&owners, |taken| async move {
                     let mut filter = write.filter.clone();
                     filter.insert("owner", doc! { "$in": taken });
                     let write = Write {

@@ -103,11 +103,10 @@ impl<P: Payload> FanOutOnWrite<P> {
                 .iter()
                 .filter_map(|copy| copy.get_str("recipient").ok().map(str::to_owned))
                 .collect();
-            let round = self.backend.capabilities().await?.max_update_statements;
             let matched = std::sync::atomic::AtomicU64::new(0);
             let (filter, update, matched_ref) = (&filter, &update, &matched);
             self.backend
-                .exclusive_in_rounds(&owners, round, |taken| async move {
+                .exclusive_in_rounds(&owners, |taken| async move {
                     let mut filter = filter.clone();
                     filter.insert("recipient", doc! { "$in": taken });
                     let n = self
