@@ -25,7 +25,7 @@ const PROBE_DATABASE: &str = "mongo_social_probe";
 /// connection that none will give back, and the server answers nothing more until it restarts.
 /// Its pools hold 100 connections on SQLite and 50 by default on PostgreSQL. Measured on
 /// FerretDB 1.24.2, with 50 statements per command: on PostgreSQL a second bucketed send to the
-/// same 100 recipients hung; on SQLite 8 concurrent senders, each sending twice to its own 100
+/// same 100 recipients hung; on SQLite 4 concurrent senders, each sending twice to its own 50
 /// recipients, hung. With the driver's default pool of 10 connections, 3 statements per command
 /// keep one client's worst case at 10 × 3 open queries plus 10 writes, 40 of PostgreSQL's 50.
 /// Round trips are a small part of a statement's cost there: each makes the engine scan the

@@ -997,7 +997,7 @@ mod lifecycle {
 
 /// Concurrent sends to groups finish, and each member gets each message once. FerretDB 1.x
 /// keeps a connection of its pool for every statement of an `update` command until the command
-/// ends: with 50 statements per command, 8 senders each sending twice to its own 50 members
+/// ends: with 50 statements per command, 4 senders each sending twice to its own 50 members
 /// filled its pool and left it waiting on itself for good (see
 /// `Capabilities::max_update_statements`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1007,7 +1007,7 @@ async fn concurrent_sends_to_groups_finish() {
     store.create_indexes().await.expect("indexes");
     let group =
         |sender: usize| -> Vec<String> { (0..50).map(|i| format!("g{sender}member{i}")).collect() };
-    let sends = (0..8).map(|sender| {
+    let sends = (0..4).map(|sender| {
         let store = store.clone();
         async move {
             for round in 0..2 {
@@ -1031,7 +1031,7 @@ async fn concurrent_sends_to_groups_finish() {
     .await
     .expect("the sends finished")
     .expect("every send succeeded");
-    for sender in 0..8 {
+    for sender in 0..4 {
         for member in group(sender) {
             assert_eq!(store.count(&member).await.unwrap(), 2, "{member}");
         }
