@@ -45,9 +45,6 @@ use crate::Result;
 /// stay in the engine: past it, one `find` that decodes the collection once costs less.
 pub(crate) const FEW_BY_ID: usize = 8;
 
-/// A store's view of its server; cheap to clone, and clones share what was detected and
-/// created.
-///
 /// The most keys one round of [`Backend::exclusive_in_rounds`] locks: each round costs a lock
 /// `insert`, its reads and an unlock `delete` besides its writes, so rounds are wide, and a
 /// round's writes end well inside a lock's lease even on a slow server (50 recipients' pushes
@@ -55,6 +52,9 @@ pub(crate) const FEW_BY_ID: usize = 8;
 /// at most [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements).
 pub(crate) const LOCKED_ROUND: usize = 50;
 
+/// A store's view of its server; cheap to clone, and clones share what was detected and
+/// created.
+///
 /// Where updates are not atomic, each key of [`Backend::exclusive`] is a leased lock document
 /// `{_id: key, token, expires}` in the store's locks collection (see [`LeaseLocks`]): one
 /// `insert` to take the locks of a call, one `delete` to release them, taken over after the

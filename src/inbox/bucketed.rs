@@ -127,10 +127,10 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 ///   before it (a hint: a stale head costs a retry, never a wrong result), and the owner's mute
 ///   and block lists, which every send reads with the heads (no command more);
 /// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
-///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default; 10 on FerretDB 1.x),
-///   stored once, written before the entries, which carry `to_count` instead of `to`; otherwise a
-///   message to N users would put N names in each of N buckets. A page holding such messages
-///   takes one more `find` to put their lists back.
+///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default; 10 on
+///   FerretDB 1.x), stored once, written before the entries, which carry `to_count` instead of
+///   `to`; otherwise a message to N users would put N names in each of N buckets. A page
+///   holding such messages takes one more `find` to put their lists back.
 ///
 /// # How it improves on the seed
 /// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
@@ -177,10 +177,9 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// `find`, or one `find` by `_id` each for up to 8 recipients), the pushes in `update` commands
 /// of [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements) (3
 /// there: 17 commands for 50) and an unlock; on roll-over, an `update` of heads, the next
-/// buckets' reads and their pushes. On FerretDB
-/// 1.24 each update statement still makes SQLite scan the collection (its `_id` index serves no
-/// query), so there a send's cost grows with N times the size of the buckets collection (see
-/// `docs/BENCHMARKS.md`).
+/// buckets' reads and their pushes. On FerretDB 1.24 each update statement still makes SQLite
+/// scan the collection (its `_id` index serves no query), so there a send's cost grows with N
+/// times the size of the buckets collection (see `docs/BENCHMARKS.md`).
 ///
 /// # Setup and failures
 ///
@@ -268,7 +267,7 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         self
     }
 
-    /// The longest recipient list stored in every bucket entry ; a longer one is stored
+    /// The longest recipient list stored in every bucket entry; a longer one is stored
     /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
     /// server whose engine scans the collection for every filter but `_id`
     /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:

@@ -52,10 +52,11 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
 ///   the seed.
 /// - `inbox_recipients`: `{_id: message id, to}`, the recipient list of a message sent to more
-///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default; 10 on FerretDB 1.x), stored once and
-///   written just before the copies, which carry `to_count` instead: otherwise a message to N
-///   users would store N² names (1.4 GB for 10,000). Such a send takes 2 commands, and a page
-///   holding such messages 2 `find`s; the `to` read back is the whole list either way.
+///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default; 10 on
+///   FerretDB 1.x), stored once and written just before the copies, which carry `to_count`
+///   instead: otherwise a message to N users would store N² names (1.4 GB for 10,000). Such a
+///   send takes 2 commands, and a page holding such messages 2 `find`s; the `to` read back is
+///   the whole list either way.
 /// - `inbox_filters`: `{_id: owner, muted: [..], blocked: [..]}`, each owner's mute and block
 ///   lists, read by every send (one `find`): a blocked sender's copy is not written, a muted
 ///   one's is written hidden (see [`super::InboxLifecycle`]).
@@ -132,7 +133,7 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
         self
     }
 
-    /// The longest recipient list stored in every copy ; a longer one is stored
+    /// The longest recipient list stored in every copy; a longer one is stored
     /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
     /// server whose engine scans the collection for every filter but `_id`
     /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:

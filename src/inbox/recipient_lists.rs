@@ -3,19 +3,20 @@
 //! A copy ([`super::FanOutOnWrite`]) or bucket entry ([`super::BucketedFanOut`]) of a message
 //! carries the message's `to`. For a message to N recipients that is N copies of N names, N²
 //! names in all: a message to 10,000 users would store 1.4 GB and take some 40 `insert`
-//! commands of 48 MB. Past a threshold (`max_inline_recipients`; by default 100, or 10 on a server
-//! whose engine scans for every filter but `_id`) the list is instead stored once, as `{_id: message id, to: [..]}` in the strategy's recipients
-//! collection, and each copy carries `to_count: N` in place of `to`. Pages put the list back with
+//! commands of 48 MB. Past a threshold (`max_inline_recipients`; by default 100, or 10 on a
+//! server whose engine scans for every filter but `_id`) the list is instead stored once, as
+//! `{_id: message id, to: [..]}` in the strategy's recipients collection, and each copy carries
+//! `to_count: N` in place of `to`. Pages put the list back with
 //! one `find` by `_id` for all the page's shared lists, and none when the page has none.
 //!
 //! The lower default where filters beyond `_id` scan ([`Capabilities::filters_beyond_id`] false,
 //! FerretDB 1.x) is because there every statement that writes or reads by anything, `_id`
 //! included, costs a pass over the whole collection's bytes: a message to 100 users with its list
 //! inline adds some 330 KB to the bucket collection that every later push scans, 74 KB with the
-//! list stored apart (`collStats` sizes). A bucketed send to 100 took 3.2 s there with lists inline and
-//! 0.87 s with them apart (`cargo run --release --example compare`, docs/BENCHMARKS.md). The cost
-//! is one more `find` for a page that holds such messages, as on every server past the
-//! threshold.
+//! list stored apart (`collStats` sizes). A bucketed send to 100 took 3.2 s there with lists
+//! inline and 0.87 s with them apart (`cargo run --release --example compare`,
+//! docs/BENCHMARKS.md). The cost is one more `find` for a page that holds such messages, as on
+//! every server past the threshold.
 //!
 //! [`Capabilities::filters_beyond_id`]: crate::Capabilities::filters_beyond_id
 //!
