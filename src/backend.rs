@@ -48,8 +48,9 @@ pub(crate) const FEW_BY_ID: usize = 8;
 /// The most keys one round of [`Backend::exclusive_in_rounds`] locks: each round costs a lock
 /// `insert`, its reads and an unlock `delete` besides its writes, so rounds are wide, and a
 /// round's writes end well inside a lock's lease even on a slow server (50 recipients' pushes
-/// take about a second on FerretDB 1.24 with SQLite). Its writes go out in `update` commands of
-/// at most [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements).
+/// took under half a second on FerretDB 1.24 with SQLite). Its writes go out in `update`
+/// commands of at most
+/// [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements).
 pub(crate) const LOCKED_ROUND: usize = 50;
 
 /// A store's view of its server; cheap to clone, and clones share what was detected and
