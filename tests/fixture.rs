@@ -202,6 +202,20 @@ async fn detects_what_the_local_server_is_and_can_do() {
             assert!(!capabilities.text_search, "no $text");
             assert_eq!(capabilities.max_update_statements, 1000);
         }
+        LocalServer::DocumentDb => {
+            // Recognized by `buildInfo.ferretdb.version` (no top-level `ferretdbVersion`).
+            assert!(
+                matches!(&info.flavor, ServerFlavor::FerretDb { version } if version.starts_with("v2.5.")),
+                "{info:?}"
+            );
+            assert!(info.describe().starts_with("FerretDB v2.5."), "{}", info.describe());
+            assert!(capabilities.atomic_updates && capabilities.unordered_update_batches);
+            assert!(capabilities.slice_projection && capabilities.slice_past_end);
+            assert!(capabilities.find_and_modify_projection && capabilities.group_first_accumulator);
+            assert!(capabilities.text_search && capabilities.graph_lookup);
+            assert!(capabilities.filters_beyond_id);
+            assert!(!capabilities.change_streams && !capabilities.transactions);
+        }
         other => panic!("no expectations for {other:?}"),
     }
 }
@@ -238,6 +252,10 @@ fn local_server_names() {
         Ok(LocalServer::FerretDb)
     );
     assert_eq!(LocalServer::from_name(""), Ok(LocalServer::FerretDb));
+    assert_eq!(
+        LocalServer::from_name("documentdb"),
+        Ok(LocalServer::DocumentDb)
+    );
     let error = LocalServer::from_name("postgres").unwrap_err();
     assert!(error.contains("mongo-java-server"), "{error}");
 }

@@ -2,7 +2,8 @@
 //! stops the server when the test process exits, and a wait until it accepts connections.
 //!
 //! Shared by every server the fixture can start ([`super::ferretdb`],
-//! [`super::mongo_java_server`]). Blocking, standard library only (plus `sh` and `kill`).
+//! [`super::mongo_java_server`], [`super::documentdb`]). Blocking, standard library only (plus
+//! `sh` and `kill`).
 
 use std::fs;
 use std::io::Read;
@@ -215,6 +216,22 @@ pub(super) fn unique_suffix() -> String {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_nanos());
     format!("{}-{nanos}", std::process::id())
+}
+
+/// The directory the local servers cache what they build: `$MONGO_SOCIAL_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/mongo-social`, else `~/.cache/mongo-social` (as `scripts/install-documentdb`
+/// has it).
+pub(super) fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MONGO_SOCIAL_CACHE_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(dir).join("mongo-social");
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".cache").join("mongo-social"),
+        None => std::env::temp_dir().join("mongo-social-cache"),
+    }
 }
 
 /// The first `name` on `PATH`.

@@ -14,6 +14,13 @@
 //!   - `mongo-java-server`: mongo-java-server 1.47.0 (in memory), through a launcher this crate
 //!     carries. Needs a JDK (11 or newer) and Maven; the first run resolves its jars with Maven
 //!     and compiles the launcher, and later runs reuse both (see [`server_uri`]).
+//!   - `documentdb`: FerretDB 2.5.0 over PostgreSQL 15 with the DocumentDB 0.106 extension (the
+//!     engine of FerretDB 2.x and Azure Cosmos DB for MongoDB vCore), each process on its own
+//!     cluster in a temporary directory. Built and installed once per machine by
+//!     `scripts/install-documentdb` (Debian's PostgreSQL packages, the C sources in
+//!     `vendor/documentdb/`, FerretDB's Go module); the fixture only starts it, and says to run
+//!     the script where it is missing. [`restart_postgresql`] restarts its PostgreSQL, as a
+//!     crash would, under a running FerretDB.
 //!
 //! One server per process is deliberate: test binaries (and `cargo nextest`'s per-test processes)
 //! never share data or wait on each other, and there is no daemon to leave behind. The instance
@@ -52,6 +59,8 @@
 mod commands;
 pub mod comment_votes_suite;
 pub mod comments_suite;
+#[cfg(unix)]
+mod documentdb;
 pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
@@ -99,7 +108,7 @@ fn say(line: &str) {
 }
 
 /// The environment variable that picks the local server when `MONGODB_URI` is unset:
-/// `ferretdb` (the default) or `mongo-java-server`.
+/// `ferretdb` (the default), `mongo-java-server` or `documentdb`.
 pub const SERVER_ENV: &str = "MONGO_SOCIAL_SERVER";
 
 /// A server the fixture can start by itself, picked by [`SERVER_ENV`].
@@ -110,6 +119,9 @@ pub enum LocalServer {
     FerretDb,
     /// mongo-java-server 1.47.0, in memory, resolved with Maven.
     MongoJavaServer,
+    /// FerretDB 2.5.0 over PostgreSQL 15 with DocumentDB 0.106, installed by
+    /// `scripts/install-documentdb`.
+    DocumentDb,
 }
 
 impl LocalServer {
@@ -131,9 +143,11 @@ impl LocalServer {
         match name {
             "" | "ferretdb" => Ok(Self::FerretDb),
             "mongo-java-server" => Ok(Self::MongoJavaServer),
+            "documentdb" => Ok(Self::DocumentDb),
             other => Err(format!(
                 "{SERVER_ENV}={other:?} is not a server the tests can start; use `ferretdb` (the \
-                 default) or `mongo-java-server`, or set MONGODB_URI to a running server"
+                 default), `mongo-java-server` or `documentdb`, or set MONGODB_URI to a running \
+                 server"
             )),
         }
     }
@@ -200,6 +214,41 @@ fn resolve_uri() -> Result<String, String> {
             ));
             Ok(started.uri)
         }
+        LocalServer::DocumentDb => {
+            let started = documentdb::start().map_err(|why| {
+                format!(
+                    "mongo-social could not start a local FerretDB 2 over DocumentDB: \
+                     {why}\n{use_uri}"
+                )
+            })?;
+            say(&format!(
+                "mongo-social: FerretDB {} over PostgreSQL with DocumentDB {} at {} (installed in \
+                 {}, data in {}; stopped when this process exits)",
+                documentdb::FERRETDB_VERSION,
+                documentdb::DOCUMENTDB_VERSION,
+                started.uri,
+                started.install.display(),
+                started.dir.display()
+            ));
+            Ok(started.uri)
+        }
+    }
+}
+
+/// Restarts the PostgreSQL under this process's local FerretDB 2 (`MONGO_SOCIAL_SERVER=documentdb`)
+/// as a crash would: every backend killed at once, then, `down_for` later, started again; the
+/// FerretDB in front stays up and answers errors meanwhile. Blocking.
+///
+/// # Errors
+///
+/// A message if this process started no such server, or `pg_ctl` failed.
+pub fn restart_postgresql(down_for: Duration) -> Result<(), String> {
+    #[cfg(unix)]
+    return documentdb::restart_postgresql(down_for);
+    #[cfg(not(unix))]
+    {
+        let _ = down_for;
+        Err("the local servers need a Unix".to_owned())
     }
 }
 
@@ -217,6 +266,25 @@ mod ferretdb {
 
     pub(super) fn start() -> Result<Started, String> {
         Err("starting a local FerretDB is only supported on Unix".to_owned())
+    }
+}
+
+#[cfg(not(unix))]
+mod documentdb {
+    //! The local servers need a Unix shell; elsewhere only `MONGODB_URI` works.
+    #![allow(dead_code)]
+
+    pub(super) const FERRETDB_VERSION: &str = "v2.5.0";
+    pub(super) const DOCUMENTDB_VERSION: &str = "0.106.0";
+
+    pub(super) struct Started {
+        pub(super) uri: String,
+        pub(super) install: std::path::PathBuf,
+        pub(super) dir: std::path::PathBuf,
+    }
+
+    pub(super) fn start() -> Result<Started, String> {
+        Err("starting a local FerretDB 2 is only supported on Unix".to_owned())
     }
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::local_server::{self, find_on_path, unique_suffix, RemoveOnDrop};
+use super::local_server::{self, cache_root, find_on_path, unique_suffix, RemoveOnDrop};
 use super::say;
 
 /// The mongo-java-server release the launcher runs (kept in step with `pom.xml`).
@@ -147,19 +147,6 @@ fn is_complete(dir: &Path) -> bool {
     dir.join("classes").join("Launcher.class").is_file()
         && !class_path.trim().is_empty()
         && std::env::split_paths(class_path.trim()).all(|jar| jar.is_file())
-}
-
-fn cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("MONGO_SOCIAL_CACHE_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir).join("mongo-social");
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => PathBuf::from(home).join(".cache").join("mongo-social"),
-        None => std::env::temp_dir().join("mongo-social-cache"),
-    }
 }
 
 /// Runs `command` to completion, or says what failed with its output.
