@@ -553,6 +553,60 @@ async fn hybrid_pages_are_capped_and_never_duplicated() {
     assert_eq!(page.items.len(), 7);
 }
 
+/// 16 posters, 25 comments each, into one discussion of default-sized pages: every writer meets
+/// the others on the same last page. Where updates are atomic the store runs without retries, so
+/// a single transient failure (DocumentDB's "deadlock detected" among them) fails the test: a
+/// post must not be able to deadlock with another at all, not merely survive it by retrying.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hybrid_posters_on_one_page_never_deadlock() {
+    let t = testing::test_db("hybrid_no_deadlock").await;
+    let retry = if t.info.capabilities().atomic_updates {
+        RetryPolicy::never()
+    } else {
+        // Writers take turns through lease locks there, which wait under the retry policy.
+        RetryPolicy::default()
+    };
+    let store = Arc::new(
+        HybridPages::builder(&t.db)
+            .retry_policy(retry)
+            .build()
+            .unwrap(),
+    );
+    store.create_indexes().await.unwrap();
+    store.create_discussion(DISCUSSION).await.unwrap();
+    let (posters, each) = (16, 25);
+    let tasks: Vec<_> = (0..posters)
+        .map(|poster| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..each {
+                    let author = Author::new(format!("user{poster}"), "Poster");
+                    store
+                        .post(DISCUSSION, NewComment::new(author, format!("p{poster}-{i}")))
+                        .await
+                        .unwrap_or_else(|error| panic!("post p{poster}-{i}: {error:?}"));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("poster");
+    }
+    let all = suite::read_chronological(&*store, Order::OldestFirst, 100).await;
+    assert_eq!(all.len(), posters * each, "every post, once");
+    for poster in 0..posters {
+        let mine: Vec<&str> = all
+            .iter()
+            .filter(|c| c.author.id == format!("user{poster}"))
+            .map(|c| c.text.as_str())
+            .collect();
+        let expected: Vec<String> = (0..each).map(|i| format!("p{poster}-{i}")).collect();
+        assert_eq!(mine, expected, "poster {poster}'s comments, once each, in order");
+    }
+    let pages = store.page_counts(DISCUSSION).await.unwrap();
+    assert_eq!(pages, [(0, 100), (1, 100), (2, 100), (3, 100)]);
+}
+
 /// Pages filled by the manual's own algorithm (a page is left once it holds *more* than 100, so
 /// concurrent writers overfill it: 100, 102, 101, 22) read correctly: every page size walks all
 /// 325 comments in order, without repeats, in both orders; direct links, counts and new posts
@@ -581,6 +635,7 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
             .collect();
         // This strategy's layout, filled the manual's way.
         pages.push(doc! {
+            "_id": format!("{DISCUSSION}/{page}"),
             "discussion_id": DISCUSSION,
             "page": page as i64,
             "count": count,

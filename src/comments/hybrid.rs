@@ -4,7 +4,6 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
@@ -53,11 +52,12 @@ const FLOOR: &str = "floor";
 /// strategy. Comments are top-level only (the manual leaves threading out of this strategy).
 ///
 /// Collections (names configurable):
-/// - `comment_pages`: `{discussion_id, page, count, visible, last_posted, vote_ops, comments:
-///   [{slug, posted, author, text, edited, deleted, ups, downs}]}`, unique index
-///   `{discussion_id, page}` and index `{discussion_id, comments.slug}` (direct links); shard
-///   key `{discussion_id: 1, page: 1}`; `vote_ops` holds the newest 1,000 votes' operation ids
-///   (see [`VotedComments`]);
+/// - `comment_pages`: `{_id: "<discussion>/<page>", discussion_id, page, count, visible,
+///   last_posted, vote_ops, comments: [{slug, posted, author, text, edited, deleted, ups,
+///   downs}]}`, indexes `{discussion_id, page}` (the walks) and `{discussion_id, comments.slug}`
+///   (direct links); shard key `{discussion_id: 1, page: 1}`; `vote_ops` holds the newest 1,000
+///   votes' operation ids (see [`VotedComments`]). A page's `_id` is its discussion and number,
+///   so `_id`'s own uniqueness is what keeps a page from existing twice (see below);
 /// - `comment_discussions`: `{_id: discussion, last_page, floor}`, the registered discussions,
 ///   the seed's page counter and the newest `posted` of the page before the last;
 /// - `comment_locks`: write locks, used only on servers without atomic updates;
@@ -70,10 +70,18 @@ const FLOOR: &str = "floor";
 ///   writers race to open the next one. Here the push's filter requires `count < page_size`, in
 ///   the same atomic update.
 /// - **Never two documents for one page.** A full page makes the upsert try to create the page
-///   again, which the unique `{discussion_id, page}` index refuses. Only then does the writer
-///   advance `last_page`, with the seed's guard (the update names the page it saw last, so two
-///   writers cannot both advance it), and push to the next page, which the first writer there
-///   creates (the same unique index settles a race to create it).
+///   again, with the `_id` that page already has, which `_id`'s uniqueness refuses. Only then
+///   does the writer advance `last_page`, with the seed's guard (the update names the page it saw
+///   last, so two writers cannot both advance it), and push to the next page, which the first
+///   writer there creates (`_id` settles a race to create it too).
+/// - **No deadlock between posters.** A post's write is one statement on one document. Engines
+///   that keep documents in PostgreSQL (DocumentDB: FerretDB 2.x, Azure Cosmos DB for MongoDB
+///   vCore) enforce a secondary unique index as an exclusion constraint, whose check waits on
+///   every uncommitted conflicting entry: an upsert creating a page and a push into that page,
+///   each waiting on the other's entry, deadlocked there (16 posters into one discussion failed
+///   about one post in a hundred after 10 s of retries). `_id` is the table's primary key, whose
+///   check makes only the later writer wait, so with no secondary unique index on the pages two
+///   posts cannot wait on each other at all.
 /// - **No lost comment.** Every push either applies or fails visibly and is retried.
 /// - **Positions and posting times agree.** A comment is stamped when its push is tried, and
 ///   the push lands only if no later comment is on the page (`last_posted`, moved up with
@@ -167,7 +175,6 @@ impl HybridPagesBuilder {
                 &pages,
                 IndexModel::builder()
                     .keys(doc! { "discussion_id": 1, "page": 1 })
-                    .options(IndexOptions::builder().unique(true).build())
                     .build(),
             )
             .with_index(
@@ -233,8 +240,9 @@ impl Entry {
 /// A page document.
 #[derive(Clone, Debug, Deserialize)]
 struct Page {
+    /// [`page_id`] for pages this store made; pages written by other code may have any `_id`.
     #[serde(rename = "_id")]
-    id: ObjectId,
+    id: bson::Bson,
     page: i64,
     #[serde(default)]
     comments: Vec<Entry>,
@@ -301,6 +309,7 @@ impl HybridPages {
         for _ in 0..ATTEMPTS {
             entry.posted = now_or_after(floor);
             let filter = doc! {
+                "_id": page_id(discussion, page),
                 "discussion_id": discussion,
                 "page": page,
                 "count": { "$lt": self.page_size as i64 },
@@ -539,7 +548,7 @@ impl HybridPages {
                     update.insert("$inc", doc! { "visible": visible });
                 }
                 let filter = doc! {
-                    "_id": page.id,
+                    "_id": page.id.clone(),
                     // The shard key's prefix, so a sharded cluster routes it to one shard.
                     "discussion_id": discussion,
                     format!("{field}.slug"): slug,
@@ -597,6 +606,12 @@ fn parse_place(cursor: &Cursor, order: Order) -> Result<Place> {
 }
 
 /// Checks a hybrid slug: 16 lowercase hex digits.
+/// The `_id` of page `page` of `discussion`: unique per page, and the same for every writer, so
+/// creating a page twice is a duplicate `_id` (the number after the last `/` is the page).
+fn page_id(discussion: &str, page: i64) -> String {
+    format!("{discussion}/{page}")
+}
+
 fn check_slug(slug: &str) -> Result<()> {
     if slug.len() != 16
         || !slug
@@ -795,7 +810,7 @@ fn parse_place_field(field: &str) -> Result<Place> {
 
 /// Where a vote finds its comment: the page document, the index in it, and the slug there.
 pub(super) struct Spot {
-    page: ObjectId,
+    page: bson::Bson,
     index: usize,
     slug: String,
 }
@@ -832,7 +847,7 @@ impl Tally for HybridPages {
     ) -> Result<bool> {
         let field = format!("comments.{}", spot.index);
         let mut filter = doc! {
-            "_id": spot.page,
+            "_id": spot.page.clone(),
             // The shard key's prefix, so a sharded cluster routes it to one shard.
             "discussion_id": discussion,
             format!("{field}.slug"): &spot.slug,
@@ -867,7 +882,7 @@ impl Tally for HybridPages {
             .retry("read page", || async {
                 Ok(self
                     .pages
-                    .find_one(doc! { "_id": spot.page, "discussion_id": discussion, VOTE_OPS: op })
+                    .find_one(doc! { "_id": spot.page.clone(), "discussion_id": discussion, VOTE_OPS: op })
                     .projection(doc! { "_id": 1 })
                     .await?)
             })
