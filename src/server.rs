@@ -97,11 +97,13 @@ impl ServerInfo {
 
     /// Like [`ServerInfo::detect`], for the client behind a database handle.
     ///
-    /// Only when the server is [`ServerFlavor::Other`] does this write: it creates a scratch
-    /// collection named `mongo_social_probe_<random>` in `database`, tries the operations whose
-    /// support varies between servers (`$slice` projection forms, a projection in
-    /// `findAndModify`, per-statement errors in an unordered `update`, `$first` in `$group`, a
-    /// `text` index and `$text`), and drops it. About ten commands, once per store. A probe that
+    /// Only when the server is neither MongoDB nor FerretDB 1.x (FerretDB 2.x and
+    /// [`ServerFlavor::Other`]) does this write: it creates a scratch collection named
+    /// `mongo_social_probe_<random>` in `database`, tries the operations whose support varies
+    /// between servers (`$slice` projection forms, a projection in `findAndModify`,
+    /// per-statement errors in an unordered `update`, `$first` in `$group`, `$graphLookup`, a
+    /// `text` index and whether `$text` requires every quoted phrase, change streams), and drops
+    /// it. About ten commands, once per store. A probe that
     /// fails (for example, for lack of privileges) counts as the capability missing.
     pub async fn detect_for(database: &Database) -> Result<Self> {
         let admin = database.client().database("admin");
@@ -113,7 +115,7 @@ impl ServerInfo {
             }
             Err(error) => return Err(error.into()),
         };
-        let probes = if flavor_of(&build) == ServerFlavor::Other {
+        let probes = if is_probed(&flavor_of(&build)) {
             Some(Probes::run(database).await)
         } else {
             None
@@ -207,6 +209,18 @@ impl ServerInfo {
     }
 }
 
+/// Whether what a server can do is probed rather than known: every engine but MongoDB itself and
+/// FerretDB 1.x (whose gaps are fixed: it is end of life). FerretDB 2.x gains operators from
+/// release to release and differs from MongoDB in their semantics (its `$text` matches any quoted
+/// phrase, where MongoDB requires all), so it is probed like any other engine.
+fn is_probed(flavor: &ServerFlavor) -> bool {
+    match flavor {
+        ServerFlavor::MongoDb => false,
+        ServerFlavor::FerretDb { version } => !version.starts_with("v1."),
+        ServerFlavor::Other => true,
+    }
+}
+
 /// MongoDB, FerretDB 1.x or 2.x, or another server, from a `buildInfo` reply.
 fn flavor_of(build: &Document) -> ServerFlavor {
     let ferretdb = build.get_str("ferretdbVersion").ok().or_else(|| {
@@ -258,6 +272,11 @@ pub struct Capabilities {
     pub transactions: bool,
     /// `text` indexes and `$text` queries.
     pub text_search: bool,
+    /// A `$text` search of several quoted phrases matches only documents holding every one, as
+    /// on MongoDB. DocumentDB (FerretDB 2.x, Azure Cosmos DB for MongoDB vCore) matches
+    /// documents holding any of them; there a search that needs every term filters the text
+    /// index's candidates again ([`crate::feed::Search`]). False where there is no `$text`.
+    pub text_all_phrases: bool,
     /// Change streams (`$changeStream`): MongoDB replica sets and sharded clusters, and servers
     /// whose probe opens one (mongo-java-server with its oplog); not a standalone MongoDB, not
     /// FerretDB. Where they are missing, watches poll ([`crate::realtime`]).
@@ -304,6 +323,7 @@ impl Capabilities {
             group_first_accumulator: true,
             transactions: topology != Topology::Standalone,
             text_search: true,
+            text_all_phrases: true,
             change_streams: topology != Topology::Standalone,
             graph_lookup: joins_on_shards,
             sharding,
@@ -311,14 +331,7 @@ impl Capabilities {
         };
         match flavor {
             ServerFlavor::MongoDb => mongodb,
-            // FerretDB 2.x runs on PostgreSQL with the DocumentDB extension: MongoDB's update
-            // semantics and operators, no transactions, no change streams.
-            ServerFlavor::FerretDb { version } if !version.starts_with("v1.") => Self {
-                transactions: false,
-                change_streams: false,
-                ..mongodb
-            },
-            ServerFlavor::FerretDb { .. } => Self {
+            ServerFlavor::FerretDb { version } if version.starts_with("v1.") => Self {
                 atomic_updates: false,
                 max_update_statements: max_write_batch_size.min(FERRETDB_1_MAX_UPDATE_STATEMENTS),
                 unordered_update_batches: false,
@@ -328,12 +341,15 @@ impl Capabilities {
                 group_first_accumulator: false,
                 transactions: false,
                 text_search: false,
+                text_all_phrases: false,
                 change_streams: false,
                 graph_lookup: false,
                 sharding,
                 filters_beyond_id: false,
             },
-            ServerFlavor::Other => {
+            // Probed: FerretDB 2.x (DocumentDB on PostgreSQL: atomic updates through row locks)
+            // and any other wire server.
+            ServerFlavor::FerretDb { .. } | ServerFlavor::Other => {
                 let probes = probes.copied().unwrap_or_default();
                 Self {
                     atomic_updates: true,
@@ -345,6 +361,7 @@ impl Capabilities {
                     group_first_accumulator: probes.group_first_accumulator,
                     transactions: false,
                     text_search: probes.text_search,
+                    text_all_phrases: probes.text_search && probes.text_all_phrases,
                     change_streams: probes.change_streams,
                     graph_lookup: probes.graph_lookup && joins_on_shards,
                     sharding,
@@ -373,6 +390,10 @@ impl Capabilities {
             (self.group_first_accumulator, "$first in $group"),
             (self.transactions, "transactions"),
             (self.text_search, "$text search"),
+            (
+                self.text_all_phrases || !self.text_search,
+                "$text requiring every phrase",
+            ),
             (self.change_streams, "change streams"),
             (self.filters_beyond_id, "filters beyond `_id` in the engine"),
             (self.graph_lookup, "$graphLookup"),
@@ -392,6 +413,7 @@ struct Probes {
     unordered_update_batches: bool,
     group_first_accumulator: bool,
     text_search: bool,
+    text_all_phrases: bool,
     change_streams: bool,
     graph_lookup: bool,
 }
@@ -407,6 +429,7 @@ impl Probes {
             .await
             .is_ok();
         let probes = if seeded {
+            let (text_search, text_all_phrases) = probe_text_search(database, &name).await;
             Self {
                 slice_projection: probe_slice_projection(database, &name).await,
                 slice_past_end: probe_slice(database, &name, Bson::from(vec![5, 1]), &[]).await,
@@ -414,7 +437,8 @@ impl Probes {
                 unordered_update_batches: probe_unordered_update(database, &name).await,
                 group_first_accumulator: probe_group_first(database, &name).await,
                 graph_lookup: probe_graph_lookup(database, &name).await,
-                text_search: probe_text_search(database, &name).await,
+                text_search,
+                text_all_phrases,
                 change_streams: probe_change_streams(database, &name).await,
             }
         } else {
@@ -558,8 +582,10 @@ fn version_at_least(version: &str, major: u64, minor: u64) -> bool {
     found >= (major, minor)
 }
 
-/// Whether a `text` index can be built and `$text` finds through it.
-async fn probe_text_search(database: &Database, collection: &str) -> bool {
+/// Whether a `text` index can be built and `$text` finds through it; and whether a search of two
+/// quoted phrases, one of them absent from the seeded `"hello world"`, finds nothing (every
+/// phrase required, as on MongoDB) rather than the document (any phrase, as on DocumentDB).
+async fn probe_text_search(database: &Database, collection: &str) -> (bool, bool) {
     let indexed = database
         .run_command(doc! {
             "createIndexes": collection,
@@ -568,15 +594,22 @@ async fn probe_text_search(database: &Database, collection: &str) -> bool {
         .await
         .is_ok();
     if !indexed {
-        return false;
+        return (false, false);
     }
-    let reply = database
-        .run_command(doc! {
-            "find": collection,
-            "filter": { "$text": { "$search": "hello" } },
-        })
-        .await;
-    reply.is_ok_and(|reply| first_batch(&reply).len() == 1)
+    let found = |search: &'static str| async move {
+        database
+            .run_command(doc! {
+                "find": collection,
+                "filter": { "$text": { "$search": search } },
+            })
+            .await
+            .ok()
+            .map(|reply| first_batch(&reply).len())
+    };
+    if found("hello").await != Some(1) {
+        return (false, false);
+    }
+    (true, found("\"hello\" \"absent\"").await == Some(0))
 }
 
 /// Whether a change stream opens on the collection (its cursor is closed again at once).
@@ -880,7 +913,22 @@ mod tests {
             "localTime": bson::DateTime::now(), "logicalSessionTimeoutMinutes": 30,
             "minWireVersion": 0, "maxWireVersion": 21, "readOnly": false, "ok": 1.0,
         };
-        let server = info(build, hello, true, None);
+        // What its probes find (FerretDB 2.5.0 over DocumentDB 0.106, the fixture's
+        // `documentdb`): everything but change streams, and a `$text` of two quoted phrases
+        // matches documents holding either.
+        let probes = Probes {
+            slice_projection: true,
+            slice_past_end: true,
+            find_and_modify_projection: true,
+            unordered_update_batches: true,
+            group_first_accumulator: true,
+            text_search: true,
+            text_all_phrases: false,
+            change_streams: false,
+            graph_lookup: true,
+        };
+        assert!(is_probed(&flavor_of(&build)));
+        let server = info(build, hello, true, Some(probes));
         assert_eq!(
             server.flavor,
             ServerFlavor::FerretDb {
@@ -890,6 +938,12 @@ mod tests {
         let capabilities = server.capabilities();
         assert!(capabilities.atomic_updates && capabilities.unordered_update_batches);
         assert!(capabilities.slice_projection && capabilities.text_search);
+        assert!(!capabilities.text_all_phrases, "any phrase, not every one");
+        assert!(capabilities.filters_beyond_id);
+        assert_eq!(
+            capabilities.missing(),
+            ["transactions", "$text requiring every phrase", "change streams"]
+        );
         assert!(!capabilities.transactions && !capabilities.change_streams);
         assert!(
             capabilities.graph_lookup,
@@ -920,6 +974,7 @@ mod tests {
             unordered_update_batches: true,
             group_first_accumulator: true,
             text_search: false,
+            text_all_phrases: false,
             change_streams: true,
             graph_lookup: true,
         };

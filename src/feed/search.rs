@@ -7,7 +7,11 @@
 //! required. MongoDB matches a quoted term as a phrase: the text index finds candidates, then
 //! each must contain the term as written (case-insensitively), so matching is not stemmed
 //! ("run" does not find "ran") and a stop word given as a term is required like any other.
-//! Best match is MongoDB's `textScore`; either order is one `aggregate`.
+//! Best match is MongoDB's `textScore`; either order is one `aggregate`. Where `$text` matches
+//! documents holding *any* quoted phrase ([`crate::Capabilities::text_all_phrases`] false:
+//! DocumentDB, the engine of FerretDB 2.x and Azure Cosmos DB for MongoDB vCore), the same
+//! `aggregate` filters the text index's candidates again with the fallback's regexes, so every
+//! term is still required; the score stays the text index's.
 //!
 //! Elsewhere (FerretDB 1.x has no text index) the fallback is a case-insensitive `$regex` per term
 //! over title and body (substring match, no stemming, a collection scan). Newest first is one
@@ -27,7 +31,7 @@ use super::inner::Inner;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::Payload;
-use crate::{Error, Page, PageRequest, Result};
+use crate::{Capabilities, Error, Page, PageRequest, Result};
 
 /// Matches the regex fallback ranks for a best-match search.
 pub const FALLBACK_CANDIDATES: i64 = 1000;
@@ -130,8 +134,10 @@ impl<X: Payload> Search<X> {
             }
             SearchOrder::BestMatch => {
                 let after = request.after.as_ref().map(cursor::score_key).transpose()?;
-                let scored = if self.inner.backend.capabilities().await?.text_search {
-                    self.text_best_match(&terms, after, request.limit).await?
+                let capabilities = self.inner.backend.capabilities().await?;
+                let scored = if capabilities.text_search {
+                    self.text_best_match(&capabilities, &terms, after, request.limit)
+                        .await?
                 } else {
                     self.regex_best_match(&terms, after).await?
                 };
@@ -153,9 +159,9 @@ impl<X: Payload> Search<X> {
         limit: usize,
     ) -> Result<Vec<Post<X>>> {
         let sort = doc! { "created": -1, "_id": -1 };
-        let text_search = self.inner.backend.capabilities().await?.text_search;
-        let found: Vec<Document> = if text_search {
-            let mut pipeline = vec![doc! { "$match": match_filter(text_search, terms) }];
+        let capabilities = self.inner.backend.capabilities().await?;
+        let found: Vec<Document> = if capabilities.text_search {
+            let mut pipeline = text_match(&capabilities, terms);
             if let Some(keyset) = keyset {
                 pipeline.push(doc! { "$match": keyset });
             }
@@ -169,7 +175,7 @@ impl<X: Payload> Search<X> {
                 .try_collect()
                 .await?
         } else {
-            let mut filter = match_filter(text_search, terms);
+            let mut filter = regex_filter(terms);
             if let Some(keyset) = keyset {
                 filter.extend(keyset);
             }
@@ -189,14 +195,13 @@ impl<X: Payload> Search<X> {
     /// One `aggregate`: match, score, keyset, sort, limit.
     async fn text_best_match(
         &self,
+        capabilities: &Capabilities,
         terms: &[&str],
         after: Option<(f64, PostId)>,
         limit: usize,
     ) -> Result<Vec<(f64, Post<X>)>> {
-        let mut pipeline = vec![
-            doc! { "$match": match_filter(true, terms) },
-            doc! { "$addFields": { "_score": { "$meta": "textScore" } } },
-        ];
+        let mut pipeline = text_match(capabilities, terms);
+        pipeline.push(doc! { "$addFields": { "_score": { "$meta": "textScore" } } });
         if let Some((score, post)) = after {
             pipeline.push(doc! { "$match": { "$or": [
                 { "_score": { "$lt": score } },
@@ -235,7 +240,7 @@ impl<X: Payload> Search<X> {
             .inner
             .collections
             .posts
-            .find(match_filter(false, terms))
+            .find(regex_filter(terms))
             .sort(doc! { "created": -1, "_id": -1 })
             .limit(FALLBACK_CANDIDATES)
             .await?
@@ -259,15 +264,23 @@ impl<X: Payload> Search<X> {
     }
 }
 
-/// `$text` where supported, otherwise a regex per term.
-fn match_filter(text_search: bool, terms: &[&str]) -> Document {
-    if text_search {
-        let quoted: Vec<String> = terms
-            .iter()
-            .map(|term| format!("\"{}\"", term.replace('"', "")))
-            .collect();
-        return doc! { "$text": { "$search": quoted.join(" ") } };
+/// The `$match` stages that keep the posts holding every term through the text index: `$text`
+/// with each term quoted, and where the server's `$text` takes any quoted phrase rather than
+/// all, the regexes of [`regex_filter`] over its candidates.
+fn text_match(capabilities: &Capabilities, terms: &[&str]) -> Vec<Document> {
+    let quoted: Vec<String> = terms
+        .iter()
+        .map(|term| format!("\"{}\"", term.replace('"', "")))
+        .collect();
+    let mut stages = vec![doc! { "$match": { "$text": { "$search": quoted.join(" ") } } }];
+    if !capabilities.text_all_phrases {
+        stages.push(doc! { "$match": regex_filter(terms) });
     }
+    stages
+}
+
+/// Every term, case-insensitively, in the title or the body: a regex per term.
+fn regex_filter(terms: &[&str]) -> Document {
     let all: Vec<Bson> = terms
         .iter()
         .map(|term| {
