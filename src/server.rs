@@ -942,7 +942,11 @@ mod tests {
         assert!(capabilities.filters_beyond_id);
         assert_eq!(
             capabilities.missing(),
-            ["transactions", "$text requiring every phrase", "change streams"]
+            [
+                "transactions",
+                "$text requiring every phrase",
+                "change streams"
+            ]
         );
         assert!(!capabilities.transactions && !capabilities.change_streams);
         assert!(

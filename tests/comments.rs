@@ -582,7 +582,10 @@ async fn hybrid_posters_on_one_page_never_deadlock() {
                 for i in 0..each {
                     let author = Author::new(format!("user{poster}"), "Poster");
                     store
-                        .post(DISCUSSION, NewComment::new(author, format!("p{poster}-{i}")))
+                        .post(
+                            DISCUSSION,
+                            NewComment::new(author, format!("p{poster}-{i}")),
+                        )
                         .await
                         .unwrap_or_else(|error| panic!("post p{poster}-{i}: {error:?}"));
                 }
@@ -601,7 +604,10 @@ async fn hybrid_posters_on_one_page_never_deadlock() {
             .map(|c| c.text.as_str())
             .collect();
         let expected: Vec<String> = (0..each).map(|i| format!("p{poster}-{i}")).collect();
-        assert_eq!(mine, expected, "poster {poster}'s comments, once each, in order");
+        assert_eq!(
+            mine, expected,
+            "poster {poster}'s comments, once each, in order"
+        );
     }
     let pages = store.page_counts(DISCUSSION).await.unwrap();
     assert_eq!(pages, [(0, 100), (1, 100), (2, 100), (3, 100)]);

@@ -208,10 +208,16 @@ async fn detects_what_the_local_server_is_and_can_do() {
                 matches!(&info.flavor, ServerFlavor::FerretDb { version } if version.starts_with("v2.5.")),
                 "{info:?}"
             );
-            assert!(info.describe().starts_with("FerretDB v2.5."), "{}", info.describe());
+            assert!(
+                info.describe().starts_with("FerretDB v2.5."),
+                "{}",
+                info.describe()
+            );
             assert!(capabilities.atomic_updates && capabilities.unordered_update_batches);
             assert!(capabilities.slice_projection && capabilities.slice_past_end);
-            assert!(capabilities.find_and_modify_projection && capabilities.group_first_accumulator);
+            assert!(
+                capabilities.find_and_modify_projection && capabilities.group_first_accumulator
+            );
             assert!(capabilities.text_search && capabilities.graph_lookup);
             assert!(capabilities.filters_beyond_id);
             assert!(!capabilities.change_streams && !capabilities.transactions);

@@ -141,9 +141,10 @@ pub(super) fn restart_postgresql(down_for: Duration) -> Result<(), String> {
         .ok_or("this process started no FerretDB 2 over DocumentDB")?;
     pg_ctl(data, *as_root, &["-m", "immediate", "stop"])?;
     std::thread::sleep(down_for);
-    let log = data
-        .parent()
-        .map_or_else(|| data.join("restart.log"), |dir| dir.join("run").join("restart.log"));
+    let log = data.parent().map_or_else(
+        || data.join("restart.log"),
+        |dir| dir.join("run").join("restart.log"),
+    );
     let log = log.display().to_string();
     pg_ctl(data, *as_root, &["-w", "-t", "60", "-l", &log, "start"])
 }
