@@ -292,7 +292,7 @@ impl JobQueue {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank `kind`, before anything is written.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank `kind`, before anything is written.
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
         self.enqueue_once(id, kind, payload).await?;
@@ -307,9 +307,9 @@ impl JobQueue {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank `kind`, before anything is written.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank `kind`, before anything is written.
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
-        crate::validate::non_blank("job kind", kind)?;
+        crate::validate::id("job kind", kind)?;
         let job = doc! {
             "_id": id,
             "kind": kind,

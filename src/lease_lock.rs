@@ -5,7 +5,7 @@
 //! one unordered `insert`; a key already held fails with a duplicate key error and is retried
 //! later by the caller. A holder that dies leaves its lock until `expires`; the next contender
 //! then removes it. So does a holder that is merely slower than its lease: work that may run
-//! long renews its lease as it goes ([`Lease::renew`]), and stops with [`Error::LeaseLost`] if
+//! long renews its lease as it goes ([`Lease::renew`]), and stops with [`Error::RetriesExhausted`] if
 //! the lease was taken over. Removal of an expired lock races with a third contender, and at
 //! worst lets two writers in once.
 //!
@@ -156,7 +156,7 @@ impl LeaseLocks {
     ///
     /// # Errors
     ///
-    /// [`Error::Contention`] after `max_waits` rounds; any server error.
+    /// [`Error::RetriesExhausted`] after `max_waits` rounds; any server error.
     async fn acquire_all(&self, keys: &[String], token: ObjectId, max_waits: usize) -> Result<()> {
         let mut waits = 0;
         loop {
@@ -169,7 +169,7 @@ impl LeaseLocks {
             }
             waits += 1;
             if waits > max_waits {
-                return Err(Error::Contention { attempts: waits });
+                return Err(Error::contention("lock", waits));
             }
             if waits % 16 == 1 {
                 self.break_expired(keys).await?;
@@ -268,7 +268,7 @@ impl LeaseLocks {
     ///
     /// # Errors
     ///
-    /// The first error of `work`; [`Error::Contention`] after [`MAX_LOCK_WAITS`] rounds that
+    /// The first error of `work`; [`Error::RetriesExhausted`] after [`MAX_LOCK_WAITS`] rounds that
     /// took nothing; server errors as they come.
     pub(crate) async fn in_rounds<F, Fut>(
         &self,
@@ -292,9 +292,7 @@ impl LeaseLocks {
                 pending.rotate_left(width % len);
                 idle_rounds += 1;
                 if idle_rounds > MAX_LOCK_WAITS {
-                    return Err(Error::Contention {
-                        attempts: idle_rounds,
-                    });
+                    return Err(Error::contention("lock rounds", idle_rounds));
                 }
                 // Locks outlive a dead holder by their lease: looking for expired ones on the
                 // first wait and every 16th after is enough, and spares a `delete` per wait.
@@ -341,7 +339,7 @@ impl Lease {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the lock is no longer held under this lease (it expired and
+    /// [`Error::RetriesExhausted`] when the lock is no longer held under this lease (it expired and
     /// another writer took it over): the caller must stop, since someone else may be working.
     pub(crate) async fn renew(&self) -> Result<()> {
         let expires = bson::DateTime::from_millis(
@@ -360,9 +358,9 @@ impl Lease {
         })
         .await?;
         if renewed.matched_count == 0 {
-            return Err(Error::LeaseLost {
-                key: self.key.clone(),
-            });
+            // Another writer took the lock over: the work stops where it is, and the
+            // operation, retried, completes it.
+            return Err(Error::contention("lease renewal", 1));
         }
         Ok(())
     }

@@ -56,3 +56,4 @@ pub use page::{Cursor, Page, PageRequest};
 pub use retry::RetryPolicy;
 pub use server::{Capabilities, ServerInfo};
 pub use sharding::ShardKey;
+pub use validate::MAX_ID_BYTES;

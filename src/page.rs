@@ -26,13 +26,14 @@
 //! tag: the store, and where it matters the strategy, view and order), the format's version,
 //! the position (each store's own: a send time and id, a place in a bucket, a sort path, a
 //! score), and a checksum. Parsing ([`str::parse`]) refuses text that is not a whole, unaltered
-//! cursor of this version with [`Error::InvalidCursor`]; a store refuses, with the same error, a
+//! cursor of this version with [`Invalid::Cursor`]; a store refuses, with the same error, a
 //! cursor made by another store, strategy, view or order than the read it is given to, and a
 //! position that cannot be its own. The checksum catches damage and hand edits; it is not a
 //! signature (a cursor holds nothing secret, and whoever forges one only chooses where a page
 //! they could read anyway begins). Treat the text as opaque: the format may change between
 //! versions of the crate, and cursors of an older format are then refused.
 
+use crate::error::Invalid;
 use std::fmt;
 use std::str::FromStr;
 
@@ -70,7 +71,7 @@ impl PageRequest {
         }
     }
 
-    /// Fails with [`Error::InvalidPageLimit`] unless `1 <= limit <= MAX_LIMIT`.
+    /// Fails with [`Invalid::PageLimit`](crate::error::Invalid::PageLimit) unless `1 <= limit <= MAX_LIMIT`.
     pub(crate) fn check(&self) -> Result<()> {
         crate::validate::page_limit(self.limit, Self::MAX_LIMIT)
     }
@@ -156,7 +157,7 @@ impl Cursor {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`] for a cursor of another tag or with another number of fields.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag or with another number of fields.
     pub(crate) fn fields<const N: usize>(&self, tag: &str) -> Result<[String; N]> {
         let (own, fields) = decode(&self.0)?;
         if own != tag {
@@ -192,7 +193,7 @@ impl Cursor {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`] for a cursor of another tag.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag.
     pub(crate) fn all_fields(&self, tag: &str) -> Result<Vec<String>> {
         let (own, fields) = decode(&self.0)?;
         if own != tag {
@@ -202,11 +203,11 @@ impl Cursor {
     }
 }
 
-/// [`Error::InvalidCursor`] with `reason`.
+/// [`Invalid::Cursor`](crate::error::Invalid::Cursor) with `reason`.
 pub(crate) fn invalid(reason: &str) -> Error {
-    Error::InvalidCursor {
+    Error::InvalidInput(Invalid::Cursor {
         reason: reason.to_owned(),
-    }
+    })
 }
 
 /// A time field: milliseconds since the Unix epoch, as [`bson::DateTime`] keeps it.
@@ -307,7 +308,7 @@ mod tests {
 
     fn reason(result: Result<impl fmt::Debug>) -> String {
         match result {
-            Err(Error::InvalidCursor { reason }) => reason,
+            Err(Error::InvalidInput(Invalid::Cursor { reason })) => reason,
             other => panic!("expected InvalidCursor, got {other:?}"),
         }
     }
@@ -392,7 +393,7 @@ mod tests {
         for limit in [0, PageRequest::MAX_LIMIT + 1] {
             assert!(matches!(
                 PageRequest::first(limit).check(),
-                Err(Error::InvalidPageLimit { .. })
+                Err(Error::InvalidInput(Invalid::PageLimit { .. }))
             ));
         }
     }

@@ -49,7 +49,7 @@
 //! Every [`Update`] carries a [`ResumeToken`]: watching again from it continues with the next
 //! item, whatever mode either watch used (a watch started from a polling token on a server with
 //! change streams first catches up with one poll). A token names the store, view and owner it
-//! was made for; another watch refuses it ([`Error::InvalidCursor`]).
+//! was made for; another watch refuses it ([`Invalid::Cursor`](crate::error::Invalid::Cursor)).
 //!
 //! The stream does work only while it is polled: nothing is read ahead of the consumer, and
 //! dropping it ends its server work (a change stream's cursor is closed). A transient failure
@@ -87,7 +87,7 @@ pub enum Mode {
     /// Change streams where the server has them, polling elsewhere.
     #[default]
     Auto,
-    /// Change streams; a server without them fails the watch with [`Error::NotSupported`].
+    /// Change streams; a server without them fails the watch with [`Error::Unsupported`].
     ChangeStreams,
     /// One `find` per poll, whatever the server.
     Polling,
@@ -393,7 +393,8 @@ impl<S: Source> Watcher<S> {
             Mode::Auto => self.source.backend().capabilities().await?.change_streams,
             Mode::ChangeStreams => {
                 if !self.source.backend().capabilities().await?.change_streams {
-                    return Err(Error::NotSupported {
+                    return Err(Error::Unsupported {
+                        limit: crate::error::Limit::Server,
                         feature: "watching through change streams",
                         reason: "the server has no change streams (a standalone MongoDB, \
                                  FerretDB): use `Mode::Auto` or `Mode::Polling`"

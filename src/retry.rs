@@ -1,11 +1,17 @@
-//! Transient failures: which ones they are, and retrying around them.
+//! Retrying around transient failures.
 //!
 //! One policy ([`RetryPolicy`]) for every write path. [`retry`] runs an operation, and while it
-//! fails with a transient error ([`Error::is_retryable`]) and the policy's budget lasts, sleeps a
-//! jittered, doubling backoff and runs it again. Only operations that are idempotent (running them
-//! twice has the effect of running them once) are passed to it; each call site says why its
-//! operation is. Past the budget the caller gets [`Error::RetriesExhausted`], which says the
-//! operation may be partly applied.
+//! fails with a transient error (see [`crate::error::transient`] for which those are, and how a
+//! failure the request caused is told apart) and the policy's budget lasts, sleeps a jittered,
+//! doubling backoff and runs it again. Only operations that are idempotent (running them twice
+//! has the effect of running them once) are passed to it; each call site says why its operation
+//! is.
+//!
+//! The budget bounds the wait: an attempt after a failure is abandoned when the budget runs out,
+//! and the first attempt is bounded by the driver's own timeouts (`serverSelectionTimeoutMS`,
+//! which [`RetryPolicy::apply_to`] sets to the budget). Past the budget the caller gets
+//! [`Error::Unreachable`] when the last failure was the database's absence, and
+//! [`Error::RetriesExhausted`] (which says the operation may be partly applied) otherwise.
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -13,7 +19,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use bson::{Bson, Document};
+use bson::Document;
+use mongodb::options::ClientOptions;
 
 use crate::{Error, Result};
 
@@ -45,99 +52,21 @@ pub(crate) fn once_per_op_in(
     );
 }
 
-/// Server error codes that mean "try again": the node stepped down, is shutting down or was
-/// unreachable, a write conflicted with another, a lock or time limit ran out.
-///
-/// The MongoDB codes are the drivers' retryable-read/write sets plus `WriteConflict` and
-/// `LockTimeout`; 16908292 is PostgreSQL's `deadlock_detected` as DocumentDB (FerretDB 2.x,
-/// Azure Cosmos DB for MongoDB vCore) reports it.
-pub(crate) const TRANSIENT_CODES: &[(i32, &str)] = &[
-    (6, "HostUnreachable"),
-    (7, "HostNotFound"),
-    (24, "LockTimeout"),
-    (89, "NetworkTimeout"),
-    (91, "ShutdownInProgress"),
-    (112, "WriteConflict"),
-    (189, "PrimarySteppedDown"),
-    (262, "ExceededTimeLimit"),
-    (9001, "SocketException"),
-    (10107, "NotWritablePrimary"),
-    (11600, "InterruptedAtShutdown"),
-    (11602, "InterruptedDueToReplStateChange"),
-    (13435, "NotPrimaryNoSecondaryOk"),
-    (13436, "NotPrimaryOrSecondary"),
-    (16908292, "deadlock detected (DocumentDB)"),
-];
-
-/// Error labels that mark an error as transient whatever its code.
-pub(crate) const TRANSIENT_LABELS: &[&str] = &[
-    "RetryableWriteError",
-    "TransientTransactionError",
-    "RetryableError",
-];
-
-/// Whether a server error code is transient.
-pub(crate) fn is_transient_code(code: i32) -> bool {
-    TRANSIENT_CODES.iter().any(|(known, _)| *known == code)
-}
-
-/// Whether one entry of a reply's `writeErrors` (or its `writeConcernError`) is transient.
-pub(crate) fn is_transient_write_error(error: &Document) -> bool {
-    let code = match error.get("code") {
-        Some(Bson::Int32(code)) => Some(*code),
-        Some(Bson::Int64(code)) => i32::try_from(*code).ok(),
-        Some(Bson::Double(code)) => Some(*code as i32),
-        _ => None,
-    };
-    let labelled = error.get_array("errorLabels").is_ok_and(|labels| {
-        labels
-            .iter()
-            .any(|label| matches!(label, Bson::String(l) if TRANSIENT_LABELS.contains(&l.as_str())))
-    });
-    labelled || code.is_some_and(is_transient_code)
-}
-
-/// Whether an error from the driver is transient: a network or I/O error, a cleared connection
-/// pool, no server found in time, a transient label, or a transient code (of the command, of any
-/// write error, or of the write concern error).
-pub(crate) fn is_transient_driver_error(error: &mongodb::error::Error) -> bool {
-    use mongodb::error::{ErrorKind, WriteFailure};
-    if TRANSIENT_LABELS
-        .iter()
-        .any(|label| error.contains_label(label))
-    {
-        return true;
-    }
-    match &*error.kind {
-        ErrorKind::Io(_)
-        | ErrorKind::ConnectionPoolCleared { .. }
-        | ErrorKind::ServerSelection { .. } => true,
-        ErrorKind::Command(command) => is_transient_code(command.code),
-        ErrorKind::Write(WriteFailure::WriteError(write)) => is_transient_code(write.code),
-        ErrorKind::Write(WriteFailure::WriteConcernError(concern)) => {
-            is_transient_code(concern.code)
-        }
-        // Transient only if every error is: a duplicate key next to a deadlock is not retried
-        // blindly, the caller sorts it out.
-        ErrorKind::InsertMany(failure) => {
-            let writes = failure.write_errors.as_deref().unwrap_or_default();
-            let concern = failure.write_concern_error.as_ref();
-            (!writes.is_empty() || concern.is_some())
-                && writes.iter().all(|write| is_transient_code(write.code))
-                && concern.is_none_or(|concern| is_transient_code(concern.code))
-        }
-        _ => false,
-    }
-}
-
 /// How long and how often write paths retry transient failures.
 ///
 /// A transient failure (see [`Error::is_retryable`]) is retried after a backoff that starts at
 /// [`initial_backoff`](Self::initial_backoff) and doubles up to
 /// [`max_backoff`](Self::max_backoff), each sleep jittered to between half and all of it, until
-/// [`budget`](Self::budget) has passed since the first attempt. Then the operation fails with
-/// [`Error::RetriesExhausted`]. The defaults: a 10-second budget, backoff from 10 ms doubling to
-/// 1 s.
+/// [`budget`](Self::budget) has passed since the first attempt; an attempt still waiting then
+/// is abandoned. Then the operation fails with [`Error::Unreachable`] if the database could not
+/// be reached, or [`Error::RetriesExhausted`] otherwise. The defaults: a 10-second budget, backoff
+/// from 10 ms doubling to 1 s.
+///
+/// A first attempt that finds no server waits as long as the client's server selection timeout
+/// (`serverSelectionTimeoutMS`, 30 s by default) and is not retried: the driver has waited for a
+/// server already. The library cannot change a client's options; [`RetryPolicy::apply_to`] sets
+/// that timeout (and the connect timeout) to the budget on the options a client is built from, so
+/// that every operation of every store answers within the budget when the database is gone.
 ///
 /// ```
 /// use std::time::Duration;
@@ -196,6 +125,33 @@ impl RetryPolicy {
         self.budget
     }
 
+    /// Sets the driver's own timeouts on `options` so that this policy's budget bounds how long
+    /// any operation waits for an absent database: the server selection timeout and the connect
+    /// timeout become the budget where they are unset or longer. Call it on the options of the
+    /// client the stores use.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mongo_social::RetryPolicy;
+    /// use mongodb::options::ClientOptions;
+    ///
+    /// let mut options = ClientOptions::default();
+    /// RetryPolicy::default().budget(Duration::from_secs(5)).apply_to(&mut options);
+    /// assert_eq!(options.server_selection_timeout, Some(Duration::from_secs(5)));
+    /// assert_eq!(options.connect_timeout, Some(Duration::from_secs(5)));
+    /// ```
+    pub fn apply_to(&self, options: &mut ClientOptions) {
+        /// The driver's defaults.
+        const SERVER_SELECTION: Duration = Duration::from_secs(30);
+        const CONNECT: Duration = Duration::from_secs(10);
+        let bound = self.budget.max(Duration::from_millis(100));
+        let cap = |current: Option<Duration>, default: Duration| {
+            Some(current.unwrap_or(default).min(bound))
+        };
+        options.server_selection_timeout = cap(options.server_selection_timeout, SERVER_SELECTION);
+        options.connect_timeout = cap(options.connect_timeout, CONNECT);
+    }
+
     /// The backoff before attempt `attempt + 1` (attempt counts from 1), without jitter.
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {
         let first = self.initial_backoff.max(Duration::from_millis(1));
@@ -222,6 +178,8 @@ pub(crate) struct Backoff<'a> {
     operation: &'static str,
     started: Instant,
     attempt: u32,
+    /// The last transient failure, for the error an attempt abandoned at the budget's end gives.
+    last: Option<Error>,
 }
 
 impl<'a> Backoff<'a> {
@@ -232,28 +190,66 @@ impl<'a> Backoff<'a> {
             operation,
             started: Instant::now(),
             attempt: 1,
+            last: None,
+        }
+    }
+
+    /// Runs one attempt: the first as long as it takes (the driver's timeouts bound it), a later
+    /// one only until the budget runs out, after which it is abandoned and the operation gives
+    /// up with its last failure.
+    pub(crate) async fn attempt<T>(
+        &mut self,
+        attempt: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        if self.attempt == 1 {
+            return attempt.await;
+        }
+        let left = self.policy.budget.saturating_sub(self.started.elapsed());
+        match tokio::time::timeout(left, attempt).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                let last = self.last.take().unwrap_or_else(|| Error::Unreachable {
+                    reason: "no reply".to_owned(),
+                    source: None,
+                });
+                Err(self.give_up(last, " (no reply before the retry budget ran out)"))
+            }
         }
     }
 
     /// After a transient `error`, sleeps before the next attempt; or, past the budget, returns
-    /// the error to give up with: `error` itself after a single attempt, otherwise
-    /// [`Error::RetriesExhausted`].
+    /// the error to give up with (see [`Backoff::give_up`]).
     pub(crate) async fn wait(&mut self, error: Error) -> Result<()> {
         let pause = jittered(self.policy.backoff(self.attempt));
         if self.started.elapsed() + pause > self.policy.budget {
-            if self.attempt == 1 {
-                return Err(error);
-            }
-            return Err(Error::RetriesExhausted {
-                operation: self.operation,
-                attempts: self.attempt,
-                elapsed: self.started.elapsed(),
-                last: Box::new(error),
-            });
+            return Err(self.give_up(error, ""));
         }
+        self.last = Some(error);
         tokio::time::sleep(pause).await;
         self.attempt += 1;
         Ok(())
+    }
+
+    /// The error an operation gives up with after `last`: an [`Error::Unreachable`] as it is
+    /// (saying how long it lasted), so an outage reads the same from every operation; after a
+    /// single attempt, `last` itself; otherwise [`Error::RetriesExhausted`].
+    fn give_up(&self, last: Error, note: &str) -> Error {
+        match last {
+            Error::Unreachable { reason, source } if self.attempt > 1 => Error::Unreachable {
+                reason: format!(
+                    "{reason}{note}; {} attempts in {:.1?}",
+                    self.attempt,
+                    self.started.elapsed()
+                ),
+                source,
+            },
+            last if self.attempt == 1 => last,
+            last => Error::RetriesExhausted {
+                operation: self.operation,
+                attempts: self.attempt,
+                last: Some(Box::new(last)),
+            },
+        }
     }
 }
 
@@ -276,7 +272,7 @@ where
 {
     let mut backoff = Backoff::new(policy, operation);
     loop {
-        match run().await {
+        match backoff.attempt(run()).await {
             Ok(value) => return Ok(value),
             Err(error) if error.is_transient() => backoff.wait(error).await?,
             Err(error) => return Err(error),
@@ -287,7 +283,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bson::doc;
 
     #[test]
     fn backoff_doubles_to_its_cap() {
@@ -311,11 +306,7 @@ mod tests {
             let call = calls;
             async move {
                 if call < 4 {
-                    Err(Error::Write {
-                        code: 112,
-                        message: "WriteConflict".into(),
-                        source: None,
-                    })
+                    Err(Error::from_reply(112, "WriteConflict"))
                 } else {
                     Ok(call)
                 }
@@ -327,13 +318,7 @@ mod tests {
         let mut calls = 0;
         let result: Result<()> = retry(&policy, "test", || {
             calls += 1;
-            async {
-                Err(Error::Write {
-                    code: 16908292,
-                    message: "deadlock detected".into(),
-                    source: None,
-                })
-            }
+            async { Err(Error::from_reply(16908292, "deadlock detected")) }
         })
         .await;
         let error = result.unwrap_err();
@@ -348,103 +333,55 @@ mod tests {
         let mut calls = 0;
         let result: Result<()> = retry(&RetryPolicy::default(), "test", || {
             calls += 1;
-            async {
-                Err(Error::Write {
-                    code: 11000,
-                    message: "E11000 duplicate key".into(),
-                    source: None,
-                })
-            }
+            async { Err(Error::from_reply(11000, "E11000 duplicate key")) }
         })
         .await;
-        assert!(matches!(result, Err(Error::Write { code: 11000, .. })));
+        assert!(matches!(
+            result,
+            Err(Error::Database {
+                code: Some(11000),
+                ..
+            })
+        ));
         assert_eq!(calls, 1);
     }
 
-    /// Replies as servers send them: `writeErrors` entries of an `update` command, and whole
-    /// command failures.
-    #[test]
-    fn classifies_recorded_write_errors() {
-        for (code, name) in TRANSIENT_CODES {
-            let entry = doc! { "index": 0, "code": *code, "errmsg": *name };
-            assert!(is_transient_write_error(&entry), "{code} {name}");
-            let as_error = Error::Write {
-                code: *code,
-                message: name.to_string(),
-                source: None,
-            };
-            assert!(as_error.is_retryable(), "{code} {name}");
-        }
-        // DocumentDB over PostgreSQL, two senders crossing (FerretDB 2.x).
-        let deadlock = doc! {
-            "n": 3, "nModified": 3,
-            "writeErrors": [{ "index": 2, "code": 16908292, "errmsg": "deadlock detected" }],
-            "ok": 1.0,
+    /// An outage reads as [`Error::Unreachable`] however many attempts it took, and an attempt
+    /// still waiting when the budget runs out is abandoned.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_outage_gives_up_as_unreachable_within_the_budget() {
+        let policy = RetryPolicy::default().budget(Duration::from_secs(2));
+        let lost = || Error::Unreachable {
+            reason: "the connection failed: reset".into(),
+            source: None,
         };
-        let entry = deadlock.get_array("writeErrors").unwrap()[0]
-            .as_document()
-            .unwrap();
-        assert!(is_transient_write_error(entry));
-        let labelled = doc! { "code": 2, "errmsg": "x", "errorLabels": ["RetryableWriteError"] };
-        assert!(is_transient_write_error(&labelled));
-        for (code, name) in [
-            (11000, "E11000 duplicate key error"),
-            (2, "BadValue"),
-            (9, "FailedToParse"),
-            (10334, "BSONObjectTooLarge"),
-            (17419, "document too large"),
-            (13, "Unauthorized"),
-            (121, "DocumentValidationFailure"),
-        ] {
-            let entry = doc! { "index": 0, "code": code, "errmsg": name };
-            assert!(!is_transient_write_error(&entry), "{code} {name}");
-            assert!(!Error::Write {
-                code,
-                message: name.into(),
-                source: None,
-            }
-            .is_retryable());
-        }
-    }
+        let started = Instant::now();
+        let result: Result<()> = retry(&policy, "test", || async { Err(lost()) }).await;
+        let error = result.unwrap_err();
+        assert!(error.is_unreachable(), "{error:?}");
+        assert!(started.elapsed() <= Duration::from_secs(2));
 
-    /// Driver errors built from recorded command replies.
-    #[test]
-    fn classifies_recorded_command_failures() {
-        fn from_reply(reply: Document) -> mongodb::error::Error {
-            let command: mongodb::error::CommandError =
-                bson::from_document(reply).expect("a command error");
-            mongodb::error::ErrorKind::Command(command).into()
-        }
-        for (code, name) in TRANSIENT_CODES {
-            let error = from_reply(doc! { "ok": 0.0, "code": *code, "codeName": *name,
-            "errmsg": "recorded" });
-            assert!(is_transient_driver_error(&error), "{code} {name}");
-            assert!(Error::from(error).is_retryable(), "{code} {name}");
-        }
-        // Labels as a reply carries them (`errorLabels`), whatever the code.
-        for label in TRANSIENT_LABELS {
-            let reply = doc! { "ok": 0.0, "code": 251, "codeName": "NoSuchTransaction",
-            "errmsg": "recorded", "errorLabels": [*label] };
-            assert!(is_transient_write_error(&reply), "{label}");
-        }
-        let unlabelled = doc! { "ok": 0.0, "code": 251, "errorLabels": ["NoWritesPerformed"] };
-        assert!(!is_transient_write_error(&unlabelled));
-        for (code, name) in [
-            (11000, "DuplicateKey"),
-            (2, "BadValue"),
-            (26, "NamespaceNotFound"),
-        ] {
-            let error =
-                from_reply(doc! { "ok": 0.0, "code": code, "codeName": name, "errmsg": "x" });
-            assert!(!is_transient_driver_error(&error), "{code} {name}");
-            assert!(!Error::from(error).is_retryable(), "{code} {name}");
-        }
-        let reset = mongodb::error::Error::from(mongodb::error::ErrorKind::Io(
-            std::sync::Arc::new(std::io::ErrorKind::ConnectionReset.into()),
-        ));
-        assert!(Error::from(reset).is_retryable());
-        let unsupported: mongodb::error::Error =
-            mongodb::error::ErrorKind::SessionsNotSupported.into();
-        assert!(!Error::from(unsupported).is_retryable());
+        // The second attempt hangs (a server that accepts and never answers): abandoned at 2 s.
+        let started = Instant::now();
+        let mut calls = 0;
+        let result: Result<()> = retry(&policy, "test", || {
+            calls += 1;
+            let call = calls;
+            async move {
+                if call == 1 {
+                    Err(lost())
+                } else {
+                    std::future::pending().await
+                }
+            }
+        })
+        .await;
+        let error = result.unwrap_err();
+        assert!(error.is_unreachable(), "{error:?}");
+        assert!(
+            error.to_string().contains("retry budget ran out"),
+            "{error}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
     }
 }

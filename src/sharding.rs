@@ -37,12 +37,13 @@ impl ShardKey {
 ///
 /// # Errors
 ///
-/// [`Error::NotSupported`] when the server is not a `mongos` (a standalone server, a replica set,
+/// [`Error::Unsupported`] when the server is not a `mongos` (a standalone server, a replica set,
 /// or FerretDB): sharding is a deployment decision, so this never pretends to succeed.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
     let info = ServerInfo::detect_for(database).await?;
     if info.topology != Topology::Sharded {
-        return Err(Error::NotSupported {
+        return Err(Error::Unsupported {
+            limit: crate::error::Limit::Server,
             feature: "sharding",
             reason: format!("the server is not a mongos ({})", info.describe()),
         });

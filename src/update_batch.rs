@@ -8,7 +8,8 @@
 use bson::{doc, Bson, Document};
 
 use crate::backend::Backend;
-use crate::retry::{is_transient_write_error, Backoff, RetryPolicy};
+use crate::error::transient::{is_transient_code, is_transient_write_error};
+use crate::retry::{Backoff, RetryPolicy};
 use crate::{Error, Result};
 
 /// Bytes of statements per command: well under the 16 MiB command limit, leaving room for the
@@ -149,7 +150,7 @@ impl<'a> UpdateBatch<'a> {
     ///
     /// # Errors
     ///
-    /// Any failure other than a duplicate key or a transient one ([`Error::Write`]), a write
+    /// Any failure other than a duplicate key or a transient one ([`Error::Database`]), a write
     /// concern error, or a failed command; [`Error::RetriesExhausted`] when transient failures
     /// outlast the policy's budget (statements of earlier commands, and some of this one, may
     /// have run).
@@ -298,10 +299,10 @@ fn bson_index(value: &Bson) -> Option<usize> {
 }
 
 fn write_error(error: &Document) -> Error {
-    Error::Write {
-        code: code_of(error).unwrap_or(-1),
+    // Read from the reply here: the driver reported no error.
+    Error::Database {
+        code: code_of(error),
         message: error.get_str("errmsg").unwrap_or("unknown").to_owned(),
-        // Read from the reply here: the driver reported no error.
         source: None,
     }
 }
@@ -379,10 +380,10 @@ pub(crate) fn insert_failure(error: mongodb::error::Error) -> InsertFailure {
         let concern_ok = failure
             .write_concern_error
             .as_ref()
-            .is_none_or(|concern| crate::retry::is_transient_code(concern.code));
-        let known = writes.iter().all(|write| {
-            write.code == DUPLICATE_KEY || crate::retry::is_transient_code(write.code)
-        });
+            .is_none_or(|concern| is_transient_code(concern.code));
+        let known = writes
+            .iter()
+            .all(|write| write.code == DUPLICATE_KEY || is_transient_code(write.code));
         if concern_ok && known {
             let transient = writes.iter().find(|w| w.code != DUPLICATE_KEY);
             let reported = match (transient, &failure.write_concern_error) {
@@ -393,8 +394,8 @@ pub(crate) fn insert_failure(error: mongodb::error::Error) -> InsertFailure {
             let Some((code, message)) = reported else {
                 return InsertFailure::Duplicates(writes.iter().map(|w| w.index).collect());
             };
-            return InsertFailure::Transient(Error::Write {
-                code,
+            return InsertFailure::Transient(Error::Database {
+                code: Some(code),
                 message,
                 source: Some(error),
             });

@@ -1,15 +1,18 @@
 //! Input checks shared by every module, run before anything is written: one rule for required
 //! text (not empty, not only whitespace) and one error variant per kind of input.
 //!
-//! - Required text that is blank is [`Error::Blank`], in every module: a user id (an inbox's
+//! - Required text that is blank is [`Invalid::Blank`](crate::error::Invalid::Blank), in every module: a user id (an inbox's
 //!   sender, recipient or owner; a comment's author; a follower or followee; a feed's user or
 //!   author; a delivery's author or reader), named by its role, or any other (a group or
 //!   discussion id, a username, a comment's text, a post's title and body, search terms, a job's
 //!   kind), named by its field.
-//! - A page size outside `1..=max` is [`Error::InvalidPageLimit`].
+//! - An id longer than [`MAX_ID_BYTES`] is [`Invalid::TooLong`](crate::error::Invalid::TooLong),
+//!   named like a blank one.
+//! - A page size outside `1..=max` is [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
 //! - A collection name MongoDB would refuse, or two roles given one collection, is
 //!   [`Error::InvalidConfig`].
 
+use crate::error::Invalid;
 use crate::{Error, Result};
 
 /// Whether `text` is empty or only whitespace.
@@ -17,25 +20,48 @@ pub(crate) fn is_blank(text: &str) -> bool {
     text.trim().is_empty()
 }
 
-/// Fails with [`Error::Blank`] (naming the id's role `what`: `"sender"`, `"owner"`, ...) for a
-/// blank user id.
-pub(crate) fn user_id(what: &'static str, id: &str) -> Result<()> {
-    non_blank(what, id)
-}
+/// The longest id (of a user, a discussion, a group, a feed's user, a notification's target, a
+/// job's kind) the crate accepts, in bytes of UTF-8.
+///
+/// Ids are keys of indexes, some of which hold two of them (a follow's owner and target) or an
+/// id and a path (a comment's discussion and its `full_slug`). PostgreSQL's B-tree, under
+/// FerretDB and DocumentDB, takes index rows of about 2,700 bytes (FerretDB 1.x refused a row of
+/// 3,512), and MongoDB index keys up to 1,024 bytes before 4.2; 512 bytes keeps every key the
+/// crate makes within all of them, and is far more than any id scheme needs (a UUID is 36).
+pub const MAX_ID_BYTES: usize = 512;
 
-/// Fails with [`Error::Blank`] (naming `field`) for blank required text.
-pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
-    if is_blank(value) {
-        return Err(Error::Blank { what: field });
+/// Fails with [`Invalid::Blank`] for a blank id and [`Invalid::TooLong`] for one over
+/// [`MAX_ID_BYTES`], naming its role `what` (`"sender"`, `"owner"`, `"discussion id"`, ...).
+pub(crate) fn id(what: &'static str, id: &str) -> Result<()> {
+    non_blank(what, id)?;
+    if id.len() > MAX_ID_BYTES {
+        return Err(Error::InvalidInput(Invalid::TooLong {
+            what,
+            bytes: id.len(),
+            max: MAX_ID_BYTES,
+        }));
     }
     Ok(())
 }
 
-/// Fails with [`Error::InvalidPageLimit`] unless `1 <= limit <= max`: the one page-size rule of
+/// [`id`], for a user id named by its role.
+pub(crate) fn user_id(what: &'static str, user: &str) -> Result<()> {
+    id(what, user)
+}
+
+/// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) (naming `field`) for blank required text.
+pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
+    if is_blank(value) {
+        return Err(Error::InvalidInput(Invalid::Blank { what: field }));
+    }
+    Ok(())
+}
+
+/// Fails with [`Invalid::PageLimit`](crate::error::Invalid::PageLimit) unless `1 <= limit <= max`: the one page-size rule of
 /// every paged read.
 pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
     if limit == 0 || limit > max {
-        return Err(Error::InvalidPageLimit { limit, max });
+        return Err(Error::InvalidInput(Invalid::PageLimit { limit, max }));
     }
     Ok(())
 }
@@ -63,9 +89,25 @@ mod tests {
         for limit in [0, 11] {
             assert!(matches!(
                 page_limit(limit, 10),
-                Err(Error::InvalidPageLimit { limit: l, max: 10 }) if l == limit
+                Err(Error::InvalidInput(Invalid::PageLimit { limit: l, max: 10 })) if l == limit
             ));
         }
+    }
+
+    #[test]
+    fn ids_have_one_length_limit() {
+        assert!(id("discussion id", &"d".repeat(MAX_ID_BYTES)).is_ok());
+        let long = "d".repeat(10 * 1024);
+        assert!(matches!(
+            id("discussion id", &long),
+            Err(Error::InvalidInput(Invalid::TooLong {
+                what: "discussion id",
+                bytes: 10240,
+                max: MAX_ID_BYTES
+            }))
+        ));
+        // Bytes, not characters.
+        assert!(user_id("owner", &"é".repeat(MAX_ID_BYTES / 2 + 1)).is_err());
     }
 
     #[test]
@@ -73,11 +115,11 @@ mod tests {
         for blank in ["", " ", "\t\n", "\u{3000}"] {
             assert!(matches!(
                 user_id("owner", blank),
-                Err(Error::Blank { what: "owner" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
             ));
             assert!(matches!(
                 non_blank("text", blank),
-                Err(Error::Blank { what: "text" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "text" }))
             ));
         }
         assert!(user_id("owner", " bob ").is_ok());

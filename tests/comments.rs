@@ -1,6 +1,7 @@
 //! The comment conformance suite, run against every strategy on the real server, plus each
 //! strategy's own checks.
 
+use mongo_social::error::Invalid;
 use std::sync::Arc;
 
 use bson::{doc, Document};
@@ -303,7 +304,10 @@ async fn per_comment_refuses_replies_past_the_index_key_limit() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::ThreadTooDeep { depth: 5, .. }),
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::ThreadTooDeep { depth: 5, .. })
+        ),
         "{error}"
     );
     assert!(error.to_string().contains("224 bytes"), "{error}");
@@ -391,7 +395,14 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
         assert!(posted.len() < 20, "the limit was never reached");
     };
     assert!(
-        matches!(error, Error::DiscussionFull { limit: 4096, .. }),
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::TooLarge {
+                what: "discussion",
+                limit: 4096,
+                ..
+            })
+        ),
         "{error}"
     );
     assert!(
@@ -407,12 +418,30 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
         .reply(DISCUSSION, &posted[0].link, new(&"y".repeat(300)))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::DiscussionFull { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::TooLarge {
+                what: "discussion",
+                ..
+            })
+        ),
+        "{error}"
+    );
     let error = store
         .edit(DISCUSSION, &posted[0].link, &"z".repeat(1000))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::DiscussionFull { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::TooLarge {
+                what: "discussion",
+                ..
+            })
+        ),
+        "{error}"
+    );
     assert_eq!(store.count(DISCUSSION).await.unwrap(), posted.len() as u64);
     assert_eq!(
         store.get(DISCUSSION, &posted[0].link).await.unwrap(),
@@ -440,7 +469,11 @@ async fn embedded_stops_before_16_mib() {
     }
     let error = store.post(DISCUSSION, new(&big)).await.unwrap_err();
     match error {
-        Error::DiscussionFull { size, limit, .. } => {
+        Error::InvalidInput(Invalid::TooLarge {
+            what: "discussion",
+            size,
+            limit,
+        }) => {
             assert_eq!(limit, Embedded::DEFAULT_MAX_DOCUMENT_BYTES);
             assert!(size > 20_000_000, "{size}");
         }

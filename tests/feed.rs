@@ -1,5 +1,6 @@
 //! The social feed against the real server (`MONGODB_URI`, or the fixture's FerretDB).
 
+use mongo_social::error::Invalid;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -545,7 +546,7 @@ async fn hot_feed_counts_only_the_window() {
             .feeds()
             .page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
             .await,
-        Err(Error::InvalidCursor { .. })
+        Err(Error::InvalidInput(Invalid::Cursor { .. }))
     ));
 
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
@@ -881,31 +882,31 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     t.commands.reset();
     assert!(matches!(
         store.posts().create(new("ann", " ", "")).await,
-        Err(Error::Blank {
+        Err(Error::InvalidInput(Invalid::Blank {
             what: "title and body"
-        })
+        }))
     ));
     assert!(matches!(
         store
             .posts()
             .create(new("ann", "t", "b").image(Media::new("", "no url")))
             .await,
-        Err(Error::Blank { what: "media url" })
+        Err(Error::InvalidInput(Invalid::Blank { what: "media url" }))
     ));
     assert!(matches!(
         store
             .posts()
             .create(new("ann", "big", &"x".repeat(5000)))
             .await,
-        Err(Error::TooLarge {
+        Err(Error::InvalidInput(Invalid::TooLarge {
             what: "post",
             limit: 4096,
             ..
-        })
+        }))
     ));
     assert!(matches!(
         "f.zz".parse::<Cursor>(),
-        Err(Error::InvalidCursor { .. })
+        Err(Error::InvalidInput(Invalid::Cursor { .. }))
     ));
     assert!(
         matches!(
@@ -916,7 +917,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
                     PageRequest::after(5, search_cursor.clone())
                 )
                 .await,
-            Err(Error::InvalidCursor { .. })
+            Err(Error::InvalidInput(Invalid::Cursor { .. }))
         ),
         "a search cursor is not a feed cursor"
     );
@@ -929,23 +930,23 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
                 PageRequest::after(5, search_cursor)
             )
             .await,
-        Err(Error::InvalidCursor { .. })
+        Err(Error::InvalidInput(Invalid::Cursor { .. }))
     ));
     assert!(matches!(
         store
             .search()
             .page("  ", SearchOrder::Newest, PageRequest::first(5))
             .await,
-        Err(Error::Blank {
+        Err(Error::InvalidInput(Invalid::Blank {
             what: "search terms"
-        })
+        }))
     ));
     assert!(matches!(
         store
             .feeds()
             .page(&FeedKind::Latest, PageRequest::first(0))
             .await,
-        Err(Error::InvalidPageLimit { .. })
+        Err(Error::InvalidInput(Invalid::PageLimit { .. }))
     ));
     // Empty and whitespace-only are the same error, `Blank`, as in every module: naming the
     // role of a user id, the field of other text.
@@ -971,9 +972,9 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             assert!(
                 matches!(
                     result,
-                    Err(Error::Blank {
+                    Err(Error::InvalidInput(Invalid::Blank {
                         what: "user" | "author"
-                    })
+                    }))
                 ),
                 "{blank:?}: {result:?}"
             );
@@ -981,7 +982,7 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         assert!(
             matches!(
                 store.users().create(NewUser::new("u9", blank)).await,
-                Err(Error::Blank { what: "username" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "username" }))
             ),
             "{blank:?}"
         );

@@ -1,6 +1,7 @@
 //! The follow graph against the real server: routes, incremental updates against rebuilds,
 //! counts under concurrency, bad input, and command counts.
 
+use mongo_social::error::Invalid;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -556,7 +557,16 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
     let before = t.documents(&["graph_locks"]).await;
 
     let error = graph.follow("a", "a").await.unwrap_err();
-    assert!(matches!(error, Error::SelfFollow { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::SelfAction {
+                action: "follow",
+                ..
+            })
+        ),
+        "{error}"
+    );
     let error = graph.follow("a", "nobody").await.unwrap_err();
     assert!(
         matches!(error, Error::NotFound { what: Entity::User, ref id } if id == "nobody"),
@@ -626,9 +636,9 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
             assert!(
                 matches!(
                     error,
-                    Error::Blank {
+                    Error::InvalidInput(Invalid::Blank {
                         what: "owner" | "user"
-                    }
+                    })
                 ),
                 "{blank:?}: {error}"
             );
@@ -642,7 +652,10 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
                 .unwrap_err(),
         ] {
             assert!(
-                matches!(error, Error::Blank { what: "group id" }),
+                matches!(
+                    error,
+                    Error::InvalidInput(Invalid::Blank { what: "group id" })
+                ),
                 "{blank:?}: {error}"
             );
         }
@@ -651,7 +664,10 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
         .following("a", PageRequest::first(0))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+        "{error}"
+    );
     assert!("x.y".parse::<mongo_social::Cursor>().is_err());
     assert_eq!(
         t.documents(&["graph_locks"]).await,

@@ -2,6 +2,7 @@
 //! handle does, and the delivery's and the feed's workers, which run on the same queue. Costs
 //! are counted in commands, never timed.
 
+use mongo_social::error::Invalid;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,7 +203,9 @@ async fn a_blank_job_kind_is_refused() {
         assert!(
             matches!(
                 refused,
-                Err(mongo_social::Error::Blank { what: "job kind" })
+                Err(mongo_social::Error::InvalidInput(Invalid::Blank {
+                    what: "job kind"
+                }))
             ),
             "{blank:?}: {refused:?}"
         );

@@ -1,6 +1,7 @@
 //! Notification feeds against the real server: grouping, idempotence, concurrency,
 //! withdrawals, seen and read state, paging, full groups, bad input and command counts.
 
+use mongo_social::error::Invalid;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,10 +273,13 @@ async fn pages_have_no_gaps_or_repeats_and_refuse_foreign_cursors() {
         .page("ann", PageRequest::after(4, foreign))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidCursor { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        "{error:?}"
+    );
     assert!(matches!(
         store.page("ann", PageRequest::first(0)).await,
-        Err(Error::InvalidPageLimit { .. })
+        Err(Error::InvalidInput(Invalid::PageLimit { .. }))
     ));
 }
 
@@ -323,13 +327,19 @@ async fn bad_input_writes_nothing() {
     ];
     for blank in blanks {
         let error = store.notify(blank.clone()).await.unwrap_err();
-        assert!(matches!(error, Error::Blank { .. }), "{blank:?}: {error:?}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Blank { .. })),
+            "{blank:?}: {error:?}"
+        );
         let error = store.withdraw(&blank).await.unwrap_err();
-        assert!(matches!(error, Error::Blank { .. }), "{blank:?}: {error:?}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Blank { .. })),
+            "{blank:?}: {error:?}"
+        );
     }
     assert!(matches!(
         store.counts("").await,
-        Err(Error::Blank { what: "recipient" })
+        Err(Error::InvalidInput(Invalid::Blank { what: "recipient" }))
     ));
     assert!(matches!(
         NotificationStore::<()>::builder(&t.db)

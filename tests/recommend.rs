@@ -3,6 +3,7 @@
 //! follows racing a recommendation, and bad input. Every check runs the read both ways where the
 //! server has `$graphLookup` (one `aggregate`, or `find`s), and they must agree.
 
+use mongo_social::error::{Forbidden, Invalid};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -386,7 +387,7 @@ async fn dismissed_and_blocked_users_never_come_back() {
     for (owner, user) in [("me", "ann"), ("ann", "me")] {
         let error = graph.follow(owner, user).await.unwrap_err();
         assert!(
-            matches!(&error, Error::Blocked { by, blocked } if by == "me" && blocked == "ann"),
+            matches!(&error, Error::Forbidden(Forbidden::Blocked { by, blocked }) if by == "me" && blocked == "ann"),
             "{error}"
         );
     }
@@ -642,7 +643,7 @@ async fn a_block_racing_follows_leaves_no_follow() {
             tasks.push(tokio::spawn(async move {
                 let (owner, user) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
                 match graph.follow(owner, user).await {
-                    Ok(_) | Err(Error::Blocked { .. }) => {}
+                    Ok(_) | Err(Error::Forbidden(Forbidden::Blocked { .. })) => {}
                     Err(error) => panic!("{error}"),
                 }
             }));
@@ -692,9 +693,9 @@ async fn bad_input_is_refused_before_anything_is_written() {
             assert!(
                 matches!(
                     error,
-                    Error::Blank {
+                    Error::InvalidInput(Invalid::Blank {
                         what: "owner" | "user"
-                    }
+                    })
                 ),
                 "{blank:?}: {error}"
             );
@@ -720,7 +721,7 @@ async fn bad_input_is_refused_before_anything_is_written() {
         (graph.block("a", "a").await.unwrap_err(), "block"),
     ] {
         assert!(
-            matches!(&error, Error::SelfAction { user, action: a } if user == "a" && *a == action),
+            matches!(&error, Error::InvalidInput(Invalid::SelfAction { user, action: a }) if user == "a" && *a == action),
             "{error}"
         );
         assert!(error.is_invalid_input());
@@ -730,7 +731,10 @@ async fn bad_input_is_refused_before_anything_is_written() {
             .recommendations("a", PageRequest::first(limit))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            "{error}"
+        );
     }
     // A cursor of another read of the graph is refused.
     let following = graph.following("a", PageRequest::first(1)).await.unwrap();
@@ -738,7 +742,10 @@ async fn bad_input_is_refused_before_anything_is_written() {
         .recommendations("a", PageRequest::after(5, following.next.unwrap()))
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        "{error}"
+    );
     assert_eq!(
         t.documents(&["graph_locks"]).await,
         before,

@@ -8,7 +8,7 @@
 //! best, `h` hot, `t` top, `c` controversial); its fields are the parent it lists the replies of
 //! (`-` for the top level), the last comment's sort key and its place among equal keys. A cursor
 //! handed to another strategy, view, order, sort or parent is refused with
-//! [`crate::Error::InvalidCursor`] rather than read wrongly.
+//! [`Invalid::Cursor`](crate::error::Invalid::Cursor) rather than read wrongly.
 
 use bson::oid::ObjectId;
 

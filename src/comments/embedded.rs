@@ -1,5 +1,6 @@
 //! Every comment embedded in the discussion's own document, threads nested by position.
 
+use crate::error::Invalid;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -66,7 +67,7 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// - **A typed error, not a failed update, at the size limit.** Each write adds its size to
 ///   `bytes` in the same atomic update whose filter requires room for it, so a comment that would
 ///   take the document past [`EmbeddedBuilder::max_document_bytes`] (default 16 MiB less 64 KiB
-///   for the application's own fields) fails with [`Error::DiscussionFull`], which suggests
+///   for the application's own fields) fails with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`), which suggests
 ///   [`super::HybridPages`].
 /// - **Links that return the new comment's position.** A post reads back `slots` from the same
 ///   `findAndModify` that pushed it; a reply is pushed only if its expected position is still
@@ -335,11 +336,11 @@ impl Embedded {
         };
         let bytes = count_field(&found, "bytes") as i64;
         if bytes + growth > self.max_document_bytes as i64 {
-            return Ok(Err(Error::DiscussionFull {
-                discussion: discussion.to_owned(),
+            return Ok(Err(Error::InvalidInput(crate::error::Invalid::TooLarge {
+                what: "discussion",
                 size: (bytes + growth).max(0) as usize,
                 limit: self.max_document_bytes,
-            }));
+            })));
         }
         Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
     }
@@ -436,7 +437,7 @@ impl Embedded {
                         self.refusal(discussion, growth).await??;
                     }
                 }
-                Err(Error::Contention { attempts: ATTEMPTS })
+                Err(Error::contention("embedded write", ATTEMPTS))
             })
             .await
     }
@@ -636,7 +637,7 @@ impl CommentStore for Embedded {
                     // Missing, full, or a later comment got there first.
                     floor = self.refusal(discussion, growth).await??;
                 }
-                Err(Error::Contention { attempts: ATTEMPTS })
+                Err(Error::contention("embedded write", ATTEMPTS))
             })
             .await?;
         let (index, posted) = index;
@@ -698,8 +699,9 @@ impl CommentStore for Embedded {
         let now = bson::DateTime::now();
         self.change_comment(discussion, link, |path, node| {
             if node.deleted {
-                return Err(Error::CommentDeleted {
-                    link: link.to_owned(),
+                return Err(Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    id: link.to_owned(),
                 });
             }
             if node.text == text && node.edited == Some(now) {
@@ -798,10 +800,10 @@ impl ThreadedComments for Embedded {
         validate::check_new_comment(discussion, &comment)?;
         let parent_path = tree::parse_path(parent, self.max_depth)?;
         if parent_path.len() > self.max_depth {
-            return Err(Error::ThreadTooDeep {
+            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
                 depth: parent_path.len(),
                 limit: format!("this store nests replies at most {} deep", self.max_depth),
-            });
+            }));
         }
         let mut node = Node::new(comment);
         let growth =
@@ -879,7 +881,7 @@ impl ThreadedComments for Embedded {
                         self.refusal(discussion, growth).await??;
                     }
                 }
-                Err(Error::Contention { attempts: ATTEMPTS })
+                Err(Error::contention("embedded write", ATTEMPTS))
             })
             .await?;
         let (index, posted) = index;

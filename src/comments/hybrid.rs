@@ -401,7 +401,7 @@ impl HybridPages {
                 page += 1;
             }
         }
-        Err(Error::Contention { attempts: ATTEMPTS })
+        Err(Error::contention("post comment", ATTEMPTS))
     }
 
     /// Up to `wanted` comments after `after` in `order`, with their places, in that order.
@@ -733,8 +733,9 @@ impl CommentStore for HybridPages {
                 0,
             )
             .await?;
-        let entry = changed.map_err(|_| Error::CommentDeleted {
-            link: link.to_owned(),
+        let entry = changed.map_err(|_| Error::NotFound {
+            what: crate::Entity::DeletedComment,
+            id: link.to_owned(),
         })?;
         Ok(edited(&entry).comment())
     }
@@ -926,7 +927,8 @@ impl VotedComments for HybridPages {
     ) -> Result<crate::Page<Comment>> {
         validate::check_page(discussion, &page)?;
         if parent.is_some() {
-            return Err(Error::NotSupported {
+            return Err(Error::Unsupported {
+                limit: crate::error::Limit::Strategy,
                 feature: "replies",
                 reason: "HybridPages keeps discussions flat; rank the top level".to_owned(),
             });

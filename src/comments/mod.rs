@@ -18,7 +18,7 @@
 //!   slug in one indexed query. Reading a page is one indexed range scan in either view.
 //! - **[`Embedded`]** when discussions stay small (hundreds of comments) and are read far more
 //!   than written: the whole discussion, threads included, is one document, so rendering it is
-//!   one read. It stops at the 16 MiB document limit with [`crate::Error::DiscussionFull`].
+//!   one read. It stops at the 16 MiB document limit with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`).
 //! - **[`HybridPages`]** for long, flat (unthreaded) discussions read page by page: about 100
 //!   comments per document keeps reads to one or two documents and has no size ceiling.
 //!
@@ -352,16 +352,16 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`] for a blank id; server errors as they come.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id; server errors as they come.
     async fn create_discussion(&self, discussion: &str) -> Result<()>;
 
     /// Posts a top-level comment and returns it as stored.
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`crate::Error::Blank`] (blank text, discussion id or author
-    /// id), [`crate::Error::TooLarge`], [`crate::Error::NotFound`] (discussion
-    /// not registered), [`crate::Error::DiscussionFull`] ([`Embedded`] only).
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) (blank text, discussion id or author
+    /// id), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge), [`crate::Error::NotFound`] (discussion
+    /// not registered), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`) ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of every comment in the discussion, replies included, by posting time: oldest
@@ -369,8 +369,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidCursor`] for a cursor of another view, order or strategy,
-    /// [`crate::Error::InvalidPageLimit`], [`crate::Error::NotFound`] for a discussion that was
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another view, order or strategy,
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`crate::Error::NotFound`] for a discussion that was
     /// not registered.
     async fn chronological(
         &self,
@@ -383,7 +383,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidLink`] for a malformed link, [`crate::Error::NotFound`] when no
+    /// [`Invalid::Link`](crate::error::Invalid::Link) for a malformed link, [`crate::Error::NotFound`] when no
     /// comment has it.
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
 
@@ -391,9 +391,9 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// As [`CommentStore::get`], plus [`crate::Error::CommentDeleted`] for a tombstone,
-    /// [`crate::Error::Blank`], [`crate::Error::TooLarge`] and
-    /// [`crate::Error::DiscussionFull`].
+    /// As [`CommentStore::get`], plus [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment) for a tombstone,
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) and
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`).
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
 
     /// Deletes a comment: removes it outright when the strategy allows and nothing replies to it,
@@ -458,9 +458,9 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`crate::Error::Blank`] (discussion id, `"user"`),
-    /// [`crate::Error::InvalidLink`], [`crate::Error::NotFound`] (the discussion or the comment),
-    /// [`crate::Error::CommentDeleted`] (a tombstone takes no votes).
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) (discussion id, `"user"`),
+    /// [`Invalid::Link`](crate::error::Invalid::Link), [`crate::Error::NotFound`] (the discussion or the comment),
+    /// [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment) (a tombstone takes no votes).
     async fn vote(
         &self,
         discussion: &str,
@@ -474,14 +474,14 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// As [`VotedComments::vote`], without [`crate::Error::CommentDeleted`].
+    /// As [`VotedComments::vote`], without [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment).
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
 
     /// `user`'s vote on the comment at `link`, if any (one `find`; an unknown comment has none).
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`], [`crate::Error::InvalidLink`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::Link`](crate::error::Invalid::Link).
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
 
     /// One page of comments ranked by `sort`, highest first, equal keys in posting order: the
@@ -497,10 +497,10 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidCursor`] for a cursor of another sort, parent, view or strategy,
-    /// [`crate::Error::InvalidPageLimit`], [`crate::Error::InvalidLink`],
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another sort, parent, view or strategy,
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Link`](crate::error::Invalid::Link),
     /// [`crate::Error::NotFound`] for an unknown discussion or parent,
-    /// [`crate::Error::NotSupported`] for replies where the strategy does not thread.
+    /// [`crate::Error::Unsupported`] for replies where the strategy does not thread.
     async fn ranked(
         &self,
         discussion: &str,
@@ -515,7 +515,7 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`] for a blank discussion id.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank discussion id.
     async fn settle_votes(&self, discussion: &str) -> Result<usize>;
 }
 
@@ -531,8 +531,8 @@ pub trait ThreadedComments: CommentStore {
     ///
     /// # Errors
     ///
-    /// As [`CommentStore::post`], plus [`crate::Error::InvalidLink`] and
-    /// [`crate::Error::NotFound`] for the parent, and [`crate::Error::ThreadTooDeep`].
+    /// As [`CommentStore::post`], plus [`Invalid::Link`](crate::error::Invalid::Link) and
+    /// [`crate::Error::NotFound`] for the parent, and [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep).
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of the threaded view: depth first, each comment followed by its replies in

@@ -1,5 +1,6 @@
 //! One document per comment, threaded by materialized slug paths.
 
+use crate::error::Invalid;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -70,7 +71,7 @@ const SLUG_ATTEMPTS: usize = 8;
 /// - **Index key guard.** Each level adds 36 bytes to `full_slug`. A reply whose index key
 ///   (discussion id plus `full_slug`) would pass [`PerCommentBuilder::max_key_bytes`] (default
 ///   1,000, under the 1,024-byte index key limit of MongoDB before 4.2) is refused with
-///   [`Error::ThreadTooDeep`]: 26 levels below the top with a 10-byte discussion id.
+///   [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep): 26 levels below the top with a 10-byte discussion id.
 /// - **Deletes that keep threads whole.** A comment with replies becomes a tombstone; a leaf is
 ///   removed. A reply racing with its parent's removal restores the parent (and any ancestor
 ///   removed after it) as a tombstone, so no reply is ever orphaned.
@@ -407,23 +408,21 @@ impl PerComment {
                 return Ok(stored);
             }
         }
-        Err(Error::Contention {
-            attempts: SLUG_ATTEMPTS,
-        })
+        Err(Error::contention("post comment", SLUG_ATTEMPTS))
     }
 
-    /// Fails with [`Error::ThreadTooDeep`] when `stored`'s index key would be too long.
+    /// Fails with [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep) when `stored`'s index key would be too long.
     fn check_key(&self, discussion: &str, stored: &Stored) -> Result<()> {
         let key_bytes = discussion.len() + stored.full_slug.len();
         if key_bytes > self.max_key_bytes {
-            return Err(Error::ThreadTooDeep {
+            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
                 depth: stored.slug.matches('/').count(),
                 limit: format!(
                     "its full_slug index key would be {key_bytes} bytes, over the \
                      {}-byte limit (max_key_bytes)",
                     self.max_key_bytes
                 ),
-            });
+            }));
         }
         Ok(())
     }
@@ -676,8 +675,9 @@ impl CommentStore for PerComment {
                 .find_one(doc! { "_id": edited.id, "discussion_id": discussion })
                 .await?
             {
-                Some(_) => Err(Error::CommentDeleted {
-                    link: link.to_owned(),
+                Some(_) => Err(Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    id: link.to_owned(),
                 }),
                 None => Err(validate::no_comment(Entity::Comment, link)),
             },

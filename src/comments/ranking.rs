@@ -8,6 +8,7 @@
 //! comment with few votes higher; 95 % asks more evidence before a comment with few votes passes
 //! one with many.
 
+use crate::error::Invalid;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -43,13 +44,13 @@ impl Vote {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidVote`] for any other value.
+    /// [`Invalid::Vote`](crate::error::Invalid::Vote) for any other value.
     pub fn from_dir(dir: i64) -> Result<Option<Vote>> {
         match dir {
             1 => Ok(Some(Vote::Up)),
             -1 => Ok(Some(Vote::Down)),
             0 => Ok(None),
-            value => Err(Error::InvalidVote { value }),
+            value => Err(Error::InvalidInput(Invalid::Vote { value })),
         }
     }
 
@@ -66,9 +67,9 @@ impl Vote {
 impl TryFrom<i64> for Vote {
     type Error = Error;
 
-    /// `1` up, `-1` down; anything else (0 too) is [`Error::InvalidVote`].
+    /// `1` up, `-1` down; anything else (0 too) is [`Invalid::Vote`](crate::error::Invalid::Vote).
     fn try_from(value: i64) -> Result<Vote> {
-        Vote::from_dir(value)?.ok_or(Error::InvalidVote { value })
+        Vote::from_dir(value)?.ok_or(Error::InvalidInput(Invalid::Vote { value }))
     }
 }
 
@@ -318,12 +319,12 @@ mod tests {
         for bad in [2, -2, 100, i64::MIN] {
             assert!(matches!(
                 Vote::from_dir(bad),
-                Err(Error::InvalidVote { value }) if value == bad
+                Err(Error::InvalidInput(Invalid::Vote { value })) if value == bad
             ));
         }
         assert!(matches!(
             Vote::try_from(0),
-            Err(Error::InvalidVote { value: 0 })
+            Err(Error::InvalidInput(Invalid::Vote { value: 0 }))
         ));
         assert_eq!(Vote::try_from(1).unwrap(), Vote::Up);
         assert_eq!(Vote::of_value(Vote::Down.value()), Some(Vote::Down));

@@ -36,6 +36,7 @@
 //! finds the mark with its own `op`; the counts' update carries `op`; clearing and deleting
 //! select the mark by `op`.
 
+use crate::error::Invalid;
 use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
@@ -104,7 +105,7 @@ pub(super) trait Tally: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`] (the discussion or the comment), [`Error::InvalidLink`].
+    /// [`Error::NotFound`] (the discussion or the comment), [`Invalid::Link`](crate::error::Invalid::Link).
     async fn find(&self, discussion: &str, link: &str) -> Result<Found<Self::Target>>;
 
     /// Applies `delta` to the comment's counts (and whatever the strategy keeps from them) once
@@ -166,8 +167,9 @@ impl VoteBook {
         tally.check_link(link)?;
         let found = tally.find(discussion, link).await?;
         if to != 0 && found.deleted {
-            return Err(Error::CommentDeleted {
-                link: link.to_owned(),
+            return Err(Error::NotFound {
+                what: crate::Entity::DeletedComment,
+                id: link.to_owned(),
             });
         }
         let pair = Pair {
@@ -233,7 +235,7 @@ impl VoteBook {
             self.clear(&key, op, to == 0).await?;
             return Ok(Vote::of_value(from));
         }
-        Err(Error::Contention { attempts: ROUNDS })
+        Err(Error::contention("vote", ROUNDS))
     }
 
     /// Writes the change's `to` over `from` with its mark: [`Claim::Mine`] if this call did (its
@@ -390,7 +392,7 @@ impl VoteBook {
                 .map_err(|_| self.corrupt(stored, "a vote without its comment"))?;
             let found = match tally.find(discussion, link).await {
                 Ok(found) => Some(found.target),
-                Err(Error::NotFound { .. } | Error::InvalidLink { .. }) => None,
+                Err(Error::NotFound { .. } | Error::InvalidInput(Invalid::Link { .. })) => None,
                 Err(error) => return Err(error),
             };
             self.backend

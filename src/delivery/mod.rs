@@ -61,6 +61,7 @@ mod timeline;
 mod watch;
 mod worker;
 
+use crate::error::Invalid;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -362,7 +363,7 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] or [`Error::NotFound`] (an author the graph does not know) before
+    /// [`Invalid::Blank`] or [`Error::NotFound`] (an author the graph does not know) before
     /// anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
         crate::validate::user_id("sender", author)?;
@@ -385,11 +386,11 @@ impl<P: Payload> Delivery<P> {
         let size = bson::to_vec(&document)?.len();
         let limit = self.inner.inbox.max_message_bytes();
         if size > limit {
-            return Err(Error::TooLarge {
+            return Err(Error::InvalidInput(Invalid::TooLarge {
                 what: "message",
                 size,
                 limit,
-            });
+            }));
         }
         let mut outbox = document.clone();
         outbox.remove("id");
@@ -522,14 +523,15 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// As [`FollowGraph::unfollow`]; [`Error::NotSupported`], before anything is written, with a
+    /// As [`FollowGraph::unfollow`]; [`Error::Unsupported`], before anything is written, with a
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
         crate::validate::user_id("owner", owner)?;
         crate::validate::user_id("user", user)?;
         if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
-            return Err(Error::NotSupported {
+            return Err(Error::Unsupported {
+                limit: crate::error::Limit::Strategy,
                 feature: "taking an unfollowed user's posts out of a bucketed inbox",
                 reason: "a bucketed inbox keeps what it received (positions would shift)"
                     .to_owned(),

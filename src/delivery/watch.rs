@@ -28,8 +28,8 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// The stream yields [`crate::Error::Blank`] for a blank owner,
-    /// [`crate::Error::InvalidCursor`] for a token of another watch, and server failures past
+    /// The stream yields [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a token of another watch, and server failures past
     /// the retry budget; then it ends.
     pub fn watch_timeline(
         &self,

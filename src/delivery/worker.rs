@@ -91,7 +91,7 @@ impl<P: Payload> Inner<P> {
             .filter(|r| !still.contains(r) && r.as_str() != author)
         {
             match self.inbox.remove_from(gone, author).await {
-                Ok(_) | Err(Error::NotSupported { .. }) => {}
+                Ok(_) | Err(Error::Unsupported { .. }) => {}
                 Err(error) => return Err(error),
             }
         }
@@ -225,6 +225,7 @@ impl<P: Payload> JobHandler for Handler<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Invalid;
 
     #[test]
     fn fan_out_jobs_of_either_format_continue_after_the_same_follower() {
@@ -233,7 +234,10 @@ mod tests {
         assert_eq!(followers_cursor("g.bob.smith").unwrap(), cursor);
         for bad in ["", "g.", "bob"] {
             assert!(
-                matches!(followers_cursor(bad), Err(Error::InvalidCursor { .. })),
+                matches!(
+                    followers_cursor(bad),
+                    Err(Error::InvalidInput(Invalid::Cursor { .. }))
+                ),
                 "{bad:?}"
             );
         }

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bson::doc;
 
+use crate::error::Invalid;
+
 use super::cursor;
 use super::inner::Inner;
 use super::jobs::FeedJob;
@@ -94,8 +96,8 @@ impl<X: Payload> Feeds<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`] for a cursor not made by a feed page (before any command) or
-    /// made before the feed was recomputed; [`Error::InvalidPageLimit`], [`Error::Blank`] for
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a feed page (before any command) or
+    /// made before the feed was recomputed; [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) for
     /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
         request.check()?;
@@ -117,11 +119,11 @@ impl<X: Payload> Feeds<X> {
         };
         if let Some((cursor_generation, key)) = after {
             if cursor_generation != generation {
-                return Err(Error::InvalidCursor {
+                return Err(Error::InvalidInput(Invalid::Cursor {
                     reason: "the feed was recomputed since this cursor was made; start again \
                              from the first page"
                         .to_owned(),
-                });
+                }));
             }
             items.retain(|item| comes_after(item, key));
         }
@@ -145,7 +147,7 @@ impl<X: Payload> Feeds<X> {
     ///
     /// # Errors
     ///
-    /// The stream yields [`Error::Blank`] for a blank user id, [`Error::InvalidCursor`] for a
+    /// The stream yields [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id, [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a
     /// token of another watch, and server failures past the store's retry budget; then it ends.
     pub fn watch(
         &self,
@@ -215,7 +217,7 @@ impl<X: Payload> Feeds<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for an empty user id, [`Error::NotFound`] for an unknown user
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for an empty user id, [`Error::NotFound`] for an unknown user
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user(&self, user: &str) -> Result<usize> {

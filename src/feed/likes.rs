@@ -197,7 +197,7 @@ impl Likes {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id, [`crate::Error::NotFound`] for an
     /// unknown post or user, before anything is written. If the `$inc` fails, the like is
     /// deleted again before the error is returned, so a retry counts it; if that fails too, the
     /// like stays marked "not yet counted" and the next like or unlike of the pair (or
@@ -239,9 +239,7 @@ impl Likes {
                     }
                 }
                 if !inserted {
-                    return Err(crate::Error::Contention {
-                        attempts: MAX_FIRST_UPDATE_RACES,
-                    });
+                    return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
                 }
                 if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
                     // Undone, so the like is not left uncounted; if the undo fails, the like keeps
@@ -285,7 +283,7 @@ impl Likes {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`] for a blank user id, [`crate::Error::NotFound`] for an
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id, [`crate::Error::NotFound`] for an
     /// unknown post or user, before anything is written. If the `$inc` fails, the like is put
     /// back before the error is returned, so a retry counts it; if that fails too, the like
     /// stays marked "removing" (and reads as absent) and the next like or unlike of the pair (or
@@ -342,9 +340,7 @@ impl Likes {
                     }
                 }
                 let Some(marked) = marked else {
-                    return Err(crate::Error::Contention {
-                        attempts: MAX_FIRST_UPDATE_RACES,
-                    });
+                    return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
                 };
                 let counted = async {
                     // A like never counted is counted first (once, with its own op id).
@@ -629,9 +625,7 @@ impl Likes {
                     Err(error) => return Err(error.into()),
                 }
             }
-            Err(crate::Error::Contention {
-                attempts: MAX_FIRST_UPDATE_RACES,
-            })
+            Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES))
         })
         .await
     }

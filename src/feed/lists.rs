@@ -309,7 +309,7 @@ async fn merge_locked(
     let outcome = batch.run().await?;
     if outcome.suspects().next().is_some() {
         // Under the locks nobody else writes these feeds: report it, the job is retried.
-        return Err(Error::Contention { attempts: 1 });
+        return Err(Error::contention("feed update", 1));
     }
     Ok(())
 }

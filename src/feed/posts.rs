@@ -1,5 +1,6 @@
 //! The [`Posts`] handle: publishing posts and reading them, one denormalized document each.
 
+use crate::error::Invalid;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -126,16 +127,16 @@ impl<X: Payload> Posts<X> {
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`Error::Blank`] for an empty author, a post with
-    /// neither title nor body, or a media item without url; [`Error::TooLarge`] above
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for an empty author, a post with
+    /// neither title nor body, or a media item without url; [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) above
     /// [`super::FeedStoreBuilder::max_post_bytes`]; [`Error::NotFound`] for an unknown author. If
     /// the post cannot be inserted, its job is deleted again and the error returned.
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
         user_id("author", &post.author)?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
-            return Err(Error::Blank {
+            return Err(Error::InvalidInput(Invalid::Blank {
                 what: "title and body",
-            });
+            }));
         }
         let media = post.images.iter().chain(&post.videos).chain(&post.audio);
         for item in media {
@@ -181,11 +182,11 @@ impl<X: Payload> Posts<X> {
         let size = bson::to_vec(document)?.len();
         let limit = self.inner.settings.max_post_bytes;
         if size > limit {
-            return Err(Error::TooLarge {
+            return Err(Error::InvalidInput(Invalid::TooLarge {
                 what: "post",
                 size,
                 limit,
-            });
+            }));
         }
         Ok(())
     }

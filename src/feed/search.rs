@@ -30,6 +30,7 @@ use super::cursor;
 use super::inner::Inner;
 use super::types::{Post, PostId};
 use crate::bson_ext;
+use crate::error::Invalid;
 use crate::Payload;
 use crate::{Capabilities, Error, Page, PageRequest, Result};
 
@@ -103,8 +104,8 @@ impl<X: Payload> Search<X> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for blank terms, [`Error::InvalidPageLimit`],
-    /// [`Error::InvalidCursor`] for a cursor from another kind of page; all before any command.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank terms, [`Invalid::PageLimit`](crate::error::Invalid::PageLimit),
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor from another kind of page; all before any command.
     pub async fn page(
         &self,
         terms: &str,
@@ -113,9 +114,9 @@ impl<X: Payload> Search<X> {
     ) -> Result<Page<Post<X>>> {
         let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
         if terms.is_empty() {
-            return Err(Error::Blank {
+            return Err(Error::InvalidInput(Invalid::Blank {
                 what: "search terms",
-            });
+            }));
         }
         request.check()?;
         match order {

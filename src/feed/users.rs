@@ -100,11 +100,11 @@ impl Users {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank id or username,
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id or username,
     /// [`Error::AlreadyExists`] for an id or username taken, all before anything is written.
     pub async fn create(&self, user: NewUser) -> Result<User> {
         validate::user_id("user", &user.id)?;
-        validate::non_blank("username", &user.username)?;
+        validate::id("username", &user.username)?;
         // The unique username index is what refuses a username taken.
         self.inner.backend.ensure_indexes().await?;
         let user = User {
@@ -188,7 +188,7 @@ impl Users {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] (id or username), [`Error::NotFound`],
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) (id or username), [`Error::NotFound`],
     /// [`Error::AlreadyExists`] (username taken),
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
@@ -215,7 +215,7 @@ impl Users {
     /// re-propagates the current chunk, which changes nothing.
     async fn start_rename(&self, id: &str, username: &str) -> Result<ObjectId> {
         validate::user_id("user", id)?;
-        validate::non_blank("username", username)?;
+        validate::id("username", username)?;
         let inner = &self.inner;
         inner.backend.ensure_indexes().await?;
         let propagation = propagation::record(inner, id).await?;

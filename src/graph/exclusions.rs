@@ -6,7 +6,7 @@
 //!
 //! A block is recorded, then removes the direct follows between the two users in both
 //! directions, each under its follower's lock, as an unfollow does (counts, notification
-//! withdrawn). While it stands, a direct follow either way is refused with [`Error::Blocked`]:
+//! withdrawn). While it stands, a direct follow either way is refused with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked):
 //! [`FollowGraph::follow`] looks for a block under the follower's lock, after taking it. So a
 //! follow racing a block either sees the block and is refused, or ends before the block takes
 //! that lock, and the block then removes it; no direct follow survives a block.
@@ -18,6 +18,7 @@
 //!
 //! Lifting a block ([`FollowGraph::unblock`]) restores no follow. A dismissal is never lifted.
 
+use crate::error::{Forbidden, Invalid};
 use std::collections::BTreeSet;
 
 use bson::{doc, Document};
@@ -38,7 +39,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank id, [`Error::SelfAction`] for `owner == user`,
+    /// [`Invalid::Blank`] for a blank id, [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_other(owner, user, "dismiss").await?;
@@ -48,7 +49,7 @@ impl FollowGraph {
 
     /// `owner` blocks `user`: records it, removes the direct follows between them both ways
     /// (each as an unfollow does, counts and notification included), and refuses new ones
-    /// either way with [`Error::Blocked`] until [`FollowGraph::unblock`]; neither is recommended
+    /// either way with [`Forbidden::Blocked`] until [`FollowGraph::unblock`]; neither is recommended
     /// to the other. Returns whether the block is new; blocking again changes nothing, and
     /// completes a block that failed half-way.
     ///
@@ -95,7 +96,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`], [`Error::InvalidCursor`], [`Error::InvalidPageLimit`].
+    /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
         validate::user_id("owner", owner)?;
         let filter = doc! { "owner": owner, "kind": BLOCK };
@@ -107,7 +108,7 @@ impl FollowGraph {
         Ok(trim(ids, page.limit, String::as_str))
     }
 
-    /// Fails with [`Error::Blocked`] if either of `owner` and `user` blocked the other (one
+    /// Fails with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either of `owner` and `user` blocked the other (one
     /// `find`). A follow calls it holding `owner`'s lock.
     pub(super) async fn refuse_blocked(&self, owner: &str, user: &str) -> Result<()> {
         let either = doc! { "$or": [
@@ -120,10 +121,10 @@ impl FollowGraph {
             .projection(doc! { "owner": 1, "user": 1 })
             .await?;
         match found {
-            Some(block) => Err(Error::Blocked {
+            Some(block) => Err(Error::Forbidden(Forbidden::Blocked {
                 by: block.get_str("owner").unwrap_or(owner).to_owned(),
                 blocked: block.get_str("user").unwrap_or(user).to_owned(),
-            }),
+            })),
             None => Ok(()),
         }
     }
@@ -161,10 +162,10 @@ impl FollowGraph {
         validate::user_id("owner", owner)?;
         validate::user_id("user", user)?;
         if owner == user {
-            return Err(Error::SelfAction {
+            return Err(Error::InvalidInput(Invalid::SelfAction {
                 user: owner.to_owned(),
                 action,
-            });
+            }));
         }
         self.check_users(&[owner, user]).await
     }

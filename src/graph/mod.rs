@@ -75,7 +75,7 @@
 //!   direct relations (what the seed's map-reduce did, which MongoDB has deprecated) and resets
 //!   its `following` count; [`FollowGraph::recount`] sets both counts from the subscriptions.
 //! - Long changes renew their group lock before each page of 500 users; one that finds its
-//!   lease taken over stops with [`Error::LeaseLost`], and repeating it completes it.
+//!   lease taken over stops with [`Error::RetriesExhausted`], and repeating it completes it.
 //!
 //! # Costs (commands, MongoDB)
 //!
@@ -291,7 +291,7 @@ impl FollowGraph {
 
     /// Registers a group. Idempotent.
     pub async fn add_group(&self, group: &str) -> Result<()> {
-        validate::non_blank("group id", group)?;
+        validate::id("group id", group)?;
         self.backend
             .insert_once(
                 &self.groups,
@@ -306,8 +306,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::SelfFollow`], [`Error::Blank`] for a blank id, [`Error::NotFound`] for a
-    /// user not registered, [`Error::Blocked`] if either blocked the other
+    /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction), [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id, [`Error::NotFound`] for a
+    /// user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
@@ -371,7 +371,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank user id or group id,
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id or group id,
     /// [`Error::NotFound`] for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
         self.change_group(group, owner, GroupChange::Follow).await
@@ -460,7 +460,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidCursor`], [`Error::InvalidPageLimit`], [`Error::Blank`] (a blank user id,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("owner", owner)?;
@@ -485,7 +485,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
-        validate::non_blank("group id", group)?;
+        validate::id("group id", group)?;
         let documents = page_of(&self.members, doc! { "group": group }, "user", &page).await?;
         let ids: Vec<String> = documents
             .iter()
@@ -630,9 +630,10 @@ impl FollowGraph {
         validate::user_id("owner", owner)?;
         validate::user_id("user", user)?;
         if owner == user {
-            return Err(Error::SelfFollow {
+            return Err(Error::InvalidInput(crate::error::Invalid::SelfAction {
                 user: owner.to_owned(),
-            });
+                action: "follow",
+            }));
         }
         self.check_users(&[owner, user]).await
     }
@@ -655,7 +656,7 @@ impl FollowGraph {
 
     async fn check_user_and_group(&self, user: &str, group: &str) -> Result<()> {
         validate::user_id("user", user)?;
-        validate::non_blank("group id", group)?;
+        validate::id("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
             return Err(not_found(Entity::Group, group));

@@ -98,8 +98,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`], [`crate::Error::NotFound`] for an unregistered user,
-    /// [`crate::Error::InvalidCursor`], [`crate::Error::InvalidPageLimit`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`crate::Error::NotFound`] for an unregistered user,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
     pub async fn recommendations(
         &self,
         user: &str,

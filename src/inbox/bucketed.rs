@@ -41,7 +41,7 @@ pub const DEFAULT_BUCKET_SIZE: u32 = 50;
 /// The largest bucket size accepted.
 pub const MAX_BUCKET_SIZE: u32 = 10_000;
 
-/// Rounds of delivery a send tries before giving up with [`Error::Contention`]. A round only
+/// Rounds of delivery a send tries before giving up with [`Error::RetriesExhausted`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
 const MAX_ROUNDS: usize = 32;
 /// Bytes of a bucket not available to messages: owner, sequence, count, field names.
@@ -186,11 +186,11 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// Run [`BucketedFanOut::create_indexes`] at startup: the unique `{owner, sequence}` index is
 /// what turns a push into a full bucket into a detectable conflict, so a store that was not told
 /// to create it creates it before its first write (once per store and its clones). A send that fails
-/// part-way (server unreachable, [`Error::Contention`]) may have reached some recipients; the
+/// part-way (server unreachable, [`Error::RetriesExhausted`]) may have reached some recipients; the
 /// error is returned and the deliveries already made stay.
 ///
 /// A message must fit a bucket: its encoded size is limited to about `16 MiB / bucket_size`
-/// (about 335 KB for 50), checked before anything is written ([`Error::TooLarge`]).
+/// (about 335 KB for 50), checked before anything is written ([`Invalid::TooLarge`](crate::error::Invalid::TooLarge)).
 /// The bucket size is part of the stored layout: reopen a collection with the size it was written
 /// with.
 pub struct BucketedFanOut<P> {
@@ -531,9 +531,7 @@ impl Buckets {
             }
             pending = std::mem::take(&mut pending_next);
         }
-        Err(Error::Contention {
-            attempts: MAX_ROUNDS,
-        })
+        Err(Error::contention("bucketed send", MAX_ROUNDS))
     }
 
     /// The heads of `recipients` (read under the retry policy), and the recipients parted into
@@ -790,7 +788,8 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         validate::check_user_id("sender", sender)?;
-        Err(Error::NotSupported {
+        Err(Error::Unsupported {
+            limit: crate::error::Limit::Strategy,
             feature: "removing messages from a bucketed inbox",
             reason: "every bucket but the newest is full, and positions (and cursors) depend on \
                      it; removing a message would shift them"

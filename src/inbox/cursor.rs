@@ -8,7 +8,7 @@
 //! positions are assigned by the store and have no such window.)
 //!
 //! Every cursor is tagged with the strategy that made it, so a cursor of another strategy is
-//! refused ([`crate::Error::InvalidCursor`]) rather than read as if it were one's own: tag `ir`
+//! refused ([`Invalid::Cursor`](crate::error::Invalid::Cursor)) rather than read as if it were one's own: tag `ir`
 //! for [`super::FanOutOnRead`] and `iw` for [`super::FanOutOnWrite`], each holding the
 //! message's `(sent millis, id)` (both order by send time), and `ib` for
 //! [`super::BucketedFanOut`], holding the message's position in its owner's inbox (counting
@@ -32,7 +32,7 @@ fn owner_tag(owner: &str) -> String {
     format!("{hash:016x}")
 }
 
-/// Fails with [`crate::Error::InvalidCursor`] unless `tag` is `owner`'s.
+/// Fails with [`Invalid::Cursor`](crate::error::Invalid::Cursor) unless `tag` is `owner`'s.
 fn check_owner(tag: &str, owner: &str) -> Result<()> {
     if tag != owner_tag(owner) {
         return Err(invalid("made for another owner's inbox"));

@@ -41,9 +41,9 @@
 //!   cursor pointing into pruned history reads an empty last page.
 //! - **Bad input** fails with a typed error before anything is written: an id the owner never
 //!   received (or deleted, or pruned) is [`Error::NotFound`] (`Entity::Message`); a cursor of
-//!   another owner's inbox or another strategy is [`Error::InvalidCursor`]; a change by someone
-//!   other than the sender is [`Error::NotSender`]; a blank id is [`Error::Blank`]; an edit too
-//!   large for the store is [`Error::TooLarge`].
+//!   another owner's inbox or another strategy is [`Invalid::Cursor`](crate::error::Invalid::Cursor); a change by someone
+//!   other than the sender is [`Forbidden::NotSender`]; a blank id is [`Invalid::Blank`](crate::error::Invalid::Blank); an edit too
+//!   large for the store is [`Invalid::TooLarge`](crate::error::Invalid::TooLarge).
 //! - **Retries.** Every write is idempotent under a lost reply (see each strategy's notes), so
 //!   the store retries it under its [`RetryPolicy`](crate::RetryPolicy), and a caller may repeat
 //!   any call after a failure.
@@ -81,6 +81,7 @@
 //! The commands each operation costs, per strategy, are in the README ("Inbox lifecycle"),
 //! checked by `tests/inbox.rs`.
 
+use crate::error::Forbidden;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -96,7 +97,7 @@ pub enum UpTo {
     Message(MessageId),
     /// The message a page's cursor ([`crate::Page::next`]) follows (the last message of that
     /// page) and every older one. A cursor of another owner's inbox, or of another strategy,
-    /// is refused with [`Error::InvalidCursor`].
+    /// is refused with [`Invalid::Cursor`](crate::error::Invalid::Cursor).
     Cursor(Cursor),
     /// Every message in the inbox when the call is made.
     Newest,
@@ -225,7 +226,7 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// # Errors
     ///
     /// [`Error::NotFound`] (`Entity::Message`) for a message `owner` never received, deleted, or
-    /// lost to pruning or retraction; [`Error::Blank`] for a blank owner.
+    /// lost to pruning or retraction; [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner.
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()>;
 
     /// Marks message `id` of `owner`'s inbox unread (again: nothing changes).
@@ -241,8 +242,8 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// # Errors
     ///
     /// [`Error::NotFound`] for a message `owner` never received (or no longer holds);
-    /// [`Error::InvalidCursor`] for a cursor of another owner's inbox or of another strategy;
-    /// [`Error::Blank`].
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another owner's inbox or of another strategy;
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
 
     /// How many messages of `owner`'s inbox are unread, leaving out hidden ones. One command.
@@ -261,7 +262,7 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// # Errors
     ///
     /// [`Error::NotFound`] for a message `owner` never received (or that was pruned);
-    /// [`Error::Blank`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()>;
 
     /// Retracts message `id`, sent by `sender`, from every inbox that holds it. Retracting it
@@ -269,8 +270,8 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotSender`] when `sender` did not send it, [`Error::NotFound`] when no inbox
-    /// holds it, both before anything is written; [`Error::Blank`].
+    /// [`Forbidden::NotSender`] when `sender` did not send it, [`Error::NotFound`] when no inbox
+    /// holds it, both before anything is written; [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()>;
 
     /// Replaces the payload of message `id`, sent by `sender`, in every inbox that holds it, and
@@ -278,8 +279,8 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotSender`], [`Error::NotFound`] (no inbox holds it, or it was retracted),
-    /// [`Error::TooLarge`], all before anything is written; [`Error::Blank`].
+    /// [`Forbidden::NotSender`], [`Error::NotFound`] (no inbox holds it, or it was retracted),
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge), all before anything is written; [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime>;
 
     /// Turns `filter` on (`on`) or off for `sender`'s messages in `owner`'s inbox; see
@@ -287,7 +288,7 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank owner or sender.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner or sender.
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()>;
 
     /// Mutes `sender` for `owner`: their messages, those already there and those to come, are
@@ -334,10 +335,10 @@ pub(super) fn message_not_found(id: MessageId) -> Error {
     }
 }
 
-/// [`Error::NotSender`] for `user` and message `id`.
+/// [`Forbidden::NotSender`] for `user` and message `id`.
 pub(super) fn not_sender(user: &str, id: MessageId) -> Error {
-    Error::NotSender {
+    Error::Forbidden(Forbidden::NotSender {
         user: user.to_owned(),
         id: id.to_string(),
-    }
+    })
 }

@@ -285,8 +285,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
-    /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
+    /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients), [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) before anything is
     /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>>;
 
@@ -312,8 +312,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NoRecipients`], [`crate::Error::DuplicateRecipient`],
-    /// [`crate::Error::Blank`] or [`crate::Error::TooLarge`] before anything is
+    /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients), [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) before anything is
     /// written.
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>>;
 
@@ -323,8 +323,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotSupported`] for [`BucketedFanOut`], whose positions would shift (a
-    /// bucketed inbox keeps what it received); [`crate::Error::Blank`].
+    /// [`crate::Error::Unsupported`] for [`BucketedFanOut`], whose positions would shift (a
+    /// bucketed inbox keeps what it received); [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
 
     /// The largest message (encoded, in bytes) the store accepts, so a caller can refuse a
@@ -337,8 +337,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidCursor`] for a cursor this strategy did not make,
-    /// [`crate::Error::InvalidPageLimit`] for a limit outside `1..=PageRequest::MAX_LIMIT`.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor this strategy did not make,
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit) for a limit outside `1..=PageRequest::MAX_LIMIT`.
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>>;
 
     /// How many messages `owner`'s inbox shows: those a walk through its pages returns (not
@@ -352,7 +352,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Blank`] for a blank owner.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner.
     async fn filters(&self, owner: &str) -> Result<Filters> {
         crate::validate::user_id("owner", owner)?;
         Ok(Filters::default())
@@ -391,8 +391,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// The stream yields [`crate::Error::Blank`] for a blank owner,
-    /// [`crate::Error::InvalidCursor`] for a token of another watch, and server failures past
+    /// The stream yields [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a token of another watch, and server failures past
     /// the store's retry budget; then it ends.
     fn watch(
         &self,

@@ -25,6 +25,7 @@
 //! `_id`, taken as done). A crash between the list and the copies leaves a list that no copy
 //! names: harmless, and small next to the copies it saved.
 
+use crate::error::Invalid;
 use std::collections::HashMap;
 
 use bson::oid::ObjectId;
@@ -89,7 +90,7 @@ impl RecipientLists {
     ///
     /// # Errors
     ///
-    /// [`Error::TooLarge`] (`"recipient list"`) when the list would not fit one document.
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"recipient list"`) when the list would not fit one document.
     pub(super) async fn share(
         &self,
         entry: &mut Document,
@@ -108,11 +109,11 @@ impl RecipientLists {
         let list = doc! { "_id": id.0, "to": to };
         let size = bson::to_vec(&list)?.len();
         if size > MAX_DOCUMENT_BYTES {
-            return Err(Error::TooLarge {
+            return Err(Error::InvalidInput(Invalid::TooLarge {
                 what: "recipient list",
                 size,
                 limit: MAX_DOCUMENT_BYTES,
-            });
+            }));
         }
         entry.insert(SHARED, count);
         Ok(Some(SharedList(list)))

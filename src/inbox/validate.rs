@@ -1,5 +1,6 @@
 //! Input checks shared by every strategy, run before anything is written.
 
+use crate::error::Invalid;
 use std::collections::HashSet;
 
 use bson::Document;
@@ -16,21 +17,21 @@ pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
 /// Checks recipients: at least one, none empty, none repeated.
 pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
     if recipients.is_empty() {
-        return Err(Error::NoRecipients);
+        return Err(Error::InvalidInput(Invalid::NoRecipients));
     }
     let mut seen = HashSet::with_capacity(recipients.len());
     for recipient in recipients {
         check_user_id("recipient", recipient)?;
         if !seen.insert(recipient.as_str()) {
-            return Err(Error::DuplicateRecipient {
+            return Err(Error::InvalidInput(Invalid::DuplicateRecipient {
                 recipient: recipient.clone(),
-            });
+            }));
         }
     }
     Ok(())
 }
 
-/// Fails with [`Error::Blank`] for a blank user id (the crate's one rule).
+/// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
     crate::validate::user_id(what, id)
 }
@@ -40,16 +41,16 @@ pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
     page.check()
 }
 
-/// Fails with [`Error::TooLarge`] (`"message"`) when `document` encodes to more than `limit`
+/// Fails with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) when `document` encodes to more than `limit`
 /// bytes.
 pub(super) fn check_encoded_size(document: &Document, limit: usize) -> Result<usize> {
     let size = bson::to_vec(document)?.len();
     if size > limit {
-        return Err(Error::TooLarge {
+        return Err(Error::InvalidInput(Invalid::TooLarge {
             what: "message",
             size,
             limit,
-        });
+        }));
     }
     Ok(size)
 }

@@ -105,7 +105,7 @@ const CURSOR_TAG: &str = "ng";
 const CHANGED: &str = "changed";
 /// How many times a group gained an actor: with its `_id`, names one state of it.
 const CHANGES: &str = "changes";
-/// Parts of one window's group tried before an event gives up with [`Error::Contention`].
+/// Parts of one window's group tried before an event gives up with [`Error::RetriesExhausted`].
 const MAX_PART_ATTEMPTS: usize = 64;
 
 /// What a store that knows an action happened tells: the crate's stores call it when built
@@ -336,8 +336,8 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank recipient, actor, target or custom kind, before anything is
-    /// written; [`Error::Contention`] if more than 64 full groups of the window were met.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient, actor, target or custom kind, before anything is
+    /// written; [`Error::RetriesExhausted`] if more than 64 full groups of the window were met.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
         let event = event.into();
         check(&event.activity)?;
@@ -355,7 +355,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for blank input, before anything is written.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank input, before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
         check(activity)?;
         self.groups.withdraw(activity).await
@@ -365,7 +365,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`], [`Error::InvalidPageLimit`], or [`Error::InvalidCursor`] for a cursor
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
         validate::user_id("recipient", recipient)?;
@@ -377,7 +377,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank recipient.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
         validate::user_id("recipient", recipient)?;
         self.groups.counts(recipient).await
@@ -389,7 +389,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank recipient.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
         validate::user_id("recipient", recipient)?;
         self.groups
@@ -402,7 +402,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank recipient.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_all_read(
         &self,
         recipient: &str,
@@ -419,7 +419,7 @@ impl<D: Payload> NotificationStore<D> {
     /// # Errors
     ///
     /// [`Error::NotFound`] ([`Entity::Notification`]) for a group `recipient` does not have;
-    /// [`Error::Blank`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
         validate::user_id("recipient", recipient)?;
         self.groups.mark_read(recipient, group).await
@@ -444,7 +444,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// The stream yields [`Error::Blank`] for a blank recipient, [`Error::InvalidCursor`] for a
+    /// The stream yields [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient, [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a
     /// token of another watch, and server failures past the store's retry budget; then it ends.
     pub fn watch(
         &self,
@@ -472,7 +472,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::Blank`] for a blank recipient.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
         validate::user_id("recipient", recipient)?;
         self.groups.trim(recipient, keep).await
@@ -494,8 +494,8 @@ impl<D: Payload> Notifier for NotificationStore<D> {
 fn check(activity: &Activity) -> Result<()> {
     validate::user_id("recipient", &activity.recipient)?;
     validate::user_id("actor", &activity.actor)?;
-    validate::non_blank("target", &activity.target)?;
-    validate::non_blank("kind", activity.kind.as_str())
+    validate::id("target", &activity.target)?;
+    validate::id("kind", activity.kind.as_str())
 }
 
 /// The `_id` of a group: each text field length-prefixed, so no id can be read two ways.
@@ -587,9 +587,7 @@ impl Groups {
                         None => 0,
                     };
                 }
-                Err(Error::Contention {
-                    attempts: MAX_PART_ATTEMPTS,
-                })
+                Err(Error::contention("notify", MAX_PART_ATTEMPTS))
             })
             .await
     }

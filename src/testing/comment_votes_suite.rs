@@ -6,6 +6,7 @@
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
 
+use crate::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -202,7 +203,16 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
             .vote(DISCUSSION, link, "u4", Vote::Up)
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    ..
+                }
+            ),
+            "{error}"
+        );
         assert_eq!(
             store.retract_vote(DISCUSSION, link, "u3").await.unwrap(),
             Some(Vote::Down)
@@ -352,7 +362,7 @@ pub async fn sort_orders(store: &dyn CommentStore) {
             .ranked(DISCUSSION, Some(&p), Sort::Top, PageRequest::first(5))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::NotSupported { .. }), "{error}");
+        assert!(matches!(error, Error::Unsupported { .. }), "{error}");
     }
 }
 
@@ -441,7 +451,7 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "user" }),
+            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
             "{blank:?}: {error}"
         );
         let error = store
@@ -449,22 +459,22 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "user" }),
+            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
             "{blank:?}: {error}"
         );
         let error = store.vote(blank, link, "u1", Vote::Up).await.unwrap_err();
         assert!(
             matches!(
                 error,
-                Error::Blank {
+                Error::InvalidInput(Invalid::Blank {
                     what: "discussion id"
-                }
+                })
             ),
             "{blank:?}: {error}"
         );
         let error = store.vote_of(DISCUSSION, link, blank).await.unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "user" }),
+            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
             "{blank:?}: {error}"
         );
     }
@@ -474,7 +484,7 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidLink { .. }),
+            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
             "{bad:?}: {error}"
         );
     }
@@ -519,21 +529,30 @@ pub async fn vote_bad_input(
     for dir in [2, -2, 7] {
         let error = Vote::from_dir(dir).unwrap_err();
         assert!(
-            matches!(error, Error::InvalidVote { value } if value == dir)
+            matches!(error, Error::InvalidInput(Invalid::Vote { value }) if value == dir)
                 && error.is_invalid_input(),
             "{error}"
         );
     }
     assert!(matches!(
         Vote::try_from(0),
-        Err(Error::InvalidVote { value: 0 })
+        Err(Error::InvalidInput(Invalid::Vote { value: 0 }))
     ));
     if tombstone {
         let error = store
             .vote(DISCUSSION, deleted, "u1", Vote::Down)
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
 
     // Ranked pages: limits, cursors of another sort, parent or view, unknown parents.
@@ -542,7 +561,10 @@ pub async fn vote_bad_input(
             .ranked(DISCUSSION, None, Sort::Best, PageRequest::first(limit))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            "{error}"
+        );
     }
     let page = store
         .ranked(DISCUSSION, None, Sort::Best, PageRequest::first(1))
@@ -560,7 +582,7 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidCursor { .. }),
+            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
             "{sort}: {error}"
         );
     }
@@ -572,7 +594,10 @@ pub async fn vote_bad_input(
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        "{error}"
+    );
     let chronological = store
         .chronological(
             DISCUSSION,
@@ -592,7 +617,10 @@ pub async fn vote_bad_input(
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        "{error}"
+    );
     let error = store
         .ranked(
             "no-such-discussion",
@@ -623,7 +651,7 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidCursor { .. }),
+            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
             "another parent's: {error}"
         );
         let error = store
@@ -654,7 +682,10 @@ pub async fn vote_bad_input(
             )
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            "{error}"
+        );
     }
 
     assert_eq!(documents().await, before, "nothing was written");

@@ -4,6 +4,7 @@
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
 
+use crate::error::Invalid;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -277,7 +278,7 @@ pub async fn sub_threads(store: &dyn CommentStore) {
         )
         .await;
     assert!(
-        matches!(foreign, Err(Error::InvalidCursor { .. }))
+        matches!(foreign, Err(Error::InvalidInput(Invalid::Cursor { .. })))
             || foreign.is_ok_and(|p| p.items.iter().all(|c| c.text.starts_with('b'))),
         "another sub-thread's cursor is refused or stays in this sub-thread"
     );
@@ -330,7 +331,10 @@ pub async fn direct_links(store: &dyn CommentStore) {
     assert_eq!(links.len(), posted.len(), "links are unique");
     for bad in ["", "not a link!", "../etc", "1..2"] {
         let error = store.get(DISCUSSION, bad).await.unwrap_err();
-        assert!(matches!(error, Error::InvalidLink { .. }), "{bad}: {error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            "{bad}: {error}"
+        );
     }
     // A well-formed link no comment has: change the last character of a real one.
     let mut unknown = posted[0].link.clone();
@@ -393,7 +397,16 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             .edit(DISCUSSION, &posted[0].link, "back")
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    ..
+                }
+            ),
+            "{error}"
+        );
     }
     assert_eq!(store.count(DISCUSSION).await.unwrap(), 3);
 
@@ -424,7 +437,16 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             .edit(DISCUSSION, &posted[2].link, "back")
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::CommentDeleted { .. }), "{error}");
+        assert!(
+            matches!(
+                error,
+                Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    ..
+                }
+            ),
+            "{error}"
+        );
         assert_eq!(
             store.delete(DISCUSSION, &posted[2].link).await.unwrap(),
             Deletion::Tombstoned
@@ -614,7 +636,10 @@ pub async fn bad_input(
         "{error}"
     );
     let error = store.post(DISCUSSION, new("   ")).await.unwrap_err();
-    assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+        "{error}"
+    );
     // Empty and whitespace-only are the same error, `Blank`, in every module: naming the role
     // of a user id, the field of other text.
     for blank in ["", " ", "\t "] {
@@ -622,9 +647,9 @@ pub async fn bad_input(
         assert!(
             matches!(
                 error,
-                Error::Blank {
+                Error::InvalidInput(Invalid::Blank {
                     what: "discussion id"
-                }
+                })
             ),
             "{blank:?}: {error}"
         );
@@ -632,9 +657,9 @@ pub async fn bad_input(
         assert!(
             matches!(
                 error,
-                Error::Blank {
+                Error::InvalidInput(Invalid::Blank {
                     what: "discussion id"
-                }
+                })
             ),
             "{blank:?}: {error}"
         );
@@ -646,12 +671,15 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "author" }),
+            matches!(
+                error,
+                Error::InvalidInput(Invalid::Blank { what: "author" })
+            ),
             "{blank:?}: {error}"
         );
         let error = store.post(DISCUSSION, new(blank)).await.unwrap_err();
         assert!(
-            matches!(error, Error::Blank { what: "text" }),
+            matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
             "{blank:?}: {error}"
         );
     }
@@ -662,10 +690,10 @@ pub async fn bad_input(
     assert!(
         matches!(
             error,
-            Error::TooLarge {
+            Error::InvalidInput(Invalid::TooLarge {
                 what: "comment",
                 ..
-            }
+            })
         ),
         "{error}"
     );
@@ -673,7 +701,10 @@ pub async fn bad_input(
         .edit(DISCUSSION, &posted[0].link, "")
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+        "{error}"
+    );
     let error = store
         .edit(DISCUSSION, &posted[0].link, &"y".repeat(70 * 1024))
         .await
@@ -681,22 +712,28 @@ pub async fn bad_input(
     assert!(
         matches!(
             error,
-            Error::TooLarge {
+            Error::InvalidInput(Invalid::TooLarge {
                 what: "comment",
                 ..
-            }
+            })
         ),
         "{error}"
     );
     let error = store.delete(DISCUSSION, "bad link").await.unwrap_err();
-    assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+        "{error}"
+    );
 
     if let Some(threads) = store.threaded() {
         let error = threads
             .reply(DISCUSSION, "bad/link!", new("x"))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidLink { .. }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            "{error}"
+        );
         let mut unknown = posted[0].link.clone();
         unknown.push_str(if store.strategy() == Strategy::Embedded {
             ".7"
@@ -721,7 +758,10 @@ pub async fn bad_input(
             .reply(DISCUSSION, &posted[0].link, new(""))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::Blank { what: "text" }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+            "{error}"
+        );
     }
 
     for bad in ["", "garbage", "p.c.o.", "q.c.o.1"] {
@@ -741,7 +781,10 @@ pub async fn bad_input(
         )
         .await
         .unwrap_err();
-    assert!(matches!(error, Error::InvalidCursor { .. }), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        "{error}"
+    );
     // Whole cursors (tag: `c`, strategy, view, order) whose position no store made.
     for (tag, position) in [
         ("cpco", &["x"][..]),
@@ -761,7 +804,7 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidCursor { .. }),
+            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
             "{tag} {position:?}: {error}"
         );
     }
@@ -770,7 +813,10 @@ pub async fn bad_input(
             .chronological(DISCUSSION, Order::OldestFirst, PageRequest::first(limit))
             .await
             .unwrap_err();
-        assert!(matches!(error, Error::InvalidPageLimit { .. }), "{error}");
+        assert!(
+            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            "{error}"
+        );
     }
 
     assert_eq!(documents().await, before, "nothing was written");

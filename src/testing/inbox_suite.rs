@@ -4,6 +4,7 @@
 //! panics with a description when the store misbehaves. `tests/inbox.rs` runs every check against
 //! every strategy; a new strategy gets the whole suite by adding one line there.
 
+use crate::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -447,39 +448,39 @@ pub async fn bad_input(store: &Store) {
     let send = |from: &str, to: Vec<&str>| store.send(NewMessage::new(from, to, Note::new("x", 0)));
     assert!(matches!(
         send("joe", vec![]).await,
-        Err(Error::NoRecipients)
+        Err(Error::InvalidInput(Invalid::NoRecipients))
     ));
     assert!(matches!(
         send("joe", vec!["bob", "ann", "bob"]).await,
-        Err(Error::DuplicateRecipient { recipient }) if recipient == "bob"
+        Err(Error::InvalidInput(Invalid::DuplicateRecipient { recipient })) if recipient == "bob"
     ));
     // Empty and whitespace-only ids are the same error, in every module.
     for blank in ["", " ", "\t "] {
         assert!(
             matches!(
                 send(blank, vec!["bob"]).await,
-                Err(Error::Blank { what: "sender" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "sender" }))
             ),
             "sender {blank:?}"
         );
         assert!(
             matches!(
                 send("joe", vec!["bob", blank]).await,
-                Err(Error::Blank { what: "recipient" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "recipient" }))
             ),
             "recipient {blank:?}"
         );
         assert!(
             matches!(
                 store.inbox_page(blank, PageRequest::first(5)).await,
-                Err(Error::Blank { what: "owner" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
             ),
             "owner {blank:?}"
         );
         assert!(
             matches!(
                 store.count(blank).await,
-                Err(Error::Blank { what: "owner" })
+                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
             ),
             "count {blank:?}"
         );
@@ -493,10 +494,10 @@ pub async fn bad_input(store: &Store) {
         store
             .send(NewMessage::new("joe", ["bob", "ann"], huge))
             .await,
-        Err(Error::TooLarge {
+        Err(Error::InvalidInput(Invalid::TooLarge {
             what: "message",
             ..
-        })
+        }))
     ));
     for owner in ["bob", "ann"] {
         assert_eq!(
@@ -513,7 +514,7 @@ pub async fn bad_input(store: &Store) {
     ] {
         let result = text.parse::<Cursor>();
         assert!(
-            matches!(result, Err(Error::InvalidCursor { .. })),
+            matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
             "cursor {text:?}: {result:?}"
         );
     }
@@ -534,7 +535,7 @@ pub async fn bad_input(store: &Store) {
             .inbox_page("bob", PageRequest::after(10, cursor))
             .await;
         assert!(
-            matches!(result, Err(Error::InvalidCursor { .. })),
+            matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
             "cursor {tag} {position:?}: {result:?}"
         );
     }
@@ -559,7 +560,7 @@ pub async fn bad_input(store: &Store) {
                 store
                     .inbox_page("bob", PageRequest::after(10, cursor))
                     .await,
-                Err(Error::InvalidCursor { .. })
+                Err(Error::InvalidInput(Invalid::Cursor { .. }))
             ),
             "{} accepted {foreign}",
             store.strategy()
@@ -568,17 +569,17 @@ pub async fn bad_input(store: &Store) {
     for limit in [0, PageRequest::MAX_LIMIT + 1] {
         assert!(matches!(
             store.inbox_page("bob", PageRequest::first(limit)).await,
-            Err(Error::InvalidPageLimit { .. })
+            Err(Error::InvalidInput(Invalid::PageLimit { .. }))
         ));
     }
     assert!(matches!(
         store.inbox_page("", PageRequest::first(5)).await,
-        Err(Error::Blank { what: "owner" })
+        Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
     ));
     assert_eq!(store.count("bob").await.expect("count"), 3);
 }
 
-/// A cursor made by one strategy is refused by every other with [`Error::InvalidCursor`], as
+/// A cursor made by one strategy is refused by every other with [`Invalid::Cursor`], as
 /// text or as the value itself, and still works in its own strategy. `stores` holds one store
 /// of each strategy, in one database.
 pub async fn foreign_cursors(stores: &[Arc<Store>]) {
@@ -608,7 +609,7 @@ pub async fn foreign_cursors(stores: &[Arc<Store>]) {
                     .inbox_page("bob", PageRequest::after(5, cursor.clone()))
                     .await;
                 assert!(
-                    matches!(result, Err(Error::InvalidCursor { .. })),
+                    matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
                     "{} accepted the {made_by} cursor {cursor}: {result:?}",
                     store.strategy()
                 );
@@ -761,13 +762,25 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
         assert_eq!(store.count(owner).await.unwrap(), others as u64 + 1);
     }
     let error = store.deliver(&sent, &[]).await.unwrap_err();
-    assert!(matches!(error, Error::NoRecipients), "{error}");
+    assert!(
+        matches!(error, Error::InvalidInput(Invalid::NoRecipients)),
+        "{error}"
+    );
     let twice = ["hal".to_owned(), "hal".to_owned()];
     let error = store.deliver(&sent, &twice).await.unwrap_err();
-    assert!(matches!(error, Error::DuplicateRecipient { .. }), "{error}");
+    assert!(
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::DuplicateRecipient { .. })
+        ),
+        "{error}"
+    );
     let error = store.deliver(&sent, &[String::new()]).await.unwrap_err();
     assert!(
-        matches!(error, Error::Blank { what: "recipient" }),
+        matches!(
+            error,
+            Error::InvalidInput(Invalid::Blank { what: "recipient" })
+        ),
         "{error}"
     );
     assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");

@@ -5,6 +5,7 @@
 //! database and panics with a description when the store misbehaves. `tests/inbox.rs` runs every
 //! check against every strategy.
 
+use crate::error::{Forbidden, Invalid};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -276,12 +277,12 @@ pub async fn retract_and_edit(store: &Store) {
 
     let refused = store.edit("ann", group.id, Note::new("ann", 9)).await;
     assert!(
-        matches!(refused, Err(Error::NotSender { .. })),
+        matches!(refused, Err(Error::Forbidden(Forbidden::NotSender { .. }))),
         "{refused:?}"
     );
     let refused = store.retract("ann", group.id).await;
     assert!(
-        matches!(refused, Err(Error::NotSender { .. })),
+        matches!(refused, Err(Error::Forbidden(Forbidden::NotSender { .. }))),
         "{refused:?}"
     );
     assert!(is_message_not_found(
@@ -530,7 +531,7 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
     };
     let blank = |result: crate::Result<()>, what: &str| {
         assert!(
-            matches!(result, Err(Error::Blank { what: w }) if w == what),
+            matches!(result, Err(Error::InvalidInput(Invalid::Blank { what: w })) if w == what),
             "{what}: {result:?}"
         );
     };
@@ -582,13 +583,16 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
             .map(drop),
     ] {
         assert!(
-            matches!(&result, Err(Error::NotSender { user, .. }) if user != "joe"),
+            matches!(&result, Err(Error::Forbidden(Forbidden::NotSender { user, .. })) if user != "joe"),
             "{result:?}"
         );
     }
     let too_large = store.edit("joe", to_bob.id, huge).await;
     assert!(
-        matches!(too_large, Err(Error::TooLarge { .. })),
+        matches!(
+            too_large,
+            Err(Error::InvalidInput(Invalid::TooLarge { .. }))
+        ),
         "{too_large:?}"
     );
     // Cursors: another owner's, another strategy's, and one that is not a position.
@@ -601,14 +605,14 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
             .mark_read_up_to("bob", UpTo::Cursor(cursor.clone()))
             .await;
         assert!(
-            matches!(marked, Err(Error::InvalidCursor { .. })),
+            matches!(marked, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
             "{cursor}: {marked:?}"
         );
         let page = store
             .inbox_page("bob", PageRequest::after(5, cursor.clone()))
             .await;
         assert!(
-            matches!(page, Err(Error::InvalidCursor { .. })),
+            matches!(page, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
             "page after {cursor}: {page:?}"
         );
     }

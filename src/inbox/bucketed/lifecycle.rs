@@ -349,9 +349,7 @@ impl Buckets {
                 return Ok(());
             }
         }
-        Err(Error::Contention {
-            attempts: MAX_ROUNDS,
-        })
+        Err(Error::contention("bucketed lifecycle", MAX_ROUNDS))
     }
 
     /// Runs `write` on `owner`'s buckets, holding `owner`'s lock where updates are not atomic.
@@ -446,7 +444,7 @@ impl Buckets {
     }
 }
 
-/// Fails with [`Error::NotFound`] when no bucket holds message `id`, with [`Error::NotSender`]
+/// Fails with [`Error::NotFound`] when no bucket holds message `id`, with [`Forbidden::NotSender`](crate::error::Forbidden::NotSender)
 /// when `sender` did not send it.
 fn check_sender(buckets: &[Bucket], sender: &str, id: MessageId) -> Result<()> {
     let mut entries = buckets

@@ -134,9 +134,7 @@ impl Buckets {
             }
             pending = next;
         }
-        Err(Error::Contention {
-            attempts: MAX_ROUNDS,
-        })
+        Err(Error::contention("bucketed send", MAX_ROUNDS))
     }
 
     /// The target bucket of each of `owners`, read by its derived `_id`; for the owners in

@@ -65,7 +65,7 @@ impl<P: Payload> FanOutOnWrite<P> {
     }
 
     /// Whether `user` may change message `id`: [`crate::Error::NotFound`] when no copy of it
-    /// is stored, [`crate::Error::NotSender`] when someone else sent it. One `find`.
+    /// is stored, [`Forbidden::NotSender`](crate::error::Forbidden::NotSender) when someone else sent it. One `find`.
     async fn check_sender(&self, user: &str, id: MessageId) -> Result<()> {
         let copy = self
             .copies
