@@ -137,6 +137,20 @@ impl Backend {
         crate::retry::retry(&self.retry, operation, run).await
     }
 
+    /// [`Backend::retry`] for background work, which waits an unreachable database out within
+    /// the budget instead of reporting it at once (see [`RetryPolicy`]).
+    pub(crate) async fn retry_through_outages<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        run: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        crate::retry::retry(&self.retry.through_outages(), operation, run).await
+    }
+
     /// Inserts `document` once under the store's retry policy: `false` if a unique index already
     /// held its key (see [`crate::update_batch::insert_once_with`]).
     pub(crate) async fn insert_once(

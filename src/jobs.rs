@@ -390,9 +390,9 @@ impl JobQueue {
             Ok(jobs) => self.run_claimed(handler, jobs, deadline).await,
             Err(error) => Err(error),
         };
-        // The claims are given back whatever happened; a lock left behind only delays a retry.
-        // The first error is the one reported.
-        let released = self.locks.release(&taken, token).await;
+        // The claims are given back whatever happened (through an outage, in the background);
+        // a lock left behind only delays a retry. The first error is the one reported.
+        let released = self.locks.give_back(&taken, token).await;
         outcome?;
         released?;
         Ok(claimed)
@@ -444,8 +444,9 @@ impl JobQueue {
             match handler.handle(&job).await {
                 Ok(()) => {
                     // A delete by `_id`: a retry finds nothing more to delete.
+                    // Background work: an outage is waited out within the budget.
                     self.backend
-                        .retry("complete job", || async {
+                        .retry_through_outages("complete job", || async {
                             self.jobs.delete_one(doc! { "_id": job.id }).await?;
                             Ok(())
                         })
@@ -475,7 +476,7 @@ impl JobQueue {
         } };
         // Absolute values, not an `$inc`: a retry sets the same ones again.
         self.backend
-            .retry("record job failure", || async {
+            .retry_through_outages("record job failure", || async {
                 self.jobs
                     .update_one(doc! { "_id": job.id }, update.clone())
                     .await?;
@@ -559,9 +560,9 @@ impl JobQueue {
     /// enqueued through this queue or a clone of it, brings the sleep back to the poll interval,
     /// and such an enqueue wakes it at once. A round that fails (its commands' transient
     /// failures outlasted the retry budget, or a permanent failure) is followed by a sleep of
-    /// the retry policy's backoff for that many failures in a row, at least the poll interval:
-    /// a worker rides out an outage at a bounded rate of commands and resumes when the server
-    /// answers.
+    /// the retry policy's backoff for that many failures in a row (its longest backoff when the
+    /// database is unreachable), at least the poll interval: a worker rides out an outage at a
+    /// bounded rate of commands and resumes when the server answers.
     ///
     /// The worker runs as long as its [`Worker`] handle lives: dropping the handle stops it
     /// after the batch it is running, like [`Worker::stop`] without the wait.
@@ -597,8 +598,15 @@ impl JobQueue {
                             .unwrap_or_else(PoisonError::into_inner) = Some(error.to_string());
                         shared.failed_rounds.fetch_add(1, Ordering::Relaxed);
                         failures_in_a_row += 1;
-                        jittered(queue.backend.retry_policy().backoff(failures_in_a_row))
-                            .max(queue.poll_interval)
+                        let policy = queue.backend.retry_policy();
+                        // An unreachable database will not be back in milliseconds: wait the
+                        // longest backoff before looking again.
+                        let backoff = if error.is_unreachable() {
+                            policy.backoff(u32::MAX)
+                        } else {
+                            policy.backoff(failures_in_a_row)
+                        };
+                        jittered(backoff).max(queue.poll_interval)
                     }
                 };
                 tokio::select! {

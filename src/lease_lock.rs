@@ -194,11 +194,11 @@ impl LeaseLocks {
     /// budget, a background task goes on trying for up to the lease (after which the locks
     /// expire anyway), so a holder cut off by an outage frees its keys moments after the server
     /// returns, not a lease later; the caller is not failed for it.
-    async fn give_back(&self, keys: &[String], token: ObjectId) -> Result<()> {
+    pub(crate) async fn give_back(&self, keys: &[String], token: ObjectId) -> Result<()> {
         match self.release(keys, token).await {
             Err(error) if error.is_retryable() => {
                 let patient = Self {
-                    retry: RetryPolicy::default().budget(self.lease),
+                    retry: RetryPolicy::default().budget(self.lease).through_outages(),
                     ..self.clone()
                 };
                 let keys = keys.to_vec();

@@ -81,6 +81,10 @@ pub struct RetryPolicy {
     budget: Duration,
     initial_backoff: Duration,
     max_backoff: Duration,
+    /// Whether a failed server selection is retried too: for background work (a worker
+    /// completing its jobs, a lock given back) that should wait an outage out within its budget
+    /// rather than report it.
+    through_outages: bool,
 }
 
 impl Default for RetryPolicy {
@@ -89,6 +93,7 @@ impl Default for RetryPolicy {
             budget: Duration::from_secs(10),
             initial_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
+            through_outages: false,
         }
     }
 }
@@ -150,6 +155,19 @@ impl RetryPolicy {
         };
         options.server_selection_timeout = cap(options.server_selection_timeout, SERVER_SELECTION);
         options.connect_timeout = cap(options.connect_timeout, CONNECT);
+    }
+
+    /// This policy for background work: a database that cannot be reached is waited for within
+    /// the budget (a failed server selection retried), not reported at once.
+    pub(crate) fn through_outages(mut self) -> Self {
+        self.through_outages = true;
+        self
+    }
+
+    /// Whether this policy retries `error`: a transient failure (see
+    /// [`crate::error::transient`]), or any unreachable database where it waits outages out.
+    pub(crate) fn retries(&self, error: &Error) -> bool {
+        error.is_transient() || (self.through_outages && error.is_unreachable())
     }
 
     /// The backoff before attempt `attempt + 1` (attempt counts from 1), without jitter.
@@ -272,9 +290,11 @@ where
 {
     let mut backoff = Backoff::new(policy, operation);
     loop {
-        match backoff.attempt(run()).await {
+        // Boxed: operations nest retries (a retried read inside a locked write), and each
+        // level would otherwise hold its attempt's whole state inline, twice.
+        match backoff.attempt(Box::pin(run())).await {
             Ok(value) => return Ok(value),
-            Err(error) if error.is_transient() => backoff.wait(error).await?,
+            Err(error) if policy.retries(&error) => backoff.wait(error).await?,
             Err(error) => return Err(error),
         }
     }

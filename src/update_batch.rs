@@ -174,7 +174,10 @@ impl<'a> UpdateBatch<'a> {
             let mut pending: Vec<usize> = (start..end).collect();
             let mut backoff = Backoff::new(self.backend.retry_policy(), "update batch");
             loop {
-                match self.send(&pending, precise_errors, &mut outcome).await? {
+                let sent = backoff
+                    .attempt(Box::pin(self.send(&pending, precise_errors, &mut outcome)))
+                    .await?;
+                match sent {
                     Sent::Done => break,
                     Sent::Again(again, error) => {
                         backoff.wait(error).await?;

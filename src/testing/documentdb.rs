@@ -44,6 +44,7 @@ if [ "$as" = root ]; then chmod 711 "$dir"; chown -R postgres: "$dir/data" "$dir
 pg tee -a "$dir/data/postgresql.conf" >/dev/null <<EOF
 unix_socket_directories = '$dir/run'
 documentdb.localhost_connection_string = 'host=$dir/run'
+synchronous_commit = on
 EOF
 stop() { [ -n "$ferret" ] && kill "$ferret" 2>/dev/null; pg "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1; }
 trap 'stop; exit 0' TERM INT HUP
