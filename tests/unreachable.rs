@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mongo_social::comments::{
-    Author, CommentStore, Embedded, HybridPages, NewComment, Order, PerComment, Vote, VotedComments,
+    Author, CommentStore, Embedded, HybridPages, NewComment, Order, PerComment, Vote,
 };
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser};
