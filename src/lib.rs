@@ -8,6 +8,23 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The guides' examples (`docs/`), compiled and run as doctests.
+#[cfg(doctest)]
+mod guide_doctests {
+    #[doc = include_str!("../docs/INBOXES.md")]
+    struct Inboxes;
+    #[doc = include_str!("../docs/COMMENTS.md")]
+    struct Comments;
+    #[doc = include_str!("../docs/GRAPH.md")]
+    struct Graph;
+    #[doc = include_str!("../docs/FEED.md")]
+    struct Feed;
+    #[doc = include_str!("../docs/NOTIFICATIONS.md")]
+    struct Notifications;
+    #[doc = include_str!("../docs/FAILURES.md")]
+    struct Failures;
+}
+
 mod backend;
 mod bson_ext;
 pub mod comments;

@@ -228,7 +228,7 @@ async fn strategies_switch_at_runtime() {
     }
 }
 
-/// A cursor of one strategy is refused by the others (`InvalidCursor`), as the README promises.
+/// A cursor of one strategy is refused by the others (`Invalid::Cursor`), as the README promises.
 #[tokio::test]
 async fn cursors_of_other_strategies_are_refused() {
     let db = testing::test_db("foreign_cursors").await;
@@ -979,14 +979,14 @@ mod lifecycle {
     lifecycle!(fan_out_on_write);
     lifecycle!(bucketed);
 
-    /// The README's table of lifecycle costs is the one the suite asserts.
+    /// The table of lifecycle costs in docs/INBOXES.md is the one the suite asserts.
     #[test]
     fn readme_shows_the_asserted_costs() {
-        let readme = include_str!("../README.md");
+        let readme = include_str!("../docs/INBOXES.md");
         let table = lifecycle_suite::cost_table();
         assert!(
             readme.contains(&table),
-            "README.md lacks the lifecycle cost table; put this in its place:\n{table}"
+            "docs/INBOXES.md lacks the lifecycle cost table; put this in its place:\n{table}"
         );
     }
 }

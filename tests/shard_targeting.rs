@@ -1,7 +1,7 @@
 //! Every command the library sends, classified by where a `mongos` would route it under the
 //! shard keys the stores declare (`shard_keys()`): targeted to one shard, to a few, or broadcast
 //! to all. Runs on any server (no cluster needed: routing follows from the filter and the key).
-//! A broadcast is allowed only where the README's tables say it is by design.
+//! A broadcast is allowed only where the routing table of docs/INBOXES.md says it is by design.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,7 +123,7 @@ async fn inbox_commands_are_targeted() {
     };
     for (name, by_design) in [
         // Fan-out on read is sharded by sender: an inbox is everyone's messages *to* the
-        // owner, on every shard. The README's table of strategies says so.
+        // owner, on every shard. The README's table of strategies says so (all shards).
         (
             "fan_out_on_read",
             &[("find", "inbox"), ("aggregate", "inbox")][..],

@@ -39,7 +39,7 @@
 //! also removes the direct follows between the two users and refuses new ones until
 //! [`FollowGraph::unblock`] (see its docs for what a block leaves: routes through groups). An
 //! incrementally maintained candidates collection was measured against this read and not kept:
-//! see the README ("People you may know") and `docs/BENCHMARKS.md`.
+//! see `docs/GRAPH.md` ("People you may know") and `docs/BENCHMARKS.md`.
 //!
 //! # How it stays correct under concurrency
 //!

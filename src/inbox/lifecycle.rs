@@ -78,7 +78,7 @@
 //! one message through unhidden (the send read the lists before the mute wrote them); muting
 //! again hides it.
 //!
-//! The commands each operation costs, per strategy, are in the README ("Inbox lifecycle"),
+//! The commands each operation costs, per strategy, are in `docs/INBOXES.md` ("Inbox lifecycle"),
 //! checked by `tests/inbox.rs`.
 
 use crate::error::Forbidden;

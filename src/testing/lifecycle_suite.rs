@@ -1,5 +1,5 @@
 //! The behaviour every [`InboxLifecycle`](crate::InboxLifecycle) strategy must show, as plain async checks, and the
-//! commands each operation costs ([`COSTS`], also the README's table: [`cost_table`]).
+//! commands each operation costs ([`COSTS`], also the table of `docs/INBOXES.md`: [`cost_table`]).
 //!
 //! Each check takes a store (any strategy, behind `&DynInboxLifecycle<Note>`) in a fresh
 //! database and panics with a description when the store misbehaves. `tests/inbox.rs` runs every
@@ -635,7 +635,7 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
 /// What one lifecycle operation costs, in commands, per strategy.
 #[derive(Clone, Copy, Debug)]
 pub struct Cost {
-    /// The operation, as the README's table names it.
+    /// The operation, as the table of `docs/INBOXES.md` names it.
     pub operation: &'static str,
     /// Commands where single-document updates are atomic (MongoDB, mongo-java-server): fan-out
     /// on read, fan-out on write, buckets.
@@ -646,7 +646,7 @@ pub struct Cost {
 }
 
 /// The commands of each lifecycle operation when nothing races it: what [`command_counts`]
-/// and [`retention`] assert, and what the README's table ([`cost_table`]) shows.
+/// and [`retention`] assert, and what the table of `docs/INBOXES.md` ([`cost_table`]) shows.
 pub const COSTS: &[Cost] = &[
     Cost {
         operation: "send (the recipients' mute and block lists read)",
@@ -744,7 +744,7 @@ pub fn expected_commands(operation: &str, strategy: Strategy, atomic_updates: bo
         }
 }
 
-/// [`COSTS`] as the README shows it: a Markdown table, the extra commands where updates are not
+/// [`COSTS`] as `docs/INBOXES.md` shows it: a Markdown table, the extra commands where updates are not
 /// atomic in parentheses.
 pub fn cost_table() -> String {
     let mut table = String::from(
