@@ -283,7 +283,7 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`) for the sender's id and
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) for a payload that
     /// alone is larger than a message of the store may be (about
-    /// [`InboxStore::max_message_bytes`](super::InboxStore::max_message_bytes)), before any
+    /// [`InboxStore::max_message_bytes`]), before any
     /// command; [`Forbidden::NotSender`], [`Error::NotFound`] (no inbox
     /// holds it, or it was retracted), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// for the message with the new payload, all before anything is written.
