@@ -288,11 +288,19 @@ impl JobQueue {
         self.jobs.name()
     }
 
+    /// The largest payload a job may carry, encoded, in bytes: 16 MiB less 8 KiB, which a job's
+    /// document keeps for its other fields (its kind, of up to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// its attempt count and times, and the last failure's text, kept to 4 KiB).
+    pub const MAX_PAYLOAD_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 8 * 1024;
+
     /// Adds a job, due now (one `insert`).
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank `kind`, before anything is written.
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
+    /// `kind`, [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"job kind"`) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// (`"job payload"`) for a payload over [`JobQueue::MAX_PAYLOAD_BYTES`].
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         let id = ObjectId::new();
         self.enqueue_once(id, kind, payload).await?;
@@ -307,9 +315,10 @@ impl JobQueue {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank `kind`, before anything is written.
+    /// As [`JobQueue::enqueue`].
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
         crate::validate::id("job kind", kind)?;
+        crate::validate::encoded_size("job payload", &payload, Self::MAX_PAYLOAD_BYTES)?;
         let job = doc! {
             "_id": id,
             "kind": kind,
@@ -472,7 +481,7 @@ impl JobQueue {
             "attempts": attempts,
             "not_before": not_before,
             "failed": attempts >= self.max_attempts,
-            "last_error": error.to_string(),
+            "last_error": failure_text(error),
         } };
         // Absolute values, not an `$inc`: a retry sets the same ones again.
         self.backend
@@ -691,5 +700,53 @@ impl Worker {
     /// Whether the worker's task has ended.
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+}
+
+/// The most of a failure's text a job keeps as its `last_error`, in bytes: with the job's other
+/// fields, within the room [`JobQueue::MAX_PAYLOAD_BYTES`] leaves in its document.
+const MAX_ERROR_BYTES: usize = 4 * 1024;
+
+/// The text a job keeps of `error`: its message, cut to [`MAX_ERROR_BYTES`] (at a character
+/// boundary, marked with an ellipsis), so recording a failure never makes the job's document
+/// too large to store.
+fn failure_text(error: &Error) -> String {
+    let mut text = error.to_string();
+    if text.len() > MAX_ERROR_BYTES {
+        let ellipsis = "…";
+        let mut end = MAX_ERROR_BYTES - ellipsis.len();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(ellipsis);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_failure_is_cut_to_fit_the_job() {
+        let short = Error::handler(
+            &bson::from_document(doc! {
+                "_id": ObjectId::new(), "kind": "k", "payload": {}, "attempts": 0,
+            })
+            .unwrap(),
+            "no such template",
+        );
+        assert_eq!(failure_text(&short), short.to_string());
+        let long = Error::InvalidConfig {
+            reason: "é".repeat(MAX_ERROR_BYTES),
+        };
+        let text = failure_text(&long);
+        assert!(
+            text.len() <= MAX_ERROR_BYTES && text.ends_with('…'),
+            "{}",
+            text.len()
+        );
+        assert!(long.to_string().starts_with(text.trim_end_matches('…')));
     }
 }

@@ -8,9 +8,15 @@
 //!   kind), named by its field.
 //! - An id longer than [`MAX_ID_BYTES`] is [`Invalid::TooLong`](crate::error::Invalid::TooLong),
 //!   named like a blank one.
+//! - Anything stored whose BSON encoding is larger than the store takes (a message, a post, a
+//!   comment, a job's payload, a notification's data, a user's profile, ...) is
+//!   [`Invalid::TooLarge`](crate::error::Invalid::TooLarge), named by what it is, measured by
+//!   [`encoded_size`], the one size check of every store.
 //! - A page size outside `1..=max` is [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
 //! - A collection name MongoDB would refuse, or two roles given one collection, is
 //!   [`Error::InvalidConfig`].
+
+use serde::Serialize;
 
 use crate::error::Invalid;
 use crate::{Error, Result};
@@ -69,6 +75,36 @@ pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
 /// The largest document MongoDB stores.
 pub(crate) const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
+/// Bytes a one-field document `{"": value}` adds to the encoding of `value`: the document's
+/// length (4), the element's type (1), the empty key's terminator (1) and the document's (1).
+const WRAPPER_BYTES: usize = 7;
+
+/// The BSON-encoded size of `value` in bytes, failing with
+/// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) naming `what` when it is over `limit`:
+/// the one size check of every store, run on the caller's input before anything is sent.
+///
+/// A document (a [`bson::Document`], or any type that serializes to one) measures as the
+/// document it encodes to; any other value (a string, an array, a number) as the value of a
+/// field, without the field's name: what it adds to the document that holds it, less its
+/// key. Fails with [`Error::Encode`] for a value BSON cannot encode.
+pub(crate) fn encoded_size(
+    what: &'static str,
+    value: &(impl Serialize + ?Sized),
+    limit: usize,
+) -> Result<usize> {
+    /// `{"": value}`: any value, a document or not, encodes as a field of a document.
+    #[derive(Serialize)]
+    struct Wrapped<'a, T: ?Sized> {
+        #[serde(rename = "")]
+        value: &'a T,
+    }
+    let size = bson::to_vec(&Wrapped { value })?.len() - WRAPPER_BYTES;
+    if size > limit {
+        return Err(Error::InvalidInput(Invalid::TooLarge { what, size, limit }));
+    }
+    Ok(size)
+}
+
 /// Fails with [`Error::InvalidConfig`] for a name MongoDB would refuse.
 pub(crate) fn check_collection_name(name: &str) -> Result<()> {
     if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with("system.") {
@@ -92,6 +128,39 @@ mod tests {
                 Err(Error::InvalidInput(Invalid::PageLimit { limit: l, max: 10 })) if l == limit
             ));
         }
+    }
+
+    #[test]
+    fn one_size_check_for_documents_and_values() {
+        let document = bson::doc! { "text": "x".repeat(100), "n": 1 };
+        let exact = bson::to_vec(&document).unwrap().len();
+        assert_eq!(encoded_size("post", &document, exact).unwrap(), exact);
+        assert!(matches!(
+            encoded_size("post", &document, exact - 1),
+            Err(Error::InvalidInput(Invalid::TooLarge { what: "post", size, limit }))
+                if size == exact && limit == exact - 1
+        ));
+        // A string is its length, its terminator and the 4 bytes of its length.
+        assert_eq!(encoded_size("text", "abc", 100).unwrap(), 8);
+        assert_eq!(encoded_size("text", &"abc".to_owned(), 100).unwrap(), 8);
+        // A struct is the document it encodes to; a number its bytes.
+        #[derive(Serialize)]
+        struct Data {
+            text: String,
+            n: i32,
+        }
+        let data = Data {
+            text: "x".repeat(100),
+            n: 1,
+        };
+        assert_eq!(encoded_size("data", &data, usize::MAX).unwrap(), exact);
+        assert_eq!(encoded_size("data", &5_i64, usize::MAX).unwrap(), 8);
+        let huge = "x".repeat(MAX_DOCUMENT_BYTES + 1);
+        assert!(matches!(
+            encoded_size("comment", &huge, MAX_DOCUMENT_BYTES),
+            Err(Error::InvalidInput(Invalid::TooLarge { what: "comment", size, .. }))
+                if size == MAX_DOCUMENT_BYTES + 6
+        ));
     }
 
     #[test]

@@ -16,8 +16,9 @@ use super::votes::{
     self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_BYTES, VOTE_OPS_PER_DOCUMENT,
 };
 use super::{
-    discussion_lock, notify_reply, reply_to_withdraw, validate, Comment, CommentStore, Deletion,
-    Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote, VotedComments,
+    check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, validate, Comment,
+    CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote,
+    VotedComments,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
@@ -569,10 +570,10 @@ impl CommentStore for Embedded {
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment)?;
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         let mut node = Node::new(comment);
         let growth =
-            (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+            (validate::check_stored(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
         let capabilities = self.backend.capabilities().await?;
         let index = self
             .backend
@@ -695,7 +696,7 @@ impl CommentStore for Embedded {
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        validate::check_text(text)?;
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let now = bson::DateTime::now();
         self.change_comment(discussion, link, |path, node| {
             if node.deleted {
@@ -714,7 +715,7 @@ impl CommentStore for Embedded {
                 replies: Vec::new(),
                 ..node.clone()
             };
-            validate::check_size(&edited, self.max_comment_bytes)?;
+            validate::check_stored(&edited, self.max_comment_bytes)?;
             let field = tree::field_path(path);
             let growth = text.len() as i64 - node.text.len() as i64
                 + if node.edited.is_none() { 16 } else { 0 };
@@ -797,8 +798,9 @@ impl CommentStore for Embedded {
 #[async_trait]
 impl ThreadedComments for Embedded {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment)?;
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         let parent_path = tree::parse_path(parent, self.max_depth)?;
+        check_reply_target(self.notifier.as_deref(), discussion, parent)?;
         if parent_path.len() > self.max_depth {
             return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
                 depth: parent_path.len(),
@@ -807,7 +809,7 @@ impl ThreadedComments for Embedded {
         }
         let mut node = Node::new(comment);
         let growth =
-            (validate::check_size(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+            (validate::check_stored(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
         let mut parent_author = String::new();
         let index = self
             .backend

@@ -278,6 +278,7 @@ impl HybridPages {
     /// How many comments each page document of `discussion` holds, page 0 first (tombstones
     /// included). Every page but the last holds exactly [`HybridPages::page_size`].
     pub async fn page_counts(&self, discussion: &str) -> Result<Vec<(u64, usize)>> {
+        validate::check_discussion(discussion)?;
         let pages: Vec<Document> = self
             .pages
             .find(doc! { "discussion_id": discussion })
@@ -531,6 +532,9 @@ impl HybridPages {
         set: impl Fn(&str) -> Document,
         visible: i64,
     ) -> Result<std::result::Result<Entry, Entry>> {
+        // Before the lock, which is a write where updates are not atomic.
+        validate::check_discussion(discussion)?;
+        check_slug(slug)?;
         self.backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 let (page, index) = self
@@ -661,7 +665,7 @@ impl CommentStore for HybridPages {
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment)?;
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         let mut entry = Entry {
             slug: new_slug(),
             posted: bson::DateTime::now(),
@@ -672,7 +676,7 @@ impl CommentStore for HybridPages {
             ups: 0,
             downs: 0,
         };
-        validate::check_size(&entry, self.max_comment_bytes)?;
+        validate::check_stored(&entry, self.max_comment_bytes)?;
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
         self.backend.ensure_indexes().await?;
         self.backend
@@ -717,7 +721,7 @@ impl CommentStore for HybridPages {
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        validate::check_text(text)?;
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let now = bson::DateTime::now();
         let edited = |entry: &Entry| Entry {
             text: text.to_owned(),
@@ -728,7 +732,7 @@ impl CommentStore for HybridPages {
             .change(
                 discussion,
                 link,
-                |entry| validate::check_size(&edited(entry), self.max_comment_bytes).map(drop),
+                |entry| validate::check_stored(&edited(entry), self.max_comment_bytes).map(drop),
                 |field| doc! { format!("{field}.text"): text, format!("{field}.edited"): now },
                 0,
             )

@@ -232,6 +232,22 @@ fn reply_activity(discussion: &str, parent: &str, parent_author: &str, replier: 
     )
 }
 
+/// Fails before a reply to `parent` of `discussion` is written if `notifier` is set and would
+/// refuse the reply's notification: its target, `"<discussion>/<parent link>"`, is an id, of at
+/// most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
+/// `"notification target"`).
+fn check_reply_target(
+    notifier: Option<&DynNotifier>,
+    discussion: &str,
+    parent: &str,
+) -> Result<()> {
+    if notifier.is_none() {
+        return Ok(());
+    }
+    let target = reply_activity(discussion, parent, "", "").target;
+    crate::validate::id("notification target", &target)
+}
+
 /// Tells `notifier`, if any, of `reply` to the comment `parent` by `parent_author`.
 async fn notify_reply(
     notifier: Option<&DynNotifier>,
@@ -352,16 +368,24 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id; server errors as they come.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES); server errors as they come.
     async fn create_discussion(&self, discussion: &str) -> Result<()>;
 
     /// Posts a top-level comment and returns it as stored.
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) (blank text, discussion id or author
-    /// id), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge), [`crate::Error::NotFound`] (discussion
-    /// not registered), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`) ([`Embedded`] only).
+    /// Before anything is written, and before anything is read for the first three:
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) (blank discussion id, author id or
+    /// text), [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`,
+    /// `"author"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a comment over the
+    /// store's `max_comment_bytes` (64 KiB by default, encoded as stored); then
+    /// [`crate::Error::NotFound`] (discussion not registered),
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`)
+    /// ([`Embedded`] only).
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of every comment in the discussion, replies included, by posting time: oldest
@@ -383,6 +407,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for the discussion id,
     /// [`Invalid::Link`](crate::error::Invalid::Link) for a malformed link, [`crate::Error::NotFound`] when no
     /// comment has it.
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
@@ -392,8 +418,11 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// As [`CommentStore::get`], plus [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment) for a tombstone,
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) and
-    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`).
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank text,
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a text, or the
+    /// comment with it, over the store's `max_comment_bytes` (the text alone is checked before
+    /// anything is read) and [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the
+    /// `"discussion"`). The discussion id is checked first, then the text, then the link.
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
 
     /// Deletes a comment: removes it outright when the strategy allows and nothing replies to it,
@@ -533,6 +562,10 @@ pub trait ThreadedComments: CommentStore {
     ///
     /// As [`CommentStore::post`], plus [`Invalid::Link`](crate::error::Invalid::Link) and
     /// [`crate::Error::NotFound`] for the parent, and [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep).
+    /// A store built with a notifier also refuses, before anything is written, a reply whose
+    /// notification target `"<discussion>/<parent link>"` would be over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
+    /// `"notification target"`), which the notifier would refuse once the reply was stored.
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of the threaded view: depth first, each comment followed by its replies in

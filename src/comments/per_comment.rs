@@ -15,9 +15,9 @@ use super::cursor::{self, page_from, View};
 use super::registry::Registry;
 use super::votes::{self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use super::{
-    discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author, Comment,
-    CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote,
-    VotedComments, Votes,
+    check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author,
+    Comment, CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments,
+    Vote, VotedComments, Votes,
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -394,8 +394,8 @@ impl PerComment {
                     ranking: Ranking::of(Votes::default(), posted),
                 },
             };
+            validate::check_stored(&stored, self.max_comment_bytes)?;
             self.check_key(discussion, &stored)?;
-            validate::check_size(&stored, self.max_comment_bytes)?;
             // The unique `{discussion_id, slug}` index is what keeps links unique.
             self.backend.ensure_indexes().await?;
             // Retried with the comment's client-made `_id`: a retry that meets its own earlier
@@ -591,7 +591,7 @@ impl CommentStore for PerComment {
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment)?;
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         if self.registry.find(discussion).await?.is_none() {
             return Err(validate::no_discussion(discussion));
         }
@@ -641,14 +641,14 @@ impl CommentStore for PerComment {
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        validate::check_text(text)?;
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let stored = self.find_link(discussion, link, Entity::Comment).await?;
         let edited = Stored {
             text: text.to_owned(),
             edited: Some(bson::DateTime::now()),
             ..stored
         };
-        validate::check_size(&edited, self.max_comment_bytes)?;
+        validate::check_stored(&edited, self.max_comment_bytes)?;
         let update = doc! { "$set": { "text": &edited.text, "edited": edited.edited } };
         let updated = self
             .backend
@@ -783,7 +783,9 @@ impl CommentStore for PerComment {
 #[async_trait]
 impl ThreadedComments for PerComment {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment)?;
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        slug::parse_slug(parent)?;
+        check_reply_target(self.notifier.as_deref(), discussion, parent)?;
         let parent = self
             .find_link(discussion, parent, Entity::ParentComment)
             .await?;

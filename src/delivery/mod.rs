@@ -61,7 +61,6 @@ mod timeline;
 mod watch;
 mod worker;
 
-use crate::error::Invalid;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -88,6 +87,10 @@ pub const COLLECTIONS: [&str; 4] = ["outbox", "user_activity", "celebrities", "d
 const FAN_OUT: &str = "fan_out";
 /// The job kind of a returning user's inbox rebuild.
 const REBUILD: &str = "rebuild";
+/// Bytes a fan-out job's payload takes beyond its message: the field names and the cursor of
+/// the followers' page it reached (which holds a user id of up to
+/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)).
+const FAN_OUT_JOB_OVERHEAD: usize = 2 * 1024;
 
 /// Posts delivered to followers by background workers. See the [module docs](self).
 ///
@@ -363,15 +366,13 @@ impl<P: Payload> Delivery<P> {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`] or [`Error::NotFound`] (an author the graph does not know) before
-    /// anything is written.
+    /// Before any command: [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`) for the author's id,
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) for a message over
+    /// [`Delivery::max_message_bytes`]. Then [`Error::NotFound`] (an author the graph does not
+    /// know) before anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
         crate::validate::user_id("sender", author)?;
-        let stats = self.inner.graph.stats(author).await?;
-        let celebrity = self
-            .inner
-            .celebrity_followers
-            .is_some_and(|threshold| stats.followers >= threshold);
         let message = Message {
             id: MessageId::new(),
             from: author.to_owned(),
@@ -383,15 +384,12 @@ impl<P: Payload> Delivery<P> {
             starred: false,
         };
         let document = message.to_document()?;
-        let size = bson::to_vec(&document)?.len();
-        let limit = self.inner.inbox.max_message_bytes();
-        if size > limit {
-            return Err(Error::InvalidInput(Invalid::TooLarge {
-                what: "message",
-                size,
-                limit,
-            }));
-        }
+        crate::validate::encoded_size("message", &document, self.max_message_bytes())?;
+        let stats = self.inner.graph.stats(author).await?;
+        let celebrity = self
+            .inner
+            .celebrity_followers
+            .is_some_and(|threshold| stats.followers >= threshold);
         let mut outbox = document.clone();
         outbox.remove("id");
         outbox.insert("_id", message.id.0);
@@ -433,6 +431,17 @@ impl<P: Payload> Delivery<P> {
             .deliver(&message, &[author.to_owned()])
             .await?;
         Ok(message)
+    }
+
+    /// The largest message [`Delivery::post`] takes, encoded as stored, in bytes: the inbox's
+    /// [`max_message_bytes`](crate::InboxStore::max_message_bytes), and no more than a fan-out
+    /// job carries (the message and the page it reached, within
+    /// [`JobQueue::MAX_PAYLOAD_BYTES`]).
+    pub fn max_message_bytes(&self) -> usize {
+        self.inner
+            .inbox
+            .max_message_bytes()
+            .min(JobQueue::MAX_PAYLOAD_BYTES - FAN_OUT_JOB_OVERHEAD)
     }
 
     /// Records that `user` was seen now (they signed in, or read their inbox). Returns whether

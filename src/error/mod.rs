@@ -197,9 +197,9 @@ pub enum Invalid {
     #[error("{what} must not be blank")]
     Blank {
         /// What was blank: for a user id, its role (`"sender"`, `"recipient"`, `"owner"`,
-        /// `"user"`, `"author"`); otherwise the field (`"group id"`, `"discussion id"`,
-        /// `"username"`, `"text"`, `"title and body"`, `"media url"`, `"search terms"`,
-        /// `"job kind"`).
+        /// `"user"`, `"author"`, `"actor"`); otherwise the field (`"group id"`,
+        /// `"discussion id"`, `"username"`, `"target"`, `"kind"`, `"text"`, `"title and body"`,
+        /// `"media url"`, `"search terms"`, `"job kind"`).
         what: &'static str,
     },
 
@@ -208,7 +208,9 @@ pub enum Invalid {
     /// every engine's indexes take.
     #[error("{what} is {bytes} bytes long, longer than the {max} bytes an id may have")]
     TooLong {
-        /// The id's role, as for [`Invalid::Blank`].
+        /// The id's role, as for [`Invalid::Blank`]; `"notification target"` for the target a
+        /// reply's notification would have
+        /// ([`ThreadedComments::reply`](crate::ThreadedComments::reply)).
         what: &'static str,
         /// Its length in bytes.
         bytes: usize,
@@ -216,17 +218,19 @@ pub enum Invalid {
         max: usize,
     },
 
-    /// Something to be stored (a message, a post, a comment, a recipient list, a notification)
-    /// encodes to more bytes than the store accepts, or than the document that would hold it
-    /// can take (an embedded discussion: [`HybridPages`](crate::HybridPages) spreads a long one
-    /// over pages).
+    /// Something to be stored (a message, a post, a comment, a recipient list, a notification's
+    /// data, a job's payload, a user's profile) encodes to more bytes than the store accepts, or
+    /// than the document that would hold it can take (an embedded discussion:
+    /// [`HybridPages`](crate::HybridPages) spreads a long one over pages). Every store checks
+    /// this before it sends anything to the server; each method's `# Errors` names its limit.
     #[error(
         "{what} is {size} bytes, larger than the {limit} bytes allowed{}",
         too_large_hint(what)
     )]
     TooLarge {
         /// What was too large (`"message"`, `"post"`, `"comment"`, `"recipient list"`,
-        /// `"discussion"`, ...).
+        /// `"discussion"`, `"job payload"`, `"notification data"`, `"user"`,
+        /// `"extended user"`).
         what: &'static str,
         /// Encoded size in bytes.
         size: usize,

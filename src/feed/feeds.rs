@@ -98,7 +98,9 @@ impl<X: Payload> Feeds<X> {
     ///
     /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a feed page (before any command) or
     /// made before the feed was recomputed; [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) for
-    /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
+    /// a blank user id, [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for one
+    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for
+    /// an unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
         request.check()?;
         if let FeedKind::User(user) = feed {
@@ -172,7 +174,16 @@ impl<X: Payload> Feeds<X> {
     }
 
     /// A feed's entries, highest score first (one `find`); empty for a feed not written yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for the user id of a
+    /// [`FeedKind::User`], before any command.
     pub async fn items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
+        if let FeedKind::User(user) = feed {
+            crate::validate::user_id("user", user)?;
+        }
         Ok(self
             .read(feed)
             .await?

@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use bson::{doc, Document};
+use bson::doc;
 
 use super::inner::{not_found_post, Inner};
 use super::jobs::FeedJob;
@@ -127,10 +127,14 @@ impl<X: Payload> Posts<X> {
     ///
     /// # Errors
     ///
-    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for an empty author, a post with
-    /// neither title nor body, or a media item without url; [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) above
-    /// [`super::FeedStoreBuilder::max_post_bytes`]; [`Error::NotFound`] for an unknown author. If
-    /// the post cannot be inserted, its job is deleted again and the error returned.
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for an empty
+    /// author, a post with neither title nor body, or a media item without url;
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"author"`) for an author id over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES); [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// (`"post"`) for a post (title, body, media and the application's fields, encoded as
+    /// stored) above [`super::FeedStoreBuilder::max_post_bytes`] (256 KiB by default), before
+    /// any command; [`Error::NotFound`] for an unknown author. If the post cannot be inserted,
+    /// its job is deleted again and the error returned.
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
         user_id("author", &post.author)?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
@@ -158,10 +162,11 @@ impl<X: Payload> Posts<X> {
             audio: post.audio,
             extension: post.extension,
         };
-        self.check_size(&bson::to_document(&stored)?)?;
+        let limit = self.inner.settings.max_post_bytes;
+        crate::validate::encoded_size("post", &stored, limit)?;
         stored.created_by = self.inner.chunk_of(&post.author).await?;
         let document = bson::to_document(&stored)?;
-        self.check_size(&document)?;
+        crate::validate::encoded_size("post", &document, limit)?;
         // The job first: a crash after it leaves a job that waits for its post (and is dropped
         // after a while), never a post that no feed will show.
         let job = FeedJob::PostCreated {
@@ -176,19 +181,6 @@ impl<X: Payload> Posts<X> {
             return Err(error.into());
         }
         Ok(stored)
-    }
-
-    fn check_size(&self, document: &Document) -> Result<()> {
-        let size = bson::to_vec(document)?.len();
-        let limit = self.inner.settings.max_post_bytes;
-        if size > limit {
-            return Err(Error::InvalidInput(Invalid::TooLarge {
-                what: "post",
-                size,
-                limit,
-            }));
-        }
-        Ok(())
     }
 
     /// One post, with one `find`.

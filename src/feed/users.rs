@@ -92,6 +92,15 @@ impl fmt::Debug for Users {
 }
 
 impl Users {
+    /// The largest user profile ([`User`]: id, username, display name, avatar url), encoded as
+    /// stored, in bytes: 16 MiB less 1 KiB, which keeps room in its document for a rename to a
+    /// username of up to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
+    pub const MAX_PROFILE_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
+
+    /// The largest rest of a user ([`Users::put_extended`]'s details), encoded, in bytes: 16 MiB
+    /// less 1 KiB, which its document keeps for the user's id.
+    pub const MAX_EXTENDED_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
+
     pub(super) fn new(inner: Arc<Inner>) -> Self {
         Self { inner }
     }
@@ -101,12 +110,14 @@ impl Users {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id or username,
-    /// [`Error::AlreadyExists`] for an id or username taken, all before anything is written.
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`, `"username"`) for one
+    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"user"`) for a profile over
+    /// [`Users::MAX_PROFILE_BYTES`], all before any command;
+    /// [`Error::AlreadyExists`] for an id or username taken, before anything is written.
     pub async fn create(&self, user: NewUser) -> Result<User> {
         validate::user_id("user", &user.id)?;
         validate::id("username", &user.username)?;
-        // The unique username index is what refuses a username taken.
-        self.inner.backend.ensure_indexes().await?;
         let user = User {
             id: user.id,
             username: user.username,
@@ -114,6 +125,9 @@ impl Users {
             avatar_url: user.avatar_url,
             revision: 0,
         };
+        validate::encoded_size("user", &user, Self::MAX_PROFILE_BYTES)?;
+        // The unique username index is what refuses a username taken.
+        self.inner.backend.ensure_indexes().await?;
         let users = &self.inner.collections.users;
         match users.insert_one(bson::to_document(&user)?).await {
             Ok(_) => Ok(user),
@@ -153,10 +167,16 @@ impl Users {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`] for an unknown user (one more `find`).
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for the id,
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"extended user"`) for details
+    /// over [`Users::MAX_EXTENDED_BYTES`], before any command; [`Error::NotFound`] for an
+    /// unknown user (one more `find`).
     pub async fn put_extended<E: Serialize>(&self, id: &str, details: &E) -> Result<()> {
-        self.inner.user(id).await?;
+        validate::user_id("user", id)?;
         let details = bson::to_bson(details)?;
+        validate::encoded_size("extended user", &details, Self::MAX_EXTENDED_BYTES)?;
+        self.inner.user(id).await?;
         self.inner
             .collections
             .extended_users
@@ -188,7 +208,9 @@ impl Users {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) (id or username), [`Error::NotFound`],
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (id or username, over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), before any command; [`Error::NotFound`],
     /// [`Error::AlreadyExists`] (username taken),
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.

@@ -39,7 +39,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`] for a blank id, [`Invalid::SelfAction`] for `owner == user`,
+    /// [`Invalid::Blank`] for a blank id, [`Invalid::TooLong`] (`"owner"`, `"user"`) for one
+    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_other(owner, user, "dismiss").await?;

@@ -278,6 +278,12 @@ impl FollowGraph {
     }
 
     /// Registers a user (with zero counts). Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for an id blank or over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command.
     pub async fn add_user(&self, user: &str) -> Result<()> {
         validate::user_id("user", user)?;
         let document = doc! {
@@ -290,6 +296,13 @@ impl FollowGraph {
     }
 
     /// Registers a group. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"group id"`) for an id blank or
+    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command: the graph stores ids
+    /// only, so this is the one limit on what it stores.
     pub async fn add_group(&self, group: &str) -> Result<()> {
         validate::id("group id", group)?;
         self.backend
@@ -306,8 +319,9 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction), [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id, [`Error::NotFound`] for a
-    /// user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
+    /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction), [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"owner"`, `"user"`) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Error::NotFound`] for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         self.check_pair(owner, user).await?;
@@ -372,7 +386,10 @@ impl FollowGraph {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id or group id,
-    /// [`Error::NotFound`] for an unregistered user or group.
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"owner"` or, adding and removing members,
+    /// `"user"`; `"group id"`), both before any command; [`Error::NotFound`] for an unregistered
+    /// user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
         self.change_group(group, owner, GroupChange::Follow).await
     }
@@ -411,7 +428,12 @@ impl FollowGraph {
     /// subscription it concerns: `user`'s to each member (follow, unfollow), or each follower's
     /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
     async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
-        self.check_user_and_group(user, group).await?;
+        // The user follows the group, or is a member of it.
+        let role = match change {
+            GroupChange::Follow | GroupChange::Unfollow => "owner",
+            GroupChange::Join | GroupChange::Leave => "user",
+        };
+        self.check_user_and_group(role, user, group).await?;
         self.backend.ensure_indexes().await?;
         let origin = Origin::Group(group.to_owned());
         let add = matches!(change, GroupChange::Follow | GroupChange::Join);
@@ -654,8 +676,14 @@ impl FollowGraph {
         }
     }
 
-    async fn check_user_and_group(&self, user: &str, group: &str) -> Result<()> {
-        validate::user_id("user", user)?;
+    /// Fails unless `user` (in the role `role`) and `group` are registered.
+    async fn check_user_and_group(
+        &self,
+        role: &'static str,
+        user: &str,
+        group: &str,
+    ) -> Result<()> {
+        validate::user_id(role, user)?;
         validate::id("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {

@@ -400,7 +400,7 @@ impl Buckets {
             .recipients
             .share(&mut entry, message.id, &self.backend)
             .await?;
-        validate::check_encoded_size(&entry, self.max_message_bytes())?;
+        validate::check_message_size(&entry, self.max_message_bytes())?;
         // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
         // detectable conflict.
         self.backend.ensure_indexes().await?;

@@ -189,7 +189,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         document.insert("_id", message.id.0);
         // Room for the owners' state arrays, which name recipients again.
         let names: usize = message.to.iter().map(|r| r.len() + 16).sum();
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES.saturating_sub(4 * names))?;
+        validate::check_message_size(&document, MAX_DOCUMENT_BYTES.saturating_sub(4 * names))?;
         let filters = self
             .filters
             .for_sender(&self.backend, &message.from, &message.to)
@@ -223,7 +223,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         validate::check_recipients(recipients)?;
         let mut document = message.to_document()?;
         document.insert("delivered", true);
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES)?;
+        validate::check_message_size(&document, MAX_DOCUMENT_BYTES)?;
         // Recipients of the sent document itself hold the message already. (`from` and `sent`
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
         let holding: Vec<Document> = self

@@ -219,7 +219,7 @@ impl<P: Payload> FanOutOnWrite<P> {
             .await?;
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
-        validate::check_encoded_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;
+        validate::check_message_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;
         // The unique index is what refuses a second copy.
         self.backend.ensure_indexes().await?;
         let filters = self

@@ -279,8 +279,14 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// # Errors
     ///
-    /// [`Forbidden::NotSender`], [`Error::NotFound`] (no inbox holds it, or it was retracted),
-    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge), all before anything is written; [`Invalid::Blank`](crate::error::Invalid::Blank).
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`) for the sender's id and
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) for a payload that
+    /// alone is larger than a message of the store may be (about
+    /// [`InboxStore::max_message_bytes`]), before any
+    /// command; [`Forbidden::NotSender`], [`Error::NotFound`] (no inbox
+    /// holds it, or it was retracted), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// for the message with the new payload, all before anything is written.
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime>;
 
     /// Turns `filter` on (`on`) or off for `sender`'s messages in `owner`'s inbox; see

@@ -285,9 +285,17 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients), [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) before anything is
-    /// written; [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the server.
+    /// Before anything is written:
+    /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients),
+    /// [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`, `"recipient"`) for an id
+    /// blank or over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) for a message (`"message"`: its
+    /// payload and recipients, as stored) over what the strategy stores (about
+    /// [`InboxStore::max_message_bytes`]) or a recipient list stored apart (`"recipient list"`)
+    /// over 16 MiB; then [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the
+    /// server.
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>>;
 
     /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,
@@ -312,9 +320,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients), [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) before anything is
-    /// written.
+    /// As [`InboxStore::send`], before anything is written.
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>>;
 
     /// Removes from `owner`'s inbox the messages from `sender` that reached it through
@@ -324,7 +330,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// [`crate::Error::Unsupported`] for [`BucketedFanOut`], whose positions would shift (a
-    /// bucketed inbox keeps what it received); [`Invalid::Blank`](crate::error::Invalid::Blank).
+    /// bucketed inbox keeps what it received); [`Invalid::Blank`](crate::error::Invalid::Blank)
+    /// or [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id.
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
 
     /// The largest message (encoded, in bytes) the store accepts, so a caller can refuse a

@@ -25,7 +25,6 @@
 //! `_id`, taken as done). A crash between the list and the copies leaves a list that no copy
 //! names: harmless, and small next to the copies it saved.
 
-use crate::error::Invalid;
 use std::collections::HashMap;
 
 use bson::oid::ObjectId;
@@ -107,14 +106,7 @@ impl RecipientLists {
         };
         let count = to.len() as i64;
         let list = doc! { "_id": id.0, "to": to };
-        let size = bson::to_vec(&list)?.len();
-        if size > MAX_DOCUMENT_BYTES {
-            return Err(Error::InvalidInput(Invalid::TooLarge {
-                what: "recipient list",
-                size,
-                limit: MAX_DOCUMENT_BYTES,
-            }));
-        }
+        crate::validate::encoded_size("recipient list", &list, MAX_DOCUMENT_BYTES)?;
         entry.insert(SHARED, count);
         Ok(Some(SharedList(list)))
     }

@@ -3,7 +3,7 @@
 use crate::error::Invalid;
 use std::collections::HashSet;
 
-use bson::Document;
+use serde::Serialize;
 
 use super::NewMessage;
 use crate::{Error, PageRequest, Result};
@@ -31,7 +31,9 @@ pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id (the crate's one rule).
+/// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id and
+/// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for one over
+/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), naming its role (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
     crate::validate::user_id(what, id)
 }
@@ -41,16 +43,9 @@ pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
     page.check()
 }
 
-/// Fails with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) when `document` encodes to more than `limit`
-/// bytes.
-pub(super) fn check_encoded_size(document: &Document, limit: usize) -> Result<usize> {
-    let size = bson::to_vec(document)?.len();
-    if size > limit {
-        return Err(Error::InvalidInput(Invalid::TooLarge {
-            what: "message",
-            size,
-            limit,
-        }));
-    }
-    Ok(size)
+/// Fails with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) when `value`
+/// (a message as stored, or its payload alone) encodes to more than `limit` bytes; the crate's
+/// one size check ([`crate::validate::encoded_size`]).
+pub(super) fn check_message_size(value: &(impl Serialize + ?Sized), limit: usize) -> Result<usize> {
+    crate::validate::encoded_size("message", value, limit)
 }

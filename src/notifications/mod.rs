@@ -108,6 +108,15 @@ const CHANGES: &str = "changes";
 /// Parts of one window's group tried before an event gives up with [`Error::RetriesExhausted`].
 const MAX_PART_ATTEMPTS: usize = 64;
 
+/// The largest data an event may carry ([`Event::with_data`]), encoded, in bytes: 1 MiB.
+///
+/// A group keeps its newest event's data beside its actors, in one document of at most 16 MiB:
+/// 1 MiB of data leaves the rest to them, room for the default 10,000 actors
+/// ([`NotificationStoreBuilder::max_actors`]) even with ids of the longest kind
+/// ([`MAX_ID_BYTES`](crate::MAX_ID_BYTES)). Data is for showing the group ("Ann liked *your
+/// trip photos*"); the application keeps anything larger itself and puts its id here.
+pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+
 /// What a store that knows an action happened tells: the crate's stores call it when built
 /// with a notifier (see the [module docs](self)). Both calls must be idempotent.
 #[async_trait]
@@ -336,15 +345,22 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient, actor, target or custom kind, before anything is
-    /// written; [`Error::RetriesExhausted`] if more than 64 full groups of the window were met.
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
+    /// recipient, actor, target or custom kind, [`Invalid::TooLong`](crate::error::Invalid::TooLong)
+    /// for one over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"recipient"`, `"actor"`, `"target"`,
+    /// `"kind"`), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// (`"notification data"`) for data over [`MAX_DATA_BYTES`]. Then
+    /// [`Error::RetriesExhausted`] if more than 64 full groups of the window were met.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
         let event = event.into();
         check(&event.activity)?;
+        let data = event.data.as_ref().map(bson::to_bson).transpose()?;
+        if let Some(data) = &data {
+            validate::encoded_size("notification data", data, MAX_DATA_BYTES)?;
+        }
         if event.activity.actor == event.activity.recipient {
             return Ok(());
         }
-        let data = event.data.as_ref().map(bson::to_bson).transpose()?;
         let at = event.at.unwrap_or_else(bson::DateTime::now);
         self.groups.notify(&event.activity, at, data).await
     }
@@ -355,7 +371,9 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank input, before anything is written.
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank input,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
         check(activity)?;
         self.groups.withdraw(activity).await

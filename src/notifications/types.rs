@@ -64,7 +64,8 @@ impl fmt::Display for Kind {
 }
 
 /// One actor's action, as a store that knows it (a like, a follow, a reply) reports it to a
-/// [`Notifier`](super::Notifier): who is told, what happened, on what, by whom.
+/// [`Notifier`](super::Notifier): who is told, what happened, on what, by whom. Each is an id
+/// (a custom kind's name too): not blank, and at most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Activity {
     /// Who is notified.
@@ -129,7 +130,8 @@ impl<D> Event<D> {
         self
     }
 
-    /// The same event carrying `data`.
+    /// The same event carrying `data`, of at most [`MAX_DATA_BYTES`](super::MAX_DATA_BYTES)
+    /// encoded.
     pub fn with_data(mut self, data: D) -> Self {
         self.data = Some(data);
         self

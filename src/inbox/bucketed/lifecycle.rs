@@ -596,6 +596,8 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
         let edited = bson::DateTime::now();
         let payload = bson::to_bson(&payload)?;
         let limit = self.buckets.max_message_bytes();
+        // The payload alone first, before any command; the entry with it once read.
+        validate::check_message_size(&payload, limit)?;
         let check = {
             let payload = payload.clone();
             move |buckets: &[Bucket]| {
@@ -613,7 +615,7 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
                 let mut entry = entry.clone();
                 entry.insert("message", payload.clone());
                 entry.insert("edited", edited);
-                validate::check_encoded_size(&entry, limit)?;
+                validate::check_message_size(&entry, limit)?;
                 Ok(())
             }
         };

@@ -176,6 +176,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
     /// `update_many`.
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
         validate::check_user_id("sender", sender)?;
+        // The payload alone first, before any command; the message with it once read.
+        let payload = bson::to_bson(&payload)?;
+        validate::check_message_size(&payload, MAX_DOCUMENT_BYTES - 1024)?;
         let found = self
             .messages
             .find_one(doc! { "id": id.0, "retracted": { "$exists": false } })
@@ -188,10 +191,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             return Err(not_sender(sender, id));
         }
         let edited = bson::DateTime::now();
-        let payload = bson::to_bson(&payload)?;
         found.insert("message", payload.clone());
         found.insert("edited", edited);
-        validate::check_encoded_size(&found, MAX_DOCUMENT_BYTES - 1024)?;
+        validate::check_message_size(&found, MAX_DOCUMENT_BYTES - 1024)?;
         let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
         let update = doc! { "$set": { "message": payload, "edited": edited } };
         if self.update(true, filter, update).await? == 0 {

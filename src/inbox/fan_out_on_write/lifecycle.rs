@@ -235,6 +235,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
     /// one `update_many`.
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
         validate::check_user_id("sender", sender)?;
+        // The payload alone first, before any command; the copy with it once read.
+        let payload = bson::to_bson(&payload)?;
+        validate::check_message_size(&payload, MAX_DOCUMENT_BYTES - 64)?;
         let copy = self
             .copies
             .find_one(doc! { "id": id.0, "gone": { "$exists": false } })
@@ -247,10 +250,9 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
             return Err(not_sender(sender, id));
         }
         let edited = bson::DateTime::now();
-        let payload = bson::to_bson(&payload)?;
         copy.insert("message", payload.clone());
         copy.insert("edited", edited);
-        validate::check_encoded_size(&copy, MAX_DOCUMENT_BYTES - 64)?;
+        validate::check_message_size(&copy, MAX_DOCUMENT_BYTES - 64)?;
         let update = doc! { "$set": { "message": payload, "edited": edited } };
         if self.update_message(sender, id, update).await? == 0 {
             // Retracted since the `find`.
