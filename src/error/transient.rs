@@ -15,13 +15,14 @@
 //!   `RetryableWriteError`, `TransientTransactionError` or `RetryableError`.
 //!
 //! It does not retry what the request itself caused: an input error (refused before anything is
-//! sent, sizes included), any other server error (a duplicate key, a document too large, a bad
-//! value), and a failed server selection, after which the driver has already waited its whole
+//! sent, sizes and id lengths included, so no request is ever larger than a server takes: a
+//! server that closes the connection on an oversized request, as mongo-java-server does, would
+//! otherwise look like an outage), any other server error (a duplicate key, a document too
+//! large, a bad value, an internal error that does not say its database is gone), and a failed
+//! server selection, after which the driver has already waited its whole
 //! `serverSelectionTimeoutMS` for a server (that timeout is the client's own bound on waiting
-//! for one; see [`RetryPolicy::apply_to`](crate::RetryPolicy::apply_to)). A connection that is
-//! lost again on the same request right after the server answered a `ping` is taken as the
-//! request's doing (a server that closes the connection on a request it cannot take) and fails
-//! at once.
+//! for one; see [`RetryPolicy::apply_to`](crate::RetryPolicy::apply_to)). Background work (a
+//! job worker finishing its jobs, a lock given back) waits that out too, within its budget.
 
 use bson::{Bson, Document};
 
