@@ -417,16 +417,13 @@ impl JobHandler for MaintainOnFollow {
     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
         let pair = (job.payload.get_str("a"), job.payload.get_str("b"));
         let (Ok(a), Ok(b)) = pair else {
-            return Err(mongo_social::Error::handler(
-                job,
-                "a follow job names a and b",
-            ));
+            return Err(job.error("a follow job names a and b"));
         };
         self.0
             .on_follow(a, b)
             .await
             .map(drop)
-            .map_err(|error| mongo_social::Error::handler(job, error))
+            .map_err(|error| job.error(error))
     }
 }
 

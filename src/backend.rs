@@ -34,12 +34,12 @@ use std::future::IntoFuture;
 use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
+use crate::error::Result;
 use crate::indexes::Indexes;
 use crate::lease_lock::LeaseLocks;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
 use crate::update_batch::UpdateBatch;
-use crate::Result;
 
 /// The most documents [`Backend::find_by_ids`] reads one `find` each where only `{_id}` filters
 /// stay in the engine: past it, one `find` that decodes the collection once costs less.
@@ -184,7 +184,7 @@ impl Backend {
     /// An empty batch of update statements for `collection`, sent under the store's policy and
     /// the server's limits.
     pub(crate) fn update_batch<'a>(&'a self, collection: &'a str) -> UpdateBatch<'a> {
-        UpdateBatch::new(self, collection)
+        UpdateBatch::new(&self.database, &self.capabilities, &self.retry, collection)
     }
 
     /// A filter for the one document whose `_id` is `id` and whose shard key fields hold

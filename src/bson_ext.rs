@@ -8,7 +8,7 @@ use bson::oid::ObjectId;
 use bson::{Bson, Document};
 use serde::de::DeserializeOwned;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The integer at `key`, from an `Int32`, `Int64` or `Double`; `None` when missing or not a
 /// number.

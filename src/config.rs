@@ -13,10 +13,10 @@ use std::time::Duration;
 use mongodb::Database;
 
 use crate::backend::Backend;
+use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
 use crate::server::Capabilities;
 use crate::validate::check_collection_name;
-use crate::{Error, Result};
 
 /// A store builder's shared settings.
 #[derive(Clone, Debug)]
@@ -115,16 +115,14 @@ impl StoreConfig {
         )
     }
 
-    /// A job queue in this store's database, under its retry policy and capabilities, keeping
-    /// its jobs in the collection `jobs` (a store's resolved name).
-    pub(crate) fn job_queue(&self, jobs: &str) -> crate::jobs::JobQueueBuilder {
-        let mut queue = crate::jobs::JobQueue::builder(&self.database)
-            .collection("jobs", jobs)
-            .retry_policy(self.retry);
-        if let Some(capabilities) = self.capabilities {
-            queue = queue.capabilities(capabilities);
-        }
-        queue
+    /// The store's retry policy.
+    pub(crate) fn retry_policy(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// The capabilities the application gave, if any (else they are detected).
+    pub(crate) fn given_capabilities(&self) -> Option<Capabilities> {
+        self.capabilities
     }
 
     /// The backend of a store that never takes locks.
@@ -153,13 +151,13 @@ macro_rules! store_builder_methods {
 
         /// How transient failures of the store's commands are retried (default
         /// [`RetryPolicy::default`](crate::RetryPolicy::default)).
-        pub fn retry_policy(mut self, policy: crate::RetryPolicy) -> Self {
+        pub fn retry_policy(mut self, policy: crate::retry::RetryPolicy) -> Self {
             self.config.set_retry(policy);
             self
         }
 
         /// Uses these capabilities instead of asking the server for them on first use.
-        pub fn capabilities(mut self, capabilities: crate::Capabilities) -> Self {
+        pub fn capabilities(mut self, capabilities: crate::server::Capabilities) -> Self {
             self.config.set_capabilities(capabilities);
             self
         }

@@ -19,8 +19,8 @@ use bson::Document;
 use mongodb::{Collection, IndexModel};
 use tokio::sync::OnceCell;
 
+use crate::error::Result;
 use crate::server::Capabilities;
-use crate::Result;
 
 /// An index, and the servers it is for (`None`: every server).
 type Wanted = (

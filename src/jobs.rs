@@ -59,10 +59,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::lease_lock::LeaseLocks;
 use crate::retry::jittered;
 use crate::sharding::ShardKey;
-use crate::{Error, Result};
 
 /// A worker looks at this many batches of due jobs and claims the first free one.
 const CANDIDATE_BATCHES: usize = 4;
@@ -85,6 +85,31 @@ pub struct Job {
 }
 
 impl Job {
+    /// An [`Error::Handler`] for this job: how an application's [`JobHandler`] reports a failure
+    /// of its own. The queue records the error's text on the job and runs it again later.
+    ///
+    /// ```
+    /// use mongo_social::jobs::{Job, JobHandler};
+    ///
+    /// #[derive(Debug)]
+    /// struct Greet;
+    ///
+    /// #[async_trait::async_trait]
+    /// impl JobHandler for Greet {
+    ///     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+    ///         let who = job.payload.get_str("who").map_err(|error| job.error(error))?;
+    ///         println!("hello, {who}");
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
+    pub fn error(&self, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+        Error::Handler {
+            kind: self.kind.clone(),
+            source: source.into(),
+        }
+    }
+
     /// When the worker's claim on this job stops covering new work: the claim time plus the
     /// lease less a quarter of the lease (`None` for a job that no queue is running). A handler
     /// whose work can outlast it should stop by then, record its progress and enqueue a job for
@@ -102,7 +127,7 @@ pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
     /// Runs one job. An error leaves the job in the queue, retried after a back-off, and marked
     /// failed after [`JobQueueBuilder::max_attempts`] runs; its text is kept on the job as
     /// `last_error`. A failure of the application's own is an [`Error::Handler`], made with
-    /// [`Error::handler`]; errors of this crate's stores pass through `?` as they are.
+    /// [`Job::error`]; errors of this crate's stores pass through `?` as they are.
     async fn handle(&self, job: &Job) -> Result<()>;
 }
 
@@ -263,6 +288,18 @@ impl JobQueue {
         Self::builder(database)
             .build()
             .expect("the default job queue settings are valid")
+    }
+
+    /// A queue for a store configured by `store` (its database, retry policy and capabilities),
+    /// keeping its jobs in the collection `jobs` (a name the store resolved already).
+    pub(crate) fn builder_for(store: &StoreConfig, jobs: &str) -> JobQueueBuilder {
+        let mut builder = Self::builder(store.database())
+            .collection("jobs", jobs)
+            .retry_policy(store.retry_policy());
+        if let Some(capabilities) = store.given_capabilities() {
+            builder = builder.capabilities(capabilities);
+        }
+        builder
     }
 
     /// Starts configuring a queue in `database`.
@@ -730,13 +767,11 @@ mod tests {
 
     #[test]
     fn a_long_failure_is_cut_to_fit_the_job() {
-        let short = Error::handler(
-            &bson::from_document(doc! {
-                "_id": ObjectId::new(), "kind": "k", "payload": {}, "attempts": 0,
-            })
-            .unwrap(),
-            "no such template",
-        );
+        let job: Job = bson::from_document(doc! {
+            "_id": ObjectId::new(), "kind": "k", "payload": {}, "attempts": 0,
+        })
+        .unwrap();
+        let short = job.error("no such template");
         assert_eq!(failure_text(&short), short.to_string());
         let long = Error::InvalidConfig {
             reason: "é".repeat(MAX_ERROR_BYTES),

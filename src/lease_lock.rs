@@ -21,9 +21,9 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
+use crate::error::{Error, Result};
 use crate::retry::{retry, RetryPolicy};
 use crate::update_batch::{insert_failure, InsertFailure};
-use crate::{Error, Result};
 
 /// Times a writer finds its locks all taken before giving up; with [`backoff`], about a minute.
 pub(crate) const MAX_LOCK_WAITS: usize = 3000;

@@ -37,7 +37,7 @@ use crate::error::Invalid;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Which page of a paged read to return: how many items, and after which cursor.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -73,9 +73,9 @@ use mongodb::options::FullDocumentType;
 use mongodb::Collection;
 
 use crate::backend::Backend;
+use crate::error::{Error, Result};
 use crate::page::{invalid, Cursor};
 use crate::retry::Backoff;
-use crate::{Error, Result};
 
 /// The tag of resume tokens in the crate's cursor format.
 const TOKEN_TAG: &str = "w";

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use bson::Document;
 use mongodb::options::ClientOptions;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How many recent operation ids a document keeps in `ops` (see [`once_per_op`]).
 pub(crate) const RECENT_OPS: i32 = 100;

@@ -8,7 +8,7 @@
 use bson::{doc, Bson, Document};
 use mongodb::{Client, Database};
 
-use crate::Result;
+use crate::error::Result;
 
 /// Collections whose names start with this are the scratch collections of capability probes,
 /// created and dropped by [`ServerInfo::detect_for`]. Command counters leave them out.

@@ -3,8 +3,8 @@
 use bson::{doc, Document};
 use mongodb::Database;
 
+use crate::error::{Error, Result};
 use crate::server::{ServerInfo, Topology};
-use crate::{Error, Result};
 
 /// The shard key one collection should have, with the reason it was chosen.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,10 +7,12 @@
 
 use bson::{doc, Bson, Document};
 
-use crate::backend::Backend;
+use mongodb::Database;
+
 use crate::error::transient::{is_transient_code, is_transient_write_error};
+use crate::error::{Error, Result};
 use crate::retry::{Backoff, RetryPolicy};
-use crate::{Error, Result};
+use crate::server::DetectedCapabilities;
 
 /// Bytes of statements per command: well under the 16 MiB command limit, leaving room for the
 /// command's own fields.
@@ -25,7 +27,10 @@ pub(crate) const DUPLICATE_KEY: i32 = 11000;
 /// command's reply was lost, is sent again.
 #[derive(Debug)]
 pub(crate) struct UpdateBatch<'a> {
-    backend: &'a Backend,
+    database: &'a Database,
+    /// The server's limits (statements per command, per-statement errors), detected on first use.
+    capabilities: &'a DetectedCapabilities,
+    retry: &'a RetryPolicy,
     collection: &'a str,
     statements: Vec<Statement>,
     /// Whether statements that may or may not have run are reported instead of sent again.
@@ -76,11 +81,18 @@ enum Sent {
 }
 
 impl<'a> UpdateBatch<'a> {
-    /// No statements yet, for `collection`, sent under `backend`'s retry policy and its server's
-    /// limits.
-    pub(crate) fn new(backend: &'a Backend, collection: &'a str) -> Self {
+    /// No statements yet, for `collection` of `database`, sent under `retry` and the limits of
+    /// the server `capabilities` describes.
+    pub(crate) fn new(
+        database: &'a Database,
+        capabilities: &'a DetectedCapabilities,
+        retry: &'a RetryPolicy,
+        collection: &'a str,
+    ) -> Self {
         Self {
-            backend,
+            database,
+            capabilities,
+            retry,
             collection,
             statements: Vec::new(),
             report_unknown: false,
@@ -155,7 +167,7 @@ impl<'a> UpdateBatch<'a> {
     /// outlast the policy's budget (statements of earlier commands, and some of this one, may
     /// have run).
     pub(crate) async fn run(mut self) -> Result<BatchOutcome> {
-        let capabilities = self.backend.capabilities().await?;
+        let capabilities = self.capabilities.get(self.database).await?;
         self.statements.sort_by(|a, b| a.key.cmp(&b.key));
         let max_statements = capabilities.max_update_statements.max(1);
         let precise_errors = capabilities.unordered_update_batches;
@@ -172,7 +184,7 @@ impl<'a> UpdateBatch<'a> {
                 end += 1;
             }
             let mut pending: Vec<usize> = (start..end).collect();
-            let mut backoff = Backoff::new(self.backend.retry_policy(), "update batch");
+            let mut backoff = Backoff::new(self.retry, "update batch");
             loop {
                 let sent = backoff
                     .attempt(Box::pin(self.send(&pending, precise_errors, &mut outcome)))
@@ -203,7 +215,7 @@ impl<'a> UpdateBatch<'a> {
             .collect();
         let mut command = doc! { "update": self.collection, "updates": updates, "ordered": false };
         // `run_command` does not apply the database's write concern by itself.
-        let database = self.backend.database();
+        let database = self.database;
         if let Some(concern) = database.write_concern() {
             command.insert("writeConcern", bson::to_document(concern)?);
         }
@@ -335,7 +347,7 @@ pub(crate) async fn insert_once_with(
     policy: &RetryPolicy,
     collection: &mongodb::Collection<Document>,
     mut document: Document,
-) -> crate::Result<bool> {
+) -> crate::error::Result<bool> {
     if !document.contains_key("_id") {
         document.insert("_id", bson::oid::ObjectId::new());
     }

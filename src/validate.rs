@@ -19,7 +19,7 @@
 use serde::Serialize;
 
 use crate::error::Invalid;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Whether `text` is empty or only whitespace.
 pub(crate) fn is_blank(text: &str) -> bool {

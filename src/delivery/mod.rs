@@ -260,7 +260,9 @@ impl<P: Payload> DeliveryBuilder<P> {
                 ),
             });
         }
-        let jobs = self.config.job_queue(&jobs).lease(self.lease).build()?;
+        let jobs = crate::jobs::JobQueue::builder_for(&self.config, &jobs)
+            .lease(self.lease)
+            .build()?;
         let database = self.config.database();
         let outbox = database.collection(&outbox);
         let by_author = IndexModel::builder()

@@ -177,7 +177,7 @@ pub enum Error {
     },
 
     /// An application's [`JobHandler`](crate::jobs::JobHandler) failed with an error of its
-    /// own; build it with [`Error::handler`]. The job queue records the text on the job and
+    /// own; build it with [`Job::error`](crate::jobs::Job::error). The job queue records the text on the job and
     /// runs the job again later.
     #[error("job `{kind}` failed: {source}")]
     Handler {
@@ -433,35 +433,6 @@ impl Error {
         match self {
             Error::Database { code, .. } => *code,
             _ => None,
-        }
-    }
-
-    /// An [`Error::Handler`] for `job`: how an application's
-    /// [`JobHandler`](crate::jobs::JobHandler) reports a failure of its own.
-    ///
-    /// ```
-    /// use mongo_social::jobs::{Job, JobHandler};
-    /// use mongo_social::Error;
-    ///
-    /// #[derive(Debug)]
-    /// struct Greet;
-    ///
-    /// #[async_trait::async_trait]
-    /// impl JobHandler for Greet {
-    ///     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
-    ///         let who = job.payload.get_str("who").map_err(|error| Error::handler(job, error))?;
-    ///         println!("hello, {who}");
-    ///         Ok(())
-    ///     }
-    /// }
-    /// ```
-    pub fn handler(
-        job: &crate::jobs::Job,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Error::Handler {
-            kind: job.kind.clone(),
-            source: source.into(),
         }
     }
 
@@ -806,7 +777,7 @@ mod tests {
             "_id": ObjectId::new(), "kind": "send_email", "payload": {}, "attempts": 0,
         })
         .expect("a job");
-        let error = Error::handler(&job, std::io::Error::other("mail server down"));
+        let error = job.error(std::io::Error::other("mail server down"));
         assert!(matches!(&error, Error::Handler { kind, .. } if kind == "send_email"));
         assert_eq!(
             error.to_string(),
@@ -815,7 +786,7 @@ mod tests {
         let source = error.source().expect("the handler's error");
         assert!(source.downcast_ref::<std::io::Error>().is_some());
         assert!(!error.is_retryable() && !error.is_invalid_input());
-        let error = Error::handler(&job, "no such template");
+        let error = job.error("no such template");
         assert_eq!(
             error.to_string(),
             "job `send_email` failed: no such template"

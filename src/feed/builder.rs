@@ -207,9 +207,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
             feeds: db.collection(&feeds),
             propagations: db.collection(&propagations),
         };
-        let jobs = self
-            .config
-            .job_queue(&jobs)
+        let jobs = crate::jobs::JobQueue::builder_for(&self.config, &jobs)
             .lease(self.job_lease)
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
