@@ -53,23 +53,38 @@
 //! }
 //! ```
 //!
+//! # What is stable
+//!
+//! For an application's tests: [`server_uri`], [`client`] and [`client_with`], [`test_db`] and
+//! [`TestDb`], [`server_info`], [`CommandCounter`], [`fault_proxy`], [`skip_unless`], [`note`],
+//! [`LocalServer`] and [`restart_postgresql`]. The crate's own conformance suites
+//! (`inbox_suite`, `lifecycle_suite`, `comments_suite`, `comment_votes_suite`) and its routing
+//! classifier (`routing`) are public so that its test files and benches can share them, and are
+//! hidden from these docs: they assert this crate's own command counts and may change in any
+//! release (as `object_store`'s `integration` module does).
+//!
 //! Every `#[tokio::test]` has its own runtime, and a [`mongodb::Client`] must not outlive the
 //! runtime it was made in, so [`client`] and [`test_db`] make a new client on every call.
 
 mod commands;
+#[doc(hidden)]
 pub mod comment_votes_suite;
+#[doc(hidden)]
 pub mod comments_suite;
 #[cfg(unix)]
 mod documentdb;
 pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
+#[doc(hidden)]
 pub mod inbox_suite;
+#[doc(hidden)]
 pub mod lifecycle_suite;
 #[cfg(unix)]
 mod local_server;
 #[cfg(unix)]
 mod mongo_java_server;
+#[doc(hidden)]
 pub mod routing;
 
 use std::io::Write;
