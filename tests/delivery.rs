@@ -128,7 +128,7 @@ async fn thousands_of_followers_each_get_one_copy() {
 async fn a_killed_worker_leaves_its_job_to_another() {
     let t = testing::test_db("delivery_killed_worker").await;
     let (_graph, delivery) = delivery(&t, Arc::new(FanOutOnWrite::new(&t.db)), |b| {
-        b.batch(100).lease(Duration::from_millis(700))
+        b.batch(100).job_lease(Duration::from_millis(700))
     })
     .await;
     let fans = followers(&t, "star", 1_500).await;

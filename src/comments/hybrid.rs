@@ -49,7 +49,9 @@ const LAST_POSTED: &str = "last_posted";
 const FLOOR: &str = "floor";
 
 /// Comments in pages of `page_size` (default 100) per document, as in the manual's hybrid
-/// strategy. Comments are top-level only (the manual leaves threading out of this strategy).
+/// strategy. Comments are top-level only (the manual leaves threading out of this strategy), so
+/// its builder, unlike the threaded strategies', takes no notifier: there are no replies to
+/// tell anyone of.
 ///
 /// Collections (names configurable):
 /// - `comment_pages`: `{_id: "<discussion>/<page>", discussion_id, page, count, visible,

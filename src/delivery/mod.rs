@@ -207,8 +207,8 @@ impl<P: Payload> DeliveryBuilder<P> {
     }
 
     /// How long a worker's claim on a fan-out job lasts (default 60 s): a job whose worker died
-    /// runs again after this.
-    pub fn lease(mut self, lease: Duration) -> Self {
+    /// runs again after this. (`FeedStoreBuilder::job_lease` is the feed's.)
+    pub fn job_lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
@@ -299,6 +299,20 @@ impl<P: Payload> Delivery<P> {
 
     /// The default follower count from which an author is a celebrity.
     pub const DEFAULT_CELEBRITY_FOLLOWERS: u64 = 10_000;
+
+    /// Delivery through `inbox` to the followers `graph` knows, with the default settings (see
+    /// [`Delivery::builder`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`DeliveryBuilder::build`] (the defaults themselves are valid).
+    pub fn new(
+        database: &Database,
+        graph: Arc<FollowGraph>,
+        inbox: Arc<DynInboxStore<P>>,
+    ) -> Result<Self> {
+        Self::builder(database, graph, inbox).build()
+    }
 
     /// A builder delivering through `inbox` to the followers `graph` knows. Celebrities are on
     /// (from [`Self::DEFAULT_CELEBRITY_FOLLOWERS`]) unless the inbox is bucketed.

@@ -60,6 +60,15 @@ pub struct FeedStoreBuilder<X> {
 // `FeedStore::builder` lives here, beside what it makes, so that the store and its builder do
 // not import each other.
 impl<X: Payload> FeedStore<X> {
+    /// A store in `database` with the default settings: no follows source (feeds of followed
+    /// authors stay empty until one is given with [`FeedStoreBuilder::follows`]), the default
+    /// ranking, the system clock.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default feed settings are valid")
+    }
+
     /// Starts configuring a store in `database`.
     pub fn builder(database: &Database) -> FeedStoreBuilder<X> {
         FeedStoreBuilder {
