@@ -372,6 +372,47 @@ impl JobQueue {
         Ok(added)
     }
 
+    /// Whether a job of `kind` whose `field` is `value` was queued after `id` and is not
+    /// failed (one `find`): a later job that supersedes `id`'s.
+    pub(crate) async fn has_later(
+        &self,
+        kind: &str,
+        field: &str,
+        value: &str,
+        id: ObjectId,
+    ) -> Result<bool> {
+        let filter = doc! { "kind": kind, field: value, "_id": { "$gt": id }, "failed": false };
+        let later = self
+            .backend
+            .retry("find later job", || async {
+                Ok(self
+                    .jobs
+                    .find_one(filter.clone())
+                    .projection(doc! { "_id": 1 })
+                    .await?)
+            })
+            .await?;
+        Ok(later.is_some())
+    }
+
+    /// Deletes the jobs of `kind` whose `field` is `value`, queued no later than `id` (one
+    /// `delete`): a job done some other way, with those it superseded.
+    pub(crate) async fn complete_up_to(
+        &self,
+        kind: &str,
+        field: &str,
+        value: &str,
+        id: ObjectId,
+    ) -> Result<()> {
+        let filter = doc! { "kind": kind, field: value, "_id": { "$lte": id } };
+        self.backend
+            .retry("complete jobs", || async {
+                self.jobs.delete_many(filter.clone()).await?;
+                Ok(())
+            })
+            .await
+    }
+
     /// Runs due jobs with `handler` in this task, batch after batch, until none is due; returns
     /// how many ran. For tests, scripts and applications without a worker. The stores built on
     /// the queue ([`crate::delivery::Delivery`], [`crate::FeedStore`]) have a `run_pending` of

@@ -33,6 +33,7 @@ pub mod delivery;
 pub mod error;
 pub mod feed;
 pub mod graph;
+mod idempotency;
 pub mod inbox;
 mod indexes;
 pub mod jobs;

@@ -17,13 +17,13 @@ use super::votes::{
 };
 use super::{
     check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, validate, Comment,
-    CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments, Vote,
-    VotedComments,
+    CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy, ThreadedComments,
+    Vote, VotedComments,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::notifications::DynNotifier;
+use crate::notifications::{DynNotifier, Outbox};
 use crate::page::invalid;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
@@ -43,6 +43,9 @@ const ELEMENT_OVERHEAD: usize = 32;
 const ATTEMPTS: usize = 32;
 /// The newest top-level comment's `posted`: a post never lands after a later one.
 const LAST_POSTED: &str = "last_posted";
+/// The ids of the discussion's keyed comments: a keyed push is filtered by its id not being
+/// there, and adds it, in the same atomic update.
+const KEYED: &str = "keyed";
 /// Deepest reply accepted: BSON nests at most 100 levels, and each reply level takes two (an
 /// array and a document).
 const MAX_DEPTH_LIMIT: usize = 45;
@@ -51,12 +54,14 @@ const MAX_DEPTH_LIMIT: usize = 45;
 /// strategy, threads nested by position.
 ///
 /// The document (in a collection of the application's choosing, default `discussions`) is
-/// `{_id: discussion, count, slots, bytes, last_posted, vote_ops, comments: [{id, posted, author,
-/// text, edited, deleted, ups, downs, replies: [...]}]}`, plus any fields of the application's
+/// `{_id: discussion, count, slots, bytes, last_posted, vote_ops, keyed, comments: [{id, posted,
+/// author, text, edited, deleted, ups, downs, replies: [...]}]}`, plus any fields of the application's
 /// own: point the store at the collection of the content being discussed and the comments live in
 /// that content's document. `count` counts comments not deleted, `slots` top-level comments,
 /// `bytes` estimates the document's size, `last_posted` is the newest top-level comment's time,
-/// and `vote_ops` the newest 1,000 votes' operation ids (see [`VotedComments`]; up to 20 KiB,
+/// `keyed` the ids of comments posted with an idempotency key (derived from the discussion and
+/// the key, see [`CommentStore::post`]; such a comment also keeps `idempotency_key` and
+/// `content_digest`), and `vote_ops` the newest 1,000 votes' operation ids (see [`VotedComments`]; up to 20 KiB,
 /// kept free below the 16 MiB limit). Votes live in `comment_votes` (index `{discussion_id,
 /// comment}`, shard key `{discussion_id: 1, comment: 1}`); locks, on servers without atomic
 /// updates, in `comment_locks`.
@@ -102,8 +107,8 @@ const MAX_DEPTH_LIMIT: usize = 45;
 #[derive(Clone, Debug)]
 pub struct Embedded {
     backend: Backend,
-    /// Told of replies and their deletion, if the application asked.
-    notifier: Option<Arc<DynNotifier>>,
+    /// Where replies and their deletion are notified, if the application asked.
+    outbox: Option<Outbox>,
     discussions: Collection<Document>,
     votes: VoteBook,
     max_document_bytes: usize,
@@ -129,10 +134,15 @@ impl EmbeddedBuilder {
     /// reply: the parent comment's author is notified ([`Kind::Reply`] on
     /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
     /// deleting a reply withdraws its author from that group (even if they wrote other replies
-    /// to the same comment). Off by default; on, a reply costs one command more (on MongoDB) and
-    /// a delete four (reading the comment and its parent, then the withdrawal's `update` and
-    /// `delete`). A failed
-    /// notification fails the call after the reply is stored.
+    /// to the same comment). Off by default.
+    ///
+    /// The notification never fails the reply (or the delete): it is queued in the store's own
+    /// database, in the collection `<main collection>_outbox`, and tried at once (for at most 2
+    /// seconds); one that could not be delivered then is delivered by the store's
+    /// [`outbox`](Embedded::outbox) worker, at least once (see [`Outbox`] for the guarantee and what
+    /// can lose one). On, a reply costs 2 commands more in the store's database (queue, then
+    /// complete) besides the notifier's own, and a delete 4 (reading the comment and its
+    /// parent, queue, complete).
     ///
     /// [`Kind::Reply`]: crate::notifications::Kind::Reply
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
@@ -185,10 +195,20 @@ impl EmbeddedBuilder {
             .config
             .backend(&locks, LOCK_LEASE)
             .with_index(&votes, VoteBook::index());
+        let outbox = self
+            .notifier
+            .map(|notifier| {
+                Outbox::build(
+                    &self.config,
+                    &Outbox::collection_for(&discussions),
+                    notifier,
+                )
+            })
+            .transpose()?;
         Ok(Embedded {
             votes: VoteBook::new(votes, backend.clone()),
             backend,
-            notifier: self.notifier,
+            outbox,
             discussions: self.config.database().collection(&discussions),
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
@@ -218,6 +238,13 @@ impl Embedded {
         Self::builder(database)
             .build()
             .expect("the default configuration is valid")
+    }
+
+    /// The notifications the store owes, when it was built with a
+    /// [`notifier`](EmbeddedBuilder::notifier): run its worker (or `run_pending`) to deliver
+    /// those whose first attempt failed.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.outbox.as_ref()
     }
 
     /// A builder to configure collections and limits.
@@ -377,6 +404,45 @@ impl Embedded {
             let index = window.nodes.iter().position(|node| node.id == id)?;
             Some((window.first + index, window.nodes.swap_remove(index)))
         }))
+    }
+
+    /// The comment stored under `keyed`'s id anywhere in `discussion`, with its path (one
+    /// `find`, matching only a discussion whose `keyed` holds the id), checked against `keyed`:
+    /// [`Error::Conflict`] when it was posted with other content.
+    async fn keyed_comment(
+        &self,
+        discussion: &str,
+        keyed: &Keyed,
+    ) -> Result<Option<(Vec<usize>, Node)>> {
+        let found = self
+            .backend
+            .retry("find keyed comment", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion, KEYED: keyed.id })
+                    .projection(doc! { "comments": 1 })
+                    .await?)
+            })
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let nodes: Vec<Node> = match found.get("comments") {
+            Some(comments) => bson_ext::decode_with_id(
+                self.discussions.name(),
+                Some(discussion.into()),
+                comments.clone(),
+            )?,
+            None => Vec::new(),
+        };
+        let Some((path, node)) = Node::find(&nodes, keyed.id) else {
+            return Ok(None);
+        };
+        keyed.check(
+            node.idempotency_key.as_deref(),
+            node.content_digest.as_deref(),
+        )?;
+        Ok(Some((path, node.clone())))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -571,9 +637,24 @@ impl CommentStore for Embedded {
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = Keyed::of(discussion, None, &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(node.comment(&path));
+            }
+        }
         let mut node = Node::new(comment);
-        let growth =
-            (validate::check_stored(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+        let mut keyed_growth = 0;
+        if let Some(keyed) = &keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
         let capabilities = self.backend.capabilities().await?;
         let index = self
             .backend
@@ -581,17 +662,28 @@ impl CommentStore for Embedded {
                 let mut floor = None;
                 // Whether an attempt failed after it may have landed.
                 let mut uncertain = false;
-                for _ in 0..ATTEMPTS {
+                for attempt in 0..ATTEMPTS {
+                    if let (Some(keyed), 0) = (&keyed, attempt) {
+                        // Under the discussion's lock where writers take turns.
+                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                            return Ok((path[0], stored.posted));
+                        }
+                    }
                     // Stamped once this writer's turn has come, and never before the newest
                     // top-level comment: the push lands only if none is later, so positions and
                     // posting times agree.
                     node.posted = now_or_after(floor);
+                    let mut push = doc! { "comments": bson::to_bson(&node)? };
+                    let mut filter = self.with_room(discussion, growth);
+                    if let Some(keyed) = &keyed {
+                        push.insert(KEYED, keyed.id);
+                        filter.insert(KEYED, doc! { "$ne": keyed.id });
+                    }
                     let update = doc! {
-                        "$push": { "comments": bson::to_bson(&node)? },
+                        "$push": push,
                         "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
                         "$max": { LAST_POSTED: node.posted },
                     };
-                    let mut filter = self.with_room(discussion, growth);
                     filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
                     // Never pushed twice: a retry after a lost reply matches nothing.
                     filter.insert("comments.id", doc! { "$ne": node.id });
@@ -633,6 +725,12 @@ impl CommentStore for Embedded {
                         if let Some((index, stored)) = self.find_posted(discussion, node.id).await?
                         {
                             return Ok((index, stored.posted));
+                        }
+                    }
+                    if let Some(keyed) = &keyed {
+                        // A concurrent attempt with the key got there first.
+                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                            return Ok((path[0], stored.posted));
                         }
                     }
                     // Missing, full, or a later comment got there first.
@@ -736,8 +834,7 @@ impl CommentStore for Embedded {
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        let withdrawal =
-            reply_to_withdraw(self, self.notifier.as_deref(), discussion, link).await?;
+        let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
         let deletion = self
             .change_comment(discussion, link, |path, node| {
                 if node.deleted {
@@ -758,8 +855,8 @@ impl CommentStore for Embedded {
                 })
             })
             .await?;
-        if let (Some(notifier), Some(activity)) = (&self.notifier, withdrawal) {
-            notifier.withdraw(activity).await?;
+        if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
+            outbox.withdraw(activity).await;
         }
         Ok(deletion)
     }
@@ -800,21 +897,55 @@ impl ThreadedComments for Embedded {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         let parent_path = tree::parse_path(parent, self.max_depth)?;
-        check_reply_target(self.notifier.as_deref(), discussion, parent)?;
+        check_reply_target(self.outbox.as_ref(), discussion, parent)?;
         if parent_path.len() > self.max_depth {
             return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
                 depth: parent_path.len(),
                 limit: format!("this store nests replies at most {} deep", self.max_depth),
             }));
         }
+        let keyed = Keyed::of(discussion, Some(parent), &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written (and nothing notified again).
+            if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(node.comment(&path));
+            }
+        }
         let mut node = Node::new(comment);
-        let growth =
-            (validate::check_stored(&node, self.max_comment_bytes)? + ELEMENT_OVERHEAD) as i64;
+        let mut keyed_growth = 0;
+        if let Some(keyed) = &keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
         let mut parent_author = String::new();
         let index = self
             .backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 for _ in 0..ATTEMPTS {
+                    if let Some(keyed) = &keyed {
+                        // Stored by a concurrent attempt with the key (checked under the
+                        // discussion's lock where writers take turns).
+                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                            let parent_node = self
+                                .window_for_write(
+                                    discussion,
+                                    &parent_path,
+                                    parent,
+                                    Entity::ParentComment,
+                                )
+                                .await?;
+                            if let Some(parent_node) = parent_node.node(&parent_path) {
+                                parent_author = parent_node.author.id.clone();
+                            }
+                            let index = path.last().copied().unwrap_or_default();
+                            return Ok((index, stored.posted));
+                        }
+                    }
                     let window = self
                         .window_for_write(discussion, &parent_path, parent, Entity::ParentComment)
                         .await?;
@@ -839,8 +970,13 @@ impl ThreadedComments for Embedded {
                         doc! { "$exists": false },
                     );
                     filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
+                    let mut push = doc! { format!("{field}.replies"): pushed };
+                    if let Some(keyed) = &keyed {
+                        push.insert(KEYED, keyed.id);
+                        filter.insert(KEYED, doc! { "$ne": keyed.id });
+                    }
                     let update = doc! {
-                        "$push": { format!("{field}.replies"): pushed },
+                        "$push": push,
                         "$inc": { "count": 1_i64, "bytes": growth },
                     };
                     // Pushed at `index` only while it is free: a retry after a lost reply
@@ -892,13 +1028,13 @@ impl ThreadedComments for Embedded {
         path.push(index);
         let reply = node.comment(&path);
         notify_reply(
-            self.notifier.as_deref(),
+            self.outbox.as_ref(),
             discussion,
             parent,
             &parent_author,
             &reply,
         )
-        .await?;
+        .await;
         Ok(reply)
     }
 

@@ -14,8 +14,8 @@ use super::votes::{
     self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_BYTES, VOTE_OPS_PER_DOCUMENT,
 };
 use super::{
-    discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, NewComment,
-    Order, Sort, Strategy, ThreadedComments, Vote, VotedComments, Votes,
+    discussion_lock, validate, Author, Comment, CommentStore, Deletion, Features, Keyed,
+    NewComment, Order, Sort, Strategy, ThreadedComments, Vote, VotedComments, Votes,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
@@ -56,7 +56,9 @@ const FLOOR: &str = "floor";
 /// Collections (names configurable):
 /// - `comment_pages`: `{_id: "<discussion>/<page>", discussion_id, page, count, visible,
 ///   last_posted, vote_ops, comments: [{slug, posted, author, text, edited, deleted, ups,
-///   downs}]}`, indexes `{discussion_id, page}` (the walks) and `{discussion_id, comments.slug}`
+///   downs}]}` (a comment posted with an idempotency key has a slug derived from the
+///   discussion and the key, and keeps `idempotency_key` and `content_digest`: see
+///   [`CommentStore::post`]), indexes `{discussion_id, page}` (the walks) and `{discussion_id, comments.slug}`
 ///   (direct links); shard key `{discussion_id: 1, page: 1}`; `vote_ops` holds the newest 1,000
 ///   votes' operation ids (see [`VotedComments`]). A page's `_id` is its discussion and number,
 ///   so `_id`'s own uniqueness is what keeps a page from existing twice (see below);
@@ -213,6 +215,12 @@ struct Entry {
     ups: i64,
     #[serde(default)]
     downs: i64,
+    /// The caller's idempotency key, for a keyed comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<String>,
+    /// The digest of what a keyed comment was posted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_digest: Option<String>,
 }
 
 /// Bytes a comment takes in its page beyond its text and author: array index, field names,
@@ -506,6 +514,24 @@ impl HybridPages {
         Ok(page.comments.into_iter().find(|entry| entry.slug == slug))
     }
 
+    /// The keyed comment at `slug` (derived from `keyed`), if any (one `find`), checked against
+    /// `keyed`: [`Error::Conflict`] when it was posted with other content.
+    async fn keyed_entry(
+        &self,
+        discussion: &str,
+        slug: &str,
+        keyed: &Keyed,
+    ) -> Result<Option<Entry>> {
+        let Some(entry) = self.find_slug(discussion, slug).await? else {
+            return Ok(None);
+        };
+        keyed.check(
+            entry.idempotency_key.as_deref(),
+            entry.content_digest.as_deref(),
+        )?;
+        Ok(Some(entry))
+    }
+
     /// The page holding `slug`, and the comment's index in it.
     async fn locate(&self, discussion: &str, slug: &str) -> Result<(Page, usize)> {
         validate::check_discussion(discussion)?;
@@ -668,8 +694,21 @@ impl CommentStore for HybridPages {
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = Keyed::of(discussion, None, &comment)?;
+        let slug = match &keyed {
+            // Derived from the key: every attempt of one keyed post looks for, and pushes, the
+            // same slug.
+            Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
+            None => new_slug(),
+        };
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
+                return Ok(entry.comment());
+            }
+        }
         let mut entry = Entry {
-            slug: new_slug(),
+            slug,
             posted: bson::DateTime::now(),
             author: comment.author,
             text: comment.text,
@@ -677,17 +716,44 @@ impl CommentStore for HybridPages {
             deleted: false,
             ups: 0,
             downs: 0,
+            idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
+            content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
         };
         validate::check_stored(&entry, self.max_comment_bytes)?;
         // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
         self.backend.ensure_indexes().await?;
-        self.backend
-            .exclusive_one(
-                &discussion_lock(STRATEGY, discussion),
-                self.push(discussion, &mut entry),
-            )
-            .await?;
-        Ok(entry.comment())
+        let post = async {
+            if let Some(keyed) = &keyed {
+                // Under the key's lock: a concurrent attempt that got there first is found.
+                if let Some(stored) = self.keyed_entry(discussion, &entry.slug, keyed).await? {
+                    return Ok(stored);
+                }
+            }
+            self.backend
+                .exclusive_one(
+                    &discussion_lock(STRATEGY, discussion),
+                    self.push(discussion, &mut entry),
+                )
+                .await?;
+            Ok(entry.clone())
+        };
+        let posted = match &keyed {
+            // A page's `comments.slug` is unique within that page only, and a keyed post's
+            // attempts could land on two pages: they take turns on the key, on every server.
+            Some(keyed) => {
+                let key = format!(
+                    "{}:key:{}",
+                    discussion_lock(STRATEGY, discussion),
+                    keyed.id.to_hex()
+                );
+                self.backend
+                    .lease_locks(LOCK_LEASE)
+                    .with_lock(&key, post)
+                    .await?
+            }
+            None => post.await?,
+        };
+        Ok(posted.comment())
     }
 
     async fn chronological(

@@ -84,7 +84,7 @@ pub use hybrid::{HybridPages, HybridPagesBuilder};
 pub use per_comment::{PerComment, PerCommentBuilder};
 pub use ranking::{Sort, Vote, Votes};
 
-use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind};
+use crate::notifications::{Activity, Kind as NotificationKind, Outbox};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -114,6 +114,8 @@ pub struct NewComment {
     pub author: Author,
     /// What it says (not empty).
     pub text: String,
+    /// The caller's idempotency key, if any (see [`NewComment::with_key`]).
+    pub key: Option<String>,
 }
 
 impl NewComment {
@@ -128,7 +130,30 @@ impl NewComment {
         Self {
             author,
             text: text.into(),
+            key: None,
         }
+    }
+
+    /// The same comment with an idempotency key: a caller-chosen id (blank or longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per discussion, that makes a
+    /// repeated [`CommentStore::post`] or [`ThreadedComments::reply`] (a client retrying a
+    /// request whose response it lost) return the first call's comment (the same link and
+    /// posting time, as it reads now) and write nothing. The same key with another author,
+    /// text or parent is [`Error::Conflict`](crate::Error::Conflict). Each strategy enforces it
+    /// in the database, under concurrency (see [`CommentStore::post`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: &mongo_social::DynCommentStore) -> mongo_social::Result<()> {
+    /// use mongo_social::comments::{Author, NewComment};
+    /// let hello = NewComment::new(Author::new("u1", "Rick"), "First!").with_key("req-41c2");
+    /// let first = store.post("article-42", hello.clone()).await?;
+    /// let again = store.post("article-42", hello).await?; // a retried request
+    /// assert_eq!((again.link, again.posted), (first.link, first.posted));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
     }
 }
 
@@ -221,6 +246,53 @@ impl Strategy {
     }
 }
 
+/// A keyed comment's key, the id it gives within its discussion, and the digest of what is
+/// posted (author, text, and the parent's link for a reply).
+#[derive(Clone, Debug)]
+struct Keyed {
+    key: String,
+    id: bson::oid::ObjectId,
+    content: String,
+}
+
+impl Keyed {
+    /// The key of `comment` (checked) for a post (`parent` `None`) or a reply to `parent` in
+    /// `discussion`; `None` without a key.
+    fn of(discussion: &str, parent: Option<&str>, comment: &NewComment) -> Result<Option<Self>> {
+        let Some(key) = &comment.key else {
+            return Ok(None);
+        };
+        crate::idempotency::check(Some(key))?;
+        let content = crate::idempotency::digest(&(
+            (&comment.author.id, &comment.author.name),
+            &comment.text,
+            parent.unwrap_or(""),
+        ))?;
+        Ok(Some(Self {
+            key: key.clone(),
+            id: crate::idempotency::id(discussion, key),
+            content,
+        }))
+    }
+
+    /// `Ok` when `key` and `content` (as stored with a comment) are this comment's; otherwise
+    /// [`crate::Error::Conflict`].
+    fn check(&self, key: Option<&str>, content: Option<&str>) -> Result<()> {
+        let conflict = |reason| crate::Error::Conflict {
+            what: crate::Entity::Comment,
+            id: self.key.clone(),
+            reason,
+        };
+        if key != Some(self.key.as_str()) {
+            return Err(conflict("its id is taken by another comment"));
+        }
+        if content != Some(self.content.as_str()) {
+            return Err(conflict("the author, text or parent differs"));
+        }
+        Ok(())
+    }
+}
+
 /// What a reply tells a notifier: `reply`'s author replied to the comment `parent` (by
 /// `parent_author`) of `discussion`; the parent's author is notified, grouped by the parent.
 fn reply_activity(discussion: &str, parent: &str, parent_author: &str, replier: &str) -> Activity {
@@ -232,45 +304,39 @@ fn reply_activity(discussion: &str, parent: &str, parent_author: &str, replier: 
     )
 }
 
-/// Fails before a reply to `parent` of `discussion` is written if `notifier` is set and would
-/// refuse the reply's notification: its target, `"<discussion>/<parent link>"`, is an id, of at
-/// most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
-/// `"notification target"`).
-fn check_reply_target(
-    notifier: Option<&DynNotifier>,
-    discussion: &str,
-    parent: &str,
-) -> Result<()> {
-    if notifier.is_none() {
+/// Fails before a reply to `parent` of `discussion` is written if the store notifies (`outbox`
+/// set) and the notification store would refuse the reply's notification: its target,
+/// `"<discussion>/<parent link>"`, is an id, of at most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)
+/// ([`Invalid::TooLong`](crate::error::Invalid::TooLong), `"notification target"`).
+fn check_reply_target(outbox: Option<&Outbox>, discussion: &str, parent: &str) -> Result<()> {
+    if outbox.is_none() {
         return Ok(());
     }
     let target = reply_activity(discussion, parent, "", "").target;
     crate::validate::id("notification target", &target)
 }
 
-/// Tells `notifier`, if any, of `reply` to the comment `parent` by `parent_author`.
+/// Tells `outbox`, if any, of `reply` to the comment `parent` by `parent_author`: queued in the
+/// store's database and tried at once, never failing the reply (see [`Outbox`]).
 async fn notify_reply(
-    notifier: Option<&DynNotifier>,
+    outbox: Option<&Outbox>,
     discussion: &str,
     parent: &str,
     parent_author: &str,
     reply: &Comment,
-) -> Result<()> {
-    match notifier {
-        Some(notifier) => {
-            let activity = reply_activity(discussion, parent, parent_author, &reply.author.id);
-            notifier.notify(activity).await
-        }
-        None => Ok(()),
+) {
+    if let Some(outbox) = outbox {
+        let activity = reply_activity(discussion, parent, parent_author, &reply.author.id);
+        outbox.notify(activity).await;
     }
 }
 
 /// Before `link` of `discussion` is deleted: if `notifier` is set and the comment is a reply,
-/// what its deletion withdraws (two reads: the comment and its parent). Run
-/// [`Notifier::withdraw`](crate::Notifier::withdraw) on it once the deletion succeeded.
+/// what its deletion withdraws (two reads: the comment and its parent). Give it to the
+/// outbox's withdraw once the deletion succeeded.
 async fn reply_to_withdraw(
     store: &(impl CommentStore + ?Sized),
-    notifier: Option<&DynNotifier>,
+    notifier: Option<&Outbox>,
     discussion: &str,
     link: &str,
 ) -> Result<Option<Activity>> {
@@ -375,17 +441,36 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 
     /// Posts a top-level comment and returns it as stored.
     ///
+    /// A comment with an idempotency key ([`NewComment::with_key`]) is posted once per
+    /// discussion and key: a repeat returns the comment (its link and posting time, as it reads
+    /// now) and writes nothing (1 `find`). Each strategy enforces it in the database under
+    /// concurrency: [`PerComment`] derives the comment's `_id` and slug from the discussion and
+    /// the key (unique `_id`, unique `{discussion_id, slug}`); [`Embedded`] derives the comment's
+    /// id and pushes it to the discussion's `keyed` list in the same atomic update whose filter
+    /// excludes it; [`HybridPages`] derives the slug and lets attempts of one key take turns on a
+    /// leased lock of the key, looking the slug up first.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: &mongo_social::DynCommentStore) -> mongo_social::Result<()> {
+    /// use mongo_social::comments::{Author, NewComment};
+    /// let hello = NewComment::new(Author::new("u1", "Rick"), "First!").with_key("req-1");
+    /// let first = store.post("article-42", hello.clone()).await?;
+    /// assert_eq!(store.post("article-42", hello).await?.link, first.link);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// Before anything is written, and before anything is read for the first three:
-    /// [`Invalid::Blank`](crate::error::Invalid::Blank) (blank discussion id, author id or
-    /// text), [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`,
-    /// `"author"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) (blank discussion id, author id, text or
+    /// key), [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`,
+    /// `"author"`, `"idempotency key"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a comment over the
     /// store's `max_comment_bytes` (64 KiB by default, encoded as stored); then
     /// [`crate::Error::NotFound`] (discussion not registered),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`)
-    /// ([`Embedded`] only).
+    /// ([`Embedded`] only); [`crate::Error::Conflict`] for a key used in the discussion for
+    /// another comment (other author, text or parent), nothing written.
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
     /// One page of every comment in the discussion, replies included, by posting time: oldest
@@ -556,7 +641,23 @@ pub type DynCommentStore = dyn CommentStore;
 /// sub-threads.
 #[async_trait]
 pub trait ThreadedComments: CommentStore {
-    /// Posts a reply to the comment at `parent` and returns it as stored.
+    /// Posts a reply to the comment at `parent` and returns it as stored. With a notifier (the
+    /// strategy's builder), the parent's author is notified through the store's outbox: the
+    /// notification never fails the reply (see [`crate::notifications::Outbox`]).
+    ///
+    /// A reply with an idempotency key ([`NewComment::with_key`]) is posted once per discussion
+    /// and key, as [`CommentStore::post`] describes; the parent is part of its content, so the
+    /// key used for a reply to another comment is a conflict. A repeat writes nothing and
+    /// notifies nobody again.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: &dyn mongo_social::ThreadedComments) -> mongo_social::Result<()> {
+    /// use mongo_social::comments::{Author, NewComment};
+    /// let hi = NewComment::new(Author::new("u2", "Morty"), "Hi Rick").with_key("req-2");
+    /// let first = store.reply("article-42", "0", hi.clone()).await?;
+    /// assert_eq!(store.reply("article-42", "0", hi).await?.link, first.link);
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

@@ -16,12 +16,12 @@ use super::registry::Registry;
 use super::votes::{self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use super::{
     check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author,
-    Comment, CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, ThreadedComments,
-    Vote, VotedComments, Votes,
+    Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy,
+    ThreadedComments, Vote, VotedComments, Votes,
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::notifications::DynNotifier;
+use crate::notifications::{DynNotifier, Outbox};
 use crate::page::invalid;
 use crate::sharding::ShardKey;
 use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
@@ -45,7 +45,8 @@ const SLUG_ATTEMPTS: usize = 8;
 /// Collections (default names; see [`PerCommentBuilder::collection`]):
 /// - `comments`: `{_id, discussion_id, parent_id, parent, slug, full_slug, thread_key, posted,
 ///   author: {id, name}, text, edited, deleted, ups, downs, best, hot, top, controversial,
-///   vote_ops}`, indexes `{discussion_id, posted, _id}` (chronological), `{discussion_id,
+///   vote_ops}` (and `idempotency_key`, `content_digest` for a keyed comment, whose `_id` and
+///   slug part derive from the discussion and the key: see [`CommentStore::post`]), indexes `{discussion_id, posted, _id}` (chronological), `{discussion_id,
 ///   full_slug}` (threaded, sub-threads), `{discussion_id, thread_key}` (threaded, newest
 ///   first), unique `{discussion_id, slug}` (direct links) and, per sort, `{discussion_id,
 ///   parent, <key>: -1, full_slug}` (ranked pages: `parent` is the parent's slug, empty at the
@@ -101,8 +102,8 @@ const SLUG_ATTEMPTS: usize = 8;
 #[derive(Clone, Debug)]
 pub struct PerComment {
     backend: Backend,
-    /// Told of replies and their deletion, if the application asked.
-    notifier: Option<Arc<DynNotifier>>,
+    /// Where replies and their deletion are notified, if the application asked.
+    outbox: Option<Outbox>,
     comments: Collection<Document>,
     registry: Registry,
     votes: VoteBook,
@@ -127,10 +128,15 @@ impl PerCommentBuilder {
     /// reply: the parent comment's author is notified ([`Kind::Reply`] on
     /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
     /// deleting a reply withdraws its author from that group (even if they wrote other replies
-    /// to the same comment). Off by default; on, a reply costs one command more (on MongoDB) and
-    /// a delete four (reading the comment and its parent, then the withdrawal's `update` and
-    /// `delete`). A failed
-    /// notification fails the call after the reply is stored.
+    /// to the same comment). Off by default.
+    ///
+    /// The notification never fails the reply (or the delete): it is queued in the store's own
+    /// database, in the collection `<main collection>_outbox`, and tried at once (for at most 2
+    /// seconds); one that could not be delivered then is delivered by the store's
+    /// [`outbox`](PerComment::outbox) worker, at least once (see [`Outbox`] for the guarantee and what
+    /// can lose one). On, a reply costs 2 commands more in the store's database (queue, then
+    /// complete) besides the notifier's own, and a delete 4 (reading the comment and its
+    /// parent, queue, complete).
     ///
     /// [`Kind::Reply`]: crate::notifications::Kind::Reply
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
@@ -209,9 +215,19 @@ impl PerCommentBuilder {
         }
         let votes = database.collection(&votes);
         let backend = backend.with_index(&votes, VoteBook::index());
+        let outbox = self
+            .notifier
+            .map(|notifier| {
+                Outbox::build(
+                    &self.config,
+                    &Outbox::collection_for(comments.name()),
+                    notifier,
+                )
+            })
+            .transpose()?;
         Ok(PerComment {
             votes: VoteBook::new(votes, backend.clone()),
-            notifier: self.notifier,
+            outbox,
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
             comments,
@@ -243,6 +259,12 @@ struct Stored {
     deleted: bool,
     #[serde(flatten)]
     ranking: Ranking,
+    /// The caller's idempotency key, for a keyed comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<String>,
+    /// The digest of what a keyed comment was posted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    content_digest: Option<String>,
 }
 
 /// A comment's votes and the keys its ranked pages sort by, as stored (the keys follow the
@@ -339,6 +361,13 @@ impl PerComment {
             .expect("the default configuration is valid")
     }
 
+    /// The notifications the store owes, when it was built with a
+    /// [`notifier`](PerCommentBuilder::notifier): run its worker (or `run_pending`) to deliver
+    /// those whose first attempt failed.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.outbox.as_ref()
+    }
+
     /// A builder to configure collections and limits.
     pub fn builder(database: &Database) -> PerCommentBuilder {
         PerCommentBuilder {
@@ -356,11 +385,20 @@ impl PerComment {
         discussion: &str,
         parent: Option<&Stored>,
         comment: NewComment,
+        keyed: Option<&Keyed>,
     ) -> Result<Stored> {
         let micros = slug::now_micros();
         let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
-        for _ in 0..SLUG_ATTEMPTS {
-            let part = slug::new_part();
+        for attempt in 0..SLUG_ATTEMPTS {
+            // A keyed comment's slug part is derived from its key first, so two attempts of it
+            // meet on the unique `{discussion_id, slug}` (within the shard key) as on `_id`.
+            let part = match keyed {
+                Some(keyed) if attempt == 0 => format!("{:08x}", {
+                    let bytes = keyed.id.bytes();
+                    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+                }),
+                _ => slug::new_part(),
+            };
             let step = slug::step(micros, &part);
             let stored = match parent {
                 None => Stored {
@@ -377,6 +415,8 @@ impl PerComment {
                     edited: None,
                     deleted: false,
                     ranking: Ranking::of(Votes::default(), posted),
+                    idempotency_key: None,
+                    content_digest: None,
                 },
                 Some(parent) => Stored {
                     id: ObjectId::new(),
@@ -392,8 +432,16 @@ impl PerComment {
                     edited: None,
                     deleted: false,
                     ranking: Ranking::of(Votes::default(), posted),
+                    idempotency_key: None,
+                    content_digest: None,
                 },
             };
+            let mut stored = stored;
+            if let Some(keyed) = keyed {
+                stored.id = keyed.id;
+                stored.idempotency_key = Some(keyed.key.clone());
+                stored.content_digest = Some(keyed.content.clone());
+            }
             validate::check_stored(&stored, self.max_comment_bytes)?;
             self.check_key(discussion, &stored)?;
             // The unique `{discussion_id, slug}` index is what keeps links unique.
@@ -407,8 +455,34 @@ impl PerComment {
             {
                 return Ok(stored);
             }
+            if let Some(keyed) = keyed {
+                // Stored by a concurrent attempt with the key (or by this one, whose reply was
+                // lost); otherwise the derived slug part was another comment's.
+                if let Some(existing) = self.keyed_comment(discussion, keyed).await? {
+                    return Ok(existing);
+                }
+            }
         }
         Err(Error::contention("post comment", SLUG_ATTEMPTS))
+    }
+
+    /// The comment stored under `keyed`'s id, if any (one `find`), checked against `keyed`:
+    /// [`Error::Conflict`] when it was posted with other content.
+    async fn keyed_comment(&self, discussion: &str, keyed: &Keyed) -> Result<Option<Stored>> {
+        let found = self
+            .backend
+            .retry("find keyed comment", || {
+                self.find_one(doc! { "_id": keyed.id, "discussion_id": discussion })
+            })
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        keyed.check(
+            found.idempotency_key.as_deref(),
+            found.content_digest.as_deref(),
+        )?;
+        Ok(Some(found))
     }
 
     /// Fails with [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep) when `stored`'s index key would be too long.
@@ -504,6 +578,8 @@ impl PerComment {
                 edited: None,
                 deleted: true,
                 ranking: Ranking::of(Votes::default(), posted),
+                idempotency_key: None,
+                content_digest: None,
             });
         }
         for tombstone in missing {
@@ -592,10 +668,20 @@ impl CommentStore for PerComment {
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = Keyed::of(discussion, None, &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some(stored) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(stored.comment());
+            }
+        }
         if self.registry.find(discussion).await?.is_none() {
             return Err(validate::no_discussion(discussion));
         }
-        Ok(self.insert(discussion, None, comment).await?.comment())
+        Ok(self
+            .insert(discussion, None, comment, keyed.as_ref())
+            .await?
+            .comment())
     }
 
     async fn chronological(
@@ -685,8 +771,7 @@ impl CommentStore for PerComment {
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        let withdrawal =
-            reply_to_withdraw(self, self.notifier.as_deref(), discussion, link).await?;
+        let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
         let deletion = async {
             let stored = self.find_link(discussion, link, Entity::Comment).await?;
             if stored.deleted {
@@ -747,8 +832,8 @@ impl CommentStore for PerComment {
                 .await
         }
         .await?;
-        if let (Some(notifier), Some(activity)) = (&self.notifier, withdrawal) {
-            notifier.withdraw(activity).await?;
+        if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
+            outbox.withdraw(activity).await;
         }
         Ok(deletion)
     }
@@ -785,11 +870,20 @@ impl ThreadedComments for PerComment {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         slug::parse_slug(parent)?;
-        check_reply_target(self.notifier.as_deref(), discussion, parent)?;
+        check_reply_target(self.outbox.as_ref(), discussion, parent)?;
+        let keyed = Keyed::of(discussion, Some(parent), &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written (and nothing notified again).
+            if let Some(stored) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(stored.comment());
+            }
+        }
         let parent = self
             .find_link(discussion, parent, Entity::ParentComment)
             .await?;
-        let reply = self.insert(discussion, Some(&parent), comment).await?;
+        let reply = self
+            .insert(discussion, Some(&parent), comment, keyed.as_ref())
+            .await?;
         // The parent may have been removed (as a leaf) between the read and the insert: put it
         // (and any ancestor removed after it) back as a tombstone so the reply keeps its place.
         let still_there = self
@@ -801,15 +895,14 @@ impl ThreadedComments for PerComment {
             self.restore_as_tombstone(&parent).await?;
         }
         let reply = reply.comment();
-        let notifier = self.notifier.as_deref();
         notify_reply(
-            notifier,
+            self.outbox.as_ref(),
             discussion,
             &parent.slug,
             &parent.author.id,
             &reply,
         )
-        .await?;
+        .await;
         Ok(reply)
     }
 

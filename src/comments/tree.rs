@@ -31,6 +31,12 @@ pub(super) struct Node {
     pub(super) downs: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) replies: Vec<Node>,
+    /// The caller's idempotency key, for a keyed comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) idempotency_key: Option<String>,
+    /// The digest of what a keyed comment was posted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) content_digest: Option<String>,
 }
 
 impl Node {
@@ -45,7 +51,24 @@ impl Node {
             ups: 0,
             downs: 0,
             replies: Vec::new(),
+            idempotency_key: None,
+            content_digest: None,
         }
+    }
+
+    /// The path and node of the comment `id` among `nodes` (a discussion's top level) and
+    /// their replies, at any depth.
+    pub(super) fn find(nodes: &[Node], id: bson::oid::ObjectId) -> Option<(Vec<usize>, &Node)> {
+        for (index, node) in nodes.iter().enumerate() {
+            if node.id == id {
+                return Some((vec![index], node));
+            }
+            if let Some((mut path, found)) = Self::find(&node.replies, id) {
+                path.insert(0, index);
+                return Some((path, found));
+            }
+        }
+        None
     }
 
     pub(super) fn votes(&self) -> Votes {
@@ -201,6 +224,8 @@ mod tests {
 
     fn node(text: &str, replies: Vec<Node>) -> Node {
         Node {
+            idempotency_key: None,
+            content_digest: None,
             id: bson::oid::ObjectId::new(),
             posted: bson::DateTime::from_millis(0),
             author: Author::new("a", "A"),

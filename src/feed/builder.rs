@@ -22,7 +22,7 @@ use crate::{Error, Result};
 
 /// The store's collections, by default name (its job queue's claims go to
 /// `feed_jobs_locks`).
-pub const COLLECTIONS: [&str; 9] = [
+pub const COLLECTIONS: [&str; 10] = [
     "posts",
     "users",
     "extended_users",
@@ -32,6 +32,7 @@ pub const COLLECTIONS: [&str; 9] = [
     "propagations",
     "feed_jobs",
     "feed_locks",
+    "post_keys",
 ];
 
 /// How long a feed, counter or user lock lasts if its holder dies.
@@ -96,10 +97,14 @@ impl<X: Payload> FeedStoreBuilder<X> {
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every like:
     /// the post's author is notified ([`Kind::Like`](crate::notifications::Kind::Like) on the
     /// post's id, by the user who liked it; nobody of their own like), and an unlike withdraws
-    /// it. Off by default; on, a like costs one command more (on MongoDB) and an unlike two (the
-    /// withdrawal's `update` and `delete`), and a
-    /// failed notification fails the call after the like is stored: calling it again completes
-    /// it.
+    /// it. Off by default.
+    ///
+    /// The notification never fails the like (or the unlike): it is queued in the feed's own
+    /// database, in the collection `<post_likes>_outbox`, and tried at once (for at most 2
+    /// seconds); one that could not be delivered then is delivered by the feed's
+    /// [`outbox`](crate::FeedStore::outbox) worker, at least once (see
+    /// [`Outbox`](crate::notifications::Outbox)). On, a like or an unlike costs 2 commands more
+    /// in the feed's database (queue, then complete) besides the notifier's own.
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
         self.notifier = Some(notifier);
         self
@@ -194,7 +199,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 reason: "max_post_bytes must leave room in a 16 MiB document".to_owned(),
             });
         }
-        let [posts, users, extended_users, counters, likes, feeds, propagations, jobs, locks] =
+        let [posts, users, extended_users, counters, likes, feeds, propagations, jobs, locks, post_keys] =
             self.config.names(COLLECTIONS)?;
         for (collection, field) in &self.extra_chunk_targets {
             check_collection_name(collection)?;
@@ -215,7 +220,18 @@ impl<X: Payload> FeedStoreBuilder<X> {
             likes: db.collection(&likes),
             feeds: db.collection(&feeds),
             propagations: db.collection(&propagations),
+            post_keys: db.collection(&post_keys),
         };
+        let outbox = self
+            .notifier
+            .map(|notifier| {
+                crate::notifications::Outbox::build(
+                    &self.config,
+                    &crate::notifications::Outbox::collection_for(&likes),
+                    notifier,
+                )
+            })
+            .transpose()?;
         let jobs = crate::jobs::JobQueue::builder_for(&self.config, &jobs)
             .lease(self.job_lease)
             .batch(self.job_batch)
@@ -235,7 +251,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
                 propagation_batch: self.propagation_batch,
                 chunk_targets,
             },
-            notifier: self.notifier,
+            outbox,
         }))
     }
 }

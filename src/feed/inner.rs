@@ -31,6 +31,9 @@ pub(super) struct Collections {
     pub(super) likes: Collection<Document>,
     pub(super) feeds: Collection<Document>,
     pub(super) propagations: Collection<Document>,
+    /// Keyed creates' records: `{_id: derived from author and key, author, idempotency_key,
+    /// content_digest, post, created, done}`.
+    pub(super) post_keys: Collection<Document>,
 }
 
 /// What the builder configured.
@@ -57,7 +60,7 @@ pub(super) struct Inner {
     pub(super) clock: Arc<dyn Clock>,
     pub(super) settings: Settings,
     /// Told of likes and unlikes, if the application asked.
-    pub(super) notifier: Option<Arc<crate::notifications::DynNotifier>>,
+    pub(super) outbox: Option<crate::notifications::Outbox>,
 }
 
 impl fmt::Debug for Inner {

@@ -43,6 +43,13 @@ impl FeedJob {
 
     /// Queues the job (one `insert`); returns its id.
     pub(super) async fn enqueue(self, queue: &JobQueue) -> Result<ObjectId> {
+        let id = ObjectId::new();
+        self.enqueue_once(queue, id).await?;
+        Ok(id)
+    }
+
+    /// Queues the job under `id` unless a job with that id is queued (one `insert`).
+    pub(super) async fn enqueue_once(self, queue: &JobQueue, id: ObjectId) -> Result<bool> {
         let (kind, payload) = match self {
             FeedJob::PostCreated { post, created } => {
                 let mut payload = doc! { "post": post.0 };
@@ -56,7 +63,7 @@ impl FeedJob {
             }
             FeedJob::RefreshHot => (Self::REFRESH_HOT, Document::new()),
         };
-        queue.enqueue(kind, payload).await
+        queue.enqueue_once(id, kind, payload).await
     }
 
     /// The job `job` holds, or an error for a kind or payload no feed job has.

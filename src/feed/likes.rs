@@ -266,8 +266,8 @@ impl Likes {
             .await?;
         // On every call, new or repeated: the notification is idempotent, so repeating a like
         // whose notification failed completes it.
-        if let Some(notifier) = &self.inner.notifier {
-            notifier.notify(Self::liked(post, &author, user)).await?;
+        if let Some(outbox) = &self.inner.outbox {
+            outbox.notify(Self::liked(post, &author, user)).await;
         }
         Ok(liked)
     }
@@ -372,8 +372,8 @@ impl Likes {
                 Ok(true)
             })
             .await?;
-        if let Some(notifier) = &self.inner.notifier {
-            notifier.withdraw(Self::liked(post, &author, user)).await?;
+        if let Some(outbox) = &self.inner.outbox {
+            outbox.withdraw(Self::liked(post, &author, user)).await;
         }
         Ok(unliked)
     }

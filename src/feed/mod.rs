@@ -65,6 +65,8 @@
 //! | `propagations` | chunk propagation progress `{user, target, last_id, done}` | `{done: 1}` | `{_id: 1}` |
 //! | `feed_jobs`, `feed_jobs_locks` | the [`JobQueue`](crate::jobs::JobQueue): `post_created`, `propagate` and `refresh_hot` jobs | see [`JobQueue`](crate::jobs::JobQueue) | see [`JobQueue`](crate::jobs::JobQueue) |
 //! | `feed_locks` | leased locks (servers without atomic updates only) | `_id` | `{_id: 1}` |
+//! | `post_keys` | a keyed post's record ([`NewPost::with_key`]): `{_id: derived from author and key, author, idempotency_key, content_digest, post, created, done}` | `_id` | `{_id: "hashed"}` |
+//! | `post_likes_outbox`, `post_likes_outbox_locks` | with a [`notifier`](FeedStoreBuilder::notifier): the notifications owed, a [`JobQueue`](crate::jobs::JobQueue) (see [`Outbox`](crate::notifications::Outbox)) | see [`JobQueue`](crate::jobs::JobQueue) | see [`JobQueue`](crate::jobs::JobQueue) |
 //!
 //! # Partitioning: by user, by time, by category
 //!

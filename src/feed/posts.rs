@@ -5,12 +5,13 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use bson::doc;
+use bson::{doc, Document};
 
 use super::inner::{not_found_post, Inner};
 use super::jobs::FeedJob;
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
+use crate::idempotency::{CONTENT, KEY};
 use crate::validate::{non_blank, user_id};
 use crate::Payload;
 use crate::{Error, Result};
@@ -32,6 +33,8 @@ pub struct NewPost<X> {
     pub audio: Vec<Media>,
     /// The application's fields.
     pub extension: X,
+    /// The caller's idempotency key, if any (see [`NewPost::with_key`]).
+    pub key: Option<String>,
 }
 
 impl<X> NewPost<X> {
@@ -57,7 +60,29 @@ impl<X> NewPost<X> {
             videos: Vec::new(),
             audio: Vec::new(),
             extension,
+            key: None,
         }
+    }
+
+    /// The same post with an idempotency key: a caller-chosen id (blank or longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per author, that makes a repeated
+    /// [`Posts::create`] (a client retrying a request whose response it lost) return the first
+    /// call's post (the same id and creation time, as it reads now) and write nothing. The same
+    /// key with other content is [`Error::Conflict`]. Enforced in the database under
+    /// concurrency: a record in `post_keys` whose `_id` is derived from the author and the key.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::NewPost;
+    /// let post = NewPost::new("ann", "Trip", "Photos", ()).with_key("req-9b1e");
+    /// let first = store.posts().create(post.clone()).await?;
+    /// let again = store.posts().create(post).await?; // a retried request
+    /// assert_eq!((again.id, again.created), (first.id, first.created));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
     }
 
     /// Adds a picture.
@@ -77,6 +102,36 @@ impl<X> NewPost<X> {
         self.audio.push(media);
         self
     }
+}
+
+/// A keyed post's record id, key, content digest and author.
+struct KeyedPost {
+    id: bson::oid::ObjectId,
+    key: String,
+    content: String,
+    author: String,
+}
+
+/// The post id a keyed post's record names.
+fn record_post(inner: &Inner, record: &Document) -> Result<PostId> {
+    record.get_object_id("post").map(PostId).map_err(|_| {
+        bson_ext::corrupt(
+            inner.collections.post_keys.name(),
+            record.get("_id").cloned(),
+            "post",
+        )
+    })
+}
+
+/// The creation time a keyed post's record names.
+fn record_created(inner: &Inner, record: &Document) -> Result<bson::DateTime> {
+    record.get_datetime("created").copied().map_err(|_| {
+        bson_ext::corrupt(
+            inner.collections.post_keys.name(),
+            record.get("_id").cloned(),
+            "created",
+        )
+    })
 }
 
 /// Posts: publish one, read one, read many in a given order. From [`super::FeedStore::posts`];
@@ -135,8 +190,29 @@ impl<X: Payload> Posts<X> {
     /// stored) above [`super::FeedStoreBuilder::max_post_bytes`] (256 KiB by default), before
     /// any command; [`Error::NotFound`] for an unknown author. If the post cannot be inserted,
     /// its job is deleted again and the error returned.
+    /// [`Error::Conflict`] for a key the author used for another post, nothing written.
+    ///
+    /// # Idempotency keys
+    ///
+    /// A post with a key ([`NewPost::with_key`]) is created once per author and key: the
+    /// record `{_id: derived from author and key, post, created, ...}` in `post_keys` is
+    /// inserted first (its unique `_id` makes one attempt's id and time the post's), then the
+    /// job and the post under those ids (each inserted once), then the record is marked done: a
+    /// first keyed create costs 3 commands more, a repeat 2 `find`s and no write, and a repeat of
+    /// one interrupted after its record completes it. A keyed post deleted since is not
+    /// recreated: its repeat is [`Error::NotFound`].
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::NewPost;
+    /// let post = NewPost::new("ann", "Trip", "Photos", ()).with_key("req-1");
+    /// let first = store.posts().create(post.clone()).await?;
+    /// assert_eq!(store.posts().create(post).await?.id, first.id);
+    /// # Ok(()) }
+    /// ```
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
         user_id("author", &post.author)?;
+        crate::idempotency::check(post.key.as_deref())?;
         if post.title.trim().is_empty() && post.body.trim().is_empty() {
             return Err(Error::InvalidInput(Invalid::Blank {
                 what: "title and body",
@@ -146,12 +222,33 @@ impl<X: Payload> Posts<X> {
         for item in media {
             non_blank("media url", &item.url)?;
         }
+        let keyed = match &post.key {
+            Some(key) => Some(self.keyed(&post, key)?),
+            None => None,
+        };
+        let mut record = None;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find` of the record and one of the post, nothing written.
+            if let Some(found) = self.find_record(keyed).await? {
+                if found.get_bool("done") == Ok(true) {
+                    return self.get(record_post(&self.inner, &found)?).await;
+                }
+                record = Some(found);
+            }
+        }
+        let (id, created) = match &record {
+            Some(found) => (
+                record_post(&self.inner, found)?,
+                record_created(&self.inner, found)?,
+            ),
+            None => (PostId::new(), self.inner.clock.now()),
+        };
         // Size is checked with a placeholder chunk first, so an oversize post costs no read.
         let mut stored = Post {
-            id: PostId::new(),
+            id,
             title: post.title,
             body: post.body,
-            created: self.inner.clock.now(),
+            created,
             created_by: UserChunk {
                 id: post.author.clone(),
                 username: String::new(),
@@ -167,20 +264,126 @@ impl<X: Payload> Posts<X> {
         stored.created_by = self.inner.chunk_of(&post.author).await?;
         let document = bson::to_document(&stored)?;
         crate::validate::encoded_size("post", &document, limit)?;
-        // The job first: a crash after it leaves a job that waits for its post (and is dropped
-        // after a while), never a post that no feed will show.
-        let job = FeedJob::PostCreated {
+        let Some(keyed) = keyed else {
+            // The job first: a crash after it leaves a job that waits for its post (and is
+            // dropped after a while), never a post that no feed will show.
+            let job = FeedJob::PostCreated {
+                post: stored.id,
+                created: Some(stored.created),
+            }
+            .enqueue(&self.inner.jobs)
+            .await?;
+            if let Err(error) = self.inner.collections.posts.insert_one(document).await {
+                // Best effort: a job left behind finds no post and is dropped after a while.
+                let _ = self.inner.jobs.cancel(job).await;
+                return Err(error.into());
+            }
+            return Ok(stored);
+        };
+        // Keyed: the record first, whose unique `_id` makes one attempt's id and time the
+        // post's; then the job and the post under those (each once, by `_id`); then the record
+        // marked done.
+        let record = match record {
+            Some(record) => record,
+            None => {
+                let record = doc! {
+                    "_id": keyed.id,
+                    "author": &stored.created_by.id,
+                    KEY: &keyed.key,
+                    CONTENT: &keyed.content,
+                    "post": stored.id.0,
+                    "created": stored.created,
+                    "done": false,
+                };
+                let records = &self.inner.collections.post_keys;
+                if self
+                    .inner
+                    .backend
+                    .insert_once(records, record.clone())
+                    .await?
+                {
+                    record
+                } else {
+                    self.find_record(&keyed)
+                        .await?
+                        .ok_or_else(|| Error::contention("record keyed post", 1))?
+                }
+            }
+        };
+        let id = record_post(&self.inner, &record)?;
+        if id != stored.id {
+            // A concurrent attempt recorded the post first: its id and time are the post's.
+            stored.id = id;
+            stored.created = record_created(&self.inner, &record)?;
+        }
+        if record.get_bool("done") == Ok(true) {
+            return self.get(id).await;
+        }
+        FeedJob::PostCreated {
             post: stored.id,
             created: Some(stored.created),
         }
-        .enqueue(&self.inner.jobs)
+        .enqueue_once(
+            &self.inner.jobs,
+            crate::bson_ext::derived_id(stored.id.0, "post_created"),
+        )
         .await?;
-        if let Err(error) = self.inner.collections.posts.insert_one(document).await {
-            // Best effort: a job left behind finds no post and is dropped after a while.
-            let _ = self.inner.jobs.cancel(job).await;
-            return Err(error.into());
-        }
+        self.inner
+            .backend
+            .insert_once(&self.inner.collections.posts, bson::to_document(&stored)?)
+            .await?;
+        let done = doc! { "_id": keyed.id, "done": false };
+        let records = &self.inner.collections.post_keys;
+        self.inner
+            .backend
+            .retry("finish keyed post", || async {
+                records
+                    .update_one(done.clone(), doc! { "$set": { "done": true } })
+                    .await?;
+                Ok(())
+            })
+            .await?;
         Ok(stored)
+    }
+
+    /// A keyed post's record id and content digest.
+    fn keyed(&self, post: &NewPost<X>, key: &str) -> Result<KeyedPost> {
+        let content = crate::idempotency::digest(&(
+            (&post.title, &post.body),
+            (&post.images, &post.videos, &post.audio),
+            bson::to_bson(&post.extension)?,
+        ))?;
+        Ok(KeyedPost {
+            id: crate::idempotency::id(&post.author, key),
+            key: key.to_owned(),
+            content,
+            author: post.author.clone(),
+        })
+    }
+
+    /// The record of a keyed post, if any (one `find`), checked: [`Error::Conflict`] for one
+    /// created with other content.
+    async fn find_record(&self, keyed: &KeyedPost) -> Result<Option<Document>> {
+        let records = &self.inner.collections.post_keys;
+        let found = self
+            .inner
+            .backend
+            .retry("find keyed post", || async {
+                Ok(records.find_one(doc! { "_id": keyed.id }).await?)
+            })
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        if found.get_str("author") != Ok(keyed.author.as_str()) {
+            return Err(Error::Conflict {
+                what: crate::Entity::Post,
+                id: keyed.key.clone(),
+                reason: "its id is taken by another author's post",
+            });
+        }
+        crate::idempotency::same(&found, crate::Entity::Post, &keyed.key, &keyed.content)?;
+        Ok(Some(found))
     }
 
     /// One post, with one `find`.

@@ -112,6 +112,13 @@ impl<X: Payload> FeedStore<X> {
         self.inner.backend.capabilities().await
     }
 
+    /// The notifications the store owes, when it was built with a
+    /// [`notifier`](crate::feed::FeedStoreBuilder::notifier): run its worker (or `run_pending`)
+    /// to deliver those whose first attempt failed.
+    pub fn outbox(&self) -> Option<&crate::notifications::Outbox> {
+        self.inner.outbox.as_ref()
+    }
+
     /// The queue of feed jobs (post fan-out, hot refresh, background propagation).
     pub fn jobs(&self) -> &JobQueue {
         &self.inner.jobs
@@ -191,6 +198,12 @@ impl<X: Payload> FeedStore<X> {
                 c.propagations.name(),
                 doc! { "_id": 1 },
                 "small: a few documents per rename",
+            ),
+            ShardKey::new(
+                c.post_keys.name(),
+                doc! { "_id": "hashed" },
+                "a keyed post's record, found by its `_id` (derived from the author and the \
+                 key), whose uniqueness the shard key keeps",
             ),
             ShardKey::new(
                 self.inner.backend.locks_collection(),

@@ -8,7 +8,7 @@ use mongodb::IndexModel;
 
 use super::{FollowGraph, RecommendOptions, GROUP_LEASE, LEASE};
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::notifications::DynNotifier;
+use crate::notifications::{DynNotifier, Outbox};
 use crate::Result;
 
 /// The graph's collections, by default name.
@@ -37,9 +37,14 @@ impl FollowGraphBuilder {
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
     /// direct follow ([`Kind::Follow`](crate::notifications::Kind::Follow) on the followed user,
     /// who is notified, by the follower) and withdraws it on unfollow. Group follows and
-    /// memberships notify nobody. Off by default; on, a follow costs one command more (on
-    /// MongoDB) and an unfollow two, and a failed notification fails the call after the follow
-    /// is stored: calling it again completes it.
+    /// memberships notify nobody. Off by default.
+    ///
+    /// The notification never fails the follow (or the unfollow): it is queued in the graph's
+    /// own database, in the collection `<follows>_outbox`, and tried at once (for at most 2
+    /// seconds); one that could not be delivered then is delivered by the graph's
+    /// [`outbox`](FollowGraph::outbox) worker, at least once (see [`Outbox`]). On, a follow or
+    /// an unfollow costs 2 commands more in the graph's database (queue, then complete) besides
+    /// the notifier's own.
     pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
         self.notifier = Some(notifier);
         self
@@ -74,6 +79,16 @@ impl FollowGraphBuilder {
                 .options(unique.then(|| IndexOptions::builder().unique(true).build()))
                 .build()
         };
+        let outbox = self
+            .notifier
+            .map(|notifier| {
+                Outbox::build(
+                    &self.config,
+                    &Outbox::collection_for(follows.name()),
+                    notifier,
+                )
+            })
+            .transpose()?;
         let mut backend = self
             .config
             .backend(&locks, LEASE)
@@ -111,7 +126,7 @@ impl FollowGraphBuilder {
             owner_locks: backend.lease_locks(LEASE),
             group_locks: backend.lease_locks(GROUP_LEASE),
             backend,
-            notifier: self.notifier,
+            outbox,
         })
     }
 }

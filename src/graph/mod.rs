@@ -107,7 +107,6 @@ pub use follows::{DynFollowSource, FollowList, FollowSource};
 mod subscriptions;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bson::{doc, Document};
@@ -118,7 +117,7 @@ use crate::backend::Backend;
 use crate::bson_ext;
 use crate::config::StoreConfig;
 use crate::lease_lock::{Lease, LeaseLocks};
-use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind};
+use crate::notifications::{Activity, Kind as NotificationKind, Outbox};
 use crate::sharding::ShardKey;
 use crate::validate;
 use crate::{Entity, Error, Page, PageRequest, Result};
@@ -174,8 +173,8 @@ pub struct FollowGraph {
     owner_locks: LeaseLocks,
     /// A group's changes are fanned out one at a time, on every server.
     group_locks: LeaseLocks,
-    /// Told of direct follows and unfollows, if the application asked.
-    notifier: Option<Arc<DynNotifier>>,
+    /// Where direct follows and unfollows are notified, if the application asked.
+    outbox: Option<Outbox>,
 }
 
 /// What a direct follow of `user` by `owner` tells the notifier: `user` is followed.
@@ -218,6 +217,13 @@ impl FollowGraph {
         Self::builder(database)
             .build()
             .expect("the default configuration is valid")
+    }
+
+    /// The notifications the graph owes, when it was built with a
+    /// [`notifier`](FollowGraphBuilder::notifier): run its worker (or `run_pending`) to deliver
+    /// those whose first attempt failed.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.outbox.as_ref()
     }
 
     /// A builder to configure collection names.
@@ -341,9 +347,9 @@ impl FollowGraph {
             })
             .await?;
         // On every call, new or repeated: the notification is idempotent, so repeating a follow
-        // whose notification failed completes it.
-        if let Some(notifier) = &self.notifier {
-            notifier.notify(follow_activity(owner, user)).await?;
+        // whose notification was lost completes it. Queued, never failing the follow.
+        if let Some(outbox) = &self.outbox {
+            outbox.notify(follow_activity(owner, user)).await;
         }
         Ok(new)
     }
@@ -373,8 +379,8 @@ impl FollowGraph {
             })
             .await?;
         // On every call, as a follow notifies: a repeat completes a withdrawal that failed.
-        if let Some(notifier) = &self.notifier {
-            notifier.withdraw(follow_activity(owner, user)).await?;
+        if let Some(outbox) = &self.outbox {
+            outbox.withdraw(follow_activity(owner, user)).await;
         }
         Ok(existed)
     }

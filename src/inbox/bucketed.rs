@@ -130,7 +130,9 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 ///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default; 10 on
 ///   FerretDB 1.x), stored once, written before the entries, which carry `to_count` instead of
 ///   `to`; otherwise a message to N users would put N names in each of N buckets. A page
-///   holding such messages takes one more `find` to put their lists back.
+///   holding such messages takes one more `find` to put their lists back. A send with an
+///   idempotency key ([`NewMessage::with_key`](super::NewMessage::with_key)) also records itself
+///   here before its entries (see [`InboxStore::send`]).
 ///
 /// # How it improves on the seed
 /// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
@@ -757,6 +759,21 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
+        if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+            let records = self.buckets.recipients.collection().clone();
+            // Recipients holding the message already (an earlier attempt's) are skipped.
+            return super::keyed::send_recorded(
+                &self.buckets.backend,
+                &records,
+                keyed,
+                message,
+                |m| async move {
+                    let skipped = self.deliver(&m, &m.to).await?;
+                    Ok((m, skipped))
+                },
+            )
+            .await;
+        }
         let message = Message::stamp(message);
         let recipients = message.to.clone();
         let skipped = self.buckets.deliver_entry(&message, recipients).await?;

@@ -32,6 +32,8 @@ const LAYOUT: Layout = Layout {
     id_field: "id",
     state: OwnerState::Shared,
 };
+/// Where a keyed message keeps the recipients its send skipped (`gone_for` also takes deletes).
+const SKIPPED: &str = "skipped";
 /// How long the lifecycle lock lasts if its holder dies (servers without atomic updates).
 const LOCK_LEASE: Duration = Duration::from_secs(30);
 
@@ -42,7 +44,10 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// keyset pages break ties between messages of the same millisecond. A sent message is one
 /// document whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not
 /// already named by one (a `find` first), whose `_id` derives from the message and the
-/// recipient, so a recipient never gets a second one.
+/// recipient, so a recipient never gets a second one. A message sent with an idempotency key
+/// ([`NewMessage::with_key`](super::NewMessage::with_key)) has an id (and `_id`) derived from
+/// its sender and the key, and keeps `idempotency_key`, `content_digest` and `skipped`: a
+/// repeat finds it by `_id` (see [`InboxStore::send`]).
 ///
 /// Owners' state lives on the shared documents, as arrays of owners (`read_by`, `starred_by`,
 /// `gone_for`, `muted_for`, `blocked_for`, and `retracted` for the sender's tombstone; see
@@ -168,6 +173,24 @@ impl<P: Payload> FanOutOnRead<P> {
     }
 }
 
+impl<P: Payload> FanOutOnRead<P> {
+    /// What the send of `stored` (a keyed message) returned, for a repeat of it with `message`;
+    /// [`crate::Error::Conflict`] if `message` differs.
+    fn sent_before(
+        &self,
+        keyed: &super::keyed::Keyed,
+        stored: &Document,
+        message: NewMessage<P>,
+    ) -> Result<Sent<P>> {
+        keyed.check(stored, &message.from)?;
+        let sent = super::keyed::sent_of(self.messages.name(), stored)?;
+        Ok(Sent {
+            message: keyed.message(message, sent),
+            skipped: super::keyed::names(stored, SKIPPED),
+        })
+    }
+}
+
 #[async_trait]
 impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     fn strategy(&self) -> Strategy {
@@ -184,7 +207,19 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
     /// `muted_for`; when every recipient blocks the sender, nothing is stored.
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
-        let message = Message::stamp(message);
+        let keyed = super::keyed::Keyed::of(&message)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find` by the derived `_id`, nothing written.
+            if let Some(stored) =
+                super::keyed::find(&self.backend, &self.messages, keyed.id).await?
+            {
+                return self.sent_before(keyed, &stored, message);
+            }
+        }
+        let message = match &keyed {
+            Some(keyed) => keyed.message(message, bson::DateTime::now()),
+            None => Message::stamp(message),
+        };
         let mut document = message.to_document()?;
         document.insert("_id", message.id.0);
         // Room for the owners' state arrays, which name recipients again.
@@ -200,11 +235,18 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             .filter(|r| filters.has(r, Filter::Block))
             .cloned()
             .collect();
-        if skipped.len() == message.to.len() {
+        if skipped.len() == message.to.len() && keyed.is_none() {
             return Ok(Sent { message, skipped });
         }
         if !skipped.is_empty() {
             document.insert("gone_for", &skipped);
+        }
+        if let Some(keyed) = &keyed {
+            // Stored even when every recipient blocks the sender (in no inbox then), so a
+            // repeat finds it.
+            document.insert(crate::idempotency::KEY, &keyed.key);
+            document.insert(crate::idempotency::CONTENT, &keyed.content);
+            document.insert(SKIPPED, &skipped);
         }
         let muted: Vec<&String> = message
             .to
@@ -215,7 +257,23 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             document.insert("muted_for", muted);
         }
         // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
-        self.backend.insert_once(&self.messages, document).await?;
+        let inserted = self.backend.insert_once(&self.messages, document).await?;
+        if let (Some(keyed), false) = (&keyed, inserted) {
+            // Stored by a concurrent attempt with the same key, or by this one (a lost reply).
+            let stored = super::keyed::find(&self.backend, &self.messages, keyed.id)
+                .await?
+                .ok_or_else(|| crate::Error::contention("send keyed message", 1))?;
+            let Message {
+                from, to, payload, ..
+            } = message;
+            let again = NewMessage {
+                from,
+                to,
+                payload,
+                key: Some(keyed.key.clone()),
+            };
+            return self.sent_before(keyed, &stored, again);
+        }
         Ok(Sent { message, skipped })
     }
 

@@ -56,7 +56,9 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   FerretDB 1.x), stored once and written just before the copies, which carry `to_count`
 ///   instead: otherwise a message to N users would store N² names (1.4 GB for 10,000). Such a
 ///   send takes 2 commands, and a page holding such messages 2 `find`s; the `to` read back is
-///   the whole list either way.
+///   the whole list either way. A send with an idempotency key ([`NewMessage::with_key`]) also
+///   records itself here, `{_id: message id, from, to, sent, idempotency_key, content_digest,
+///   done, skipped}`, before its copies: see [`InboxStore::send`].
 /// - `inbox_filters`: `{_id: owner, muted: [..], blocked: [..]}`, each owner's mute and block
 ///   lists, read by every send (one `find`): a blocked sender's copy is not written, a muted
 ///   one's is written hidden (see [`super::InboxLifecycle`]).
@@ -267,6 +269,20 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         validate::check_new_message(&message)?;
+        if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+            let records = self.recipients.collection();
+            return super::keyed::send_recorded(
+                &self.backend,
+                records,
+                keyed,
+                message,
+                |m| async move {
+                    let skipped = self.insert_copies(&m, &m.to, false).await?;
+                    Ok((m, skipped))
+                },
+            )
+            .await;
+        }
         let message = Message::stamp(message);
         let skipped = self.insert_copies(&message, &message.to, false).await?;
         Ok(Sent { message, skipped })

@@ -25,6 +25,7 @@ pub(crate) mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;
 mod filters;
+mod keyed;
 pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;
@@ -93,6 +94,8 @@ pub struct NewMessage<P> {
     pub to: Vec<String>,
     /// The application's content.
     pub payload: P,
+    /// The caller's idempotency key, if any (see [`NewMessage::with_key`]).
+    pub key: Option<String>,
 }
 
 impl<P> NewMessage<P> {
@@ -112,7 +115,30 @@ impl<P> NewMessage<P> {
             from: from.into(),
             to: to.into_iter().map(Into::into).collect(),
             payload,
+            key: None,
         }
+    }
+
+    /// The same message with an idempotency key: a caller-chosen id (blank or longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per sender, that makes a repeated
+    /// send (a client retrying a request whose response it lost) return the first send's
+    /// message (the same [`Message::id`] and [`Message::sent`]) and write nothing. The same key
+    /// with another recipient list or payload is [`Error::Conflict`](crate::Error::Conflict).
+    /// Every strategy enforces it in the database, under concurrency: the message id is derived
+    /// from the sender and the key (see [`InboxStore::send`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(inbox: &mongo_social::DynInboxStore<String>) -> mongo_social::Result<()> {
+    /// use mongo_social::NewMessage;
+    /// let hi = NewMessage::new("joe", ["bob"], "Hi!".to_string()).with_key("req-7f3a");
+    /// let first = inbox.send(hi.clone()).await?;
+    /// let again = inbox.send(hi).await?; // the response was lost: the client sends again
+    /// assert_eq!((again.message.id, again.message.sent), (first.message.id, first.message.sent));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
     }
 }
 
@@ -283,19 +309,41 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// stored with the recipients it skipped ([`Sent::skipped`]). A recipient who muted the
     /// sender receives it hidden (see [`InboxLifecycle::mute`]).
     ///
+    /// A message with an idempotency key ([`NewMessage::with_key`]) is sent once per sender and
+    /// key: a repeat returns the first send's [`Sent`] (message id, `sent`, skipped recipients)
+    /// and writes nothing, even if the first call failed after storing it (a repeat then
+    /// completes a delivery that stopped half-way). Its id is derived from the sender and the
+    /// key, so concurrent first attempts meet in the database:
+    /// - [`FanOutOnRead`]: the message document's unique `_id` (stored even when every
+    ///   recipient blocks the sender, in no inbox then); a repeat costs 1 `find`;
+    /// - [`FanOutOnWrite`], [`BucketedFanOut`]: a record of the send in the recipients
+    ///   collection, under that `_id`, inserted before the copies and marked done after them,
+    ///   which fixes the `sent` every attempt delivers; a first send costs 3 commands more
+    ///   (`find`, `insert`, `update`), a repeat 1 `find`.
+    ///
+    /// ```no_run
+    /// # async fn demo(inbox: &mongo_social::DynInboxStore<String>) -> mongo_social::Result<()> {
+    /// use mongo_social::NewMessage;
+    /// let hi = NewMessage::new("joe", ["bob"], "Hi!".to_string()).with_key("req-1");
+    /// let first = inbox.send(hi.clone()).await?;
+    /// assert_eq!(inbox.send(hi).await?, first);
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// Before anything is written:
     /// [`Invalid::NoRecipients`](crate::error::Invalid::NoRecipients),
     /// [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
-    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`, `"recipient"`) for an id
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`, `"recipient"`, the key) for an id
     /// blank or over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) for a message (`"message"`: its
     /// payload and recipients, as stored) over what the strategy stores (about
     /// [`InboxStore::max_message_bytes`]) or a recipient list stored apart (`"recipient list"`)
-    /// over 16 MiB; then [`crate::Error::Unreachable`] or [`crate::Error::Database`] from the
-    /// server.
+    /// over 16 MiB; [`crate::Error::Conflict`] for a key the sender used for another recipient
+    /// list or payload, nothing written; then [`crate::Error::Unreachable`] or
+    /// [`crate::Error::Database`] from the server.
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>>;
 
     /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,

@@ -64,6 +64,11 @@ impl RecipientLists {
         Self { lists, max_inline }
     }
 
+    /// The collection of lists (and of keyed sends' records, see [`super::keyed`]).
+    pub(super) fn collection(&self) -> &Collection<Document> {
+        &self.lists
+    }
+
     /// The longest list kept in every copy on `backend`'s server.
     async fn max_inline(&self, backend: &Backend) -> Result<usize> {
         Ok(match self.max_inline {

@@ -67,10 +67,16 @@
 //! | [`crate::FollowGraph`] | [`Kind::Follow`] on the followed user | the followed user | unfollowed |
 //! | [`crate::comments::PerComment`], [`crate::comments::Embedded`] | [`Kind::Reply`] on `"<discussion>/<parent link>"` | the parent comment's author | the reply is deleted |
 //!
+//! These notifications never fail the write that caused them: each store queues them in an
+//! [`Outbox`] in its own database and tells the notifier at once (for at most 2 seconds); what
+//! could not be delivered then is delivered by the outbox's worker, at least once. See
+//! [`Outbox`] for the guarantee and what can lose one.
+//!
 //! Nobody is notified of their own action. The crate does not know who owns a discussion of
 //! comments (the application's content), so a comment on it is the application's to notify:
 //! one [`NotificationStore::notify`] of [`Kind::Comment`] where it posts the comment.
 
+mod outbox;
 mod types;
 
 use std::fmt;
@@ -83,6 +89,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+pub use outbox::Outbox;
 pub use types::{Activity, Counts, Event, Group, Kind};
 
 use crate::backend::Backend;
@@ -118,7 +125,10 @@ const MAX_PART_ATTEMPTS: usize = 64;
 pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 
 /// What a store that knows an action happened tells: the crate's stores call it when built
-/// with a notifier (see the [module docs](self)). Both calls must be idempotent.
+/// with a notifier (see the [module docs](self)), through their [`Outbox`], so a call may come
+/// again (at least once per write), later than the write, and from the outbox's worker. Both
+/// calls must be idempotent. Applications implement it for notifications of their own (a push
+/// service, a queue of their own); an error leaves the notification in the outbox, retried.
 #[async_trait]
 pub trait Notifier: Send + Sync + fmt::Debug + 'static {
     /// Adds `activity`'s actor to the recipient's group of its kind and target.
@@ -343,6 +353,23 @@ impl<D: Payload> NotificationStore<D> {
     /// the group changes nothing (so a repeated event, or a retry, counts once); an actor who is
     /// the recipient is not notified.
     ///
+    /// An event with an idempotency key ([`Event::with_key`]) is applied once per recipient
+    /// and key: a record `{_id: "key/<hash of recipient and key>", ...}` in the groups'
+    /// collection is inserted first (its unique `_id` settles concurrent attempts, and fixes
+    /// the event's time), then the event applied, then the record marked done (3 commands
+    /// more); a repeat is 1 `find` and writes nothing, and a repeat of one interrupted after
+    /// its record completes it. Records are not groups: no page, count, mark, watch or
+    /// [`trim`](Self::trim) meets them.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::NotificationStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::notifications::{Activity, Event, Kind};
+    /// let event = Event::new(Activity::new("ann", Kind::Mention, "p1", "bob")).with_key("req-1");
+    /// store.notify(event.clone()).await?;
+    /// store.notify(event).await?; // nothing written
+    /// # Ok(()) }
+    /// ```
+    ///
     /// # Errors
     ///
     /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
@@ -350,7 +377,8 @@ impl<D: Payload> NotificationStore<D> {
     /// for one over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"recipient"`, `"actor"`, `"target"`,
     /// `"kind"`), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"notification data"`) for data over [`MAX_DATA_BYTES`]. Then
-    /// [`Error::RetriesExhausted`] if more than 64 full groups of the window were met.
+    /// [`Error::RetriesExhausted`] if more than 64 full groups of the window were met; [`Error::Conflict`] for a key the recipient's events used with another
+    /// activity, time or data, nothing written.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
         let event = event.into();
         check(&event.activity)?;
@@ -361,8 +389,20 @@ impl<D: Payload> NotificationStore<D> {
         if event.activity.actor == event.activity.recipient {
             return Ok(());
         }
-        let at = event.at.unwrap_or_else(bson::DateTime::now);
-        self.groups.notify(&event.activity, at, data).await
+        let Some(key) = &event.key else {
+            let at = event.at.unwrap_or_else(bson::DateTime::now);
+            return self.groups.notify(&event.activity, at, data).await;
+        };
+        crate::idempotency::check(Some(key))?;
+        let activity = &event.activity;
+        let content = crate::idempotency::digest(&(
+            (&activity.kind.as_str(), &activity.target, &activity.actor),
+            event.at,
+            &data,
+        ))?;
+        self.groups
+            .notify_keyed(activity, key, &content, event.at, data)
+            .await
     }
 
     /// Takes `activity`'s actor back out of the recipient's groups of its kind and target (an
@@ -610,6 +650,79 @@ impl Groups {
             .await
     }
 
+    /// [`Groups::notify`] of an event keyed `key` (whose digest is `content`): a record
+    /// `{_id: "key/<hash of recipient and key>", recipient, idempotency_key, content_digest,
+    /// at, done}` in the groups' collection first (an `insert`, which its unique `_id` lets one
+    /// attempt of concurrent ones make), the event, then the record marked done. A repeat finds
+    /// the record (one `find`) and, done, writes nothing; not done, it applies the event again
+    /// (idempotent) and marks it. Records hold no `count`, `seen` or `changed`, so no page,
+    /// count, mark, watch or trim meets them.
+    async fn notify_keyed(
+        &self,
+        activity: &Activity,
+        key: &str,
+        content: &str,
+        at: Option<bson::DateTime>,
+        data: Option<Bson>,
+    ) -> Result<()> {
+        use crate::idempotency::{CONTENT, KEY};
+        let id = format!(
+            "key/{}",
+            crate::idempotency::id(&activity.recipient, key).to_hex()
+        );
+        let filter = doc! { "_id": &id, "recipient": &activity.recipient };
+        let find = || async {
+            self.backend
+                .retry("find notification key", || async {
+                    Ok(self.groups.find_one(filter.clone()).await?)
+                })
+                .await
+        };
+        let record = match find().await? {
+            Some(record) => record,
+            None => {
+                let record = doc! {
+                    "_id": &id,
+                    "recipient": &activity.recipient,
+                    KEY: key,
+                    CONTENT: content,
+                    // The event's time, fixed by the first attempt for every later one.
+                    "at": at.unwrap_or_else(bson::DateTime::now),
+                    "done": false,
+                };
+                if self
+                    .backend
+                    .insert_once(&self.groups, record.clone())
+                    .await?
+                {
+                    record
+                } else {
+                    find()
+                        .await?
+                        .ok_or_else(|| Error::contention("record notification key", 1))?
+                }
+            }
+        };
+        crate::idempotency::same(&record, Entity::Notification, key, content)?;
+        if record.get_bool("done") == Ok(true) {
+            return Ok(());
+        }
+        let at = record
+            .get_datetime("at")
+            .copied()
+            .unwrap_or_else(|_| bson::DateTime::now());
+        self.notify(activity, at, data).await?;
+        let done = doc! { "_id": &id, "recipient": &activity.recipient, "done": false };
+        self.backend
+            .retry("finish notification key", || async {
+                self.groups
+                    .update_one(done.clone(), doc! { "$set": { "done": true } })
+                    .await?;
+                Ok(())
+            })
+            .await
+    }
+
     /// The one conditional upsert of an event: whether the actor joined group `part`.
     ///
     /// Idempotent: the filter excludes a group holding the actor, so a retry after a lost reply
@@ -851,9 +964,11 @@ impl Groups {
     }
 
     async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
+        // Keyed events' records (see `notify_keyed`) are not groups: they stay.
+        let groups_only = doc! { "$exists": false };
         let first_gone = self
             .groups
-            .find_one(doc! { "recipient": recipient })
+            .find_one(doc! { "recipient": recipient, crate::idempotency::KEY: groups_only.clone() })
             .sort(doc! { "updated": -1, "_id": -1 })
             .skip(keep as u64)
             .projection(doc! { "updated": 1 })
@@ -871,6 +986,7 @@ impl Groups {
         };
         let older = doc! {
             "recipient": recipient,
+            crate::idempotency::KEY: groups_only,
             "$or": [
                 { "updated": { "$lt": updated } },
                 { "updated": updated, "_id": { "$lte": id.clone() } },

@@ -112,6 +112,8 @@ pub struct Event<D> {
     pub at: Option<bson::DateTime>,
     /// The application's data; a group shows its newest event's.
     pub data: Option<D>,
+    /// The caller's idempotency key, if any (see [`Event::with_key`]).
+    pub key: Option<String>,
 }
 
 impl<D> Event<D> {
@@ -121,7 +123,30 @@ impl<D> Event<D> {
             activity,
             at: None,
             data: None,
+            key: None,
         }
+    }
+
+    /// The same event with an idempotency key: a caller-chosen id (blank or longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per recipient, that makes a
+    /// repeated [`NotificationStore::notify`](super::NotificationStore::notify) return `Ok` and
+    /// write nothing, and the same key with another activity, time or data
+    /// [`Error::Conflict`](crate::Error::Conflict). (An event without a key is idempotent per
+    /// actor and group already; a key also refuses a repeat that differs.) Enforced in the
+    /// database under concurrency: a record in the notifications collection whose `_id` is
+    /// derived from the recipient and the key, written before the event is applied.
+    ///
+    /// ```no_run
+    /// # async fn demo(notifications: mongo_social::NotificationStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::notifications::{Activity, Event, Kind};
+    /// let event = Event::new(Activity::new("ann", Kind::Mention, "post-1", "bob")).with_key("m-77");
+    /// notifications.notify(event.clone()).await?;
+    /// notifications.notify(event).await?; // a retried request: nothing written
+    /// # Ok(()) }
+    /// ```
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
     }
 
     /// The same event at `at`.
