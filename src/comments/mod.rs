@@ -63,7 +63,7 @@
 //! discussion's, for [`HybridPages`]) on every page, so their cost grows with the discussion;
 //! [`PerComment`]'s is a range of an index whatever the discussion's size.
 
-mod cursor;
+pub(crate) mod cursor;
 mod embedded;
 mod hybrid;
 mod per_comment;

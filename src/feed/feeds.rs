@@ -105,7 +105,7 @@ impl<X: Payload> Feeds<X> {
             crate::validate::user_id("user", user)?;
         }
         let after = match &request.after {
-            Some(cursor) => Some(cursor::feed_key(cursor)?),
+            Some(cursor) => Some(cursor::feed_key(cursor, feed)?),
             None => None,
         };
         let (mut items, generation) = match self.read(feed).await? {
@@ -128,7 +128,7 @@ impl<X: Payload> Feeds<X> {
             items.retain(|item| comes_after(item, key));
         }
         let items = Page::from_overfetch(items, request.limit, |last| {
-            cursor::after_feed_item(generation, last.score, last.post)
+            cursor::after_feed_item(feed, generation, last.score, last.post)
         });
         let ids: Vec<PostId> = items.items.iter().map(|item| item.post).collect();
         let posts = self.inner.posts_in_order(&ids).await?;
