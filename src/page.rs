@@ -22,16 +22,53 @@
 //!
 //! # Cursors
 //!
-//! A cursor is text, safe in a URL without escaping. It names the kind of page that made it (a
-//! tag: the store, and where it matters the strategy, view and order), the format's version,
-//! the position (each store's own: a send time and id, a place in a bucket, a sort path, a
-//! score), and a checksum. Parsing ([`str::parse`]) refuses text that is not a whole, unaltered
-//! cursor of this version with [`Invalid::Cursor`]; a store refuses, with the same error, a
-//! cursor made by another store, strategy, view or order than the read it is given to, and a
-//! position that cannot be its own. The checksum catches damage and hand edits; it is not a
-//! signature (a cursor holds nothing secret, and whoever forges one only chooses where a page
-//! they could read anyway begins). Treat the text as opaque: the format may change between
-//! versions of the crate, and cursors of an older format are then refused.
+//! A cursor is text made only of characters that are unreserved in a URL (RFC 3986: `A`-`Z`,
+//! `a`-`z`, `0`-`9`, `-`, `.`, `_`, `~`), so it goes into a path segment or a query string
+//! without escaping, and a URL or form decoder (`%XX` and `+` are the only things they change)
+//! gives it back unchanged; whatever escaping an encoder chooses to add, its decoder takes off.
+//! It reads `v2.<tag>.<scope>.<field>...<field>.<checksum>`:
+//!
+//! - the format's version (`v2`);
+//! - a tag naming the kind of page that made it: the store, and where it matters the strategy,
+//!   view and order (the table below);
+//! - the scope of the read that made it, a 64-bit hash (16 hex digits) of what the read was
+//!   asked for: the discussion, the inbox's owner, the feed, the list, the recipient, the search
+//!   terms (the table below);
+//! - the position, each store's own (a send time and id, a place in a bucket, a sort path, a
+//!   score), one field each, in which every byte but `A`-`Z`, `a`-`z`, `0`-`9`, `-` and `_`
+//!   is written `~XX` (its two uppercase hex digits), so no field holds a `.` or a character
+//!   outside that set whatever it holds (a user id, a link, a nested token);
+//! - a checksum (32-bit FNV-1a of the rest, 8 hex digits).
+//!
+//! Parsing ([`str::parse`]) refuses text that is not a whole, unaltered cursor of this version
+//! with [`Invalid::Cursor`]. A store refuses, with the same error, a cursor made by another
+//! store, strategy, view or order than the read it is given to; a cursor made for another scope
+//! (another discussion, owner, feed, list, recipient, search, watch: the reason says which); and
+//! a position that cannot be its own. The checksum catches damage and hand edits; it is not a
+//! signature, nor is the scope's hash (a cursor holds nothing secret, and whoever forges one only
+//! chooses where a page they could read anyway begins). Treat the text as opaque: the format may
+//! change between versions of the crate, and cursors of an older format are then refused
+//! ("made by another version of the crate"; `v1` cursors, which were not scoped and escaped with
+//! `%`, since this crate's `v2`).
+//!
+//! Every tag, where it comes from, what it holds and what it is bound to:
+//!
+//! | tag | store: read | fields (the position) | scope |
+//! |---|---|---|---|
+//! | `ir`, `iw` | [`FanOutOnRead`](crate::FanOutOnRead), [`FanOutOnWrite`](crate::FanOutOnWrite): [`inbox_page`](crate::InboxStore::inbox_page), [`mark_read_up_to`](crate::InboxLifecycle::mark_read_up_to); [`Delivery::timeline`](crate::Delivery::timeline) over such an inbox | send time (ms), message id | the inbox's owner |
+//! | `ib` | [`BucketedFanOut`](crate::BucketedFanOut): the same reads | position in the inbox | the inbox's owner |
+//! | `cpco`, `cpcn`, `ceco`, `cecn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`chronological`](crate::CommentStore::chronological), oldest (`o`) or newest (`n`) first | posting time (ms), comment id | the discussion |
+//! | `chco`, `chcn` | [`HybridPages`](crate::HybridPages): [`chronological`](crate::CommentStore::chronological) | page, index in the page | the discussion |
+//! | `cpto`, `cptn`, `ceto`, `cetn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`thread_page`](crate::ThreadedComments::thread_page) | sort key (`PerComment`), position path (`Embedded`) | the discussion |
+//! | `cpso`, `ceso` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`sub_thread`](crate::ThreadedComments::sub_thread) | sort key, position path | the discussion and the sub-thread's root (its link) |
+//! | `c` + `p`/`e`/`h` + `r` + `b`/`h`/`t`/`c` | each comment strategy: [`ranked`](crate::comments::VotedComments::ranked) by [`Sort`](crate::comments::Sort) (best, hot, top, controversial) | parent's link (`-`: the top level), sort key, place among equal keys | the discussion |
+//! | `ff` | [`Feeds::page`](crate::feed::Feeds::page) | score (IEEE-754 bits, hex), post id, the feed's generation | the feed (latest, hot, a user's) |
+//! | `fb`, `fn` | [`Search::page`](crate::feed::Search::page), best match or newest first | score and post id; creation time (ms) and post id | the search terms |
+//! | `g` | [`FollowGraph`](crate::FollowGraph): [`following`](crate::FollowGraph::following), [`followers`](crate::FollowGraph::followers), [`members`](crate::FollowGraph::members), [`blocked`](crate::FollowGraph::blocked); [`Delivery`](crate::Delivery)'s fan-out jobs (followers) | the last user id | the list: whose following or followers, which group's members, whose block list |
+//! | `gr` | [`FollowGraph::recommendations`](crate::FollowGraph::recommendations) | score, user id | the reader |
+//! | `ng` | [`NotificationStore::page`](crate::NotificationStore::page) | newest event's time (ms), group id | the recipient |
+//! | `w` | a [`ResumeToken`](crate::realtime::ResumeToken) of a watch: an inbox's, notifications', a feed's, a timeline's celebrities | change stream token (hex), newest key, floor key, keys reported within the lookback | the watch: its store, view and owner |
+//! | `wpair` | a [`ResumeToken`](crate::realtime::ResumeToken) of [`Delivery::watch_timeline`](crate::Delivery::watch_timeline) | its two watches' tokens, start time (ms) | the timeline's owner |
 
 use crate::error::Invalid;
 use std::fmt;

@@ -39,9 +39,11 @@ fn feed_scope(feed: &FeedKind) -> Scope {
 }
 
 /// The scope of the cursors of a search for `terms` (as the search reads them: split at
-/// whitespace, at most its number of terms).
+/// whitespace, at most its number of terms), in lowercase as they match.
 fn search_scope(terms: &[&str]) -> Scope {
-    Scope::new("search", terms)
+    let terms: Vec<String> = terms.iter().map(|term| term.to_lowercase()).collect();
+    let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
+    Scope::new("search", &terms)
 }
 
 fn score_field(score: f64) -> String {
@@ -130,6 +132,10 @@ mod tests {
         let cursor = after_score(TERMS, -12.5, post);
         assert_eq!(score_key(&cursor, TERMS).unwrap(), (-12.5, post));
         assert!(score_key(&cursor, &["rust"]).is_err(), "other terms");
+        assert_eq!(
+            score_key(&cursor, &["Rust", "MONGO"]).unwrap(),
+            (-12.5, post)
+        );
         assert!(feed_key(&cursor, &FeedKind::Latest).is_err());
         assert!(time_key(&cursor, TERMS).is_err());
         let created = bson::DateTime::from_millis(1_700_000_000_123);
