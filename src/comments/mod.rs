@@ -369,7 +369,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another view, order or strategy,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another view, order,
+    /// strategy or discussion,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`crate::Error::NotFound`] for a discussion that was
     /// not registered.
     async fn chronological(
@@ -497,7 +498,8 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another sort, parent, view or strategy,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another sort, parent,
+    /// view, strategy or discussion,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Link`](crate::error::Invalid::Link),
     /// [`crate::Error::NotFound`] for an unknown discussion or parent,
     /// [`crate::Error::Unsupported`] for replies where the strategy does not thread.

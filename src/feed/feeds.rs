@@ -96,8 +96,8 @@ impl<X: Payload> Feeds<X> {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a feed page (before any command) or
-    /// made before the feed was recomputed; [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) for
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a page of this
+    /// feed (before any command) or made before the feed was recomputed; [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) for
     /// a blank user id, before any command; [`Error::NotFound`] for an unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
         request.check()?;

@@ -105,7 +105,8 @@ impl<X: Payload> Search<X> {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank terms, [`Invalid::PageLimit`](crate::error::Invalid::PageLimit),
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor from another kind of page; all before any command.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor from another kind of page or
+    /// another search's (other terms; case aside); all before any command.
     pub async fn page(
         &self,
         terms: &str,

@@ -460,7 +460,8 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) (also for a cursor of another list:
+    /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("owner", owner)?;

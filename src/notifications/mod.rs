@@ -372,7 +372,7 @@ impl<D: Payload> NotificationStore<D> {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
-    /// this store did not make.
+    /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
         validate::user_id("recipient", recipient)?;
         page.check()?;
