@@ -22,16 +22,53 @@
 //!
 //! # Cursors
 //!
-//! A cursor is text, safe in a URL without escaping. It names the kind of page that made it (a
-//! tag: the store, and where it matters the strategy, view and order), the format's version,
-//! the position (each store's own: a send time and id, a place in a bucket, a sort path, a
-//! score), and a checksum. Parsing ([`str::parse`]) refuses text that is not a whole, unaltered
-//! cursor of this version with [`Invalid::Cursor`]; a store refuses, with the same error, a
-//! cursor made by another store, strategy, view or order than the read it is given to, and a
-//! position that cannot be its own. The checksum catches damage and hand edits; it is not a
-//! signature (a cursor holds nothing secret, and whoever forges one only chooses where a page
-//! they could read anyway begins). Treat the text as opaque: the format may change between
-//! versions of the crate, and cursors of an older format are then refused.
+//! A cursor is text made only of characters that are unreserved in a URL (RFC 3986: `A`-`Z`,
+//! `a`-`z`, `0`-`9`, `-`, `.`, `_`, `~`), so it goes into a path segment or a query string
+//! without escaping, and a URL or form decoder (`%XX` and `+` are the only things they change)
+//! gives it back unchanged; whatever escaping an encoder chooses to add, its decoder takes off.
+//! It reads `v2.<tag>.<scope>.<field>...<field>.<checksum>`:
+//!
+//! - the format's version (`v2`);
+//! - a tag naming the kind of page that made it: the store, and where it matters the strategy,
+//!   view and order (the table below);
+//! - the scope of the read that made it, a 64-bit hash (16 hex digits) of what the read was
+//!   asked for: the discussion, the inbox's owner, the feed, the list, the recipient, the search
+//!   terms (the table below);
+//! - the position, each store's own (a send time and id, a place in a bucket, a sort path, a
+//!   score), one field each, in which every byte but `A`-`Z`, `a`-`z`, `0`-`9`, `-` and `_`
+//!   is written `~XX` (its two uppercase hex digits), so no field holds a `.` or a character
+//!   outside that set whatever it holds (a user id, a link, a nested token);
+//! - a checksum (32-bit FNV-1a of the rest, 8 hex digits).
+//!
+//! Parsing ([`str::parse`]) refuses text that is not a whole, unaltered cursor of this version
+//! with [`Invalid::Cursor`]. A store refuses, with the same error, a cursor made by another
+//! store, strategy, view or order than the read it is given to; a cursor made for another scope
+//! (another discussion, owner, feed, list, recipient, search, watch: the reason says which); and
+//! a position that cannot be its own. The checksum catches damage and hand edits; it is not a
+//! signature, nor is the scope's hash (a cursor holds nothing secret, and whoever forges one only
+//! chooses where a page they could read anyway begins). Treat the text as opaque: the format may
+//! change between versions of the crate, and cursors of an older format are then refused
+//! ("made by another version of the crate"; `v1` cursors, which were not scoped and escaped with
+//! `%`, since this crate's `v2`).
+//!
+//! Every tag, where it comes from, what it holds and what it is bound to:
+//!
+//! | tag | store: read | fields (the position) | scope |
+//! |---|---|---|---|
+//! | `ir`, `iw` | [`FanOutOnRead`](crate::FanOutOnRead), [`FanOutOnWrite`](crate::FanOutOnWrite): [`inbox_page`](crate::InboxStore::inbox_page), [`mark_read_up_to`](crate::InboxLifecycle::mark_read_up_to); [`Delivery::timeline`](crate::Delivery::timeline) over such an inbox | send time (ms), message id | the inbox's owner |
+//! | `ib` | [`BucketedFanOut`](crate::BucketedFanOut): the same reads | position in the inbox | the inbox's owner |
+//! | `cpco`, `cpcn`, `ceco`, `cecn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`chronological`](crate::CommentStore::chronological), oldest (`o`) or newest (`n`) first | posting time (ms), comment id | the discussion |
+//! | `chco`, `chcn` | [`HybridPages`](crate::HybridPages): [`chronological`](crate::CommentStore::chronological) | page, index in the page | the discussion |
+//! | `cpto`, `cptn`, `ceto`, `cetn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`thread_page`](crate::ThreadedComments::thread_page) | sort key (`PerComment`), position path (`Embedded`) | the discussion |
+//! | `cpso`, `ceso` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`sub_thread`](crate::ThreadedComments::sub_thread) | sort key, position path | the discussion and the sub-thread's root (its link) |
+//! | `c` + `p`/`e`/`h` + `r` + `b`/`h`/`t`/`c` | each comment strategy: [`ranked`](crate::comments::VotedComments::ranked) by [`Sort`](crate::comments::Sort) (best, hot, top, controversial) | parent's link (`-`: the top level), sort key, place among equal keys | the discussion |
+//! | `ff` | [`Feeds::page`](crate::feed::Feeds::page) | score (IEEE-754 bits, hex), post id, the feed's generation | the feed (latest, hot, a user's) |
+//! | `fb`, `fn` | [`Search::page`](crate::feed::Search::page), best match or newest first | score and post id; creation time (ms) and post id | the search terms |
+//! | `g` | [`FollowGraph`](crate::FollowGraph): [`following`](crate::FollowGraph::following), [`followers`](crate::FollowGraph::followers), [`members`](crate::FollowGraph::members), [`blocked`](crate::FollowGraph::blocked); [`Delivery`](crate::Delivery)'s fan-out jobs (followers) | the last user id | the list: whose following or followers, which group's members, whose block list |
+//! | `gr` | [`FollowGraph::recommendations`](crate::FollowGraph::recommendations) | score, user id | the reader |
+//! | `ng` | [`NotificationStore::page`](crate::NotificationStore::page) | newest event's time (ms), group id | the recipient |
+//! | `w` | a [`ResumeToken`](crate::realtime::ResumeToken) of a watch: an inbox's, notifications', a feed's, a timeline's celebrities | change stream token (hex), newest key, floor key, keys reported within the lookback | the watch: its store, view and owner |
+//! | `wpair` | a [`ResumeToken`](crate::realtime::ResumeToken) of [`Delivery::watch_timeline`](crate::Delivery::watch_timeline) | its two watches' tokens, start time (ms) | the timeline's owner |
 
 use crate::error::Invalid;
 use std::fmt;
@@ -131,7 +168,40 @@ impl<T> Page<T> {
 pub struct Cursor(String);
 
 /// The format's version, the first part of every cursor.
-const VERSION: &str = "v1";
+const VERSION: &str = "v2";
+
+/// What a cursor is bound to: the scope of the read that made it (a discussion, an inbox's
+/// owner, a feed, ...), kept in the cursor as a hash. A read of another scope refuses it with a
+/// reason naming `what`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scope {
+    /// What the scope is, in words ("discussion", "owner's inbox", ...).
+    what: &'static str,
+    /// 64-bit FNV-1a over `what` and the parts, each length-prefixed.
+    hash: u64,
+}
+
+impl Scope {
+    /// The scope `what` named by `parts` (a discussion id; a discussion id and a link; ...).
+    pub(crate) fn new(what: &'static str, parts: &[&str]) -> Self {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut add = |bytes: &[u8]| {
+            for byte in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
+                hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        add(what.as_bytes());
+        for part in parts {
+            add(part.as_bytes());
+        }
+        Self { what, hash }
+    }
+
+    /// The scope as a cursor field: 16 lowercase hex digits.
+    fn field(self) -> String {
+        format!("{:016x}", self.hash)
+    }
+}
 
 impl Cursor {
     /// The cursor as text, for a URL or an API response.
@@ -139,11 +209,11 @@ impl Cursor {
         &self.0
     }
 
-    /// A cursor of the kind of page `tag` names (ASCII lowercase letters and digits), at the
-    /// position `fields`.
-    pub(crate) fn new(tag: &str, fields: &[&str]) -> Self {
+    /// A cursor of the kind of page `tag` names (ASCII lowercase letters and digits), made by a
+    /// read of `scope`, at the position `fields`.
+    pub(crate) fn new(tag: &str, scope: Scope, fields: &[&str]) -> Self {
         debug_assert!(is_tag(tag), "cursor tag {tag:?}");
-        let mut text = format!("{VERSION}.{tag}");
+        let mut text = format!("{VERSION}.{tag}.{}", scope.field());
         for field in fields {
             text.push('.');
             escape_into(&mut text, field);
@@ -153,21 +223,39 @@ impl Cursor {
         Self(text)
     }
 
-    /// The position of a cursor made by [`Cursor::new`] with `tag` and `N` fields.
+    /// The position of a cursor made by [`Cursor::new`] with `tag`, `scope` and `N` fields.
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag or with another number of fields.
-    pub(crate) fn fields<const N: usize>(&self, tag: &str) -> Result<[String; N]> {
-        let (own, fields) = decode(&self.0)?;
-        if own != tag {
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag or scope,
+    /// or with another number of fields.
+    pub(crate) fn fields<const N: usize>(&self, tag: &str, scope: Scope) -> Result<[String; N]> {
+        self.all_fields(tag, scope)?
+            .try_into()
+            .map_err(|_| invalid("not a position of this kind of page"))
+    }
+
+    /// Every field of a cursor made by [`Cursor::new`] with `tag` and `scope`, however many.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag or scope.
+    pub(crate) fn all_fields(&self, tag: &str, scope: Scope) -> Result<Vec<String>> {
+        let decoded = decode(&self.0)?;
+        if decoded.tag != tag {
             return Err(invalid(
                 "made by another store, strategy, view or order than this read's",
             ));
         }
-        fields
-            .try_into()
-            .map_err(|_| invalid("not a position of this kind of page"))
+        if decoded.scope != scope.field() {
+            return Err(invalid(&format!("belongs to another {}", scope.what)));
+        }
+        Ok(decoded.fields)
+    }
+
+    /// Whether the cursor was made with `tag` (whatever its scope).
+    pub(crate) fn has_tag(&self, tag: &str) -> bool {
+        decode(&self.0).is_ok_and(|decoded| decoded.tag == tag)
     }
 }
 
@@ -185,21 +273,6 @@ impl FromStr for Cursor {
     fn from_str(s: &str) -> Result<Self> {
         decode(s)?;
         Ok(Self(s.to_owned()))
-    }
-}
-
-impl Cursor {
-    /// Every field of a cursor made by [`Cursor::new`] with `tag`, however many.
-    ///
-    /// # Errors
-    ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another tag.
-    pub(crate) fn all_fields(&self, tag: &str) -> Result<Vec<String>> {
-        let (own, fields) = decode(&self.0)?;
-        if own != tag {
-            return Err(invalid("made by another store or view than this one's"));
-        }
-        Ok(fields)
     }
 }
 
@@ -228,8 +301,15 @@ pub(crate) fn parse_id(field: &str) -> Result<bson::oid::ObjectId> {
     bson::oid::ObjectId::parse_str(field).map_err(|_| invalid("bad id"))
 }
 
-/// The tag and fields of cursor text: `v1.<tag>.<field>...<field>.<checksum>`.
-fn decode(text: &str) -> Result<(&str, Vec<String>)> {
+/// The parts of cursor text.
+struct Decoded<'a> {
+    tag: &'a str,
+    scope: &'a str,
+    fields: Vec<String>,
+}
+
+/// The tag, scope and fields of cursor text: `v2.<tag>.<scope>.<field>...<field>.<checksum>`.
+fn decode(text: &str) -> Result<Decoded<'_>> {
     let (body, check) = text
         .rsplit_once('.')
         .ok_or_else(|| invalid("not a cursor"))?;
@@ -244,11 +324,55 @@ fn decode(text: &str) -> Result<(&str, Vec<String>)> {
         .next()
         .filter(|tag| is_tag(tag))
         .ok_or_else(|| invalid("not a cursor"))?;
+    let scope = parts
+        .next()
+        .filter(|scope| {
+            scope.len() == 16
+                && scope
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        .ok_or_else(|| invalid("not a cursor"))?;
     let fields = parts.map(unescape).collect::<Result<Vec<String>>>()?;
     if fields.is_empty() {
         return Err(invalid("not a cursor"));
     }
-    Ok((tag, fields))
+    Ok(Decoded { tag, scope, fields })
+}
+
+/// The tag and fields of the text of a cursor of the previous format (`v1`, before cursors were
+/// scoped: `v1.<tag>.<field>...<field>.<checksum>`, each field `%`-escaped), if it is one, whole
+/// and unaltered: for work queued before an upgrade that stored a cursor, never for a read.
+pub(crate) fn v1_fields(text: &str) -> Option<(&str, Vec<String>)> {
+    let (body, check) = text.rsplit_once('.')?;
+    if check != format!("{:08x}", checksum(body)) {
+        return None;
+    }
+    let mut parts = body.split('.');
+    if parts.next() != Some("v1") {
+        return None;
+    }
+    let tag = parts.next().filter(|tag| is_tag(tag))?;
+    let fields = parts
+        .map(|field| {
+            let mut bytes = Vec::with_capacity(field.len());
+            let mut rest = field.as_bytes();
+            while let Some((&byte, tail)) = rest.split_first() {
+                if byte == b'%' {
+                    let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+                    bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                    rest = &tail[2..];
+                } else if is_plain(byte) {
+                    bytes.push(byte);
+                    rest = tail;
+                } else {
+                    return None;
+                }
+            }
+            String::from_utf8(bytes).ok()
+        })
+        .collect::<Option<Vec<String>>>()?;
+    (!fields.is_empty()).then_some((tag, fields))
 }
 
 fn is_tag(tag: &str) -> bool {
@@ -258,32 +382,51 @@ fn is_tag(tag: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
-/// Bytes a field keeps as they are: URL-safe, and not the separator `.` or the escape `%`.
+/// Bytes a field keeps as they are: unreserved in a URL (RFC 3986), and not the separator `.`
+/// or the escape `~`.
 fn is_plain(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'~')
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_')
 }
 
-/// Appends `field` with every other byte as `%XX`.
+/// The escape character: `~XX` is the byte of the two uppercase hex digits `XX`. Unreserved in
+/// a URL, unlike `%`, so a URL decoder leaves the escape as it is.
+const ESCAPE: u8 = b'~';
+
+/// Appends `field` with every byte that is not [plain](is_plain) as `~XX`: the text holds only
+/// URL-unreserved characters (`A-Z a-z 0-9 - _ ~`), and no `.`, which separates fields.
 fn escape_into(text: &mut String, field: &str) {
     for byte in field.bytes() {
         if is_plain(byte) {
             text.push(char::from(byte));
         } else {
-            text.push_str(&format!("%{byte:02X}"));
+            text.push(char::from(ESCAPE));
+            text.push_str(&format!("{byte:02X}"));
         }
     }
 }
 
-/// The field [`escape_into`] wrote.
+/// The field [`escape_into`] wrote; text it could not have written (a plain byte escaped,
+/// lowercase hex, a byte neither plain nor escaped) is refused, so each field has one text.
 fn unescape(field: &str) -> Result<String> {
     let bad = || invalid("bad escape in a cursor");
+    let hex = |digit: u8| match digit {
+        b'0'..=b'9' => Some(digit - b'0'),
+        b'A'..=b'F' => Some(digit - b'A' + 10),
+        _ => None,
+    };
     let mut bytes = Vec::with_capacity(field.len());
     let mut rest = field.as_bytes();
     while let Some((&byte, tail)) = rest.split_first() {
-        if byte == b'%' {
-            let hex = tail.get(..2).ok_or_else(bad)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+        if byte == ESCAPE {
+            let Some(&[high, low]) = tail.get(..2) else {
+                return Err(bad());
+            };
+            let byte = hex(high).zip(hex(low)).ok_or_else(bad)?;
+            let byte = byte.0 << 4 | byte.1;
+            if is_plain(byte) {
+                return Err(bad());
+            }
+            bytes.push(byte);
             rest = &tail[2..];
         } else if is_plain(byte) {
             bytes.push(byte);
@@ -313,43 +456,93 @@ mod tests {
         }
     }
 
+    /// Unreserved in a URL (RFC 3986): what a URL decoder leaves as it is.
+    fn unreserved(byte: u8) -> bool {
+        byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
+    }
+
+    const ANN: Scope = Scope {
+        what: "owner",
+        hash: 1,
+    };
+
     #[test]
     fn round_trips_through_text() {
+        let scope = Scope::new("discussion", &["p1"]);
         for fields in [
             vec!["1700000000123", "65a0b0c0d0e0f00112233445"],
             vec!["ann"],
             vec![""],
             vec!["a.b", "100%", "x/y z", "Ünïcödé 名前", "0.2.1"],
+            vec![
+                "~7E",
+                "%2E",
+                "+&=?#",
+                "2026.12.02.16.17.32.803109:34863f8f",
+                "~",
+            ],
         ] {
-            let cursor = Cursor::new("xy1", &fields);
+            let cursor = Cursor::new("xy1", scope, &fields);
             let text = cursor.to_string();
-            assert!(text.bytes().all(|b| is_plain(b) || b == b'.' || b == b'%'));
+            assert!(text.bytes().all(unreserved), "{text}");
             let parsed: Cursor = text.parse().unwrap();
             assert_eq!(parsed, cursor);
             assert_eq!(parsed.as_str(), text);
             let expected: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+            assert_eq!(parsed.all_fields("xy1", scope).unwrap(), expected);
             match fields.len() {
-                1 => assert_eq!(parsed.fields::<1>("xy1").unwrap().to_vec(), expected),
-                2 => assert_eq!(parsed.fields::<2>("xy1").unwrap().to_vec(), expected),
-                _ => assert_eq!(parsed.fields::<5>("xy1").unwrap().to_vec(), expected),
+                1 => assert_eq!(parsed.fields::<1>("xy1", scope).unwrap().to_vec(), expected),
+                2 => assert_eq!(parsed.fields::<2>("xy1", scope).unwrap().to_vec(), expected),
+                _ => assert_eq!(parsed.fields::<5>("xy1", scope).unwrap().to_vec(), expected),
             }
         }
     }
 
     #[test]
-    fn a_cursor_of_another_tag_is_refused() {
-        let cursor = Cursor::new("ir", &["1", "2"]);
+    fn every_byte_of_a_field_stays_url_safe() {
+        let scope = Scope::new("discussion", &["p1"]);
+        let all: String = (0..=0x7f_u8)
+            .map(char::from)
+            .chain(['é', '名', '\u{10FFFF}'])
+            .collect();
+        let cursor = Cursor::new("t", scope, &[&all, "."]);
+        assert!(cursor.as_str().bytes().all(unreserved), "{cursor}");
+        assert_eq!(
+            cursor.fields::<2>("t", scope).unwrap(),
+            [all, ".".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_cursor_of_another_tag_or_scope_is_refused() {
+        let bob = Scope::new("owner's inbox", &["bob"]);
+        let cursor = Cursor::new("ir", bob, &["1", "2"]);
         for other in ["iw", "i", "irr", "g"] {
-            assert!(reason(cursor.fields::<2>(other)).contains("another store"));
+            assert!(reason(cursor.fields::<2>(other, bob)).contains("another store"));
         }
-        assert!(reason(cursor.fields::<1>("ir")).contains("not a position"));
-        assert!(reason(cursor.fields::<3>("ir")).contains("not a position"));
-        assert_eq!(cursor.fields::<2>("ir").unwrap(), ["1", "2"]);
+        assert!(reason(cursor.fields::<1>("ir", bob)).contains("not a position"));
+        assert!(reason(cursor.fields::<3>("ir", bob)).contains("not a position"));
+        assert_eq!(cursor.fields::<2>("ir", bob).unwrap(), ["1", "2"]);
+        assert!(cursor.has_tag("ir") && !cursor.has_tag("iw"));
+        for other in [
+            Scope::new("owner's inbox", &["ann"]),
+            Scope::new("owner's inbox", &["bo", "b"]),
+            Scope::new("owner's inbox", &["bob", ""]),
+            Scope::new("owner's inbox", &[]),
+            Scope::new("recipient's notifications", &["bob"]),
+            ANN,
+        ] {
+            assert_eq!(
+                reason(cursor.fields::<2>("ir", other)),
+                format!("belongs to another {}", other.what)
+            );
+        }
     }
 
     #[test]
     fn tampered_or_truncated_cursors_are_refused() {
-        let cursor = Cursor::new("ib", &["4242"]);
+        let scope = Scope::new("owner's inbox", &["bob"]);
+        let cursor = Cursor::new("ib", scope, &["4242"]);
         let text = cursor.as_str();
         // Any one character changed, or the text cut anywhere, is refused.
         for at in 0..text.len() {
@@ -360,15 +553,25 @@ mod tests {
             assert!(text[..at].parse::<Cursor>().is_err(), "{:?}", &text[..at]);
         }
         // Rewritten with a consistent checksum but broken inside: refused all the same.
+        let own = scope.field();
         for body in [
-            "v2.ib.4242",
-            "v1.IB.4242",
-            "v1..4242",
-            "v1.ib",
-            "v1.ib.%4",
-            "v1.ib.a b",
+            format!("v1.ib.{own}.4242"),
+            format!("v3.ib.{own}.4242"),
+            format!("v2.IB.{own}.4242"),
+            format!("v2..{own}.4242"),
+            format!("v2.ib.{own}"),
+            "v2.ib.4242".to_owned(),
+            "v2.ib.00000000000000zz.4242".to_owned(),
+            "v2.ib.0000000000000000f.4242".to_owned(),
+            format!("v2.ib.{}.4242", own.to_uppercase()),
+            format!("v2.ib.{own}.~4"),
+            format!("v2.ib.{own}.~2e"),
+            format!("v2.ib.{own}.~41"),
+            format!("v2.ib.{own}.~FF"),
+            format!("v2.ib.{own}.%2E"),
+            format!("v2.ib.{own}.a b"),
         ] {
-            let forged = format!("{body}.{:08x}", checksum(body));
+            let forged = format!("{body}.{:08x}", checksum(&body));
             assert!(forged.parse::<Cursor>().is_err(), "{forged:?}");
         }
         for text in [
@@ -382,11 +585,26 @@ mod tests {
     }
 
     #[test]
+    fn cursors_of_the_previous_format_are_refused_and_read_only_for_queued_work() {
+        let body = "v1.g.bob%2Esmith";
+        let v1 = format!("{body}.{:08x}", checksum(body));
+        assert_eq!(
+            reason(v1.parse::<Cursor>()),
+            "made by another version of the crate"
+        );
+        assert_eq!(v1_fields(&v1), Some(("g", vec!["bob.smith".to_owned()])));
+        let altered = format!("{body}.{:08x}", checksum(body) ^ 1);
+        assert_eq!(v1_fields(&altered), None);
+        let current = Cursor::new("g", ANN, &["bob"]);
+        assert_eq!(v1_fields(current.as_str()), None);
+    }
+
+    #[test]
     fn pages_from_one_extra_item() {
-        let after = |n: &u32| Cursor::new("t", &[&n.to_string()]);
+        let after = |n: &u32| Cursor::new("t", ANN, &[&n.to_string()]);
         let page = Page::from_overfetch(vec![1, 2, 3], 2, after);
         assert_eq!(page.items, [1, 2]);
-        assert_eq!(page.next.unwrap().fields::<1>("t").unwrap(), ["2"]);
+        assert_eq!(page.next.unwrap().fields::<1>("t", ANN).unwrap(), ["2"]);
         let last = Page::from_overfetch(vec![1, 2], 2, after);
         assert_eq!((last.items, last.next), (vec![1, 2], None));
         assert!(PageRequest::first(PageRequest::MAX_LIMIT).check().is_ok());

@@ -74,7 +74,7 @@ use mongodb::Collection;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::page::{invalid, Cursor};
+use crate::page::{invalid, Cursor, Scope};
 use crate::retry::Backoff;
 
 /// The tag of resume tokens in the crate's cursor format.
@@ -165,8 +165,10 @@ impl FromStr for ResumeToken {
 
     fn from_str(s: &str) -> Result<Self> {
         let cursor: Cursor = s.parse()?;
-        if cursor.all_fields(PAIR_TAG).is_err() {
-            cursor.all_fields(TOKEN_TAG)?;
+        if !cursor.has_tag(PAIR_TAG) && !cursor.has_tag(TOKEN_TAG) {
+            return Err(invalid(
+                "made by another store than a watch: not a resume token",
+            ));
         }
         Ok(Self(cursor))
     }
@@ -546,7 +548,6 @@ impl<S: Source> Watcher<S> {
             None => (String::new(), String::new()),
         };
         let mut fields = vec![
-            self.source.name(),
             server,
             self.newest.time.to_string(),
             self.newest.id.clone(),
@@ -558,18 +559,20 @@ impl<S: Source> Watcher<S> {
             fields.push(key.id.clone());
         }
         let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
-        ResumeToken(Cursor::new(TOKEN_TAG, &fields))
+        ResumeToken(Cursor::new(TOKEN_TAG, self.scope(), &fields))
+    }
+
+    /// The scope of the watch's tokens: its source's name (the store, the view and the owner).
+    fn scope(&self) -> Scope {
+        Scope::new("watch", &[&self.source.name()])
     }
 
     /// Continues from `token`.
     fn resume_from(&mut self, token: &ResumeToken) -> Result<()> {
-        let fields = token.0.all_fields(TOKEN_TAG)?;
-        let [name, server, time, id, floor_time, floor_id, rest @ ..] = fields.as_slice() else {
+        let fields = token.0.all_fields(TOKEN_TAG, self.scope())?;
+        let [server, time, id, floor_time, floor_id, rest @ ..] = fields.as_slice() else {
             return Err(invalid("not a watch's token"));
         };
-        if name != &self.source.name() {
-            return Err(invalid("made by another watch than this one"));
-        }
         let number = |text: &str| text.parse::<i64>().map_err(|_| invalid("bad position"));
         self.newest = Key::new(number(time)?, id.clone());
         self.floor = if floor_time.is_empty() {
@@ -607,14 +610,17 @@ const PAIR_TAG: &str = "wpair";
 
 /// One stream of two watches' updates (a timeline: an inbox and the posts merged into it), each
 /// item from either as it comes. A token holds both watches' tokens and the time the pair
-/// started, so a part that had reported nothing when the token was made resumes from that time.
+/// started, so a part that had reported nothing when the token was made resumes from that time;
+/// it is bound to `name` (the store, the view and the owner), so another pair refuses it.
 pub(crate) fn pair<T: Send + 'static>(
+    name: &str,
     first: impl FnOnce(Option<ResumeToken>, WatchOptions) -> Updates<T>,
     second: impl FnOnce(Option<ResumeToken>, WatchOptions) -> Updates<T>,
     from: Option<ResumeToken>,
     options: WatchOptions,
 ) -> Updates<T> {
-    let parts = match from.map(|token| split(&token)).transpose() {
+    let scope = Scope::new("watch", &[name]);
+    let parts = match from.map(|token| split(&token, scope)).transpose() {
         Ok(parts) => parts,
         Err(error) => return failed(error),
     };
@@ -644,18 +650,19 @@ pub(crate) fn pair<T: Send + 'static>(
             let start = start.timestamp_millis().to_string();
             Update {
                 item,
-                token: ResumeToken(Cursor::new(PAIR_TAG, &[&a, &b, &start])),
+                token: ResumeToken(Cursor::new(PAIR_TAG, scope, &[&a, &b, &start])),
             }
         });
         futures::future::ready(Some(update))
     }))
 }
 
-/// The two tokens and the start time in a paired watch's token.
+/// The two tokens and the start time in a paired watch's token of `scope`.
 fn split(
     token: &ResumeToken,
+    scope: Scope,
 ) -> Result<(Option<ResumeToken>, Option<ResumeToken>, bson::DateTime)> {
-    let fields = token.0.all_fields(PAIR_TAG)?;
+    let fields = token.0.all_fields(PAIR_TAG, scope)?;
     let [a, b, start] = fields.as_slice() else {
         return Err(invalid("not a paired watch's token"));
     };

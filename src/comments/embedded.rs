@@ -24,7 +24,7 @@ use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::notifications::{DynNotifier, Outbox};
-use crate::page::invalid;
+use crate::page::{invalid, Scope};
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::validate::MAX_DOCUMENT_BYTES;
@@ -564,15 +564,23 @@ fn page_after(
     }
 }
 
-/// The position path in a threaded or sub-thread cursor of `view` in `order`.
-fn cursor_path(cursor: &Cursor, view: View, order: Order, max_depth: usize) -> Result<Vec<usize>> {
-    let [path] = cursor::position(cursor, STRATEGY, view, order)?;
+/// The position path in a threaded or sub-thread cursor of `view` in `order`, made by a read of
+/// `scope`.
+fn cursor_path(
+    cursor: &Cursor,
+    view: View,
+    order: Order,
+    scope: Scope,
+    max_depth: usize,
+) -> Result<Vec<usize>> {
+    let [path] = cursor::position(cursor, STRATEGY, view, order, scope)?;
     tree::parse_path(&path, max_depth).map_err(|_| invalid("not a position path"))
 }
 
-/// A threaded or sub-thread cursor of `view` in `order` after the comment at `path`.
-fn after_path(view: View, order: Order, path: &[usize]) -> Cursor {
-    cursor::new(STRATEGY, view, order, &[&tree::format_path(path)])
+/// A threaded or sub-thread cursor of `view` in `order`, made by a read of `scope`, after the
+/// comment at `path`.
+fn after_path(view: View, order: Order, scope: Scope, path: &[usize]) -> Cursor {
+    cursor::new(STRATEGY, view, order, scope, &[&tree::format_path(path)])
 }
 
 #[async_trait]
@@ -754,7 +762,7 @@ impl CommentStore for Embedded {
         let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order)?;
+                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
                 Some((posted.timestamp_millis(), id))
             }
         };
@@ -777,7 +785,7 @@ impl CommentStore for Embedded {
                 Some(after) if order == Order::OldestFirst => key(e) > *after,
                 Some(after) => key(e) < *after,
             },
-            |e| cursor::after_posted(STRATEGY, order, e.node.posted, e.node.id),
+            |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
         ))
     }
 
@@ -1045,9 +1053,16 @@ impl ThreadedComments for Embedded {
         page: PageRequest,
     ) -> Result<Page<Comment>> {
         validate::check_page(discussion, &page)?;
+        let scope = cursor::discussion(discussion);
         let after = match &page.after {
             None => None,
-            Some(cursor) => Some(cursor_path(cursor, View::Threaded, order, self.max_depth)?),
+            Some(cursor) => Some(cursor_path(
+                cursor,
+                View::Threaded,
+                order,
+                scope,
+                self.max_depth,
+            )?),
         };
         // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
         // the cursor's own thread on) are enough for a page and a look past it.
@@ -1080,7 +1095,7 @@ impl ThreadedComments for Embedded {
                     tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
                 })
             },
-            |e| after_path(View::Threaded, order, &e.path),
+            |e| after_path(View::Threaded, order, scope, &e.path),
         ))
     }
 
@@ -1092,11 +1107,12 @@ impl ThreadedComments for Embedded {
     ) -> Result<Page<Comment>> {
         validate::check_page(discussion, &page)?;
         let root = tree::parse_path(link, self.max_depth)?;
+        let scope = cursor::sub_thread(discussion, link);
         let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let path =
-                    cursor_path(cursor, View::SubThread, Order::OldestFirst, self.max_depth)?;
+                let order = Order::OldestFirst;
+                let path = cursor_path(cursor, View::SubThread, order, scope, self.max_depth)?;
                 if !path.starts_with(&root) {
                     return Err(invalid("not a position in this sub-thread"));
                 }
@@ -1117,7 +1133,7 @@ impl ThreadedComments for Embedded {
             page.limit,
             false,
             |e| after.as_ref().is_none_or(|after| e.path > *after),
-            |e| after_path(View::SubThread, Order::OldestFirst, &e.path),
+            |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
         ))
     }
 }
@@ -1236,7 +1252,7 @@ impl VotedComments for Embedded {
         let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, parent)?;
+                let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
                 let index = tree::parse_path(&index, 0).map_err(|_| invalid("not a position"))?[0];
                 Some((key, index))
             }
@@ -1269,7 +1285,7 @@ impl VotedComments for Embedded {
         let mut ranked = rank_after(keyed, after);
         ranked.truncate(page.fetch());
         let page = Page::from_overfetch(ranked, page.limit, |(key, index, _)| {
-            cursor::after_ranked(STRATEGY, sort, parent, *key, &index.to_string())
+            cursor::after_ranked(STRATEGY, sort, discussion, parent, *key, &index.to_string())
         });
         let base = parent_path.unwrap_or_default();
         Ok(page.map(|(_, index, node)| {

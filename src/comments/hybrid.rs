@@ -611,21 +611,23 @@ impl HybridPages {
 /// chronological view reads (page, then index), whatever the pages' sizes.
 type Place = (i64, usize);
 
-/// A chronological cursor in `order` after the comment at `place`.
-fn after_place(order: Order, (page, index): Place) -> Cursor {
+/// A chronological cursor of `discussion` in `order` after the comment at `place`.
+fn after_place(order: Order, discussion: &str, (page, index): Place) -> Cursor {
     let place = [page.to_string(), index.to_string()];
     cursor::new(
         STRATEGY,
         View::Chronological,
         order,
+        cursor::discussion(discussion),
         &place.each_ref().map(String::as_str),
     )
 }
 
-/// The place in a chronological cursor in `order`: its page and index.
-fn parse_place(cursor: &Cursor, order: Order) -> Result<Place> {
+/// The place in a chronological cursor of `discussion` in `order`: its page and index.
+fn parse_place(cursor: &Cursor, order: Order, discussion: &str) -> Result<Place> {
     let bad = || invalid("bad position");
-    let [page, index] = cursor::position(cursor, STRATEGY, View::Chronological, order)?;
+    let scope = cursor::discussion(discussion);
+    let [page, index] = cursor::position(cursor, STRATEGY, View::Chronological, order, scope)?;
     let (page, index) = (page.as_str(), index.as_str());
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     if !digits(page) || !digits(index) {
@@ -765,7 +767,7 @@ impl CommentStore for HybridPages {
         validate::check_page(discussion, &page)?;
         let after = match &page.after {
             None => None,
-            Some(cursor) => Some(parse_place(cursor, order)?),
+            Some(cursor) => Some(parse_place(cursor, order, discussion)?),
         };
         // One more comment than the page, to know whether another page follows.
         let entries = self.walk(discussion, order, after, page.fetch()).await?;
@@ -779,7 +781,7 @@ impl CommentStore for HybridPages {
             entries,
             page.limit,
             |(_, entry)| entry.comment(),
-            |(place, _)| after_place(order, *place),
+            |(place, _)| after_place(order, discussion, *place),
         ))
     }
 
@@ -1008,7 +1010,7 @@ impl VotedComments for HybridPages {
         let after = match &page.after {
             None => None,
             Some(cursor) => {
-                let (key, place) = cursor::ranked_key(cursor, STRATEGY, sort, None)?;
+                let (key, place) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, None)?;
                 Some((key, parse_place_field(&place)?))
             }
         };
@@ -1036,7 +1038,7 @@ impl VotedComments for HybridPages {
         let mut ranked = rank_after(keyed, after);
         ranked.truncate(page.fetch());
         let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
-            cursor::after_ranked(STRATEGY, sort, None, *key, &place_field(*place))
+            cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
         });
         Ok(page.map(|(_, _, entry)| entry.comment()))
     }

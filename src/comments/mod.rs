@@ -63,7 +63,7 @@
 //! discussion's, for [`HybridPages`]) on every page, so their cost grows with the discussion;
 //! [`PerComment`]'s is a range of an index whatever the discussion's size.
 
-mod cursor;
+pub(crate) mod cursor;
 mod embedded;
 mod hybrid;
 mod per_comment;
@@ -478,7 +478,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another view, order or strategy,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another view, order,
+    /// strategy or discussion,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`crate::Error::NotFound`] for a discussion that was
     /// not registered.
     async fn chronological(
@@ -611,7 +612,8 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another sort, parent, view or strategy,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another sort, parent,
+    /// view, strategy or discussion,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Link`](crate::error::Invalid::Link),
     /// [`crate::Error::NotFound`] for an unknown discussion or parent,
     /// [`crate::Error::Unsupported`] for replies where the strategy does not thread.

@@ -22,7 +22,7 @@ use super::{
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::notifications::{DynNotifier, Outbox};
-use crate::page::invalid;
+use crate::page::{invalid, Scope};
 use crate::sharding::ShardKey;
 use crate::{bson_ext, Cursor, Entity, Error, Page, PageRequest, Result};
 
@@ -631,12 +631,17 @@ impl PerComment {
         }
     }
 
-    /// The sort key after which a threaded or sub-thread page continues.
-    fn sort_key_after(page: &PageRequest, view: View, order: Order) -> Result<Option<String>> {
+    /// The sort key after which a threaded or sub-thread page (of `scope`) continues.
+    fn sort_key_after(
+        page: &PageRequest,
+        view: View,
+        order: Order,
+        scope: Scope,
+    ) -> Result<Option<String>> {
         let Some(after) = &page.after else {
             return Ok(None);
         };
-        let [key] = cursor::position(after, STRATEGY, view, order)?;
+        let [key] = cursor::position(after, STRATEGY, view, order, scope)?;
         if !slug::is_sort_key(&key) {
             return Err(invalid("not a thread position"));
         }
@@ -697,7 +702,7 @@ impl CommentStore for PerComment {
         };
         let mut filter = doc! { "discussion_id": discussion };
         if let Some(cursor) = &page.after {
-            let (posted, id) = cursor::posted_key(cursor, STRATEGY, order)?;
+            let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
             // The bound on `posted` alone lets the index scan start at the cursor; the `$or`
             // then breaks ties within that millisecond by id.
             filter.insert("posted", doc! { at_or_after: posted });
@@ -714,7 +719,7 @@ impl CommentStore for PerComment {
             &page,
             filter,
             doc! { "posted": direction, "_id": direction },
-            |stored| cursor::after_posted(STRATEGY, order, stored.posted, stored.id),
+            |stored| cursor::after_posted(STRATEGY, order, discussion, stored.posted, stored.id),
         )
         .await
     }
@@ -915,7 +920,8 @@ impl ThreadedComments for PerComment {
         validate::check_page(discussion, &page)?;
         let field = Self::thread_field(order);
         let mut filter = doc! { "discussion_id": discussion };
-        if let Some(key) = Self::sort_key_after(&page, View::Threaded, order)? {
+        let scope = cursor::discussion(discussion);
+        if let Some(key) = Self::sort_key_after(&page, View::Threaded, order, scope)? {
             filter.insert(field, doc! { "$gt": key });
         }
         self.page(discussion, &page, filter, doc! { field: 1 }, |stored| {
@@ -923,7 +929,7 @@ impl ThreadedComments for PerComment {
                 Order::OldestFirst => &stored.full_slug,
                 Order::NewestFirst => &stored.thread_key,
             };
-            cursor::new(STRATEGY, View::Threaded, order, &[key])
+            cursor::new(STRATEGY, View::Threaded, order, scope, &[key])
         })
         .await
     }
@@ -937,7 +943,8 @@ impl ThreadedComments for PerComment {
         validate::check_page(discussion, &page)?;
         let root = self.find_link(discussion, link, Entity::Comment).await?;
         // A sub-thread reads in posting order, as its cursors say.
-        let start = match Self::sort_key_after(&page, View::SubThread, Order::OldestFirst)? {
+        let scope = cursor::sub_thread(discussion, link);
+        let start = match Self::sort_key_after(&page, View::SubThread, Order::OldestFirst, scope)? {
             Some(key) if key >= root.full_slug => doc! { "$gt": key },
             Some(_) => return Err(invalid("not a position in this sub-thread")),
             None => doc! { "$gte": &root.full_slug },
@@ -955,6 +962,7 @@ impl ThreadedComments for PerComment {
                     STRATEGY,
                     View::SubThread,
                     Order::OldestFirst,
+                    scope,
                     &[&stored.full_slug],
                 )
             },
@@ -1104,7 +1112,7 @@ impl VotedComments for PerComment {
         let field = sort_field(sort);
         let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
         if let Some(cursor) = &page.after {
-            let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, parent)?;
+            let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
             if !slug::is_sort_key(&after) {
                 return Err(invalid("not a thread position"));
             }
@@ -1129,6 +1137,7 @@ impl VotedComments for PerComment {
                     cursor::after_ranked(
                         STRATEGY,
                         sort,
+                        discussion,
                         parent,
                         stored.ranking.key(sort),
                         &stored.full_slug,

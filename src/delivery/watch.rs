@@ -48,7 +48,9 @@ impl<P: Payload> Delivery<P> {
         let inbox = inner.inbox.clone();
         let owner = owner.to_owned();
         let owner_for_inbox = owner.clone();
+        let name = format!("timeline/{}/{owner}", inner.outbox.name());
         realtime::pair(
+            &name,
             move |from, options| inbox.watch(&owner_for_inbox, from, options),
             move |from, options| {
                 realtime::watch(

@@ -13,6 +13,7 @@ use crate::bson_ext::derived_id;
 use crate::graph::FollowSource;
 use crate::inbox::Message;
 use crate::jobs::{Job, JobHandler};
+use crate::page;
 use crate::{Cursor, Error, PageRequest, Payload, Result};
 
 impl<P: Payload> Inner<P> {
@@ -115,7 +116,9 @@ impl<P: Payload> Inner<P> {
             document.clone(),
         )?;
         let after_text = job.payload.get_str("after").ok();
-        let after = after_text.map(followers_cursor).transpose()?;
+        let after = after_text
+            .map(|text| followers_cursor(text, &message.from))
+            .transpose()?;
         if after.is_none() {
             // The post's own outbox entry, in case the process that queued this job died
             // before writing it.
@@ -189,13 +192,21 @@ pub(super) fn decode_post<P: Payload>(outbox: &str, mut document: Document) -> R
     bson_ext::decode_with_id(outbox, id, document)
 }
 
-/// The cursor a fan-out job continues after: the text of a follower page's cursor. A job
-/// queued before cursors took their one format (0.1.0) holds `g.<user id>`, read as the same
-/// position, so a fan-out under way across an upgrade still reaches every follower.
-fn followers_cursor(text: &str) -> Result<Cursor> {
-    match (text.parse(), text.strip_prefix("g.")) {
+/// The cursor a fan-out job of `author`'s post continues after: the text of a page of
+/// `author`'s followers' cursor. A job queued by an older version holds a cursor of an older
+/// format, read as the same position, so a fan-out under way across an upgrade still reaches
+/// every follower: `g.<user id>` (before cursors took their one format, 0.1.0), or a `v1` cursor
+/// of tag `g` (before cursors were bound to their list).
+fn followers_cursor(text: &str, author: &str) -> Result<Cursor> {
+    let list = crate::graph::List::Followers(author);
+    let legacy = match page::v1_fields(text) {
+        Some(("g", fields)) => fields.into_iter().next(),
+        Some(_) => None,
+        None => text.strip_prefix("g.").map(str::to_owned),
+    };
+    match (text.parse(), legacy) {
         (Ok(cursor), _) => Ok(cursor),
-        (Err(_), Some(user)) if !user.is_empty() => Ok(crate::graph::cursor_after(user)),
+        (Err(_), Some(user)) if !user.is_empty() => Ok(crate::graph::cursor_after(list, &user)),
         (Err(error), _) => Err(error),
     }
 }
@@ -228,14 +239,22 @@ mod tests {
     use crate::error::Invalid;
 
     #[test]
-    fn fan_out_jobs_of_either_format_continue_after_the_same_follower() {
-        let cursor = crate::graph::cursor_after("bob.smith");
-        assert_eq!(followers_cursor(cursor.as_str()).unwrap(), cursor);
-        assert_eq!(followers_cursor("g.bob.smith").unwrap(), cursor);
-        for bad in ["", "g.", "bob"] {
+    fn fan_out_jobs_of_any_format_continue_after_the_same_follower() {
+        let list = crate::graph::List::Followers("ann");
+        let cursor = crate::graph::cursor_after(list, "bob.smith");
+        assert_eq!(followers_cursor(cursor.as_str(), "ann").unwrap(), cursor);
+        assert_eq!(followers_cursor("g.bob.smith", "ann").unwrap(), cursor);
+        // The `v1` text of the same position (before cursors were scoped).
+        let v1 = "v1.g.bob%2Esmith";
+        let check = v1.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+            (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+        });
+        let v1 = format!("{v1}.{check:08x}");
+        assert_eq!(followers_cursor(&v1, "ann").unwrap(), cursor);
+        for bad in ["", "g.", "bob", "v1.g.bob.00000000"] {
             assert!(
                 matches!(
-                    followers_cursor(bad),
+                    followers_cursor(bad, "ann"),
                     Err(Error::InvalidInput(Invalid::Cursor { .. }))
                 ),
                 "{bad:?}"

@@ -5,10 +5,11 @@
 //! best-match search (score, post id) and `fn` for newest-first search (created millis, post
 //! id). Scores are the hex of their IEEE-754 bits, so they round-trip exactly. The next page
 //! starts strictly after that key, so items added meanwhile neither shift nor repeat what
-//! follows.
+//! follows. A feed cursor is bound to its feed (latest, hot, or a user's), a search cursor to
+//! its terms, so another feed or search refuses it.
 
-use super::types::PostId;
-use crate::page::{self, invalid, Cursor};
+use super::types::{FeedKind, PostId};
+use crate::page::{self, invalid, Cursor, Scope};
 use crate::Result;
 
 /// Which kind of page a cursor continues.
@@ -32,6 +33,19 @@ impl CursorKind {
     }
 }
 
+/// The scope of a feed's cursors.
+fn feed_scope(feed: &FeedKind) -> Scope {
+    Scope::new("feed", &[&feed.key()])
+}
+
+/// The scope of the cursors of a search for `terms` (as the search reads them: split at
+/// whitespace, at most its number of terms), in lowercase as they match.
+fn search_scope(terms: &[&str]) -> Scope {
+    let terms: Vec<String> = terms.iter().map(|term| term.to_lowercase()).collect();
+    let terms: Vec<&str> = terms.iter().map(String::as_str).collect();
+    Scope::new("search", &terms)
+}
+
 fn score_field(score: f64) -> String {
     format!("{:016x}", score.to_bits())
 }
@@ -52,46 +66,57 @@ fn parse_post(field: &str) -> Result<PostId> {
     page::parse_id(field).map(PostId)
 }
 
-/// A best-match search cursor after the item with score `score`.
-pub(super) fn after_score(score: f64, post: PostId) -> Cursor {
+/// A best-match cursor of the search for `terms` after the item with score `score`.
+pub(super) fn after_score(terms: &[&str], score: f64, post: PostId) -> Cursor {
     let tag = CursorKind::BestMatch.tag();
-    Cursor::new(tag, &[&score_field(score), &post.0.to_hex()])
+    let fields = [&score_field(score), &post.0.to_hex()];
+    Cursor::new(tag, search_scope(terms), &fields.map(String::as_str))
 }
 
-/// A feed cursor: after the item `(score, post)` of the feed's `generation`.
-pub(super) fn after_feed_item(generation: i64, score: f64, post: PostId) -> Cursor {
+/// A cursor of `feed`: after the item `(score, post)` of the feed's `generation`.
+pub(super) fn after_feed_item(
+    feed: &FeedKind,
+    generation: i64,
+    score: f64,
+    post: PostId,
+) -> Cursor {
     let fields = [
         &score_field(score),
         &post.0.to_hex(),
         &generation.to_string(),
     ];
-    Cursor::new(CursorKind::Feed.tag(), &fields.map(String::as_str))
+    Cursor::new(
+        CursorKind::Feed.tag(),
+        feed_scope(feed),
+        &fields.map(String::as_str),
+    )
 }
 
-/// The `(generation, (score, post))` of a feed cursor.
-pub(super) fn feed_key(cursor: &Cursor) -> Result<(i64, (f64, PostId))> {
-    let [score, post, generation] = cursor.fields(CursorKind::Feed.tag())?;
+/// The `(generation, (score, post))` of a cursor of `feed`.
+pub(super) fn feed_key(cursor: &Cursor, feed: &FeedKind) -> Result<(i64, (f64, PostId))> {
+    let [score, post, generation] = cursor.fields(CursorKind::Feed.tag(), feed_scope(feed))?;
     let generation: i64 = generation
         .parse()
         .map_err(|_| invalid("bad feed generation"))?;
     Ok((generation, (parse_score(&score)?, parse_post(&post)?)))
 }
 
-/// A cursor after the post created at `created` (a newest-first page).
-pub(super) fn after_time(created: bson::DateTime, post: PostId) -> Cursor {
+/// A newest-first cursor of the search for `terms` after the post created at `created`.
+pub(super) fn after_time(terms: &[&str], created: bson::DateTime, post: PostId) -> Cursor {
     let tag = CursorKind::Newest.tag();
-    Cursor::new(tag, &[&page::time_field(created), &post.0.to_hex()])
+    let fields = [&page::time_field(created), &post.0.to_hex()];
+    Cursor::new(tag, search_scope(terms), &fields.map(String::as_str))
 }
 
-/// The `(score, post)` of a best-match cursor.
-pub(super) fn score_key(cursor: &Cursor) -> Result<(f64, PostId)> {
-    let [score, post] = cursor.fields(CursorKind::BestMatch.tag())?;
+/// The `(score, post)` of a best-match cursor of the search for `terms`.
+pub(super) fn score_key(cursor: &Cursor, terms: &[&str]) -> Result<(f64, PostId)> {
+    let [score, post] = cursor.fields(CursorKind::BestMatch.tag(), search_scope(terms))?;
     Ok((parse_score(&score)?, parse_post(&post)?))
 }
 
-/// The `(created, post)` of a newest-first search cursor.
-pub(super) fn time_key(cursor: &Cursor) -> Result<(bson::DateTime, PostId)> {
-    let [created, post] = cursor.fields(CursorKind::Newest.tag())?;
+/// The `(created, post)` of a newest-first cursor of the search for `terms`.
+pub(super) fn time_key(cursor: &Cursor, terms: &[&str]) -> Result<(bson::DateTime, PostId)> {
+    let [created, post] = cursor.fields(CursorKind::Newest.tag(), search_scope(terms))?;
     Ok((page::parse_time(&created)?, parse_post(&post)?))
 }
 
@@ -99,33 +124,61 @@ pub(super) fn time_key(cursor: &Cursor) -> Result<(bson::DateTime, PostId)> {
 mod tests {
     use super::*;
 
+    const TERMS: &[&str] = &["rust", "mongo"];
+
     #[test]
     fn cursors_round_trip() {
         let post = PostId::new();
-        let cursor = after_score(-12.5, post);
-        assert_eq!(score_key(&cursor).unwrap(), (-12.5, post));
-        assert!(feed_key(&cursor).is_err());
-        assert!(time_key(&cursor).is_err());
+        let cursor = after_score(TERMS, -12.5, post);
+        assert_eq!(score_key(&cursor, TERMS).unwrap(), (-12.5, post));
+        assert!(score_key(&cursor, &["rust"]).is_err(), "other terms");
+        assert_eq!(
+            score_key(&cursor, &["Rust", "MONGO"]).unwrap(),
+            (-12.5, post)
+        );
+        assert!(feed_key(&cursor, &FeedKind::Latest).is_err());
+        assert!(time_key(&cursor, TERMS).is_err());
         let created = bson::DateTime::from_millis(1_700_000_000_123);
-        let cursor = after_time(created, post);
-        assert_eq!(time_key(&cursor).unwrap(), (created, post));
-        assert!(score_key(&cursor).is_err());
+        let cursor = after_time(TERMS, created, post);
+        assert_eq!(time_key(&cursor, TERMS).unwrap(), (created, post));
+        assert!(
+            time_key(&cursor, &["mongo", "rust"]).is_err(),
+            "other terms"
+        );
+        assert!(score_key(&cursor, TERMS).is_err());
     }
 
     #[test]
     fn feed_cursors_carry_the_generation() {
         let post = PostId::new();
-        let cursor = after_feed_item(7, 3.5, post);
-        assert_eq!(feed_key(&cursor).unwrap(), (7, (3.5, post)));
-        assert!(score_key(&cursor).is_err() && time_key(&cursor).is_err());
-        let without = Cursor::new("ff", &[&score_field(3.5), &post.0.to_hex()]);
-        assert!(feed_key(&without).is_err(), "a cursor without a generation");
+        let ann = FeedKind::User("ann".to_owned());
+        let cursor = after_feed_item(&ann, 7, 3.5, post);
+        assert_eq!(feed_key(&cursor, &ann).unwrap(), (7, (3.5, post)));
+        for other in [
+            FeedKind::User("bob".to_owned()),
+            FeedKind::Latest,
+            FeedKind::Hot,
+        ] {
+            assert!(feed_key(&cursor, &other).is_err(), "{other:?}");
+        }
+        assert!(score_key(&cursor, TERMS).is_err() && time_key(&cursor, TERMS).is_err());
+        let fields = [score_field(3.5), post.0.to_hex()];
+        let without = Cursor::new(
+            "ff",
+            feed_scope(&ann),
+            &fields.each_ref().map(String::as_str),
+        );
+        assert!(
+            feed_key(&without, &ann).is_err(),
+            "a cursor without a generation"
+        );
     }
 
     #[test]
     fn malformed_cursors_are_rejected() {
         let post = PostId::new().0.to_hex();
         let post = post.as_str();
+        let (feed, search) = (feed_scope(&FeedKind::Latest), search_scope(TERMS));
         for (tag, fields) in [
             ("ff", vec![""]),
             ("ff", vec!["12", post, "0"]),
@@ -138,13 +191,15 @@ mod tests {
             ("fn", vec!["5", post, "1"]),
             ("fx", vec!["0000000000000000", post]),
         ] {
-            let cursor = Cursor::new(tag, &fields);
-            assert!(
-                feed_key(&cursor).is_err()
-                    && score_key(&cursor).is_err()
-                    && time_key(&cursor).is_err(),
-                "{cursor} was accepted"
-            );
+            for scope in [feed, search] {
+                let cursor = Cursor::new(tag, scope, &fields);
+                assert!(
+                    feed_key(&cursor, &FeedKind::Latest).is_err()
+                        && score_key(&cursor, TERMS).is_err()
+                        && time_key(&cursor, TERMS).is_err(),
+                    "{cursor} was accepted"
+                );
+            }
         }
     }
 }

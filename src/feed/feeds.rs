@@ -96,18 +96,20 @@ impl<X: Payload> Feeds<X> {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a feed page (before any command) or
-    /// made before the feed was recomputed; [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) for
-    /// a blank user id, [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for one
-    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for
-    /// an unknown user.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not made by a page of this
+    /// feed (before any command) or made before the feed was recomputed;
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit),
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
+    /// unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
         request.check()?;
         if let FeedKind::User(user) = feed {
             crate::validate::user_id("user", user)?;
         }
         let after = match &request.after {
-            Some(cursor) => Some(cursor::feed_key(cursor)?),
+            Some(cursor) => Some(cursor::feed_key(cursor, feed)?),
             None => None,
         };
         let (mut items, generation) = match self.read(feed).await? {
@@ -130,7 +132,7 @@ impl<X: Payload> Feeds<X> {
             items.retain(|item| comes_after(item, key));
         }
         let items = Page::from_overfetch(items, request.limit, |last| {
-            cursor::after_feed_item(generation, last.score, last.post)
+            cursor::after_feed_item(feed, generation, last.score, last.post)
         });
         let ids: Vec<PostId> = items.items.iter().map(|item| item.post).collect();
         let posts = self.inner.posts_in_order(&ids).await?;

@@ -105,7 +105,8 @@ impl<X: Payload> Search<X> {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank terms, [`Invalid::PageLimit`](crate::error::Invalid::PageLimit),
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor from another kind of page; all before any command.
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor from another kind of page or
+    /// another search's (other terms; case aside); all before any command.
     pub async fn page(
         &self,
         terms: &str,
@@ -121,7 +122,11 @@ impl<X: Payload> Search<X> {
         request.check()?;
         match order {
             SearchOrder::Newest => {
-                let after = request.after.as_ref().map(cursor::time_key).transpose()?;
+                let after = request
+                    .after
+                    .as_ref()
+                    .map(|after| cursor::time_key(after, &terms))
+                    .transpose()?;
                 let keyset = after.map(|(created, post)| {
                     doc! { "$or": [
                         { "created": { "$lt": created } },
@@ -130,11 +135,15 @@ impl<X: Payload> Search<X> {
                 });
                 let posts = self.newest_matches(&terms, keyset, request.limit).await?;
                 Ok(Page::from_overfetch(posts, request.limit, |last| {
-                    cursor::after_time(last.created, last.id)
+                    cursor::after_time(&terms, last.created, last.id)
                 }))
             }
             SearchOrder::BestMatch => {
-                let after = request.after.as_ref().map(cursor::score_key).transpose()?;
+                let after = request
+                    .after
+                    .as_ref()
+                    .map(|after| cursor::score_key(after, &terms))
+                    .transpose()?;
                 let capabilities = self.inner.backend.capabilities().await?;
                 let scored = if capabilities.text_search {
                     self.text_best_match(&capabilities, &terms, after, request.limit)
@@ -143,7 +152,7 @@ impl<X: Payload> Search<X> {
                     self.regex_best_match(&terms, after).await?
                 };
                 let page = Page::from_overfetch(scored, request.limit, |(score, last)| {
-                    cursor::after_score(*score, last.id)
+                    cursor::after_score(&terms, *score, last.id)
                 });
                 Ok(page.map(|(_, post)| post))
             }

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::paging::{page_of, trim};
+use super::paging::{page_of, trim, List};
 use super::FollowGraph;
 use crate::{validate, Error, Page, PageRequest, Result};
 
@@ -101,12 +101,13 @@ impl FollowGraph {
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
         validate::user_id("owner", owner)?;
         let filter = doc! { "owner": owner, "kind": BLOCK };
-        let documents = page_of(&self.exclusions, filter, "user", &page).await?;
+        let list = List::Blocked(owner);
+        let documents = page_of(&self.exclusions, filter, "user", list, &page).await?;
         let ids: Vec<String> = documents
             .iter()
             .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
             .collect();
-        Ok(trim(ids, page.limit, String::as_str))
+        Ok(trim(ids, page.limit, list, String::as_str))
     }
 
     /// Fails with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either of `owner` and `user` blocked the other (one

@@ -99,7 +99,7 @@ mod types;
 
 pub use builder::FollowGraphBuilder;
 /// A cursor of [`FollowGraph::followers`] or [`FollowGraph::following`] after the user `id`.
-pub(crate) use paging::after as cursor_after;
+pub(crate) use paging::{after as cursor_after, List};
 use paging::{page_of, trim};
 pub use types::{Origin, RebuildReport, RecommendOptions, Recommendation, Subscription, UserStats};
 
@@ -488,11 +488,13 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) (also for a cursor of another list:
+    /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("owner", owner)?;
-        self.subscription_page(listed(doc! { "owner": owner }), "user", page)
+        let list = List::Following(owner);
+        self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
             .await
     }
 
@@ -503,7 +505,8 @@ impl FollowGraph {
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
         validate::user_id("user", user)?;
-        self.subscription_page(listed(doc! { "user": user }), "owner", page)
+        let list = List::Followers(user);
+        self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
             .await
     }
 
@@ -514,12 +517,14 @@ impl FollowGraph {
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
         validate::id("group id", group)?;
-        let documents = page_of(&self.members, doc! { "group": group }, "user", &page).await?;
+        let list = List::Members(group);
+        let documents =
+            page_of(&self.members, doc! { "group": group }, "user", list, &page).await?;
         let ids: Vec<String> = documents
             .iter()
             .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
             .collect();
-        Ok(trim(ids, page.limit, String::as_str))
+        Ok(trim(ids, page.limit, list, String::as_str))
     }
 
     /// Which of `users` `owner` follows, by any route (one query).
@@ -790,14 +795,15 @@ impl FollowGraph {
         &self,
         filter: Document,
         field: &str,
+        list: List<'_>,
         page: PageRequest,
     ) -> Result<Page<Subscription>> {
-        let documents = page_of(&self.subscriptions, filter, field, &page).await?;
+        let documents = page_of(&self.subscriptions, filter, field, list, &page).await?;
         let items = documents
             .iter()
             .map(|found| Subscription::from_document(self.subscriptions.name(), found))
             .collect::<Result<Vec<_>>>()?;
-        Ok(trim(items, page.limit, |s| {
+        Ok(trim(items, page.limit, list, |s| {
             if field == "user" {
                 &s.user
             } else {

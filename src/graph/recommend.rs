@@ -11,7 +11,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
-use crate::page::{invalid, Cursor};
+use crate::page::{invalid, Cursor, Scope};
 use crate::{bson_ext, validate, Page, PageRequest, Result};
 
 /// The tag of recommendation cursors.
@@ -107,7 +107,11 @@ impl FollowGraph {
     ) -> Result<Page<Recommendation>> {
         validate::user_id("user", user)?;
         page.check()?;
-        let after = page.after.as_ref().map(position).transpose()?;
+        let after = page
+            .after
+            .as_ref()
+            .map(|after| position(after, user))
+            .transpose()?;
         let capabilities = self.backend.capabilities().await?;
         let mut hop = if self.recommend.graph_lookup && capabilities.graph_lookup {
             self.hop_in_one_aggregate(user).await?
@@ -151,7 +155,7 @@ impl FollowGraph {
             })
             .collect();
         Ok(Page::from_overfetch(items, page.limit, |last| {
-            cursor(last.score, &last.user)
+            cursor(user, last.score, &last.user)
         }))
     }
 
@@ -461,14 +465,19 @@ fn batch(n: usize) -> u32 {
     u32::try_from(n.max(1) + 1).unwrap_or(u32::MAX)
 }
 
-/// The cursor after a candidate of `score`.
-fn cursor(score: u64, user: &str) -> Cursor {
-    Cursor::new(TAG, &[&score.to_string(), user])
+/// The scope of `reader`'s recommendation cursors.
+fn scope(reader: &str) -> Scope {
+    Scope::new("user's recommendations", &[reader])
 }
 
-/// The score and user id a recommendation cursor holds.
-fn position(cursor: &Cursor) -> Result<(u64, String)> {
-    let [score, user] = cursor.fields(TAG)?;
+/// The cursor of `reader`'s recommendations after a candidate of `score`.
+fn cursor(reader: &str, score: u64, user: &str) -> Cursor {
+    Cursor::new(TAG, scope(reader), &[&score.to_string(), user])
+}
+
+/// The score and user id a cursor of `reader`'s recommendations holds.
+fn position(cursor: &Cursor, reader: &str) -> Result<(u64, String)> {
+    let [score, user] = cursor.fields(TAG, scope(reader))?;
     let score = score
         .parse()
         .map_err(|_| invalid("not a recommendation cursor"))?;
@@ -481,18 +490,21 @@ fn position(cursor: &Cursor) -> Result<(u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::List;
 
     #[test]
     fn cursors_hold_a_score_and_any_user_id() {
         for (score, user) in [(0, "ann"), (7, "a.b"), (u64::MAX, "名前 %2E")] {
             assert_eq!(
-                position(&cursor(score, user)).unwrap(),
+                position(&cursor("bob", score, user), "bob").unwrap(),
                 (score, user.to_owned())
             );
+            assert!(position(&cursor("bob", score, user), "ann").is_err());
         }
-        assert!(position(&Cursor::new(TAG, &["x", "ann"])).is_err());
-        assert!(position(&Cursor::new(TAG, &["1", ""])).is_err());
-        assert!(position(&Cursor::new("g", &["ann"])).is_err());
-        assert!(position(&super::super::cursor_after("ann")).is_err());
+        assert!(position(&Cursor::new(TAG, scope("ann"), &["x", "ann"]), "ann").is_err());
+        assert!(position(&Cursor::new(TAG, scope("ann"), &["1", ""]), "ann").is_err());
+        assert!(position(&Cursor::new("g", scope("ann"), &["ann"]), "ann").is_err());
+        let followers = super::super::cursor_after(List::Followers("ann"), "ann");
+        assert!(position(&followers, "ann").is_err());
     }
 }

@@ -14,30 +14,18 @@
 //! [`super::BucketedFanOut`], holding the message's position in its owner's inbox (counting
 //! from 0).
 //!
-//! Every cursor also ends with a tag of the inbox's owner (64 bits of FNV-1a over the owner's
-//! id, in hex), so a cursor taken from one owner's inbox is refused in another's, by pages and by
+//! Every cursor is also bound to the inbox's owner (its [scope](crate::page), a hash of the
+//! owner's id), so a cursor taken from one owner's inbox is refused in another's, by pages and by
 //! [`super::InboxLifecycle::mark_read_up_to`] alike: a bucket position means nothing in another
 //! inbox, and a time key from another inbox would mark or page an unrelated range.
 
 use super::{MessageId, Strategy};
-use crate::page::{self, invalid, Cursor};
+use crate::page::{self, invalid, Cursor, Scope};
 use crate::Result;
 
-/// The owner's tag in a cursor: 64 bits of FNV-1a over the owner's id, in hex.
-fn owner_tag(owner: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in owner.as_bytes() {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
-}
-
-/// Fails with [`Invalid::Cursor`](crate::error::Invalid::Cursor) unless `tag` is `owner`'s.
-fn check_owner(tag: &str, owner: &str) -> Result<()> {
-    if tag != owner_tag(owner) {
-        return Err(invalid("made for another owner's inbox"));
-    }
-    Ok(())
+/// The scope of the cursors of `owner`'s inbox (and timeline).
+pub(crate) fn scope(owner: &str) -> Scope {
+    Scope::new("owner's inbox", &[owner])
 }
 
 /// The tag of the cursors of `strategy`.
@@ -59,7 +47,8 @@ pub(crate) fn after_time(
 ) -> Cursor {
     Cursor::new(
         tag(strategy),
-        &[&page::time_field(sent), &id.0.to_hex(), &owner_tag(owner)],
+        scope(owner),
+        &[&page::time_field(sent), &id.0.to_hex()],
     )
 }
 
@@ -67,7 +56,8 @@ pub(crate) fn after_time(
 pub(super) fn after_position(owner: &str, position: u64) -> Cursor {
     Cursor::new(
         tag(Strategy::BucketedFanOut),
-        &[&position.to_string(), &owner_tag(owner)],
+        scope(owner),
+        &[&position.to_string()],
     )
 }
 
@@ -81,8 +71,7 @@ pub(super) fn time_key(
     if strategy == Strategy::BucketedFanOut {
         return Err(invalid("a bucketed inbox is not ordered by send time"));
     }
-    let [sent, id, of] = cursor.fields(tag(strategy))?;
-    check_owner(&of, owner)?;
+    let [sent, id] = cursor.fields(tag(strategy), scope(owner))?;
     Ok((page::parse_time(&sent)?, MessageId(page::parse_id(&id)?)))
 }
 
@@ -120,8 +109,7 @@ pub(super) fn at_or_older(sent: bson::DateTime, id: MessageId, id_field: &str) -
 /// The position of the message a bucketed inbox's cursor (made for `owner`'s inbox) names: the
 /// last message of the page it followed.
 pub(super) fn position(cursor: &Cursor, owner: &str) -> Result<u64> {
-    let [position, of] = cursor.fields(tag(Strategy::BucketedFanOut))?;
-    check_owner(&of, owner)?;
+    let [position] = cursor.fields(tag(Strategy::BucketedFanOut), scope(owner))?;
     let position: u64 = position.parse().map_err(|_| invalid("bad position"))?;
     if position == 0 {
         return Err(invalid("position 0 has nothing after it"));
@@ -166,23 +154,22 @@ mod tests {
     #[test]
     fn malformed_positions_are_rejected() {
         let id = MessageId::new().0.to_hex();
-        let bob = owner_tag("bob");
-        for (tag, fields) in [
-            ("ir", vec![""]),
-            ("ir", vec!["12"]),
-            ("iw", vec!["abc", "def"]),
-            ("iw", vec!["1", "zz"]),
-            ("iw", vec!["1", "zz", &bob]),
-            ("iw", vec!["1", &id]),
-            ("iw", vec!["1", &id, &bob, "2"]),
-            ("ib", vec![""]),
-            ("ib", vec!["-1", &bob]),
-            ("ib", vec!["0", &bob]),
-            ("ib", vec!["1"]),
-            ("ib", vec!["1", "2", &bob]),
-            ("ir", vec!["x", &id, &bob]),
+        let (bob, ann) = (scope("bob"), scope("ann"));
+        for (tag, of, fields) in [
+            ("ir", bob, vec![""]),
+            ("ir", bob, vec!["12"]),
+            ("iw", bob, vec!["abc", "def"]),
+            ("iw", bob, vec!["1", "zz"]),
+            ("iw", ann, vec!["1", &id]),
+            ("iw", bob, vec!["1", &id, "2"]),
+            ("ib", bob, vec![""]),
+            ("ib", bob, vec!["-1"]),
+            ("ib", bob, vec!["0"]),
+            ("ib", ann, vec!["1"]),
+            ("ib", bob, vec!["1", "2"]),
+            ("ir", bob, vec!["x", &id]),
         ] {
-            let cursor = Cursor::new(tag, &fields);
+            let cursor = Cursor::new(tag, of, &fields);
             for strategy in TIMED {
                 assert!(
                     time_key(&cursor, strategy, "bob").is_err(),

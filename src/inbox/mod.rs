@@ -392,7 +392,8 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor this strategy did not make,
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor this strategy did not make
+    /// or made for another owner's inbox,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit) for a limit outside `1..=PageRequest::MAX_LIMIT`.
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>>;
 

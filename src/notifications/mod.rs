@@ -108,6 +108,12 @@ pub const COLLECTIONS: [&str; 2] = ["notifications", "notification_locks"];
 const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// The tag of the store's cursors.
 const CURSOR_TAG: &str = "ng";
+
+/// The scope of the cursors of `recipient`'s notifications.
+fn cursor_scope(recipient: &str) -> page::Scope {
+    page::Scope::new("recipient's notifications", &[recipient])
+}
+
 /// When a group last gained an actor, by the server's clock.
 const CHANGED: &str = "changed";
 /// How many times a group gained an actor: with its `_id`, names one state of it.
@@ -424,7 +430,7 @@ impl<D: Payload> NotificationStore<D> {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
-    /// this store did not make.
+    /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
         validate::user_id("recipient", recipient)?;
         page.check()?;
@@ -807,7 +813,7 @@ impl Groups {
     async fn page<D: Payload>(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
         let mut filter = doc! { "recipient": recipient, "count": { "$gt": 0_i64 } };
         if let Some(after) = &page.after {
-            let [updated, id] = after.fields(CURSOR_TAG)?;
+            let [updated, id] = after.fields(CURSOR_TAG, cursor_scope(recipient))?;
             let updated = page::parse_time(&updated)?;
             if id.is_empty() {
                 return Err(invalid("no group id"));
@@ -840,7 +846,12 @@ impl Groups {
             .map(|document| self.decode(document))
             .collect::<Result<Vec<Group<D>>>>()?;
         Ok(Page::from_overfetch(groups, page.limit, |last| {
-            Cursor::new(CURSOR_TAG, &[&page::time_field(last.updated), &last.id])
+            let fields = [&page::time_field(last.updated), &last.id];
+            Cursor::new(
+                CURSOR_TAG,
+                cursor_scope(recipient),
+                &fields.map(String::as_str),
+            )
         }))
     }
 

@@ -794,7 +794,11 @@ pub async fn bad_input(
         ("ceto", &["01"]),
         ("chto", &["1"]),
     ] {
-        let cursor = Cursor::new(tag, position);
+        let cursor = Cursor::new(
+            tag,
+            crate::comments::cursor::discussion(DISCUSSION),
+            position,
+        );
         let error = store
             .chronological(
                 DISCUSSION,

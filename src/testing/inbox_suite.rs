@@ -530,7 +530,7 @@ pub async fn bad_input(store: &Store) {
         ("ir", &["1", "zzzz"]),
         ("iw", &["1", "zzzz"]),
     ] {
-        let cursor = Cursor::new(tag, position);
+        let cursor = Cursor::new(tag, crate::inbox::cursor::scope("bob"), position);
         let result = store
             .inbox_page("bob", PageRequest::after(10, cursor))
             .await;
@@ -553,7 +553,7 @@ pub async fn bad_input(store: &Store) {
         if tag == own {
             continue;
         }
-        let foreign = Cursor::new(tag, position);
+        let foreign = Cursor::new(tag, crate::inbox::cursor::scope("bob"), position);
         let cursor = foreign.clone();
         assert!(
             matches!(

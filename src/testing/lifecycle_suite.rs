@@ -596,11 +596,12 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
         "{too_large:?}"
     );
     // Cursors: another owner's, another strategy's, and one that is not a position.
+    let bob = crate::inbox::cursor::scope("bob");
     let foreign = match store.strategy() {
-        Strategy::BucketedFanOut => Cursor::new("iw", &["1700000000000", &unknown.0.to_hex(), "0"]),
-        _ => Cursor::new("ib", &["17", "0"]),
+        Strategy::BucketedFanOut => Cursor::new("iw", bob, &["1700000000000", &unknown.0.to_hex()]),
+        _ => Cursor::new("ib", bob, &["17"]),
     };
-    for cursor in [anns.clone(), foreign, Cursor::new("ib", &["x"])] {
+    for cursor in [anns.clone(), foreign, Cursor::new("ib", bob, &["x"])] {
         let marked = store
             .mark_read_up_to("bob", UpTo::Cursor(cursor.clone()))
             .await;
