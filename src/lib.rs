@@ -23,6 +23,8 @@ mod guide_doctests {
     struct Notifications;
     #[doc = include_str!("../docs/FAILURES.md")]
     struct Failures;
+    #[doc = include_str!("../docs/WEB.md")]
+    struct Web;
 }
 
 mod backend;

@@ -6,7 +6,8 @@
 //! use mongo_social::PageRequest;
 //!
 //! # async fn demo(db: mongo_social::mongodb::Database) -> mongo_social::Result<()> {
-//! let comments = PerComment::new(&db); // a concrete store: no `Arc<dyn ..>`, no `Option`
+//! // A concrete store: no `Arc<dyn ..>`, no `Option`; the first post creates the discussion.
+//! let comments = PerComment::builder(&db).create_discussions_on_post(true).build()?;
 //! let hi = comments.post("article-42", NewComment::new(Author::new("u1", "Ann"), "Hi")).await?;
 //! comments.reply("article-42", &hi.link, NewComment::new(Author::new("u2", "Bob"), "Hey")).await?;
 //! comments.vote("article-42", &hi.link, "u2", Vote::Up).await?;

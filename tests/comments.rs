@@ -755,7 +755,9 @@ async fn embedded_ranked_thread_matches_per_level_reads() {
 #[tokio::test]
 async fn a_first_post_creates_its_discussion_when_the_store_is_built_to() {
     let t = testing::test_db("comments_create_on_post").await;
-    let stores: Vec<(&str, Arc<dyn CommentStore>, Arc<dyn CommentStore>)> = vec![
+    // Each strategy: built to create discussions on post, and not.
+    type Pair = (&'static str, Arc<dyn CommentStore>, Arc<dyn CommentStore>);
+    let stores: Vec<Pair> = vec![
         (
             "per comment",
             Arc::new(

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use app::{App, ErrorBody, Marked, Unread, Voted};
-use mongo_social::comments::{Author, Comment, Sort, Thread, Vote};
+use mongo_social::comments::{Author, Comment, Order, Sort, Thread, Vote};
 use mongo_social::error::{Forbidden, Invalid, Limit};
 use mongo_social::notifications::{Counts, Group, Kind};
 use mongo_social::prelude::*;
@@ -843,4 +843,23 @@ fn json_round_trips() {
         assert_eq!(serde_json::from_str::<Sort>(name).unwrap(), sort);
     }
     assert!(serde_json::from_str::<Sort>("\"newest\"").is_err());
+    let names = json!([
+        Vote::Down,
+        Order::NewestFirst,
+        Kind::Reply,
+        Kind::Custom("badge".into())
+    ]);
+    assert_eq!(names, json!(["down", "newest", "reply", "badge"]));
+    let (vote, order, kind): (Vote, Order, Kind) =
+        serde_json::from_value(json!(["up", "oldest", "like"])).unwrap();
+    assert_eq!(
+        (vote, order, kind),
+        (Vote::Up, Order::OldestFirst, Kind::Like)
+    );
+    let error = serde_json::from_value::<Order>(json!("sideways")).unwrap_err();
+    assert!(
+        error.to_string().contains("unknown order `sideways`"),
+        "{error}"
+    );
+    assert!(serde_json::from_value::<Kind>(json!(" ")).is_err());
 }

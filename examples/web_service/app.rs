@@ -79,11 +79,9 @@ impl App {
     /// The stores on `db`, each retrying under `retry` (the policy the client was built with,
     /// [`RetryPolicy::apply_to`]).
     pub fn new(db: &Database, retry: RetryPolicy) -> mongo_social::Result<Self> {
-        let notifications = NotificationStore::builder(db)
-            .retry_policy(retry.clone())
-            .build()?;
+        let notifications = NotificationStore::builder(db).retry_policy(retry).build()?;
         let comments = PerComment::builder(db)
-            .retry_policy(retry.clone())
+            .retry_policy(retry)
             .create_discussions_on_post(true)
             .notifier(Arc::new(notifications.clone()))
             .build()?;

@@ -429,7 +429,9 @@ pub struct Features {
 ///
 /// A discussion is whatever the application comments on (an article, a photo); its id is the
 /// application's. Register it once with [`CommentStore::create_discussion`]; posting to a
-/// discussion that was not registered fails with [`crate::Error::NotFound`].
+/// discussion that was not registered fails with [`crate::Error::NotFound`], unless the store
+/// was built with `create_discussions_on_post(true)` (on each strategy's builder), when the
+/// first post creates it.
 ///
 /// Every strategy keeps these promises:
 /// - concurrent posters lose nothing and duplicate nothing;
@@ -473,7 +475,10 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// What the strategy supports beyond the basics.
     fn features(&self) -> Features;
 
-    /// Threading (replies, threaded view, sub-threads), when the strategy has it.
+    /// Threading (replies, threaded view, sub-threads), when the strategy has it: for a store
+    /// whose strategy is chosen at run time. A concrete [`PerComment`] or [`Embedded`] always
+    /// threads: call [`ThreadedComments`]' methods on it directly (with the trait in scope,
+    /// [`crate::prelude`]), or take it as a `&dyn ThreadedComments` with its `as_threaded()`.
     fn threaded(&self) -> Option<&dyn ThreadedComments>;
 
     /// Registers a discussion so comments can be posted to it. Idempotent.
@@ -513,7 +518,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// `"author"`, `"idempotency key"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a comment over the
     /// store's `max_comment_bytes` (64 KiB by default, encoded as stored); then
-    /// [`crate::Error::NotFound`] (discussion not registered),
+    /// [`crate::Error::NotFound`] (discussion not registered, where the store does not
+    /// `create_discussions_on_post`),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`)
     /// ([`Embedded`] only); [`crate::Error::Conflict`] for a key used in the discussion for
     /// another comment (other author, text or parent), nothing written.
@@ -581,7 +587,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 /// Up and down votes on comments, and the pages they rank: what every [`CommentStore`] does
 /// besides posting and reading. It is a supertrait of [`CommentStore`], so an
 /// `Arc<DynCommentStore>` votes and ranks whatever its strategy (a concrete store, such as
-/// [`PerComment`], needs this trait in scope).
+/// [`PerComment`], needs this trait in scope: `use mongo_social::prelude::*`, [`crate::prelude`]).
 ///
 /// One vote per user per comment: [`VotedComments::vote`] casts or changes it,
 /// [`VotedComments::retract_vote`] takes it back. Each [`Comment`] carries its [`Votes`], and the
@@ -605,7 +611,10 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 /// let page = store.ranked("article-42", None, Sort::Best, PageRequest::first(20)).await?;
 /// let first = &page.items[0];
 /// store.vote("article-42", &first.link, "u7", Vote::Up).await?;
-/// // A request's raw direction (Reddit's `dir`: 1, 0, -1) is checked at the boundary.
+/// // A request's vote by name (`"up"`, `"down"`) is parsed, and checked, at the boundary,
+/// let named: Vote = "down".parse()?;
+/// store.vote("article-42", &first.link, "u8", named).await?;
+/// // and so is a raw direction (Reddit's `dir`: 1, 0, -1).
 /// match Vote::from_dir(-1)? {
 ///     Some(vote) => store.vote("article-42", &first.link, "u7", vote).await?,
 ///     None => store.retract_vote("article-42", &first.link, "u7").await?,
