@@ -23,6 +23,8 @@ mod guide_doctests {
     struct Notifications;
     #[doc = include_str!("../docs/FAILURES.md")]
     struct Failures;
+    #[doc = include_str!("../docs/WEB.md")]
+    struct Web;
 }
 
 mod backend;
@@ -38,9 +40,11 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+mod names;
 pub mod notifications;
 pub mod page;
 mod payload;
+pub mod prelude;
 pub mod realtime;
 mod retry;
 pub mod server;
@@ -51,6 +55,14 @@ mod validate;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+
+/// The `bson` crate this crate is built on (2.x), whose types its public fields use
+/// ([`bson::DateTime`], [`bson::oid::ObjectId`]): name them through it, and an application
+/// needs no `bson` dependency of its own (nor a second copy of another version).
+pub use bson;
+/// The MongoDB driver this crate is built on (3.x): its [`Client`](mongodb::Client) and
+/// [`Database`](mongodb::Database) are what every store is built on.
+pub use mongodb;
 
 // The root holds, for every module, its stores, the traits they implement and the values their
 // core operations take and return, with the vocabulary every module shares (pages, errors,

@@ -71,8 +71,11 @@
 //! | `wpair` | a [`ResumeToken`](crate::realtime::ResumeToken) of [`Delivery::watch_timeline`](crate::Delivery::watch_timeline) | its two watches' tokens, start time (ms) | the timeline's owner |
 
 use crate::error::Invalid;
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
 
@@ -121,7 +124,19 @@ impl PageRequest {
 
 /// One page of a paged read, in the read's order, and the cursor to the next page if there is
 /// one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It serializes (serde) as `{"items": [...], "next": "<cursor>"}`, `next` the [`Cursor`]'s
+/// text or `null` on the last page, as an API returns it; deserializing checks the cursor
+/// as [`Cursor`]'s `FromStr` does.
+///
+/// ```
+/// use mongo_social::Page;
+/// let last: Page<u32> = Page { items: vec![1, 2], next: None };
+/// let json = serde_json::to_string(&last).unwrap();
+/// assert_eq!(json, r#"{"items":[1,2],"next":null}"#);
+/// assert_eq!(serde_json::from_str::<Page<u32>>(&json).unwrap(), last);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page<T> {
     /// The items on this page.
     pub items: Vec<T>,
@@ -164,6 +179,24 @@ impl<T> Page<T> {
 /// Where the next page starts: obtained from [`Page::next`], passed back in
 /// [`PageRequest::after`]. It can be stored as text (`Display`, [`Cursor::as_str`]) and parsed
 /// back (`FromStr`); see the [module docs](self) for what it holds and when it is refused.
+///
+/// With serde it is its text: it serializes as a string, and deserializes from one by parsing
+/// it, so a query string or a JSON body holding a damaged or altered cursor is refused where it
+/// is decoded (by `FromStr`'s [`Invalid::Cursor`], as the deserializer's error), and one
+/// holding a cursor of another store or scope when it is given to a read.
+///
+/// ```
+/// # fn demo(cursor: mongo_social::Cursor) {
+/// #[derive(serde::Deserialize)]
+/// struct PageQuery {
+///     limit: Option<usize>,
+///     after: Option<mongo_social::Cursor>, // `?after=<cursor>`, checked as it is decoded
+/// }
+/// let json = serde_json::to_string(&cursor).unwrap(); // "\"v2.iw....\""
+/// assert_eq!(serde_json::from_str::<mongo_social::Cursor>(&json).unwrap(), cursor);
+/// assert!(serde_json::from_str::<mongo_social::Cursor>(r#""v2.iw.tampered""#).is_err());
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Cursor(String);
 
@@ -273,6 +306,21 @@ impl FromStr for Cursor {
     fn from_str(s: &str) -> Result<Self> {
         decode(s)?;
         Ok(Self(s.to_owned()))
+    }
+}
+
+impl Serialize for Cursor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Cursor {
+    /// Parses the text as `FromStr` does: the deserializer's error carries
+    /// [`Invalid::Cursor`]'s message for text that is not a whole, unaltered cursor.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let text = Cow::<'de, str>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -722,3 +722,112 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
         326
     );
 }
+
+// --- Ranked threads in a bounded number of reads ------------------------------------------------
+
+#[tokio::test]
+async fn per_comment_ranked_thread_matches_per_level_reads() {
+    let t = testing::test_db("comments_per_comment_ranked_thread").await;
+    let store = PerComment::new(&t.db);
+    store.create_indexes().await.unwrap();
+    // The top level's index range, then one `find` per level of replies.
+    votes::ranked_thread_matches_per_level_reads(&store, store.as_threaded(), &t.commands, |d| {
+        1 + d
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn embedded_ranked_thread_matches_per_level_reads() {
+    let t = testing::test_db("comments_embedded_ranked_thread").await;
+    let store = Embedded::new(&t.db);
+    store.create_indexes().await.unwrap();
+    // The discussion's document, once.
+    votes::ranked_thread_matches_per_level_reads(&store, store.as_threaded(), &t.commands, |_| 1)
+        .await;
+}
+
+// --- Discussions created by their first post ----------------------------------------------------
+
+/// Each strategy built to create discussions on post: concurrent first posts to a discussion
+/// nobody created all land, once each, and register it once; the same store without the option
+/// still refuses a post to a discussion not created, writing nothing.
+#[tokio::test]
+async fn a_first_post_creates_its_discussion_when_the_store_is_built_to() {
+    let t = testing::test_db("comments_create_on_post").await;
+    // Each strategy: built to create discussions on post, and not.
+    type Pair = (&'static str, Arc<dyn CommentStore>, Arc<dyn CommentStore>);
+    let stores: Vec<Pair> = vec![
+        (
+            "per comment",
+            Arc::new(
+                PerComment::builder(&t.db)
+                    .create_discussions_on_post(true)
+                    .build()
+                    .unwrap(),
+            ),
+            Arc::new(PerComment::new(&t.db)),
+        ),
+        (
+            "embedded",
+            Arc::new(
+                Embedded::builder(&t.db)
+                    .create_discussions_on_post(true)
+                    .build()
+                    .unwrap(),
+            ),
+            Arc::new(Embedded::new(&t.db)),
+        ),
+        (
+            "hybrid",
+            Arc::new(
+                HybridPages::builder(&t.db)
+                    .page_size(3)
+                    .create_discussions_on_post(true)
+                    .build()
+                    .unwrap(),
+            ),
+            Arc::new(HybridPages::builder(&t.db).page_size(3).build().unwrap()),
+        ),
+    ];
+    for (name, creating, plain) in stores {
+        creating.create_indexes().await.unwrap();
+        let error = plain.post("not-created", new("hello")).await.unwrap_err();
+        assert!(error.is_not_found(), "{name}: {error}");
+        // Nothing written: no comment (or, where counting needs it, no discussion).
+        let count = plain.count("not-created").await;
+        assert!(
+            matches!(count, Ok(0) | Err(Error::NotFound { .. })),
+            "{name}: {count:?}"
+        );
+
+        let posters: Vec<_> = (0..6)
+            .map(|i| {
+                let store = creating.clone();
+                tokio::spawn(async move { store.post("fresh", new(&format!("c{i}"))).await })
+            })
+            .collect();
+        for poster in posters {
+            poster
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        assert_eq!(creating.count("fresh").await.unwrap(), 6, "{name}");
+        let page = plain
+            .chronological("fresh", Order::OldestFirst, PageRequest::first(10))
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 6, "{name}");
+        // Created once: the plain store posts to it now, and creating it again changes nothing.
+        plain.post("fresh", new("c6")).await.unwrap();
+        plain.create_discussion("fresh").await.unwrap();
+        assert_eq!(plain.count("fresh").await.unwrap(), 7, "{name}");
+        // A keyed first post to another new discussion, repeated: one comment.
+        let keyed = new("once").with_key("k1");
+        let first = creating.post("fresh-keyed", keyed.clone()).await.unwrap();
+        let again = creating.post("fresh-keyed", keyed).await.unwrap();
+        assert_eq!(first.link, again.link, "{name}");
+        assert_eq!(creating.count("fresh-keyed").await.unwrap(), 1, "{name}");
+    }
+}

@@ -17,8 +17,8 @@ use super::votes::{
 };
 use super::{
     check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, validate, Comment,
-    CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy, ThreadedComments,
-    Vote, VotedComments,
+    CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy, Thread,
+    ThreadedComments, Vote, VotedComments,
 };
 use crate::backend::Backend;
 use crate::bson_ext::{self, now_or_after};
@@ -114,6 +114,8 @@ pub struct Embedded {
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
+    /// Whether a post to a discussion not created creates it.
+    create_discussions: bool,
 }
 
 /// Configures an [`Embedded`] store.
@@ -125,10 +127,22 @@ pub struct EmbeddedBuilder {
     max_document_bytes: usize,
     max_comment_bytes: usize,
     max_depth: usize,
+    create_discussions: bool,
 }
 
 impl EmbeddedBuilder {
     store_builder_methods!();
+
+    /// Whether a top-level [`post`](CommentStore::post) to a discussion that was not created
+    /// creates it ([`CommentStore::create_discussion`], idempotent under concurrency) and
+    /// posts, instead of failing with [`Error::NotFound`] (default `false`). A post to a
+    /// created discussion costs what it did; the first post to a new one, the failed
+    /// `findAndModify`, its check (1 `find`) and the creation (a `find` and an upserting
+    /// `update`) more. Replies, votes and reads still need the discussion.
+    pub fn create_discussions_on_post(mut self, create: bool) -> Self {
+        self.create_discussions = create;
+        self
+    }
 
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
     /// reply: the parent comment's author is notified ([`Kind::Reply`] on
@@ -213,6 +227,7 @@ impl EmbeddedBuilder {
             max_document_bytes: self.max_document_bytes,
             max_comment_bytes: self.max_comment_bytes,
             max_depth: self.max_depth,
+            create_discussions: self.create_discussions,
         })
     }
 }
@@ -255,7 +270,16 @@ impl Embedded {
             max_document_bytes: Self::DEFAULT_MAX_DOCUMENT_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
             max_depth: Self::DEFAULT_MAX_DEPTH,
+            create_discussions: false,
         }
+    }
+
+    /// This store as a [`ThreadedComments`], which it always is: what
+    /// [`CommentStore::threaded`] gives a strategy chosen at run time, without its `Option`.
+    /// (With the traits in scope, [`crate::prelude`], an `Embedded` replies and votes as it
+    /// is.)
+    pub fn as_threaded(&self) -> &dyn ThreadedComments {
+        self
     }
 
     /// Reads the top-level comments in `range`, or `None` if the discussion was not created.
@@ -577,73 +601,76 @@ fn cursor_path(
     tree::parse_path(&path, max_depth).map_err(|_| invalid("not a position path"))
 }
 
+/// Where a ranked page of `parent`'s replies (the top level for `None`) by `sort` continues: the
+/// key and sibling index in `cursor`, if any.
+fn ranked_after(
+    cursor: Option<&Cursor>,
+    sort: Sort,
+    discussion: &str,
+    parent: Option<&str>,
+) -> Result<Option<(f64, usize)>> {
+    let Some(cursor) = cursor else {
+        return Ok(None);
+    };
+    let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
+    let index = tree::parse_path(&index, 0).map_err(|_| invalid("not a position"))?[0];
+    Ok(Some((key, index)))
+}
+
+/// One level of comments, each with its index among its siblings, under the comment at `base`
+/// (empty: the top level), ranked by `sort` as [`VotedComments::ranked`] ranks it: the page of
+/// `limit` after `after`, each comment with the first page of its own replies, `depth` levels
+/// down.
+fn ranked_level(
+    discussion: &str,
+    sort: Sort,
+    base: &[usize],
+    level: Vec<(usize, &Node)>,
+    after: Option<(f64, usize)>,
+    limit: usize,
+    depth: usize,
+) -> Page<Thread> {
+    let parent = (!base.is_empty()).then(|| tree::format_path(base));
+    let keyed = level
+        .into_iter()
+        .map(|(index, node)| (sort.key(node.votes(), node.posted), index, node))
+        .collect();
+    let mut ranked = rank_after(keyed, after);
+    ranked.truncate(limit + 1);
+    let page = Page::from_overfetch(ranked, limit, |(key, index, _)| {
+        cursor::after_ranked(
+            STRATEGY,
+            sort,
+            discussion,
+            parent.as_deref(),
+            *key,
+            &index.to_string(),
+        )
+    });
+    page.map(|(_, index, node)| {
+        let mut path = base.to_vec();
+        path.push(index);
+        let replies = (depth > 0).then(|| {
+            let replies = node.replies.iter().enumerate().collect();
+            ranked_level(discussion, sort, &path, replies, None, limit, depth - 1)
+        });
+        Thread {
+            comment: node.comment(&path),
+            replies,
+        }
+    })
+}
+
 /// A threaded or sub-thread cursor of `view` in `order`, made by a read of `scope`, after the
 /// comment at `path`.
 fn after_path(view: View, order: Order, scope: Scope, path: &[usize]) -> Cursor {
     cursor::new(STRATEGY, view, order, scope, &[&tree::format_path(path)])
 }
 
-#[async_trait]
-impl CommentStore for Embedded {
-    fn strategy(&self) -> Strategy {
-        Strategy::Embedded
-    }
-
-    fn features(&self) -> Features {
-        Features {
-            threading: true,
-            removes_leaves: false,
-        }
-    }
-
-    fn threaded(&self) -> Option<&dyn ThreadedComments> {
-        Some(self)
-    }
-
-    /// Adds the comment fields to the discussion's document, creating the document if it does
-    /// not exist. An existing document keeps its own fields (and gets an empty `comments` array,
-    /// replacing any field of that name); one that has comments already is left alone.
-    async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        validate::check_discussion(discussion)?;
-        // Guarded: on servers without atomic updates, creating the fields of an existing
-        // document must not interleave with a post to it.
-        // Retried whole: an attempt whose reply was lost left `slots`, which the next one sees.
-        let attempt = || async {
-            let existing = self
-                .discussions
-                .find_one(doc! { "_id": discussion })
-                .await?;
-            let base = match &existing {
-                Some(document) if document.contains_key("slots") => return Ok(()),
-                Some(document) => bson::to_vec(document)?.len(),
-                None => 0,
-            };
-            let fields =
-                doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
-            let created = self
-                .discussions
-                .update_one(
-                    doc! { "_id": discussion, "slots": { "$exists": false } },
-                    doc! { "$set": fields },
-                )
-                .upsert(true)
-                .await;
-            match created {
-                Ok(_) => Ok(()),
-                // Created by a concurrent call.
-                Err(error) if is_duplicate_key(&error) => Ok(()),
-                Err(error) => Err(error.into()),
-            }
-        };
-        self.backend
-            .exclusive_one(
-                &discussion_lock(STRATEGY, discussion),
-                self.backend.retry("create discussion", attempt),
-            )
-            .await
-    }
-
-    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+impl Embedded {
+    /// [`CommentStore::post`] to a discussion that was created: [`Error::NotFound`], having
+    /// written nothing, where it was not.
+    async fn post_to_created(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
         let keyed = Keyed::of(discussion, None, &comment)?;
         if let Some(keyed) = &keyed {
@@ -750,6 +777,78 @@ impl CommentStore for Embedded {
         let (index, posted) = index;
         node.posted = posted;
         Ok(node.comment(&[index]))
+    }
+}
+
+#[async_trait]
+impl CommentStore for Embedded {
+    fn strategy(&self) -> Strategy {
+        Strategy::Embedded
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            threading: true,
+            removes_leaves: false,
+        }
+    }
+
+    fn threaded(&self) -> Option<&dyn ThreadedComments> {
+        Some(self)
+    }
+
+    /// Adds the comment fields to the discussion's document, creating the document if it does
+    /// not exist. An existing document keeps its own fields (and gets an empty `comments` array,
+    /// replacing any field of that name); one that has comments already is left alone.
+    async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        validate::check_discussion(discussion)?;
+        // Guarded: on servers without atomic updates, creating the fields of an existing
+        // document must not interleave with a post to it.
+        // Retried whole: an attempt whose reply was lost left `slots`, which the next one sees.
+        let attempt = || async {
+            let existing = self
+                .discussions
+                .find_one(doc! { "_id": discussion })
+                .await?;
+            let base = match &existing {
+                Some(document) if document.contains_key("slots") => return Ok(()),
+                Some(document) => bson::to_vec(document)?.len(),
+                None => 0,
+            };
+            let fields =
+                doc! { "count": 0_i64, "slots": 0_i64, "bytes": base as i64, "comments": [] };
+            let created = self
+                .discussions
+                .update_one(
+                    doc! { "_id": discussion, "slots": { "$exists": false } },
+                    doc! { "$set": fields },
+                )
+                .upsert(true)
+                .await;
+            match created {
+                Ok(_) => Ok(()),
+                // Created by a concurrent call.
+                Err(error) if is_duplicate_key(&error) => Ok(()),
+                Err(error) => Err(error.into()),
+            }
+        };
+        self.backend
+            .exclusive_one(
+                &discussion_lock(STRATEGY, discussion),
+                self.backend.retry("create discussion", attempt),
+            )
+            .await
+    }
+
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+        let again = self.create_discussions.then(|| comment.clone());
+        match (self.post_to_created(discussion, comment).await, again) {
+            (Err(error), Some(comment)) if validate::is_no_discussion(&error) => {
+                self.create_discussion(discussion).await?;
+                self.post_to_created(discussion, comment).await
+            }
+            (posted, _) => posted,
+        }
     }
 
     async fn chronological(
@@ -1136,6 +1235,33 @@ impl ThreadedComments for Embedded {
             |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
         ))
     }
+
+    /// One `find` of the discussion's document, every level ranked here as
+    /// [`VotedComments::ranked`] ranks one.
+    async fn ranked_thread(
+        &self,
+        discussion: &str,
+        sort: Sort,
+        page: PageRequest,
+        depth: usize,
+    ) -> Result<Page<Thread>> {
+        validate::check_page(discussion, &page)?;
+        let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
+        let window = self
+            .window(discussion, Range::All)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let level = (window.first..).zip(&window.nodes).collect();
+        Ok(ranked_level(
+            discussion,
+            sort,
+            &[],
+            level,
+            after,
+            page.limit,
+            depth,
+        ))
+    }
 }
 
 #[async_trait]
@@ -1249,14 +1375,7 @@ impl VotedComments for Embedded {
         let parent_path = parent
             .map(|parent| tree::parse_path(parent, self.max_depth))
             .transpose()?;
-        let after = match &page.after {
-            None => None,
-            Some(cursor) => {
-                let (key, index) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
-                let index = tree::parse_path(&index, 0).map_err(|_| invalid("not a position"))?[0];
-                Some((key, index))
-            }
-        };
+        let after = ranked_after(page.after.as_ref(), sort, discussion, parent)?;
         let window = match (&parent_path, parent) {
             (Some(path), Some(link)) => {
                 self.window_with(discussion, path, link, Entity::ParentComment)
@@ -1278,21 +1397,9 @@ impl VotedComments for Embedded {
                 .collect(),
             None => (window.first..).zip(&window.nodes).collect(),
         };
-        let keyed = level
-            .into_iter()
-            .map(|(index, node)| (sort.key(node.votes(), node.posted), index, node))
-            .collect();
-        let mut ranked = rank_after(keyed, after);
-        ranked.truncate(page.fetch());
-        let page = Page::from_overfetch(ranked, page.limit, |(key, index, _)| {
-            cursor::after_ranked(STRATEGY, sort, discussion, parent, *key, &index.to_string())
-        });
         let base = parent_path.unwrap_or_default();
-        Ok(page.map(|(_, index, node)| {
-            let mut path = base.clone();
-            path.push(index);
-            node.comment(&path)
-        }))
+        let ranked = ranked_level(discussion, sort, &base, level, after, page.limit, 0);
+        Ok(ranked.map(|thread| thread.comment))
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {

@@ -123,6 +123,8 @@ pub struct HybridPages {
     votes: VoteBook,
     page_size: usize,
     max_comment_bytes: usize,
+    /// Whether a post to a discussion not registered registers it.
+    create_discussions: bool,
 }
 
 /// Configures a [`HybridPages`] store.
@@ -132,10 +134,23 @@ pub struct HybridPagesBuilder {
     config: StoreConfig,
     page_size: usize,
     max_comment_bytes: usize,
+    create_discussions: bool,
 }
 
 impl HybridPagesBuilder {
     store_builder_methods!();
+
+    /// Whether a [`post`](CommentStore::post) to a discussion that was not registered
+    /// registers it ([`CommentStore::create_discussion`]) and posts, instead of failing with
+    /// [`Error::NotFound`] (default `false`). Concurrent first posts register it once (an
+    /// `insert` of the discussion's `_id`, a duplicate counting as done). A post to a
+    /// registered discussion costs what it did; the first post to a new one, 2 commands more
+    /// (the `insert`, and reading the registration back). Votes and reads still need the
+    /// discussion.
+    pub fn create_discussions_on_post(mut self, create: bool) -> Self {
+        self.create_discussions = create;
+        self
+    }
 
     /// Comments per page (default 100).
     pub fn page_size(mut self, size: usize) -> Self {
@@ -196,6 +211,7 @@ impl HybridPagesBuilder {
             pages,
             page_size: self.page_size,
             max_comment_bytes: self.max_comment_bytes,
+            create_discussions: self.create_discussions,
         })
     }
 }
@@ -277,6 +293,7 @@ impl HybridPages {
             config: StoreConfig::new(database),
             page_size: Self::DEFAULT_PAGE_SIZE,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
+            create_discussions: false,
         }
     }
 
@@ -308,11 +325,21 @@ impl HybridPages {
     /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
     /// recorded with the page counter).
     async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
-        let registered = self
-            .backend
-            .retry("read discussion", || self.registry.find(discussion))
-            .await?
-            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let read = || {
+            self.backend
+                .retry("read discussion", || self.registry.find(discussion))
+        };
+        let registered = match read().await? {
+            Some(registered) => registered,
+            None if self.create_discussions => {
+                // An `insert` of the `_id`, which takes no lock.
+                self.create_discussion(discussion).await?;
+                read()
+                    .await?
+                    .ok_or_else(|| validate::no_discussion(discussion))?
+            }
+            None => return Err(validate::no_discussion(discussion)),
+        };
         let mut page = number(&registered, "last_page");
         let mut floor = bson_ext::date(&registered, FLOOR);
         // Whether an attempt failed after it may have landed.

@@ -158,7 +158,11 @@ impl NewComment {
 }
 
 /// A comment as it reads back.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// It serializes (serde) with the field names below, as an API returns it (`posted` and
+/// `edited` as `bson::DateTime` serializes: MongoDB Extended JSON in JSON,
+/// `{"$date": {"$numberLong": "<ms>"}}`), and deserializes back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Comment {
     /// Addresses the comment within its discussion; pass it to [`CommentStore::get`],
     /// [`ThreadedComments::reply`], [`CommentStore::edit`] or [`CommentStore::delete`].
@@ -186,6 +190,16 @@ pub struct Comment {
 }
 
 /// Which top-level comments come first. Replies always follow their parent in posting order.
+///
+/// Named `"oldest"` and `"newest"`: `FromStr` parses a request's name (anything else is
+/// [`Invalid::Name`](crate::error::Invalid::Name)), `Display` prints it, and serde uses the
+/// same text.
+///
+/// ```
+/// use mongo_social::comments::Order;
+/// assert_eq!("newest".parse::<Order>().unwrap(), Order::NewestFirst);
+/// assert_eq!(Order::OldestFirst.to_string(), "oldest");
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Order {
     /// Oldest first (the default): the order of a conversation.
@@ -194,6 +208,38 @@ pub enum Order {
     /// Newest first: the order of a feed.
     NewestFirst,
 }
+
+impl Order {
+    /// The order's name: `"oldest"` or `"newest"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::OldestFirst => "oldest",
+            Order::NewestFirst => "newest",
+        }
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Order {
+    type Err = crate::Error;
+
+    /// `"oldest"` or `"newest"`; anything else is
+    /// [`Invalid::Name`](crate::error::Invalid::Name).
+    fn from_str(name: &str) -> Result<Order> {
+        match name {
+            "oldest" => Ok(Order::OldestFirst),
+            "newest" => Ok(Order::NewestFirst),
+            other => Err(crate::names::unknown("order", other, "oldest, newest")),
+        }
+    }
+}
+
+crate::names::serde_by_name!(Order);
 
 /// What [`CommentStore::delete`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -383,7 +429,9 @@ pub struct Features {
 ///
 /// A discussion is whatever the application comments on (an article, a photo); its id is the
 /// application's. Register it once with [`CommentStore::create_discussion`]; posting to a
-/// discussion that was not registered fails with [`crate::Error::NotFound`].
+/// discussion that was not registered fails with [`crate::Error::NotFound`], unless the store
+/// was built with `create_discussions_on_post(true)` (on each strategy's builder), when the
+/// first post creates it.
 ///
 /// Every strategy keeps these promises:
 /// - concurrent posters lose nothing and duplicate nothing;
@@ -427,7 +475,10 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// What the strategy supports beyond the basics.
     fn features(&self) -> Features;
 
-    /// Threading (replies, threaded view, sub-threads), when the strategy has it.
+    /// Threading (replies, threaded view, sub-threads), when the strategy has it: for a store
+    /// whose strategy is chosen at run time. A concrete [`PerComment`] or [`Embedded`] always
+    /// threads: call [`ThreadedComments`]' methods on it directly (with the trait in scope,
+    /// [`crate::prelude`]), or take it as a `&dyn ThreadedComments` with its `as_threaded()`.
     fn threaded(&self) -> Option<&dyn ThreadedComments>;
 
     /// Registers a discussion so comments can be posted to it. Idempotent.
@@ -467,7 +518,8 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// `"author"`, `"idempotency key"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a comment over the
     /// store's `max_comment_bytes` (64 KiB by default, encoded as stored); then
-    /// [`crate::Error::NotFound`] (discussion not registered),
+    /// [`crate::Error::NotFound`] (discussion not registered, where the store does not
+    /// `create_discussions_on_post`),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the `"discussion"`)
     /// ([`Embedded`] only); [`crate::Error::Conflict`] for a key used in the discussion for
     /// another comment (other author, text or parent), nothing written.
@@ -535,7 +587,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 /// Up and down votes on comments, and the pages they rank: what every [`CommentStore`] does
 /// besides posting and reading. It is a supertrait of [`CommentStore`], so an
 /// `Arc<DynCommentStore>` votes and ranks whatever its strategy (a concrete store, such as
-/// [`PerComment`], needs this trait in scope).
+/// [`PerComment`], needs this trait in scope: `use mongo_social::prelude::*`, [`crate::prelude`]).
 ///
 /// One vote per user per comment: [`VotedComments::vote`] casts or changes it,
 /// [`VotedComments::retract_vote`] takes it back. Each [`Comment`] carries its [`Votes`], and the
@@ -559,7 +611,10 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 /// let page = store.ranked("article-42", None, Sort::Best, PageRequest::first(20)).await?;
 /// let first = &page.items[0];
 /// store.vote("article-42", &first.link, "u7", Vote::Up).await?;
-/// // A request's raw direction (Reddit's `dir`: 1, 0, -1) is checked at the boundary.
+/// // A request's vote by name (`"up"`, `"down"`) is parsed, and checked, at the boundary,
+/// let named: Vote = "down".parse()?;
+/// store.vote("article-42", &first.link, "u8", named).await?;
+/// // and so is a raw direction (Reddit's `dir`: 1, 0, -1).
 /// match Vote::from_dir(-1)? {
 ///     Some(vote) => store.vote("article-42", &first.link, "u7", vote).await?,
 ///     None => store.retract_vote("article-42", &first.link, "u7").await?,
@@ -696,4 +751,102 @@ pub trait ThreadedComments: CommentStore {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>>;
+
+    /// A discussion ranked by `sort` as a threaded page shows it, to `depth` levels of replies,
+    /// in a bounded number of reads: one page of top-level comments as
+    /// [`VotedComments::ranked`] reads it (`page`: its limit, and its cursor to continue the top
+    /// level), and under each comment down to depth `depth` (0: the top level alone, 1: their
+    /// replies too, ...) the first page of its direct replies, `page.limit` of them, ranked the
+    /// same way. Each level holds exactly the comments, in the order, and with the cursors that
+    /// [`VotedComments::ranked`] gives for it (`Thread::replies`'s `next` continues a comment's
+    /// replies there); what differs is the cost:
+    ///
+    /// | store | reads |
+    /// |---|---|
+    /// | [`PerComment`] | 1 `find` for the top level (the index range `ranked` reads), then 1 `find` per level of replies, of every reply of the comments shown at the level above (`{parent: {$in: [...]}}` on the ranked index), ranked here: at most `1 + depth` |
+    /// | [`Embedded`] | 1 `find` of the discussion's document, ranked here at every level |
+    /// | this default, for a strategy of the application's own | one [`VotedComments::ranked`] per comment shown above `depth`: `1 + N + N·M + ...` |
+    ///
+    /// Reading level by level with [`VotedComments::ranked`] costs a read per comment whose
+    /// replies are shown (1 + N + N·M for two levels of replies); this reads each level's
+    /// replies at once, so [`PerComment`] reads every reply of the comments shown (not only the
+    /// first `page.limit` of each), and [`Embedded`] the whole discussion, as its top level
+    /// does already.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: &mongo_social::PerComment) -> mongo_social::Result<()> {
+    /// use mongo_social::prelude::*;
+    /// use mongo_social::comments::Sort;
+    /// use mongo_social::PageRequest;
+    ///
+    /// // The 20 best comments, the 20 best replies of each, and of each of those.
+    /// let thread = store.ranked_thread("article-42", Sort::Best, PageRequest::first(20), 2).await?;
+    /// for top in &thread.items {
+    ///     println!("{} ({} up)", top.comment.text, top.comment.votes.ups);
+    ///     for reply in top.replies.iter().flat_map(|replies| &replies.items) {
+    ///         println!("  {}", reply.comment.text);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`VotedComments::ranked`] for the top level.
+    async fn ranked_thread(
+        &self,
+        discussion: &str,
+        sort: Sort,
+        page: PageRequest,
+        depth: usize,
+    ) -> Result<Page<Thread>> {
+        let limit = page.limit;
+        let top = self.ranked(discussion, None, sort, page).await?;
+        let mut replies = std::collections::HashMap::new();
+        let mut level: Vec<String> = top.items.iter().map(|c| c.link.clone()).collect();
+        for _ in 0..depth {
+            let mut below = Vec::new();
+            for parent in level {
+                let page = self
+                    .ranked(discussion, Some(&parent), sort, PageRequest::first(limit))
+                    .await?;
+                below.extend(page.items.iter().map(|c| c.link.clone()));
+                replies.insert(parent, page);
+            }
+            level = below;
+        }
+        Ok(Thread::assemble(top, &mut replies))
+    }
+}
+
+/// A comment with the first page of its ranked replies, each with theirs, as
+/// [`ThreadedComments::ranked_thread`] reads them.
+///
+/// It serializes (serde) as `{"comment": {...}, "replies": {"items": [...], "next": ...}}`,
+/// without `replies` below the depth read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    /// The comment.
+    pub comment: Comment,
+    /// Its direct replies, ranked: the first page (`next` continues it with
+    /// [`VotedComments::ranked`] of this comment's link), each with its own; `None` for a
+    /// comment at the depth the read stopped at, whose replies were not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replies: Option<Page<Thread>>,
+}
+
+impl Thread {
+    /// The threads of `level`'s comments, each with its page of replies from `replies` (by the
+    /// comment's link), and theirs; `None` for a comment `replies` does not hold.
+    fn assemble(
+        level: Page<Comment>,
+        replies: &mut std::collections::HashMap<String, Page<Comment>>,
+    ) -> Page<Thread> {
+        level.map(|comment| Thread {
+            replies: replies
+                .remove(&comment.link)
+                .map(|page| Thread::assemble(page, replies)),
+            comment,
+        })
+    }
 }

@@ -1,6 +1,7 @@
 //! One document per comment, threaded by materialized slug paths.
 
 use crate::error::Invalid;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,7 +17,7 @@ use super::registry::Registry;
 use super::votes::{self, Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use super::{
     check_reply_target, discussion_lock, notify_reply, reply_to_withdraw, slug, validate, Author,
-    Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy,
+    Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order, Sort, Strategy, Thread,
     ThreadedComments, Vote, VotedComments, Votes,
 };
 use crate::backend::Backend;
@@ -109,6 +110,8 @@ pub struct PerComment {
     votes: VoteBook,
     max_key_bytes: usize,
     max_comment_bytes: usize,
+    /// Whether a post to a discussion not registered registers it.
+    create_discussions: bool,
 }
 
 /// Configures a [`PerComment`] store.
@@ -119,10 +122,22 @@ pub struct PerCommentBuilder {
     notifier: Option<Arc<DynNotifier>>,
     max_key_bytes: usize,
     max_comment_bytes: usize,
+    create_discussions: bool,
 }
 
 impl PerCommentBuilder {
     store_builder_methods!();
+
+    /// Whether a top-level [`post`](CommentStore::post) to a discussion that was not registered
+    /// registers it ([`CommentStore::create_discussion`]) and posts, instead of failing with
+    /// [`Error::NotFound`] (default `false`). Concurrent first posts register it once (an
+    /// `insert` of the discussion's `_id`, a duplicate counting as done). A post to a
+    /// registered discussion costs what it did; the first post to a new one, 1 `insert` more.
+    /// Replies, votes and reads still need the discussion.
+    pub fn create_discussions_on_post(mut self, create: bool) -> Self {
+        self.create_discussions = create;
+        self
+    }
 
     /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
     /// reply: the parent comment's author is notified ([`Kind::Reply`] on
@@ -233,6 +248,7 @@ impl PerCommentBuilder {
             comments,
             max_key_bytes: self.max_key_bytes,
             max_comment_bytes: self.max_comment_bytes,
+            create_discussions: self.create_discussions,
         })
     }
 }
@@ -375,7 +391,16 @@ impl PerComment {
             notifier: None,
             max_key_bytes: Self::DEFAULT_MAX_KEY_BYTES,
             max_comment_bytes: Self::DEFAULT_MAX_COMMENT_BYTES,
+            create_discussions: false,
         }
+    }
+
+    /// This store as a [`ThreadedComments`], which it always is: what
+    /// [`CommentStore::threaded`] gives a strategy chosen at run time, without its `Option`.
+    /// (With the traits in scope, [`crate::prelude`], a `PerComment` replies and votes as it
+    /// is.)
+    pub fn as_threaded(&self) -> &dyn ThreadedComments {
+        self
     }
 
     /// Inserts a comment under `parent` (or at the top level), choosing a fresh slug part
@@ -681,7 +706,10 @@ impl CommentStore for PerComment {
             }
         }
         if self.registry.find(discussion).await?.is_none() {
-            return Err(validate::no_discussion(discussion));
+            if !self.create_discussions {
+                return Err(validate::no_discussion(discussion));
+            }
+            self.create_discussion(discussion).await?;
         }
         Ok(self
             .insert(discussion, None, comment, keyed.as_ref())
@@ -968,6 +996,67 @@ impl ThreadedComments for PerComment {
             },
         )
         .await
+    }
+
+    /// The top level as [`VotedComments::ranked`] reads it (1 `find`), then per level of
+    /// replies 1 `find` of every reply of the comments shown at the level above, ranked here
+    /// by their stored keys as the ranked index orders them (key, then `full_slug`).
+    async fn ranked_thread(
+        &self,
+        discussion: &str,
+        sort: Sort,
+        page: PageRequest,
+        depth: usize,
+    ) -> Result<Page<Thread>> {
+        let limit = page.limit;
+        let top = self.ranked(discussion, None, sort, page).await?;
+        let mut replies = HashMap::new();
+        let mut level: Vec<String> = top.items.iter().map(|c| c.link.clone()).collect();
+        for _ in 0..depth {
+            if level.is_empty() {
+                break;
+            }
+            let found: Vec<Document> = self
+                .comments
+                .find(doc! { "discussion_id": discussion, "parent": { "$in": level.clone() } })
+                .await?
+                .try_collect()
+                .await?;
+            let mut by_parent: HashMap<String, Vec<Stored>> = HashMap::new();
+            for found in found {
+                let stored: Stored = bson_ext::decode(self.comments.name(), found)?;
+                by_parent
+                    .entry(stored.parent.clone())
+                    .or_default()
+                    .push(stored);
+            }
+            // One zero, as the server compares keys.
+            let key = |stored: &Stored| stored.ranking.key(sort) + 0.0;
+            let mut below = Vec::new();
+            for parent in level {
+                let mut children = by_parent.remove(&parent).unwrap_or_default();
+                children.sort_by(|a, b| {
+                    key(b)
+                        .total_cmp(&key(a))
+                        .then_with(|| a.full_slug.cmp(&b.full_slug))
+                });
+                children.truncate(limit + 1);
+                let page = page_from(children, limit, Stored::comment, |last| {
+                    cursor::after_ranked(
+                        STRATEGY,
+                        sort,
+                        discussion,
+                        Some(&parent),
+                        last.ranking.key(sort),
+                        &last.full_slug,
+                    )
+                });
+                below.extend(page.items.iter().map(|c| c.link.clone()));
+                replies.insert(parent, page);
+            }
+            level = below;
+        }
+        Ok(Thread::assemble(top, &mut replies))
     }
 }
 

@@ -11,10 +11,25 @@
 use crate::error::Invalid;
 use std::cmp::Ordering;
 use std::fmt;
+use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
+use crate::names::{serde_by_name, unknown};
 use crate::{Error, Result};
 
 /// A user's vote on a comment.
+///
+/// Named `"up"` and `"down"`: `FromStr` parses a request's name (anything else is
+/// [`Invalid::Name`](crate::error::Invalid::Name)), `Display` prints it, and serde uses the
+/// same text. [`Vote::from_dir`] reads Reddit's numeric direction instead.
+///
+/// ```
+/// use mongo_social::comments::Vote;
+/// assert_eq!("down".parse::<Vote>().unwrap(), Vote::Down);
+/// assert_eq!(Vote::Up.to_string(), "up");
+/// assert!("sideways".parse::<Vote>().unwrap_err().is_invalid_input());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Vote {
     /// An upvote: the comment adds to the discussion.
@@ -24,6 +39,14 @@ pub enum Vote {
 }
 
 impl Vote {
+    /// The vote's name: `"up"` or `"down"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vote::Up => "up",
+            Vote::Down => "down",
+        }
+    }
+
     /// `1` for [`Vote::Up`], `-1` for [`Vote::Down`]: the `value` a vote document stores.
     pub fn value(self) -> i32 {
         match self {
@@ -73,9 +96,30 @@ impl TryFrom<i64> for Vote {
     }
 }
 
+impl fmt::Display for Vote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Vote {
+    type Err = Error;
+
+    /// `"up"` or `"down"`; anything else is [`Invalid::Name`](crate::error::Invalid::Name).
+    fn from_str(name: &str) -> Result<Vote> {
+        match name {
+            "up" => Ok(Vote::Up),
+            "down" => Ok(Vote::Down),
+            other => Err(unknown("vote", other, "up, down")),
+        }
+    }
+}
+
+serde_by_name!(Vote);
+
 /// A comment's votes: how many users vote it up and down. Every [`super::Comment`] carries its
 /// own, exact under concurrent voting (see [`super::VotedComments`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Votes {
     /// Users voting the comment up.
     pub ups: u64,
@@ -167,6 +211,19 @@ impl Votes {
 
 /// The order of a ranked page ([`super::VotedComments::ranked`]): highest key first, comments
 /// with equal keys in posting order.
+///
+/// Named as Reddit names them (`"best"`, `"hot"`, `"top"`, `"controversial"`): `FromStr` parses
+/// a request's name (anything else is [`Invalid::Name`](crate::error::Invalid::Name)),
+/// `Display` prints it, and serde uses the same text, so `?sort=best` deserializes into a
+/// `Sort`.
+///
+/// ```
+/// use mongo_social::comments::Sort;
+/// for sort in Sort::ALL {
+///     assert_eq!(sort.to_string().parse::<Sort>().unwrap(), sort);
+/// }
+/// assert!("new".parse::<Sort>().unwrap_err().is_invalid_input());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Sort {
@@ -228,6 +285,21 @@ impl fmt::Display for Sort {
         f.write_str(self.name())
     }
 }
+
+impl FromStr for Sort {
+    type Err = Error;
+
+    /// `"best"`, `"hot"`, `"top"` or `"controversial"`; anything else is
+    /// [`Invalid::Name`](crate::error::Invalid::Name).
+    fn from_str(name: &str) -> Result<Sort> {
+        Sort::ALL
+            .into_iter()
+            .find(|sort| sort.name() == name)
+            .ok_or_else(|| unknown("sort", name, "best, hot, top, controversial"))
+    }
+}
+
+serde_by_name!(Sort);
 
 /// Ranks `items` (each with its sort key and a tiebreak in posting order) highest key first,
 /// equal keys oldest first, and keeps those after `after` (a cursor's key and tiebreak): the
@@ -329,6 +401,24 @@ mod tests {
         assert_eq!(Vote::try_from(1).unwrap(), Vote::Up);
         assert_eq!(Vote::of_value(Vote::Down.value()), Some(Vote::Down));
         assert_eq!(Vote::of_value(0), None);
+    }
+
+    #[test]
+    fn names_parse_as_they_print() {
+        for vote in [Vote::Up, Vote::Down] {
+            assert_eq!(vote.to_string().parse::<Vote>().unwrap(), vote);
+        }
+        for sort in Sort::ALL {
+            assert_eq!(sort.to_string().parse::<Sort>().unwrap(), sort);
+        }
+        assert!(matches!(
+            "Best".parse::<Sort>(),
+            Err(Error::InvalidInput(Invalid::Name { what: "sort", value, .. })) if value == "Best"
+        ));
+        assert!(matches!(
+            "1".parse::<Vote>(),
+            Err(Error::InvalidInput(Invalid::Name { what: "vote", .. }))
+        ));
     }
 
     #[test]

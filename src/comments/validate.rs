@@ -92,3 +92,14 @@ pub(super) fn no_discussion(discussion: &str) -> Error {
         id: discussion.to_owned(),
     }
 }
+
+/// Whether `error` is [`no_discussion`]'s.
+pub(super) fn is_no_discussion(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::NotFound {
+            what: Entity::Discussion,
+            ..
+        }
+    )
+}

@@ -358,6 +358,36 @@ impl fmt::Display for Limit {
 }
 
 impl Error {
+    /// The kind of failure, as a stable `snake_case` name of its variant, for logs, metrics and
+    /// an API's error responses: `"invalid_input"`, `"invalid_config"`, `"not_found"`,
+    /// `"already_exists"`, `"conflict"`, `"forbidden"`, `"unsupported"`, `"unreachable"`,
+    /// `"retries_exhausted"`, `"timeout"`, `"database"`, `"encode"`, `"decode"`, `"handler"`.
+    /// A name never changes meaning; a variant added later gets a new one.
+    ///
+    /// ```
+    /// use mongo_social::{Entity, Error};
+    /// let error = Error::NotFound { what: Entity::Discussion, id: "d1".into() };
+    /// assert_eq!(error.kind(), "not_found");
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidInput(_) => "invalid_input",
+            Error::InvalidConfig { .. } => "invalid_config",
+            Error::NotFound { .. } => "not_found",
+            Error::AlreadyExists { .. } => "already_exists",
+            Error::Conflict { .. } => "conflict",
+            Error::Forbidden(_) => "forbidden",
+            Error::Unsupported { .. } => "unsupported",
+            Error::Unreachable { .. } => "unreachable",
+            Error::RetriesExhausted { .. } => "retries_exhausted",
+            Error::Timeout { .. } => "timeout",
+            Error::Database { .. } => "database",
+            Error::Encode(_) => "encode",
+            Error::Decode { .. } => "decode",
+            Error::Handler { .. } => "handler",
+        }
+    }
+
     /// Whether the failure is transient: the same call, made again a little later, may succeed
     /// ([`Error::Unreachable`], [`Error::RetriesExhausted`], [`Error::Timeout`], and a
     /// [`Error::Database`] whose code is one of the transient ones of [`transient`]). The

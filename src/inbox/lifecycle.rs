@@ -246,6 +246,17 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
 
+    /// Marks every message of `owner`'s inbox read: [`InboxLifecycle::mark_read_up_to`] with
+    /// [`UpTo::Newest`], named as notifications name it
+    /// ([`NotificationStore::mark_all_read`](crate::NotificationStore::mark_all_read)).
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner.
+    async fn mark_all_read(&self, owner: &str) -> Result<()> {
+        self.mark_read_up_to(owner, UpTo::Newest).await
+    }
+
     /// How many messages of `owner`'s inbox are unread, leaving out hidden ones. One command.
     async fn unread_count(&self, owner: &str) -> Result<u64>;
 

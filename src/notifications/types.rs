@@ -2,11 +2,27 @@
 //! [`Counts`]).
 
 use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+
 /// What happened: the verb of a notification, which groups it with others of the same kind on
 /// the same target.
+///
+/// Named as stored (`"like"`, `"comment"`, `"reply"`, `"follow"`, `"mention"`, or a custom
+/// kind's name): `FromStr` parses a request's name, refusing a blank one or one longer than
+/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) with [`Invalid::Name`](crate::error::Invalid::Name);
+/// `Display` prints it, and serde uses the same text.
+///
+/// ```
+/// use mongo_social::notifications::Kind;
+/// assert_eq!("like".parse::<Kind>().unwrap(), Kind::Like);
+/// assert_eq!("badge".parse::<Kind>().unwrap(), Kind::Custom("badge".into()));
+/// assert_eq!(Kind::Reply.to_string(), "reply");
+/// assert!(" ".parse::<Kind>().unwrap_err().is_invalid_input());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Kind {
@@ -38,7 +54,8 @@ impl Kind {
         }
     }
 
-    /// The kind stored as `name`: a custom kind named like a built-in one is that one.
+    /// The kind stored as `name`: a custom kind named like a built-in one is that one. For a
+    /// name a request gave, parse it (`FromStr`), which refuses a blank or over-long one.
     ///
     /// ```
     /// use mongo_social::notifications::Kind;
@@ -62,6 +79,27 @@ impl fmt::Display for Kind {
         f.write_str(self.as_str())
     }
 }
+
+impl FromStr for Kind {
+    type Err = Error;
+
+    /// As [`Kind::from_name`], refusing with [`Invalid::Name`](crate::error::Invalid::Name) a
+    /// blank name or one longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), which no event
+    /// could have.
+    fn from_str(name: &str) -> Result<Self, Error> {
+        if crate::validate::id("kind", name).is_err() {
+            return Err(crate::names::unknown(
+                "notification kind",
+                name,
+                "like, comment, reply, follow, mention, or a custom kind's name (not blank, at \
+                 most 512 bytes)",
+            ));
+        }
+        Ok(Kind::from_name(name))
+    }
+}
+
+crate::names::serde_by_name!(Kind);
 
 /// One actor's action, as a store that knows it (a like, a follow, a reply) reports it to a
 /// [`Notifier`](super::Notifier): who is told, what happened, on what, by whom. Each is an id
@@ -171,7 +209,10 @@ impl<D> From<Activity> for Event<D> {
 
 /// A group of notifications: the events of one kind on one target for one recipient within one
 /// window ("Ann and 3 others liked your post").
-#[derive(Clone, Debug, PartialEq)]
+///
+/// It serializes (serde) with the field names below, `kind` as its name, the times as
+/// `bson::DateTime` serializes (MongoDB Extended JSON in JSON), and deserializes back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Group<D> {
     /// The group's id, for [`NotificationStore::mark_read`](super::NotificationStore::mark_read).
     pub id: String,

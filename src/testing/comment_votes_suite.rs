@@ -10,7 +10,9 @@ use crate::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::comments::{Comment, CommentStore, Deletion, NewComment, Sort, Vote, Votes};
+use crate::comments::{
+    Comment, CommentStore, Deletion, NewComment, Sort, Thread, ThreadedComments, Vote, Votes,
+};
 use crate::testing::comments_suite::{create, post_many, DISCUSSION};
 use crate::testing::CommandCounter;
 use crate::{Cursor, Entity, Error, Page, PageRequest};
@@ -364,6 +366,176 @@ pub async fn sort_orders(store: &dyn CommentStore) {
             .unwrap_err();
         assert!(matches!(error, Error::Unsupported { .. }), "{error}");
     }
+}
+
+/// The ranked thread under `parent` (the top level for `None`) read level by level with
+/// [`VotedComments::ranked`](crate::comments::VotedComments::ranked): the page `request` asks
+/// for, and under each comment the first page of its replies, `depth` levels down. What
+/// [`ThreadedComments::ranked_thread`] must equal.
+pub fn per_level_reads<'a>(
+    store: &'a dyn CommentStore,
+    parent: Option<&'a str>,
+    sort: Sort,
+    request: PageRequest,
+    depth: usize,
+) -> futures::future::BoxFuture<'a, Page<Thread>> {
+    Box::pin(async move {
+        let limit = request.limit;
+        let page = store
+            .ranked(DISCUSSION, parent, sort, request)
+            .await
+            .expect("a ranked page");
+        let mut items = Vec::with_capacity(page.items.len());
+        for comment in page.items {
+            let replies = match depth {
+                0 => None,
+                _ => Some(
+                    per_level_reads(
+                        store,
+                        Some(&comment.link),
+                        sort,
+                        PageRequest::first(limit),
+                        depth - 1,
+                    )
+                    .await,
+                ),
+            };
+            items.push(Thread { comment, replies });
+        }
+        Page {
+            items,
+            next: page.next,
+        }
+    })
+}
+
+/// Every comment of a thread, depth first.
+fn thread_texts(page: &Page<Thread>, out: &mut Vec<String>) {
+    for thread in &page.items {
+        out.push(thread.comment.text.clone());
+        if let Some(replies) = &thread.replies {
+            thread_texts(replies, out);
+        }
+    }
+}
+
+/// [`ThreadedComments::ranked_thread`] on [`build_voted`]'s discussion grown three levels deep:
+/// for every sort, page size and depth, the same comments in the same order with the same
+/// cursors as [`per_level_reads`], the top level continued by its cursor too; and in
+/// `reads(depth)` `find`s at most (all `find`s), where the per-level reads take one per comment
+/// shown above `depth`.
+pub async fn ranked_thread_matches_per_level_reads(
+    store: &dyn CommentStore,
+    threads: &dyn ThreadedComments,
+    commands: &CommandCounter,
+    reads: fn(usize) -> usize,
+) {
+    let p = build_voted(store).await;
+    let replies = read_ranked(store, Some(&p), Sort::Top, 10).await;
+    let p1 = &replies.iter().find(|c| c.text == "p1").expect("p1").link;
+    let q = &read_ranked(store, None, Sort::Best, 10).await[0];
+    assert_eq!(q.text, "q");
+    // Deeper levels: p1 -> p1a (2 up), p1b (1 down), p1c; p1a -> p1a1; p1a1 -> p1a1x; q -> q1.
+    let mut deeper = Vec::new();
+    for (parent, text, ups, downs) in [
+        (p1.clone(), "p1a", 2, 0),
+        (p1.clone(), "p1b", 0, 1),
+        (p1.clone(), "p1c", 1, 1),
+        (q.link.clone(), "q1", 1, 0),
+    ] {
+        let reply = threads
+            .reply(DISCUSSION, &parent, new(text))
+            .await
+            .expect("reply");
+        cast(store, &reply.link, "deep", ups, downs).await;
+        deeper.push(reply);
+    }
+    let p1a1 = threads
+        .reply(DISCUSSION, &deeper[0].link, new("p1a1"))
+        .await
+        .expect("reply");
+    threads
+        .reply(DISCUSSION, &p1a1.link, new("p1a1x"))
+        .await
+        .expect("reply");
+
+    for sort in Sort::ALL {
+        for limit in [1, 2, 3, 100] {
+            for depth in [0, 1, 2, 3, 4] {
+                let what = format!("{sort}, pages of {limit}, depth {depth}");
+                let expected =
+                    per_level_reads(store, None, sort, PageRequest::first(limit), depth).await;
+                commands.reset();
+                let thread = threads
+                    .ranked_thread(DISCUSSION, sort, PageRequest::first(limit), depth)
+                    .await
+                    .unwrap_or_else(|error| panic!("{what}: {error}"));
+                let sent = commands.names();
+                assert!(
+                    sent.iter().all(|name| name == "find") && sent.len() <= reads(depth),
+                    "{what}: {sent:?}"
+                );
+                assert_eq!(thread, expected, "{what}");
+                // The top level continued by its cursor, as `ranked` continues it.
+                if let Some(next) = thread.next {
+                    let request = PageRequest::after(limit, next);
+                    let expected = per_level_reads(store, None, sort, request.clone(), depth).await;
+                    let thread = threads
+                        .ranked_thread(DISCUSSION, sort, request, depth)
+                        .await
+                        .unwrap_or_else(|error| panic!("{what}, page 2: {error}"));
+                    assert_eq!(thread, expected, "{what}, page 2");
+                }
+            }
+        }
+    }
+    // Everything, in the ranking "top" gives each level (ties in posting order).
+    let all = threads
+        .ranked_thread(DISCUSSION, Sort::Top, PageRequest::first(100), 10)
+        .await
+        .unwrap();
+    let mut texts = Vec::new();
+    thread_texts(&all, &mut texts);
+    assert_eq!(
+        texts,
+        [
+            "p", "p1", "p1a", "p1a1", "p1a1x", "p1c", "p1b", "p3", "p2", "q", "q1", "t", "r", "s",
+            "u"
+        ]
+    );
+    // The deepest comment read has its replies read (none); below the depth asked, none are.
+    let p1a1x = &all.items[0].replies.as_ref().unwrap().items[0]
+        .replies
+        .as_ref()
+        .unwrap()
+        .items[0]
+        .replies
+        .as_ref()
+        .unwrap()
+        .items[0]
+        .replies
+        .as_ref()
+        .unwrap()
+        .items[0];
+    assert_eq!(p1a1x.comment.text, "p1a1x");
+    assert_eq!(p1a1x.comment.depth, 4);
+    assert_eq!(p1a1x.replies.as_ref().map(|r| r.items.len()), Some(0));
+    let shallow = threads
+        .ranked_thread(DISCUSSION, Sort::Top, PageRequest::first(100), 0)
+        .await
+        .unwrap();
+    assert!(shallow.items.iter().all(|t| t.replies.is_none()));
+    // The top level's errors, as `ranked` gives them.
+    let error = threads
+        .ranked_thread("no-such-discussion", Sort::Top, PageRequest::first(5), 2)
+        .await
+        .unwrap_err();
+    assert!(error.is_not_found(), "{error}");
+    let error = threads
+        .ranked_thread(DISCUSSION, Sort::Top, PageRequest::first(0), 2)
+        .await
+        .unwrap_err();
+    assert!(error.is_invalid_input(), "{error}");
 }
 
 /// Keyset pages of "top" while votes change between pages: votes that move comments already
