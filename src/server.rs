@@ -277,6 +277,10 @@ pub struct Capabilities {
     /// documents holding any of them; there a search that needs every term filters the text
     /// index's candidates again ([`crate::feed::Search`]). False where there is no `$text`.
     pub text_all_phrases: bool,
+    /// Partial indexes (`partialFilterExpression`): an index holding only the documents that
+    /// match a filter, which writes of other documents do not maintain (the unread copies of an
+    /// inbox, say). Probed elsewhere; FerretDB 1.x has none.
+    pub partial_indexes: bool,
     /// Change streams (`$changeStream`): MongoDB replica sets and sharded clusters, and servers
     /// whose probe opens one (mongo-java-server with its oplog); not a standalone MongoDB, not
     /// FerretDB. Where they are missing, watches poll ([`crate::realtime`]).
@@ -324,6 +328,7 @@ impl Capabilities {
             transactions: topology != Topology::Standalone,
             text_search: true,
             text_all_phrases: true,
+            partial_indexes: true,
             change_streams: topology != Topology::Standalone,
             graph_lookup: joins_on_shards,
             sharding,
@@ -342,6 +347,7 @@ impl Capabilities {
                 transactions: false,
                 text_search: false,
                 text_all_phrases: false,
+                partial_indexes: false,
                 change_streams: false,
                 graph_lookup: false,
                 sharding,
@@ -362,6 +368,7 @@ impl Capabilities {
                     transactions: false,
                     text_search: probes.text_search,
                     text_all_phrases: probes.text_search && probes.text_all_phrases,
+                    partial_indexes: probes.partial_indexes,
                     change_streams: probes.change_streams,
                     graph_lookup: probes.graph_lookup && joins_on_shards,
                     sharding,
@@ -394,6 +401,7 @@ impl Capabilities {
                 self.text_all_phrases || !self.text_search,
                 "$text requiring every phrase",
             ),
+            (self.partial_indexes, "partial indexes"),
             (self.change_streams, "change streams"),
             (self.filters_beyond_id, "filters beyond `_id` in the engine"),
             (self.graph_lookup, "$graphLookup"),
@@ -414,6 +422,7 @@ struct Probes {
     group_first_accumulator: bool,
     text_search: bool,
     text_all_phrases: bool,
+    partial_indexes: bool,
     change_streams: bool,
     graph_lookup: bool,
 }
@@ -439,6 +448,7 @@ impl Probes {
                 graph_lookup: probe_graph_lookup(database, &name).await,
                 text_search,
                 text_all_phrases,
+                partial_indexes: probe_partial_index(database, &name).await,
                 change_streams: probe_change_streams(database, &name).await,
             }
         } else {
@@ -610,6 +620,20 @@ async fn probe_text_search(database: &Database, collection: &str) -> (bool, bool
         return (false, false);
     }
     (true, found("\"hello\" \"absent\"").await == Some(0))
+}
+
+/// Whether an index with a `partialFilterExpression` can be built.
+async fn probe_partial_index(database: &Database, collection: &str) -> bool {
+    database
+        .run_command(doc! {
+            "createIndexes": collection,
+            "indexes": [{
+                "key": { "s": 1 }, "name": "s_partial",
+                "partialFilterExpression": { "n": { "$gte": 0 } },
+            }],
+        })
+        .await
+        .is_ok()
 }
 
 /// Whether a change stream opens on the collection (its cursor is closed again at once).
@@ -924,6 +948,7 @@ mod tests {
             group_first_accumulator: true,
             text_search: true,
             text_all_phrases: false,
+            partial_indexes: true,
             change_streams: false,
             graph_lookup: true,
         };
@@ -979,6 +1004,7 @@ mod tests {
             group_first_accumulator: true,
             text_search: false,
             text_all_phrases: false,
+            partial_indexes: true,
             change_streams: true,
             graph_lookup: true,
         };

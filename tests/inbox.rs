@@ -2,12 +2,14 @@
 //! strategy's own checks.
 
 use mongo_social::error::Invalid;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
+use mongo_social::inbox::{InboxLifecycle, UpTo};
 use mongo_social::testing::inbox_suite::{self, Note};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
@@ -244,8 +246,9 @@ async fn cursors_of_other_strategies_are_refused() {
 }
 
 /// Used before `create_indexes`, buckets stay exact (the reported case: five sends into
-/// buckets of 2 gave a count of 2 and the order m1, m0, m3, m2, m4), because the store creates
-/// the unique `{owner, sequence}` index before its first write.
+/// buckets of 2 gave a count of 2 and the order m1, m0, m3, m2, m4): a bucket's `_id` is derived
+/// from its owner and sequence, so `_id`'s own uniqueness keeps a bucket from being opened twice,
+/// with no index of the store's.
 #[tokio::test]
 async fn buckets_used_before_create_indexes_stay_exact() {
     let db = testing::test_db("buckets_before_indexes").await;
@@ -259,19 +262,27 @@ async fn buckets_used_before_create_indexes_stay_exact() {
     assert_eq!(inbox_suite::read_all(&store, "bob", 10).await, sent);
     let sizes: Vec<usize> = bucket_sizes(&db, "bob").await.iter().map(|b| b.1).collect();
     assert_eq!(sizes, [2, 2, 1]);
-    let unique: Vec<Document> = db
+    let ids: Vec<String> = db
         .collection::<Document>("inbox_buckets")
-        .list_indexes()
+        .find(doc! { "owner": "bob" })
+        .sort(doc! { "_id": 1 })
         .await
         .unwrap()
         .try_collect::<Vec<_>>()
         .await
         .unwrap()
-        .into_iter()
-        .filter(|index| index.options.as_ref().and_then(|o| o.unique) == Some(true))
-        .map(|index| index.keys)
+        .iter()
+        .map(|bucket| bucket.get_str("_id").unwrap().to_owned())
         .collect();
-    assert_eq!(unique, [doc! { "owner": 1, "sequence": 1 }]);
+    // "bob" in hex, then the sequence in 12 digits.
+    assert_eq!(
+        ids,
+        [
+            "626f62.000000000000",
+            "626f62.000000000001",
+            "626f62.000000000002"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -481,70 +492,63 @@ async fn lagging_head_is_resynchronised() {
     assert_eq!(buckets[40], (40, 1, 1));
 }
 
-/// Buckets stored before their `_id` was derived from owner and sequence (each under an
-/// `ObjectId`) are read as before, and sends keep filling them and roll over past them, on
-/// every server (on FerretDB 1.x a send finds such a bucket by `{owner, sequence}` once its push
-/// under the derived `_id` is refused).
+/// An owner's buckets are one range of `_id`: owners whose names are prefixes of one another or
+/// hold the characters around the separator (`.`, `/`) never read, count or fill each other's
+/// buckets.
 #[tokio::test]
-async fn buckets_stored_under_object_ids_keep_working() {
-    let db = testing::test_db("buckets_under_object_ids").await;
+async fn owners_whose_names_nest_keep_their_buckets_apart() {
+    let db = testing::test_db("buckets_nested_owners").await;
     let store = BucketedFanOut::builder(&db.db)
-        .bucket_size(3)
+        .bucket_size(2)
         .build()
         .unwrap();
     store.create_indexes().await.unwrap();
-    let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob", "ann"], 4).await;
-    let buckets = db.collection::<Document>("inbox_buckets");
-    let stored: Vec<Document> = buckets
-        .find(doc! {})
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    let ids: Vec<&str> = stored.iter().map(|b| b.get_str("_id").unwrap()).collect();
-    assert_eq!(ids.len(), 4);
-    assert!(ids.contains(&"bob/0") && ids.contains(&"bob/1"), "{ids:?}");
-    // The same documents as the earlier layout stored them.
-    buckets.delete_many(doc! {}).await.unwrap();
-    buckets
-        .insert_many(stored.into_iter().map(|mut bucket| {
-            bucket.insert("_id", bson::oid::ObjectId::new());
-            bucket
-        }))
-        .await
-        .unwrap();
-    sent.extend(inbox_suite::send_sequence(&store, "cat", &["bob", "ann"], 5).await);
-    for owner in ["bob", "ann"] {
-        assert_eq!(store.count(owner).await.unwrap(), 9, "{owner}");
-        let mut expected = sent.clone();
-        expected.reverse();
+    let owners = [
+        "b",
+        "bo",
+        "bob",
+        "bob.",
+        "bob/",
+        "bob.0",
+        "bob0",
+        "bob/000000000001",
+    ];
+    let mut expected = HashMap::new();
+    for (i, owner) in owners.iter().enumerate() {
+        let mut sent = inbox_suite::send_sequence(&store, "joe", &[owner], i as u32 + 1).await;
+        sent.reverse();
+        expected.insert(*owner, sent);
+    }
+    for owner in owners {
+        let sent = &expected[owner];
         assert_eq!(
-            inbox_suite::read_all(&store, owner, 2).await,
-            expected,
+            store.count(owner).await.unwrap(),
+            sent.len() as u64,
             "{owner}"
         );
         assert_eq!(
-            bucket_sizes(&db, owner).await,
-            [(0, 3, 3), (1, 3, 3), (2, 3, 3)],
+            &inbox_suite::read_all(&store, owner, 3).await,
+            sent,
+            "{owner}"
+        );
+        let sizes: Vec<usize> = bucket_sizes(&db, owner).await.iter().map(|b| b.1).collect();
+        assert_eq!(sizes.iter().sum::<usize>(), sent.len(), "{owner}");
+        assert!(sizes.iter().all(|size| *size <= 2), "{owner}: {sizes:?}");
+        assert_eq!(
+            store.unread_count(owner).await.unwrap(),
+            sent.len() as u64,
             "{owner}"
         );
     }
-    let new_ids: Vec<String> = buckets
-        .find(doc! { "owner": "bob", "sequence": 2 })
-        .await
-        .unwrap()
-        .try_collect::<Vec<Document>>()
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.get_str("_id").unwrap().to_owned())
-        .collect();
-    assert_eq!(
-        new_ids,
-        ["bob/2"],
-        "a bucket opened now has the derived `_id`"
-    );
+    store.mark_read_up_to("bob", UpTo::Newest).await.unwrap();
+    for owner in owners {
+        let unread = if owner == "bob" {
+            0
+        } else {
+            expected[owner].len() as u64
+        };
+        assert_eq!(store.unread_count(owner).await.unwrap(), unread, "{owner}");
+    }
 }
 
 /// Where updates are not atomic, recipients are locked around delivery; a lock left by a sender
@@ -617,6 +621,7 @@ async fn long_recipient_lists_are_stored_once(
     store: &DynInboxStore<String>,
     entries: &str,
     send_inserts: Option<usize>,
+    every_send_recorded: bool,
 ) {
     store.create_indexes().await.expect("indexes");
     let group: Vec<String> = (0..5).map(|i| format!("member{i}")).collect();
@@ -644,11 +649,14 @@ async fn long_recipient_lists_are_stored_once(
     let lists = stored_entries(db, "inbox_recipients").await;
     assert_eq!(
         lists.len(),
-        1,
-        "one list, for the long message only: {lists:?}"
+        if every_send_recorded { 2 } else { 1 },
+        "one list, for the long message only, or one record per message: {lists:?}"
     );
-    assert_eq!(lists[0].get_object_id("_id").unwrap(), long.id.0);
-    let listed: Vec<&str> = lists[0]
+    let list = lists
+        .iter()
+        .find(|list| list.get_object_id("_id").unwrap() == long.id.0)
+        .expect("the long message's list");
+    let listed: Vec<&str> = list
         .get_array("to")
         .unwrap()
         .iter()
@@ -706,7 +714,10 @@ async fn long_recipient_lists_are_stored_once(
 
     // Delivering the long message again writes no second list and no second entry.
     store.deliver(&long, &group).await.expect("deliver again");
-    assert_eq!(stored_entries(db, "inbox_recipients").await.len(), 1);
+    assert_eq!(
+        stored_entries(db, "inbox_recipients").await.len(),
+        if every_send_recorded { 2 } else { 1 }
+    );
     assert_eq!(stored_entries(db, entries).await.len(), 7);
 }
 
@@ -718,7 +729,7 @@ async fn fan_out_on_write_stores_long_recipient_lists_once() {
         .build()
         .unwrap();
     // The list, then the copies.
-    long_recipient_lists_are_stored_once(&db, &store, "inbox_copies", Some(2)).await;
+    long_recipient_lists_are_stored_once(&db, &store, "inbox_copies", Some(2), false).await;
 }
 
 #[tokio::test]
@@ -728,73 +739,73 @@ async fn buckets_store_long_recipient_lists_once() {
         .max_inline_recipients(2)
         .build()
         .unwrap();
-    // The list and, without atomic updates, the recipient locks.
-    let inserts = db.info.capabilities().atomic_updates.then_some(1);
-    long_recipient_lists_are_stored_once(&db, &store, "inbox_buckets", inserts).await;
+    // The record is an upsert and the entries are pushes: no `insert` (without atomic updates,
+    // the recipient locks are inserted too).
+    let inserts = db.info.capabilities().atomic_updates.then_some(0);
+    long_recipient_lists_are_stored_once(&db, &store, "inbox_buckets", inserts, true).await;
 }
 
-/// By default a recipient list rides in every entry up to 100 names, or up to 10 where the
-/// engine scans the collection for every filter but `_id` (FerretDB 1.x); pages give every list
-/// back whole either way.
-async fn default_inline_limit_follows_the_server(
+/// By default a recipient list rides in every entry up to 100 names, on every server; a longer
+/// one is stored once, and pages give every list back whole either way.
+async fn default_inline_limit_is_a_hundred(
     db: &TestDb,
     store: &DynInboxStore<String>,
     entries: &str,
+    every_send_recorded: bool,
 ) {
     store.create_indexes().await.expect("indexes");
     let members = |n: usize| -> Vec<String> { (0..n).map(|i| format!("member{i}")).collect() };
-    let to_ten = store
-        .send(NewMessage::new("joe", members(10), "to ten".to_owned()))
+    let to_hundred = store
+        .send(NewMessage::new("joe", members(100), "to 100".to_owned()))
         .await
-        .expect("send to ten")
+        .expect("send to 100")
         .message;
-    let to_eleven = store
-        .send(NewMessage::new("joe", members(11), "to eleven".to_owned()))
+    let to_more = store
+        .send(NewMessage::new("joe", members(101), "to 101".to_owned()))
         .await
-        .expect("send to eleven")
+        .expect("send to 101")
         .message;
 
-    let scanning = !db.info.capabilities().filters_beyond_id;
-    let lists: Vec<ObjectId> = stored_entries(db, "inbox_recipients")
+    let mut lists: Vec<ObjectId> = stored_entries(db, "inbox_recipients")
         .await
         .iter()
         .map(|list| list.get_object_id("_id").unwrap())
         .collect();
-    let expected = if scanning {
-        vec![to_eleven.id.0]
-    } else {
-        vec![]
-    };
-    assert_eq!(lists, expected, "scanning engine: {scanning}");
+    lists.sort();
+    let mut expected = vec![to_more.id.0];
+    if every_send_recorded {
+        expected.insert(0, to_hundred.id.0);
+    }
+    assert_eq!(lists, expected);
     let inline: Vec<usize> = stored_entries(db, entries)
         .await
         .iter()
         .filter_map(|entry| Some(entry.get_array("to").ok()?.len()))
         .collect();
-    assert_eq!(inline.len(), if scanning { 10 } else { 21 }, "{inline:?}");
+    assert_eq!(inline, [100; 100]);
 
     let page = store
         .inbox_page("member0", PageRequest::first(10))
         .await
         .expect("page");
     let ids: Vec<MessageId> = page.items.iter().map(|message| message.id).collect();
-    assert_eq!(ids, [to_eleven.id, to_ten.id]);
-    assert_eq!(page.items[0].to, members(11));
-    assert_eq!(page.items[1].to, members(10));
+    assert_eq!(ids, [to_more.id, to_hundred.id]);
+    assert_eq!(page.items[0].to, members(101));
+    assert_eq!(page.items[1].to, members(100));
 }
 
 #[tokio::test]
-async fn fan_out_on_write_inline_limit_follows_the_server() {
+async fn fan_out_on_write_inline_limit_is_a_hundred() {
     let db = testing::test_db("fan_out_on_write_inline_default").await;
     let store = FanOutOnWrite::new(&db.db);
-    default_inline_limit_follows_the_server(&db, &store, "inbox_copies").await;
+    default_inline_limit_is_a_hundred(&db, &store, "inbox_copies", false).await;
 }
 
 #[tokio::test]
-async fn buckets_inline_limit_follows_the_server() {
+async fn buckets_inline_limit_is_a_hundred() {
     let db = testing::test_db("buckets_inline_default").await;
     let store = BucketedFanOut::new(&db.db);
-    default_inline_limit_follows_the_server(&db, &store, "inbox_buckets").await;
+    default_inline_limit_is_a_hundred(&db, &store, "inbox_buckets", true).await;
 }
 
 #[tokio::test]

@@ -20,8 +20,9 @@ use mongo_social::MessageId;
 use mongodb::Database;
 
 /// Writes what sending `messages` (`(from, text)` pairs, oldest first) to `owner` one at a time
-/// would leave in a `BucketedFanOut` with `bucket_size`: buckets `{owner, sequence, count,
-/// unread, last_sent, messages}` (every message unread), every one full but the last, and, once there are two buckets, the owner's head
+/// would leave in a `BucketedFanOut` with `bucket_size`: buckets `{_id, owner, sequence, count,
+/// unread, last_sent, messages}` (every message unread; no per-message records, so a sender's
+/// retract or edit does not find these messages), every one full but the last, and, once there are two buckets, the owner's head
 /// `{_id: owner, head}` (the first bucket needs none); `sent` one millisecond apart,
 /// increasing. Bulk `insert`s; `owner`'s inbox must be empty.
 pub async fn load_buckets(
@@ -51,6 +52,7 @@ pub async fn load_buckets(
             .collect::<Vec<Bson>>();
         let last_sent = bson::DateTime::from_millis(start + (first + chunk.len() - 1) as i64);
         buckets.push(doc! {
+            "_id": mongo_social::testing::bucket_id(owner, sequence as i64),
             "owner": owner,
             "sequence": sequence as i64,
             "count": entries.len() as i64,

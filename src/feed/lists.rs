@@ -3,16 +3,13 @@
 //! rebuild ([`super::Feeds::rebuild_user`]).
 //!
 //! A feed is one document `{_id: key, items: [{post, score}, ..], generation}` holding at most
-//! `max_feed_len` items, highest score first. On MongoDB a post enters many feeds with one
-//! unordered `insert` (creating missing feeds) and one `update` of all of them: `$push` with
-//! `$each`, `$sort` and `$slice` keeps each feed sorted and bounded atomically, and a filter
-//! `items.post: {$ne: post}` makes a repeated job change nothing. FerretDB 1.x ignores
-//! `$sort`/`$slice` in `$push`, does not match `items.post`, and its updates are not atomic, so
-//! there each group of up to 50 feeds is locked (leased lock documents), read, merged in memory
-//! and written back with `$set`. A refresh or rebuild replaces a feed's whole list and starts a
-//! new generation of its cursors.
+//! `max_feed_len` items, highest score first. A post enters many feeds as one bounded sorted
+//! merge ([`Backend::merge_into_sorted_lists`](crate::backend::Backend::merge_into_sorted_lists):
+//! one `insert` creating missing feeds and one `update` of all of them where the server's
+//! updates are atomic), free of repeats, so a repeated job changes nothing. A refresh or rebuild
+//! replaces a feed's whole list and starts a new generation of its cursors.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bson::oid::ObjectId;
@@ -23,13 +20,9 @@ use serde::{Deserialize, Serialize};
 use super::inner::{not_found_post, Inner};
 use super::ranking::Candidate;
 use super::types::{FeedKind, PostId};
+use crate::backend::SortedLists;
 use crate::bson_ext;
 use crate::{Error, Result};
-
-/// Feeds merged per locked group where updates are not atomic (FerretDB's update limit).
-const LOCKED_GROUP: usize = 50;
-/// Feeds created and updated per command on MongoDB.
-const ATOMIC_GROUP: usize = 1000;
 
 /// How long a fan-out job waits for its post to appear (its job is queued before the post is
 /// inserted): until then a missing post is an error, retried with back-off; after it, the post is
@@ -216,102 +209,23 @@ fn score(inner: &Inner, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
     Ok(score)
 }
 
-/// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats.
+/// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats (see
+/// [`Backend::merge_into_sorted_lists`](crate::backend::Backend::merge_into_sorted_lists)).
 async fn merge_into_feeds(inner: &Inner, entries: Vec<(String, FeedItem)>) -> Result<()> {
-    let atomic = async {
-        // Feeds that get the same item share one update.
-        let mut groups: BTreeMap<(u64, PostId), Vec<String>> = BTreeMap::new();
-        for (key, item) in &entries {
-            groups
-                .entry((item.score.to_bits(), item.post))
-                .or_default()
-                .push(key.clone());
-        }
-        for ((bits, post), keys) in groups {
-            let item = FeedItem {
-                post,
-                score: f64::from_bits(bits),
-            };
-            for chunk in keys.chunks(ATOMIC_GROUP) {
-                push_atomically(inner, chunk, item).await?;
-            }
-        }
-        Ok(())
+    let sort = doc! { "score": -1, "post": -1 };
+    let lists = SortedLists {
+        collection: &inner.collections.feeds,
+        field: "items",
+        identity: "post",
+        sort: &sort,
+        cap: inner.settings.max_feed_len,
+        lock_key: feed_lock,
     };
-    let locked = async {
-        for chunk in entries.chunks(LOCKED_GROUP) {
-            let keys: Vec<String> = chunk.iter().map(|(key, _)| key.clone()).collect();
-            let lock_keys: Vec<String> = keys.iter().map(|key| feed_lock(key)).collect();
-            inner
-                .backend
-                .exclusive(&lock_keys, merge_locked(inner, chunk, &keys))
-                .await?;
-        }
-        Ok(())
-    };
-    inner.backend.atomic_or_locked(atomic, locked).await
-}
-
-/// MongoDB: one `insert` creating missing feeds, one `update` pushing the item into all.
-async fn push_atomically(inner: &Inner, keys: &[String], item: FeedItem) -> Result<()> {
-    let feeds = &inner.collections.feeds;
-    let empty = keys.iter().map(|key| doc! { "_id": key, "items": [] });
-    if let Err(error) = feeds.insert_many(empty).ordered(false).await {
-        if !crate::update_batch::is_duplicate_key(&error) {
-            return Err(error.into());
-        }
-    }
-    let item_bson = bson::to_bson(&item)?;
-    feeds
-        .update_many(
-            doc! { "_id": { "$in": keys }, "items.post": { "$ne": item.post.0 } },
-            doc! { "$push": { "items": {
-                "$each": [item_bson],
-                "$sort": { "score": -1, "post": -1 },
-                "$slice": inner.settings.max_feed_len as i64,
-            } } },
-        )
-        .await?;
-    Ok(())
-}
-
-/// Where updates are not atomic, under the feeds' locks: read, merge, write back.
-async fn merge_locked(
-    inner: &Inner,
-    entries: &[(String, FeedItem)],
-    keys: &[String],
-) -> Result<()> {
-    let collection = &inner.collections.feeds;
-    let found: Vec<Document> = collection
-        .find(doc! { "_id": { "$in": keys } })
-        .await?
-        .try_collect()
-        .await?;
-    let mut feeds: HashMap<String, Vec<FeedItem>> = HashMap::with_capacity(keys.len());
-    for mut feed in found {
-        let key = feed.get_str("_id").unwrap_or_default().to_owned();
-        let items = decode_items(collection.name(), Some(std::mem::take(&mut feed)))?;
-        feeds.insert(key, items);
-    }
-    let mut batch = inner.backend.update_batch(collection.name());
-    for (key, item) in entries {
-        let items = feeds.entry(key.clone()).or_default();
-        items.retain(|existing| existing.post != item.post);
-        items.push(*item);
-        sort_items(items);
-        items.truncate(inner.settings.max_feed_len);
-        batch.push(
-            doc! { "_id": key },
-            doc! { "$set": { "items": bson::to_bson(items)? } },
-            true,
-        )?;
-    }
-    let outcome = batch.run().await?;
-    if outcome.suspects().next().is_some() {
-        // Under the locks nobody else writes these feeds: report it, the job is retried.
-        return Err(Error::contention("feed update", 1));
-    }
-    Ok(())
+    let entries = entries
+        .into_iter()
+        .map(|(key, item)| Ok((key, bson::to_document(&item)?)))
+        .collect::<Result<Vec<_>>>()?;
+    inner.backend.merge_into_sorted_lists(lists, &entries).await
 }
 
 /// Sets a feed's whole list and starts a new generation of its cursors (under its lock where

@@ -13,8 +13,6 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
-mod locked;
-
 use super::filters;
 use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
@@ -22,7 +20,7 @@ use super::{
     cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy,
     MAX_DOCUMENT_BYTES,
 };
-use crate::backend::Backend;
+use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::retry::Backoff;
@@ -81,19 +79,47 @@ struct Seen {
     last_sent: Option<bson::DateTime>,
 }
 
-/// What one round of pushes left to check: the recipients whose push must be looked at, and the
-/// transient failure to back off on first, if one left some of them unknown.
-struct Pushed {
-    suspects: Vec<String>,
-    transient: Option<Error>,
+/// The `_id` of `owner`'s bucket `sequence`: the owner's bytes in hex, a `.`, the sequence in 12
+/// digits. Unique per bucket, so `_id`'s own uniqueness refuses a bucket opened twice; and in
+/// `_id` order, an owner's buckets are one range, oldest first (the owner's hex is followed by
+/// `.`, which sorts before every hex digit, so no owner's range holds another's), read by the
+/// `_id` index every server has: the buckets need no other index to be found, and every index
+/// is paid on every push.
+pub(crate) fn bucket_id(owner: &str, sequence: i64) -> String {
+    format!("{}.{sequence:012}", owner_hex(owner))
 }
 
-/// The `_id` of `owner`'s bucket `sequence`: derived from the two, so a store finds any bucket
-/// by `_id` alone (the one filter FerretDB 1.x evaluates without decoding the whole collection),
-/// and the unique `_id` index, like the `{owner, sequence}` one, refuses a bucket opened twice.
-/// The sequence is all digits and follows the last `/`, so no two buckets share an `_id`.
-fn bucket_id(owner: &str, sequence: i64) -> String {
-    format!("{owner}/{sequence}")
+/// The record's field of where each owner's entry went, keyed by [`owner_hex`].
+pub(in crate::inbox) const PLACED: &str = "placed";
+
+pub(in crate::inbox) fn owner_hex(owner: &str) -> String {
+    use std::fmt::Write;
+    owner
+        .bytes()
+        .fold(String::with_capacity(owner.len() * 2), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
+}
+
+/// The owner whose bytes `hex` spells ([`owner_hex`]), if it spells one.
+pub(in crate::inbox) fn owner_from_hex(hex: &str) -> Option<String> {
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(hex.get(at..at + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// A filter for `owner`'s buckets from sequence `from` (inclusive, 0 for all) to `to` (inclusive,
+/// `None` for the newest): the owner (the shard key's prefix, for routing) and a range of `_id`.
+pub(in crate::inbox) fn owner_buckets(owner: &str, from: i64, to: Option<i64>) -> Document {
+    let mut range = doc! { "$gte": bucket_id(owner, from.max(0)) };
+    match to {
+        Some(to) => range.insert("$lte", bucket_id(owner, to)),
+        None => range.insert("$lt", format!("{}/", owner_hex(owner))),
+    };
+    doc! { "owner": owner, "_id": range }
 }
 
 /// Whether `bucket` (read with `messages.id`) holds message `id`.
@@ -114,25 +140,32 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// `bucket_size` messages (default 50), oldest bucket first.
 ///
 /// Collections (default names; see [`BucketedFanOutBuilder::collection`]):
-/// - `inbox_buckets`: `{_id: "<owner>/<sequence>", owner, sequence, count, last_sent,
-///   messages: [..]}`, unique index `{owner: 1, sequence: 1}`, shard key
-///   `{owner: 1, sequence: 1}`; the `_id` is derived from owner and sequence so a bucket can be
-///   addressed by `_id` alone (buckets written before `_id`s were derived keep an `ObjectId`,
-///   and are read and filled as before); with the lifecycle's counters `unread` and `hidden`
-///   and revision `rev`, and two more indexes: `{owner: 1, unread: 1}` (the unread count) and
-///   `{messages.id: 1}` (a message's entries, for marks, retract and edit); see
-///   [`super::InboxLifecycle`];
+/// - `inbox_buckets`: `{_id, owner, sequence, count, last_sent, unread, hidden, rev,
+///   messages: [..]}`, shard key `{owner: 1, sequence: 1}`. The `_id` is derived from owner and
+///   sequence (the owner's bytes in hex, `.`, the sequence in 12 digits), so one bucket is found
+///   by `_id` and an owner's buckets are one range of `_id`, oldest first: every read goes through
+///   the `_id` index. The only other index holds the full buckets that still count unread
+///   messages (`{owner: 1}`, partial on `count >= bucket_size` and `unread > 0`, where the server
+///   has partial indexes), which no push into the newest bucket maintains: on engines that keep
+///   documents in PostgreSQL every index of a bucket is rewritten by every push to it (a push
+///   into 1,000 buckets took 53 ms with the `_id` index alone, 291 ms with a unique
+///   `{owner, sequence}` index, 882 ms with the indexes this store had before). `unread`,
+///   `hidden` and `rev` are the lifecycle's counters and revision ([`super::InboxLifecycle`]);
 /// - `inbox_heads`: `{_id: owner, head, floor, muted, blocked}`, the seed's `users` collection,
 ///   holding the sequence of each owner's newest bucket and the newest `sent` of the bucket
 ///   before it (a hint: a stale head costs a retry, never a wrong result), and the owner's mute
 ///   and block lists, which every send reads with the heads (no command more);
-/// - `inbox_recipients`: `{_id: message id, to: [..]}`, the recipient list of each message sent
-///   to more than [`BucketedFanOutBuilder::max_inline_recipients`] users (100 by default; 10 on
-///   FerretDB 1.x), stored once, written before the entries, which carry `to_count` instead of
-///   `to`; otherwise a message to N users would put N names in each of N buckets. A page
-///   holding such messages takes one more `find` to put their lists back. A send with an
-///   idempotency key ([`NewMessage::with_key`](super::NewMessage::with_key)) also records itself
-///   here before its entries (see [`InboxStore::send`]).
+/// - `inbox_recipients`: `{_id: message id, from, sent, to: [..], placed: {"<owner in hex>":
+///   sequence}}`, one record per message, written before its entries: its recipients, and for
+///   each owner it was delivered to the bucket the entry went to or a bucket before it (their
+///   head when it was delivered; the owner in hex, since an id may hold `.` or `$`), so
+///   the sender's retract and edit find every entry by `_id` ranges, with no index on the
+///   entries' ids. An entry carries `to` itself when the message has at most
+///   [`BucketedFanOutBuilder::max_inline_recipients`] recipients (100 by default), `to_count`
+///   otherwise (a message to N users would put N names in each of N buckets), and a page holding
+///   such messages takes one more `find` to put their lists back. A send with an idempotency key
+///   ([`NewMessage::with_key`](super::NewMessage::with_key)) keeps its key here too (see
+///   [`InboxStore::send`]).
 ///
 /// # How it improves on the seed
 /// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
@@ -141,10 +174,11 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 ///   and a message's position in its inbox is `sequence * bucket_size + index`: counting is one
 ///   read and pages are exact keyset pages.
 /// - **Commands that do not grow with N.** The seed costs a `findAndModify` and an update per
-///   recipient. Here a send reads all recipients' heads in one `find` and pushes to every
-///   recipient in one unordered `update` command (split only above 10,000 recipients or 8 MiB):
-///   2 commands. When some recipients' buckets are full, one `find` checks them, one `update`
-///   moves their heads, and one more `update` delivers: 5 commands, whatever N is.
+///   recipient. Here a send reads all recipients' heads in one `find`, records the message in
+///   one `update` (upserting its record) and pushes to every recipient in one unordered
+///   `update` command (split only above the server's batch size or 8 MiB): 3 commands. When
+///   some recipients' buckets are full, one `find` checks them, one `update` moves their heads,
+///   and one more `update` delivers: 6 commands, whatever N is.
 /// - **No off-by-one.** The seed's first bucket holds 49 messages (`floor(count / 50)` with counts
 ///   starting at 1); here every bucket holds exactly `bucket_size`.
 ///
@@ -164,30 +198,18 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 ///
 /// # Servers without atomic updates
 ///
-/// On FerretDB 1.x a single-document update is not atomic, so the hard cap alone cannot keep
-/// concurrent senders from overwriting each other. There ([`Capabilities::atomic_updates`](crate::Capabilities::atomic_updates) is
-/// false) each delivery first locks its recipients in `inbox_locks` (one `insert` of
-/// `{_id: owner, token, expires}`; the unique `_id` is atomic everywhere) and unlocks them after
-/// (one `delete`). A lock whose holder died is taken over after a 30-second lease; each locked
-/// delivery covers at most one `update` command's worth of recipients, so it ends well inside the
-/// lease. Lease times come from the senders' clocks, which are assumed to agree within seconds.
-///
-/// Holding the locks, a delivery reads its recipients' target buckets, then pushes into each by
-/// `_id` alone, in one `update`: FerretDB 1.x evaluates any other filter by decoding every
-/// document of the collection, which made each recipient of a send cost a decode of every
-/// bucket. Per 50 recipients a send there costs a lock, a `find` of heads, the buckets' reads (one
-/// `find`, or one `find` by `_id` each for up to 8 recipients), the pushes in `update` commands
-/// of [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements) (3
-/// there: 17 commands for 50) and an unlock; on roll-over, an `update` of heads, the next
-/// buckets' reads and their pushes. On FerretDB 1.24 each update statement still makes SQLite
-/// scan the collection (its `_id` index serves no query), so there a send's cost grows with N
-/// times the size of the buckets collection (see `docs/BENCHMARKS.md`).
+/// On FerretDB 1.x a single-document update is not atomic, so the guards of a push (room in the
+/// bucket, no later `sent`) cannot be left to the server. There a send takes its recipients'
+/// leased locks in `inbox_locks` (one `insert` per round of up to 50 recipients, one `delete`
+/// after), and the pushes' guards are checked on the buckets as read under the locks, each push
+/// then addressed by `_id` alone: one algorithm, whose guarded pushes the store's backend makes
+/// safe the server's way ([`crate::backend`]). A lock whose holder died is taken over after a
+/// 30-second lease.
 ///
 /// # Setup and failures
 ///
-/// Run [`BucketedFanOut::create_indexes`] at startup: the unique `{owner, sequence}` index is
-/// what turns a push into a full bucket into a detectable conflict, so a store that was not told
-/// to create it creates it before its first write (once per store and its clones). A send that fails
+/// Run [`BucketedFanOut::create_indexes`] at startup (the unread count's index; correctness
+/// depends on no index: a bucket's `_id` keeps it from being opened twice). A send that fails
 /// part-way (server unreachable, [`Error::RetriesExhausted`]) may have reached some recipients; the
 /// error is returned and the deliveries already made stay.
 ///
@@ -269,11 +291,8 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         self
     }
 
-    /// The longest recipient list stored in every bucket entry; a longer one is stored
-    /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
-    /// server whose engine scans the collection for every filter but `_id`
-    /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:
-    /// FerretDB 1.x), where a list in every entry makes every later statement slower.
+    /// The longest recipient list stored in every bucket entry; a longer one is kept only in
+    /// the message's record. 0 keeps every list there only. By default 100.
     pub fn max_inline_recipients(mut self, max: usize) -> Self {
         self.max_inline = Some(max);
         self
@@ -299,19 +318,27 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         let [buckets, heads, locks, recipients] = self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let buckets = database.collection(&buckets);
-        let unique = IndexModel::builder()
-            .keys(doc! { "owner": 1, "sequence": 1 })
-            .options(IndexOptions::builder().unique(true).build())
+        // The unread count's index: the full buckets with unread messages, which pushes (into
+        // the newest bucket, not full) never maintain.
+        let unread = IndexModel::builder()
+            .keys(doc! { "owner": 1 })
+            .options(
+                IndexOptions::builder()
+                    .name("owner_1_full_unread".to_owned())
+                    .partial_filter_expression(doc! {
+                        "count": { "$gte": i64::from(self.bucket_size) },
+                        "unread": { "$gt": 0_i64 },
+                    })
+                    .build(),
+            )
             .build();
-        let (unread, by_message) = lifecycle::indexes();
         Ok(BucketedFanOut {
             buckets: Buckets {
-                backend: self
-                    .config
-                    .backend(&locks, LOCK_LEASE)
-                    .with_index(&buckets, unique)
-                    .with_index(&buckets, unread)
-                    .with_index(&buckets, by_message),
+                backend: self.config.backend(&locks, LOCK_LEASE).with_index_where(
+                    |c| c.partial_indexes,
+                    &buckets,
+                    unread,
+                ),
                 buckets,
                 heads: database.collection(&heads),
                 recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
@@ -368,8 +395,8 @@ impl Buckets {
     async fn newest_bucket(&self, owner: &str) -> Result<Option<(i64, i64)>> {
         let newest = self
             .buckets
-            .find_one(doc! { "owner": owner })
-            .sort(doc! { "sequence": -1 })
+            .find_one(owner_buckets(owner, 0, None))
+            .sort(doc! { "_id": -1 })
             .projection(doc! { "_id": 0, "sequence": 1, "count": 1 })
             .await?;
         Ok(newest.map(|bucket| {
@@ -390,56 +417,84 @@ impl Buckets {
         1 + (limit.saturating_sub(1)).div_ceil(self.bucket_size as usize)
     }
 
-    /// Pushes `message` to every one of `recipients` but those who block its sender (returned),
-    /// locking them where updates are not atomic.
+    /// Pushes `message` to every one of `recipients` but those who block its sender (returned).
+    ///
+    /// Reads the recipients' heads (one `find`), records the message with where it goes
+    /// ([`Buckets::record`], one `update`), then delivers in rounds of guarded pushes
+    /// ([`Buckets::deliver`]). Where updates are not atomic the rounds hold the recipients'
+    /// locks, 50 recipients at a time; elsewhere all go at once.
     async fn deliver_entry<P: Payload>(
         &self,
         message: &Message<P>,
         recipients: Vec<String>,
     ) -> Result<Vec<String>> {
         let mut entry = message.to_document()?;
-        let list = self
-            .recipients
-            .share(&mut entry, message.id, &self.backend)
-            .await?;
+        let to = entry.get("to").cloned().unwrap_or(Bson::Array(Vec::new()));
+        // The list in the entry, or only in the record; the record always keeps it.
+        self.recipients.share(&mut entry, message.id)?;
         validate::check_message_size(&entry, self.max_message_bytes())?;
-        // The unique `{owner, sequence}` index is what turns a push into a full bucket into a
-        // detectable conflict.
-        self.backend.ensure_indexes().await?;
-        self.recipients.store(list, &self.backend).await?;
         let entry = Entry {
             document: &entry,
             id: message.id,
             sent: message.sent,
             from: &message.from,
         };
-        // The recipients who block the sender, from every round.
-        let skipped = std::sync::Mutex::new(Vec::new());
-        let record = |blocked: Vec<String>| {
-            skipped
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend(blocked);
-        };
-        let entry = &entry;
-        let locked = self
-            .backend
-            .exclusive_in_rounds(&recipients, |taken| async move {
-                record(self.deliver_locked(taken, entry).await?);
-                Ok(())
-            });
-        let atomic = async {
-            record(self.deliver(recipients.clone(), entry).await?);
-            Ok(())
-        };
-        self.backend.atomic_or_locked(atomic, locked).await?;
-        Ok(skipped
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        let (targets, blocked, pending) = self.sort_recipients(recipients, &entry).await?;
+        if pending.is_empty() {
+            return Ok(blocked);
+        }
+        self.record(message, to, &targets).await?;
+        let (entry, targets) = (&entry, &targets);
+        self.backend
+            .exclusive_in_rounds(&pending, |taken| async move {
+                self.deliver(taken, targets.clone(), entry).await
+            })
+            .await?;
+        Ok(blocked)
     }
 
-    /// The recipients whose two newest buckets already hold message `id` (one `find` of heads,
-    /// one `find` of at most two buckets per recipient), and those who block `sender`.
+    /// Records `message` before its entries land: `{_id: message id, from, sent, to, placed}`,
+    /// where `placed.<owner in hex>` is a bucket at or before the one the owner's entry goes to
+    /// (their head as read), for recipients in `to` and those a later
+    /// [`deliver`](InboxStore::deliver) adds alike. One `update`, upserting; `$min` keeps the earliest bucket a retry
+    /// or another delivery names, so every entry stays at or after it.
+    async fn record<P>(
+        &self,
+        message: &Message<P>,
+        to: Bson,
+        targets: &HashMap<String, Target>,
+    ) -> Result<()> {
+        let placed: Document = targets
+            .iter()
+            .map(|(recipient, target)| {
+                (
+                    format!("{PLACED}.{}", owner_hex(recipient)),
+                    Bson::Int64(target.sequence),
+                )
+            })
+            .collect();
+        let filter = doc! { "_id": message.id.0 };
+        let mut update = doc! {
+            "$setOnInsert": { "from": &message.from, "sent": message.sent, "to": to },
+        };
+        if !placed.is_empty() {
+            update.insert("$min", placed);
+        }
+        let records = self.recipients.collection();
+        self.backend
+            .retry("record message", || async {
+                records
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The recipients whose buckets from their head back by one already hold message `id` (one
+    /// `find` of heads, one `find` of a range of buckets per recipient), and those who block
+    /// `sender`.
     async fn holders(
         &self,
         id: MessageId,
@@ -450,9 +505,7 @@ impl Buckets {
         let (heads, blocked) = self.read_heads(&names, sender).await?;
         let clauses: Vec<Bson> = heads
             .iter()
-            .map(|(owner, head)| {
-                Bson::Document(doc! { "owner": owner, "sequence": { "$gte": head.sequence - 1 } })
-            })
+            .map(|(owner, head)| Bson::Document(owner_buckets(owner, head.sequence - 1, None)))
             .collect();
         let found: Vec<Document> = self
             .buckets
@@ -468,37 +521,41 @@ impl Buckets {
         Ok((holders, blocked))
     }
 
-    /// Delivers `entry` to every recipient: heads in one `find`, pushes in one `update`, and for
-    /// recipients whose bucket was full or contended, a check and another round.
+    /// Delivers `entry` to every one of `pending`, each to the bucket `targets` names: the
+    /// pushes in one round of guarded updates (one `update` where updates are atomic), and for
+    /// recipients whose bucket was full or held a later message, a check and another round.
     ///
     /// A push whose command failed transiently is never sent again blindly: its recipients are
     /// checked like any other suspect (the check reads whether their bucket holds the message),
-    /// after a backoff under the store's [`RetryPolicy`]. The `messages.id $ne` guard of the push
-    /// would make a resend harmless on MongoDB, but FerretDB 1.x evaluates it wrongly, and the
-    /// check costs a `find` only when something failed.
-    ///
-    /// Recipients whose head lists the sender as blocked are returned and get nothing; those
-    /// who mute the sender get the entry hidden.
-    async fn deliver(&self, recipients: Vec<String>, entry: &Entry<'_>) -> Result<Vec<String>> {
-        let (mut targets, blocked, mut pending) = self.sort_recipients(recipients, entry).await?;
-        if pending.is_empty() {
-            return Ok(blocked);
-        }
+    /// after a backoff under the store's [`RetryPolicy`](crate::RetryPolicy).
+    async fn deliver(
+        &self,
+        mut pending: Vec<String>,
+        mut targets: HashMap<String, Target>,
+        entry: &Entry<'_>,
+    ) -> Result<()> {
         let mut moves: HashMap<String, u32> = HashMap::new();
         let mut backoff = Backoff::new(self.backend.retry_policy(), "deliver to buckets");
         for _ in 0..MAX_ROUNDS {
-            let pushed = self.push(&pending, &targets, entry).await?;
+            let pushes: Vec<GuardedUpdate> = pending
+                .iter()
+                .map(|owner| self.push(owner, targets[owner], entry))
+                .collect();
+            let pushed = self.backend.guarded_updates(&self.buckets, &pushes).await?;
             if pushed.suspects.is_empty() {
-                return Ok(blocked);
+                return Ok(());
             }
             if let Some(error) = pushed.transient {
                 backoff.wait(error).await?;
             }
+            let suspects: Vec<String> = pushed
+                .suspects
+                .iter()
+                .map(|&index| pending[index].clone())
+                .collect();
             let (waiting, mut moved) = self
                 .backend
-                .retry("check buckets", || {
-                    self.inspect(&pushed.suspects, &targets, entry)
-                })
+                .retry("check buckets", || self.inspect(&suspects, &targets, entry))
                 .await?;
             let mut pending_next = Vec::with_capacity(waiting.len());
             for (owner, target) in waiting {
@@ -529,9 +586,9 @@ impl Buckets {
                 self.advance_heads(&moved).await?;
             }
             if pending_next.is_empty() {
-                return Ok(blocked);
+                return Ok(());
             }
-            pending = std::mem::take(&mut pending_next);
+            pending = pending_next;
         }
         Err(Error::contention("bucketed send", MAX_ROUNDS))
     }
@@ -591,66 +648,46 @@ impl Buckets {
         Ok((heads, blocked))
     }
 
-    /// Pushes `entry` into bucket `targets[r]` of each pending recipient `r`, opening the bucket
-    /// if it does not exist and never past `bucket_size`, with `sent` raised to the target's
-    /// floor and never below the bucket's `last_sent`. Returns the recipients whose push must be
-    /// checked (their bucket was full, was opened by someone else meanwhile, or holds a later
-    /// `sent`; or their push failed transiently and may or may not have landed).
-    async fn push(
-        &self,
-        pending: &[String],
-        targets: &HashMap<String, Target>,
-        entry: &Entry<'_>,
-    ) -> Result<Pushed> {
-        let mut batch = self
-            .backend
-            .update_batch(self.buckets.name())
-            .report_unknown();
-        for owner in pending {
-            let target = targets[owner];
-            let stamp = target
-                .floor
-                .map_or(entry.sent, |floor| floor.max(entry.sent));
-            let mut stamped = entry.document.clone();
-            stamped.insert("sent", stamp);
-            // A muted sender's entry is hidden as it lands, and counted as such.
-            let counted = if target.muted {
-                stamped.insert(Filter::Mute.field(), true);
-                doc! { "count": 1_i64, "hidden": 1_i64 }
-            } else {
-                doc! { "count": 1_i64, "unread": 1_i64 }
-            };
-            batch.push(
-                doc! {
-                    "owner": owner,
-                    "sequence": target.sequence,
-                    "count": { "$lt": self.bucket_size as i64 },
-                    // Never a second copy in one bucket: a retried delivery finds it here.
-                    "messages.id": { "$ne": entry.id.0 },
-                    // Never below a later message: position order is `sent` order.
-                    LAST_SENT: { "$not": { "$gt": stamp } },
+    /// The push of `entry` into `owner`'s bucket `target`: opening the bucket if it does not
+    /// exist (by its `_id`), never past `bucket_size` and never below a later `sent` (the
+    /// guards), with `sent` raised to the target's floor.
+    fn push(&self, owner: &str, target: Target, entry: &Entry<'_>) -> GuardedUpdate {
+        let stamp = stamp(entry.sent, target.floor);
+        let mut stamped = entry.document.clone();
+        stamped.insert("sent", stamp);
+        // A muted sender's entry is hidden as it lands, and counted as such.
+        let counted = if target.muted {
+            stamped.insert(Filter::Mute.field(), true);
+            doc! { "count": 1_i64, "hidden": 1_i64 }
+        } else {
+            doc! { "count": 1_i64, "unread": 1_i64 }
+        };
+        GuardedUpdate {
+            id: Bson::String(bucket_id(owner, target.sequence)),
+            shard_key: doc! { "owner": owner, "sequence": target.sequence },
+            guards: vec![
+                Guard::Below("count", i64::from(self.bucket_size)),
+                // Never below a later message: position order is `sent` order.
+                Guard::NotAfter(LAST_SENT, stamp),
+                // Never a second entry in one bucket: a repeated delivery finds it here.
+                Guard::Lacks {
+                    array: "messages",
+                    field: "id",
+                    value: Bson::ObjectId(entry.id.0),
                 },
-                doc! {
-                    "$push": { "messages": stamped },
-                    "$inc": counted,
-                    "$max": { LAST_SENT: stamp },
-                    // The filter keeps selecting by owner and sequence, so buckets opened
-                    // before `_id`s were derived keep filling.
-                    "$setOnInsert": { "_id": bucket_id(owner, target.sequence) },
-                },
-                true,
-            )?;
+            ],
+            update: doc! {
+                "$push": { "messages": stamped },
+                "$inc": counted,
+                "$max": { LAST_SENT: stamp },
+            },
+            upsert: true,
         }
-        let outcome = batch.run().await?;
-        Ok(Pushed {
-            suspects: outcome.suspects().map(|i| pending[i].clone()).collect(),
-            transient: outcome.transient,
-        })
     }
 
-    /// Looks at the target bucket of each suspect. Returns the recipients still waiting for the
-    /// message, each with the target to try next, and the heads that moved. Changes nothing, so
-    /// it is retried freely.
+    /// Looks at the target bucket of each suspect (one `find` by `_id`). Returns the recipients
+    /// still waiting for the message, each with the target to try next, and the heads that
+    /// moved. Changes nothing, so it is retried freely.
     ///
     /// A recipient's next push is raised to the newest `sent` of the full bucket it leaves, or,
     /// when a later message reached a bucket with room first, to now.
@@ -661,21 +698,23 @@ impl Buckets {
         entry: &Entry<'_>,
     ) -> Result<(Vec<(String, Target)>, Vec<(String, Target)>)> {
         let (id, entry_sent) = (entry.id, entry.sent);
-        let clauses: Vec<Bson> = suspects
+        let keys: Vec<(Bson, Document)> = suspects
             .iter()
             .map(|owner| {
-                Bson::Document(doc! { "owner": owner, "sequence": targets[owner].sequence })
+                let sequence = targets[owner].sequence;
+                (
+                    Bson::String(bucket_id(owner, sequence)),
+                    doc! { "owner": owner, "sequence": sequence },
+                )
             })
             .collect();
-        let buckets: Vec<Document> = self
-            .buckets
-            .find(doc! { "$or": clauses })
-            .projection(doc! {
-                "owner": 1, "sequence": 1, "count": 1, "messages.id": 1, LAST_SENT: 1,
-            })
-            .batch_size(suspects.len() as u32 + 1)
-            .await?
-            .try_collect()
+        let buckets = self
+            .backend
+            .find_by_ids(
+                &self.buckets,
+                &keys,
+                doc! { "owner": 1, "count": 1, "messages.id": 1, LAST_SENT: 1 },
+            )
             .await?;
         let mut seen: HashMap<String, Seen> = HashMap::with_capacity(buckets.len());
         for bucket in &buckets {
@@ -901,14 +940,11 @@ impl Buckets {
         let mut entries = Vec::with_capacity(page.limit);
         let mut last_position = None;
         'reads: loop {
-            let mut filter = doc! { "owner": owner };
-            if let Some(before) = before {
-                filter.insert("sequence", doc! { "$lte": ((before - 1) / size) as i64 });
-            }
+            let newest = before.map(|before| ((before - 1) / size) as i64);
             let buckets: Vec<Document> = self
                 .buckets
-                .find(filter)
-                .sort(doc! { "sequence": -1 })
+                .find(owner_buckets(owner, 0, newest))
+                .sort(doc! { "_id": -1 })
                 .projection(doc! { "_id": 0, "sequence": 1, "messages": 1 })
                 .limit(wanted as i64)
                 .batch_size(wanted as u32)

@@ -11,6 +11,8 @@ use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::MessageId;
+
 use super::filters::{self, FilterLists};
 use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
@@ -19,7 +21,6 @@ use super::{
     validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
 };
 use crate::backend::Backend;
-use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -46,14 +47,15 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///
 /// Collections (default names; see [`FanOutOnWriteBuilder::collection`]):
 /// - `inbox_copies`: `{_id, recipient, id, from, to: [..], sent, message}`, the `_id` derived
-///   from the message and the recipient (so one owner's copy is found by `_id`). The unique index
-///   `{recipient: 1, sent: 1, id: 1}` serves every page read and guarantees a message is in an
-///   inbox at most once. All copies go to the server in one unordered `insert` (the driver
+///   from the message and the recipient (`"<message id hex>.<recipient>"`): unique, so a message
+///   is in an inbox at most once, one owner's copy is found by `_id`, and all of a message's
+///   copies are one range of `_id`. The index `{recipient: 1, sent: 1, id: 1}` serves every page
+///   read. All copies go to the server in one unordered `insert` (the driver
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
 ///   the seed.
 /// - `inbox_recipients`: `{_id: message id, to}`, the recipient list of a message sent to more
-///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default; 10 on
-///   FerretDB 1.x), stored once and written just before the copies, which carry `to_count`
+///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default), stored once
+///   and written just before the copies, which carry `to_count`
 ///   instead: otherwise a message to N users would store N² names (1.4 GB for 10,000). Such a
 ///   send takes 2 commands, and a page holding such messages 2 `find`s; the `to` read back is
 ///   the whole list either way. A send with an idempotency key ([`NewMessage::with_key`]) also
@@ -66,9 +68,11 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   writes take.
 ///
 /// Each copy also carries its owner's state: `unread: true` until read, `starred`, `muted`,
-/// `blocked`, and `gone` for a tombstone left by a delete or a retraction. Two more indexes
-/// serve the lifecycle: `{recipient: 1, unread: 1}` (the unread count) and `{id: 1}` (a
-/// message's copies, for retract and edit).
+/// `blocked`, and `gone` for a tombstone left by a delete or a retraction. One more index serves
+/// the unread count: `{recipient: 1}` over the unread copies only (a partial index; where the
+/// server has none, `{recipient: 1, unread: 1}` over all). Every index is paid on every copy
+/// written, so there are no others: a message's copies, for retract and edit, are a range of
+/// `_id`.
 ///
 /// Sharded on `{recipient: 1, sent: 1}`: an inbox lives on one shard (or a few, for very long
 /// histories). Choose it when inboxes are read far more often than messages are sent, and
@@ -136,10 +140,7 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
     }
 
     /// The longest recipient list stored in every copy; a longer one is stored
-    /// once, in the recipients collection. 0 stores every list once. By default 100, or 10 on a
-    /// server whose engine scans the collection for every filter but `_id`
-    /// ([`Capabilities::filters_beyond_id`](crate::Capabilities::filters_beyond_id) false:
-    /// FerretDB 1.x), where a list in every copy makes every later statement slower.
+    /// once, in the recipients collection. 0 stores every list once. By default 100.
     pub fn max_inline_recipients(mut self, max: usize) -> Self {
         self.max_inline = Some(max);
         self
@@ -155,21 +156,33 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
         let [copies, recipients, filters, locks] = self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let copies = database.collection(&copies);
-        let unique = IndexModel::builder()
-            .keys(LAYOUT.index_keys())
-            .options(IndexOptions::builder().unique(true).build())
-            .build();
+        // Pages: an owner's copies newest first. Not unique: a copy's `_id`, derived from the
+        // message and the owner, keeps it in an inbox once (on engines that keep documents in
+        // PostgreSQL a unique secondary index is an exclusion constraint, which checks every
+        // new copy against the others: 1,000 copies took 215 ms against 75 ms without).
+        let pages = IndexModel::builder().keys(LAYOUT.index_keys()).build();
+        // The unread count: an index of the unread copies only, which reading a copy takes out
+        // of the index and no other write maintains; where the server has no partial indexes,
+        // an index of every copy by owner and unread state.
         let unread = IndexModel::builder()
+            .keys(doc! { "recipient": 1 })
+            .options(
+                IndexOptions::builder()
+                    .name("recipient_1_unread".to_owned())
+                    .partial_filter_expression(doc! { "unread": true })
+                    .build(),
+            )
+            .build();
+        let unread_everywhere = IndexModel::builder()
             .keys(doc! { "recipient": 1, "unread": 1 })
             .build();
-        let by_id = IndexModel::builder().keys(doc! { "id": 1 }).build();
         Ok(FanOutOnWrite {
             backend: self
                 .config
                 .backend(&locks, LOCK_LEASE)
-                .with_index(&copies, unique)
-                .with_index(&copies, unread)
-                .with_index(&copies, by_id),
+                .with_index(&copies, pages)
+                .with_index_where(|c| c.partial_indexes, &copies, unread)
+                .with_index_where(|c| !c.partial_indexes, &copies, unread_everywhere),
             copies,
             recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
             filters: FilterLists::new(database.collection(&filters)),
@@ -177,6 +190,20 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
             _payload: PhantomData,
         })
     }
+}
+
+/// The `_id` of `owner`'s copy of message `id`: the message id's hex, a `.`, the owner. Unique per
+/// message and owner, so it keeps a message in an inbox once; and every copy of one message
+/// shares the prefix before the owner, a range of `_id` ([`copies_of`]).
+fn copy_id(id: MessageId, owner: &str) -> String {
+    format!("{}.{owner}", id.0.to_hex())
+}
+
+/// The filter of every copy of message `id`: a range of `_id` (the hex of an ObjectId is 24
+/// characters, followed by `.`, which `/` follows).
+fn copies_of(id: MessageId) -> Document {
+    let hex = id.0.to_hex();
+    doc! { "_id": { "$gte": format!("{hex}."), "$lt": format!("{hex}/") } }
 }
 
 impl<P: Payload> FanOutOnWrite<P> {
@@ -202,9 +229,9 @@ impl<P: Payload> FanOutOnWrite<P> {
     /// hidden one (`muted`) for one who mutes them; `delivered` marks copies written by
     /// [`InboxStore::deliver`], which `remove_from` may take back.
     ///
-    /// Retried under the store's policy. Idempotent: the unique `{recipient, sent, id}` index
-    /// refuses a second copy of the message for a recipient, so a copy refused as a duplicate was
-    /// stored by an earlier attempt (or an earlier delivery) and counts as done.
+    /// Retried under the store's policy. Idempotent: a copy's `_id` is derived from the message
+    /// and the recipient, so a copy refused as a duplicate was stored by an earlier attempt (or an
+    /// earlier delivery) and counts as done.
     async fn insert_copies(
         &self,
         message: &Message<P>,
@@ -215,15 +242,10 @@ impl<P: Payload> FanOutOnWrite<P> {
         if delivered {
             document.insert("delivered", true);
         }
-        let list = self
-            .recipients
-            .share(&mut document, message.id, &self.backend)
-            .await?;
+        let list = self.recipients.share(&mut document, message.id)?;
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_message_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;
-        // The unique index is what refuses a second copy.
-        self.backend.ensure_indexes().await?;
         let filters = self
             .filters
             .for_sender(&self.backend, &message.from, recipients)
@@ -243,7 +265,7 @@ impl<P: Payload> FanOutOnWrite<P> {
                 let mut copy = document.clone();
                 // Derived from the message and the recipient: a copy is found (and refused a
                 // second time) by `_id`, the one index every server uses.
-                copy.insert("_id", derived_id(message.id.0, recipient));
+                copy.insert("_id", copy_id(message.id, recipient));
                 copy.insert("recipient", recipient.as_str());
                 if filters.has(recipient, Filter::Mute) {
                     copy.insert("muted", true);
@@ -312,8 +334,6 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
         time_ordered::count(&self.copies, LAYOUT, owner).await
     }
 
-    /// The unique index is what keeps a message in an inbox at most once, so a store that was
-    /// not told to create it creates it before its first write.
     async fn create_indexes(&self) -> Result<()> {
         self.backend.create_indexes().await
     }

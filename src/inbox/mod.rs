@@ -20,7 +20,7 @@
 //! [`crate::Cursor`]s), and the input checks in this module, so they can be swapped at runtime
 //! behind an `Arc<DynInboxStore<P>>`.
 
-mod bucketed;
+pub(crate) mod bucketed;
 pub(crate) mod cursor;
 mod fan_out_on_read;
 mod fan_out_on_write;

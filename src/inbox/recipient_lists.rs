@@ -3,22 +3,12 @@
 //! A copy ([`super::FanOutOnWrite`]) or bucket entry ([`super::BucketedFanOut`]) of a message
 //! carries the message's `to`. For a message to N recipients that is N copies of N names, N²
 //! names in all: a message to 10,000 users would store 1.4 GB and take some 40 `insert`
-//! commands of 48 MB. Past a threshold (`max_inline_recipients`; by default 100, or 10 on a
-//! server whose engine scans for every filter but `_id`) the list is instead stored once, as
-//! `{_id: message id, to: [..]}` in the strategy's recipients collection, and each copy carries
-//! `to_count: N` in place of `to`. Pages put the list back with
-//! one `find` by `_id` for all the page's shared lists, and none when the page has none.
-//!
-//! The lower default where filters beyond `_id` scan ([`Capabilities::filters_beyond_id`] false,
-//! FerretDB 1.x) is because there every statement that writes or reads by anything, `_id`
-//! included, costs a pass over the whole collection's bytes: a message to 100 users with its list
-//! inline adds some 330 KB to the bucket collection that every later push scans, 74 KB with the
-//! list stored apart (`collStats` sizes). A bucketed send to 100 took 3.2 s there with lists
-//! inline and 0.87 s with them apart (`cargo run --release --example compare`,
-//! docs/BENCHMARKS.md). The cost is one more `find` for a page that holds such messages, as on
-//! every server past the threshold.
-//!
-//! [`Capabilities::filters_beyond_id`]: crate::Capabilities::filters_beyond_id
+//! commands of 48 MB. Past a threshold (`max_inline_recipients`, 100 by default) the list is
+//! instead stored once, as `{_id: message id, to: [..]}` in the strategy's recipients
+//! collection, and each copy carries `to_count: N` in place of `to`. Pages put the list back
+//! with one `find` by `_id` for all the page's shared lists, and none when the page has none.
+//! (The bucketed strategy records every message there, with its list; see
+//! [`super::BucketedFanOut`].)
 //!
 //! The list is written before any copy, so a reader never meets a copy without its list. A
 //! retried send or delivery finds the list already there (an `insert` refused by the unique
@@ -47,35 +37,27 @@ pub(super) struct SharedList(Document);
 #[derive(Clone, Debug)]
 pub(super) struct RecipientLists {
     lists: Collection<Document>,
-    /// The longest list kept in every copy, if the application chose one; else by server.
-    max_inline: Option<usize>,
+    /// The longest list kept in every copy.
+    max_inline: usize,
 }
 
 impl RecipientLists {
     /// The default longest list kept in every copy.
     pub(super) const DEFAULT_MAX_INLINE: usize = 100;
-    /// The default where every statement scans the collection (module docs).
-    pub(super) const SCANNING_MAX_INLINE: usize = 10;
     /// The default collection of shared lists.
     pub(super) const DEFAULT_COLLECTION: &'static str = "inbox_recipients";
 
-    /// Lists in `lists`; `max_inline` `None` takes the server's default.
+    /// Lists in `lists`; `max_inline` `None` takes the default.
     pub(super) fn new(lists: Collection<Document>, max_inline: Option<usize>) -> Self {
-        Self { lists, max_inline }
+        Self {
+            lists,
+            max_inline: max_inline.unwrap_or(Self::DEFAULT_MAX_INLINE),
+        }
     }
 
     /// The collection of lists (and of keyed sends' records, see [`super::keyed`]).
     pub(super) fn collection(&self) -> &Collection<Document> {
         &self.lists
-    }
-
-    /// The longest list kept in every copy on `backend`'s server.
-    async fn max_inline(&self, backend: &Backend) -> Result<usize> {
-        Ok(match self.max_inline {
-            Some(max) => max,
-            None if backend.capabilities().await?.filters_beyond_id => Self::DEFAULT_MAX_INLINE,
-            None => Self::SCANNING_MAX_INLINE,
-        })
     }
 
     /// The lists' shard key: one list per message, read by id.
@@ -88,21 +70,14 @@ impl RecipientLists {
     }
 
     /// Turns `entry` (message `id` as stored, with `to`) into what each copy stores. A list
-    /// longer than the longest kept inline on `backend`'s server moves out of `entry` (which gets
-    /// `to_count`) into the returned [`SharedList`], to [`RecipientLists::store`] before the
-    /// copies. Writes nothing (the server is detected once per client).
+    /// longer than the longest kept inline moves out of `entry` (which gets `to_count`) into the
+    /// returned [`SharedList`], to [`RecipientLists::store`] before the copies. Writes nothing.
     ///
     /// # Errors
     ///
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"recipient list"`) when the list would not fit one document.
-    pub(super) async fn share(
-        &self,
-        entry: &mut Document,
-        id: MessageId,
-        backend: &Backend,
-    ) -> Result<Option<SharedList>> {
-        let max_inline = self.max_inline(backend).await?;
-        let long = matches!(entry.get("to"), Some(Bson::Array(to)) if to.len() > max_inline);
+    pub(super) fn share(&self, entry: &mut Document, id: MessageId) -> Result<Option<SharedList>> {
+        let long = matches!(entry.get("to"), Some(Bson::Array(to)) if to.len() > self.max_inline);
         if !long {
             return Ok(None);
         }

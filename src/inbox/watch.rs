@@ -215,8 +215,8 @@ impl<P: Payload> Source for Bucketed<P> {
         let size = i64::from(self.bucket_size);
         let mut newest_first = self
             .buckets
-            .find(doc! { "owner": &self.owner })
-            .sort(doc! { "sequence": -1 })
+            .find(super::bucketed::owner_buckets(&self.owner, 0, None))
+            .sort(doc! { "_id": -1 })
             .projection(doc! { "_id": 0, "sequence": 1, "messages.sent": 1 })
             .batch_size(2)
             .await?;
@@ -250,8 +250,8 @@ impl<P: Payload> Source for Bucketed<P> {
         let wanted = 1 + (limit as i64 + size - 1) / size;
         let buckets: Vec<Document> = self
             .buckets
-            .find(doc! { "owner": &self.owner, "sequence": { "$gte": first } })
-            .sort(doc! { "sequence": 1 })
+            .find(super::bucketed::owner_buckets(&self.owner, first, None))
+            .sort(doc! { "_id": 1 })
             .projection(doc! { "_id": 0, "sequence": 1, "messages": 1 })
             .limit(wanted)
             .await?

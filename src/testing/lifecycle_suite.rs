@@ -651,7 +651,9 @@ pub struct Cost {
 pub const COSTS: &[Cost] = &[
     Cost {
         operation: "send (the recipients' mute and block lists read)",
-        commands: [2, 2, 2],
+        // Buckets: the message's record (where each entry goes, for retract and edit) is one
+        // `update` more, in place of an index on every entry's id that every push would pay.
+        commands: [2, 2, 3],
         // Where updates are not atomic: the recipients' lock taken and given back, and their
         // target buckets read before the pushes by `_id`.
         locked_extra: [0, 0, 3],
@@ -678,7 +680,9 @@ pub const COSTS: &[Cost] = &[
     },
     Cost {
         operation: "unread count",
-        commands: [1, 1, 1],
+        // Buckets: the full buckets still counting unread messages and the newest bucket, in
+        // two `find`s sent at once (one round trip).
+        commands: [1, 1, 2],
         locked_extra: [0, 0, 0],
     },
     Cost {
@@ -693,13 +697,15 @@ pub const COSTS: &[Cost] = &[
     },
     Cost {
         operation: "retract (every recipient)",
-        commands: [1, 1, 2],
-        locked_extra: [2, 3, 3],
+        // Buckets: the message's record read first (where its entries went), in place of an
+        // index on every entry's id that every push would pay.
+        commands: [1, 1, 3],
+        locked_extra: [2, 3, 2],
     },
     Cost {
         operation: "edit (every recipient)",
-        commands: [2, 2, 2],
-        locked_extra: [2, 3, 3],
+        commands: [2, 2, 3],
+        locked_extra: [2, 3, 2],
     },
     Cost {
         operation: "mute, unmute, block, unblock",

@@ -100,6 +100,12 @@ use crate::server::ServerInfo;
 
 pub use commands::{CommandCounter, KeptCommand, IGNORED_COMMANDS};
 
+/// The `_id` a [`BucketedFanOut`](crate::BucketedFanOut) gives `owner`'s bucket `sequence`, for
+/// benches and tests that write or inspect buckets directly.
+pub fn bucket_id(owner: &str, sequence: i64) -> String {
+    crate::inbox::bucketed::bucket_id(owner, sequence)
+}
+
 /// How long clients made here wait to find a server before an operation fails.
 pub const SERVER_SELECTION_TIMEOUT: Duration = Duration::from_secs(20);
 

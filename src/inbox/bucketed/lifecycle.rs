@@ -6,9 +6,14 @@
 //! (`unread`) and the entries pages skip (`hidden`), changed in the same atomic update as the
 //! entries they count: a push adds `unread: 1` (or `hidden: 1` for a muted sender), and every
 //! lifecycle write below moves both by what it changed. So counts are exact under any
-//! concurrency, and never negative: the unread count sums `unread` over the owner's buckets that
-//! have any (one `find`, index `{owner: 1, unread: 1}`), [`InboxStore::count`] sums
-//! `count - hidden` over the owner's buckets (one `find`).
+//! concurrency, and never negative: the unread count sums `unread` over the owner's full buckets
+//! that have any (one `find` of a partial index) and the newest bucket (one `find` by `_id`, at
+//! the same time), [`InboxStore::count`] sums `count - hidden` over the owner's buckets (one
+//! `find` of a range of `_id`).
+//!
+//! A write finds its buckets by `_id`: the owner's range of it (an entry of the owner's, looked
+//! for newest bucket first), or, for the sender's retract and edit, the range of each recipient
+//! from the bucket the message's record says it went to or after.
 //!
 //! Entries are never moved: a write addresses one by its index in the bucket
 //! (`messages.7.read`), so positions, pages and cursors stay as they were, and no positional
@@ -27,13 +32,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use async_trait::async_trait;
-use bson::oid::ObjectId;
-use bson::{doc, Bson, Document};
-use futures::TryStreamExt;
-use mongodb::IndexModel;
-
-use super::{BucketedFanOut, Buckets, MAX_ROUNDS};
+use super::{owner_buckets, owner_from_hex, BucketedFanOut, Buckets, MAX_ROUNDS, PLACED};
 use crate::bson_ext::integer;
 use crate::inbox::filters::FilterLists;
 use crate::inbox::lifecycle::{
@@ -41,21 +40,13 @@ use crate::inbox::lifecycle::{
 };
 use crate::inbox::{cursor, validate, MessageId, Payload};
 use crate::{Error, Result};
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Bson, Document};
+use futures::TryStreamExt;
 
 /// An entry's tombstone mark: `"deleted"` (by its owner) or `"retracted"` (by its sender).
 const GONE: &str = "gone";
-
-/// The lifecycle's indexes on the buckets: the unread count's, and a message's entries'.
-pub(super) fn indexes() -> (IndexModel, IndexModel) {
-    (
-        IndexModel::builder()
-            .keys(doc! { "owner": 1, "unread": 1 })
-            .build(),
-        IndexModel::builder()
-            .keys(doc! { "messages.id": 1 })
-            .build(),
-    )
-}
 
 /// Whether pages show a stored entry: not a tombstone, not from a muted or blocked sender.
 pub(in crate::inbox) fn shown(entry: &Document) -> bool {
@@ -263,7 +254,11 @@ impl Change {
 
     /// The guarded statement: `{q, u}` for `bucket`, as read.
     fn statement(self, bucket: &Bucket) -> (Document, Document) {
-        let mut filter = doc! { "owner": &bucket.owner, "sequence": bucket.sequence };
+        let mut filter = doc! {
+            "_id": super::bucket_id(&bucket.owner, bucket.sequence),
+            "owner": &bucket.owner,
+            "sequence": bucket.sequence,
+        };
         match bucket.rev {
             Some(rev) => filter.insert("rev", rev),
             None => filter.insert("rev", doc! { "$exists": false }),
@@ -359,38 +354,73 @@ impl Buckets {
             .await
     }
 
-    /// Runs `write` on every bucket holding message `id`, whoever owns it: where updates are
-    /// not atomic, one `find` of the owners first (checked), then rounds holding their locks.
-    async fn converge_message(&self, write: &Write<'_>) -> Result<()> {
-        let locked = async {
-            let buckets = self
-                .backend
-                .retry("read buckets", || {
-                    self.read_buckets(&write.filter, Read::Flags)
-                })
-                .await?;
-            (write.check)(&buckets)?;
-            let mut owners: Vec<String> = buckets.into_iter().map(|b| b.owner).collect();
-            owners.sort();
-            owners.dedup();
-            self.backend
-                .exclusive_in_rounds(&owners, |taken| async move {
-                    let mut filter = write.filter.clone();
-                    filter.insert("owner", doc! { "$in": taken });
-                    let write = Write {
-                        filter,
-                        read: write.read,
-                        check: write.check,
-                        select: write.select,
-                        op: write.op.clone(),
-                    };
-                    self.converge(&write).await
-                })
-                .await
-        };
+    /// Runs `write` (whose filter names what each bucket must hold) on every recipient's
+    /// buckets of message `id`, found through its record: each recipient's buckets from the one
+    /// the record says its entry went to or after. Holds the recipients' locks where updates are
+    /// not atomic, a round of them at a time. Unknown (no record, or no entry) is
+    /// [`Error::NotFound`].
+    async fn converge_message(&self, id: MessageId, write: &Write<'_>) -> Result<()> {
+        let record = self
+            .backend
+            .retry("read message record", || async {
+                Ok(self
+                    .recipients
+                    .collection()
+                    .find_one(doc! { "_id": id.0 })
+                    .projection(doc! { PLACED: 1 })
+                    .await?)
+            })
+            .await?
+            .ok_or_else(|| message_not_found(id))?;
+        let mut recipients: Vec<(String, i64)> = record
+            .get_document(PLACED)
+            .map(|placed| {
+                placed
+                    .keys()
+                    .filter_map(|hex| Some((owner_from_hex(hex)?, integer(placed, hex)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if recipients.is_empty() {
+            return Err(message_not_found(id));
+        }
+        recipients.sort();
+        let owners: Vec<String> = recipients.iter().map(|(owner, _)| owner.clone()).collect();
+        let first: std::collections::HashMap<&str, i64> = recipients
+            .iter()
+            .map(|(owner, first)| (owner.as_str(), *first))
+            .collect();
+        let (first, found_any) = (&first, &std::sync::atomic::AtomicBool::new(false));
         self.backend
-            .atomic_or_locked(self.converge(write), locked)
-            .await
+            .exclusive_in_rounds(&owners, |taken| async move {
+                let ranges: Vec<Bson> = taken
+                    .iter()
+                    .map(|owner| Bson::Document(owner_buckets(owner, first[owner.as_str()], None)))
+                    .collect();
+                let mut filter = write.filter.clone();
+                filter.insert("$or", ranges);
+                let write = Write {
+                    filter,
+                    read: write.read,
+                    check: write.check,
+                    select: write.select,
+                    op: write.op.clone(),
+                };
+                match self.converge(&write).await {
+                    Err(error) if error.is_not_found() => Ok(()),
+                    Ok(()) => {
+                        found_any.store(true, std::sync::atomic::Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(error) => Err(error),
+                }
+            })
+            .await?;
+        if found_any.load(std::sync::atomic::Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(message_not_found(id))
+        }
     }
 
     /// Applies `op` to `owner`'s entry of message `id`. Unknown to `owner` (or, unless
@@ -415,8 +445,10 @@ impl Buckets {
             }
         };
         let select = move |_: &Bucket, seen: &Seen| seen.is(id);
+        let mut filter = owner_buckets(owner, 0, None);
+        filter.insert("messages.id", id.0);
         let write = Write {
-            filter: doc! { "owner": owner, "messages.id": id.0 },
+            filter,
             read: Read::Flags,
             check: &check,
             select: &select,
@@ -425,13 +457,31 @@ impl Buckets {
         self.converge_owner(owner, &write).await
     }
 
+    /// The `count` and `unread` of the buckets `filter` selects (the newest `limit` of them, by
+    /// `_id`, when given): one `find`, retried.
+    async fn read_counts(&self, filter: Document, limit: Option<i64>) -> Result<Vec<Document>> {
+        self.backend
+            .retry("read counts", || async {
+                let mut find = self
+                    .buckets
+                    .find(filter.clone())
+                    .projection(doc! { "_id": 0, "count": 1, "unread": 1 })
+                    .batch_size(100_000);
+                if let Some(limit) = limit {
+                    find = find.sort(doc! { "_id": -1 }).limit(limit);
+                }
+                Ok(find.await?.try_collect().await?)
+            })
+            .await
+    }
+
     /// How many messages `owner`'s inbox shows: `count - hidden` summed over its buckets (one
     /// `find` of those two fields).
     pub(super) async fn count(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
         let buckets: Vec<Document> = self
             .buckets
-            .find(doc! { "owner": owner })
+            .find(owner_buckets(owner, 0, None))
             .projection(doc! { "_id": 0, "count": 1, "hidden": 1 })
             .batch_size(100_000)
             .await?
@@ -497,10 +547,9 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
                 point.1.store((position % size) as i64, Ordering::Relaxed);
             }
             UpTo::Message(id) => {
-                let found = self
-                    .buckets
-                    .read_buckets(&doc! { "owner": owner, "messages.id": id.0 }, Read::Flags)
-                    .await?;
+                let mut filter = owner_buckets(owner, 0, None);
+                filter.insert("messages.id", id.0);
+                let found = self.buckets.read_buckets(&filter, Read::Flags).await?;
                 let (sequence, index) = found
                     .iter()
                     .find_map(|bucket| {
@@ -534,11 +583,9 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
                 && (bucket.sequence < sequence
                     || (bucket.sequence == sequence && seen.index as i64 <= index))
         };
-        let mut filter = doc! { "owner": owner, "unread": { "$gt": 0 } };
         let sequence = point.0.load(Ordering::Relaxed);
-        if sequence >= 0 {
-            filter.insert("sequence", doc! { "$lte": sequence });
-        }
+        let mut filter = owner_buckets(owner, 0, (sequence >= 0).then_some(sequence));
+        filter.insert("unread", doc! { "$gt": 0 });
         let write = Write {
             filter,
             read: Read::Flags,
@@ -549,22 +596,41 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
         self.buckets.converge_owner(owner, &write).await
     }
 
-    /// `unread` summed over the owner's buckets that have any: one `find` of an index range.
+    /// `unread` summed over the owner's buckets: where the server has partial indexes, the full
+    /// buckets that have any (one `find` of the partial index) and the newest bucket (one `find`
+    /// of one bucket by `_id`), at the same time; elsewhere one `find` of the owner's buckets.
+    /// Every bucket but the newest is full.
     async fn unread_count(&self, owner: &str) -> Result<u64> {
         validate::check_user_id("owner", owner)?;
-        let buckets: Vec<Document> = self
-            .buckets
-            .buckets
-            .find(doc! { "owner": owner, "unread": { "$gt": 0 } })
-            .projection(doc! { "_id": 0, "unread": 1 })
-            .batch_size(100_000)
-            .await?
-            .try_collect()
-            .await?;
-        Ok(buckets
-            .iter()
-            .map(|b| integer(b, "unread").unwrap_or(0).max(0))
-            .sum::<i64>() as u64)
+        let buckets = &self.buckets;
+        let unread = |found: Vec<Document>| {
+            found
+                .iter()
+                .map(|b| integer(b, "unread").unwrap_or(0).max(0))
+                .sum::<i64>() as u64
+        };
+        let size = i64::from(buckets.bucket_size);
+        // Every bucket but the newest is full: the full ones still counting unread messages
+        // (by the partial index on `owner`, which no push into the newest bucket maintains;
+        // by the owner's `_id` range where the server has no partial indexes), and the newest.
+        let mut full = if buckets.backend.capabilities().await?.partial_indexes {
+            doc! { "owner": owner }
+        } else {
+            owner_buckets(owner, 0, None)
+        };
+        full.insert("count", doc! { "$gte": size });
+        full.insert("unread", doc! { "$gt": 0_i64 });
+        let newest = owner_buckets(owner, 0, None);
+        let (full, newest) = futures::future::try_join(
+            buckets.read_counts(full, None),
+            buckets.read_counts(newest, Some(1)),
+        )
+        .await?;
+        let newest = newest
+            .into_iter()
+            .filter(|bucket| integer(bucket, "count").unwrap_or(0) < size)
+            .collect();
+        Ok(unread(full) + unread(newest))
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
@@ -573,8 +639,8 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             .await
     }
 
-    /// Tombstones the message's entry in every bucket holding it (one `find` through the
-    /// `{messages.id: 1}` index, one `update`), positions unchanged.
+    /// Tombstones the message's entry in every bucket holding it (one `find` of its record, one
+    /// `find` of its recipients' buckets from where it went, one `update`), positions unchanged.
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
         validate::check_user_id("sender", sender)?;
         let check = move |buckets: &[Bucket]| check_sender(buckets, sender, id);
@@ -586,11 +652,11 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             select: &select,
             op: Op::Gone("retracted"),
         };
-        self.buckets.converge_message(&write).await
+        self.buckets.converge_message(id, &write).await
     }
 
-    /// Replaces the payload in every entry of the message (one `find`, read without payloads for
-    /// the size check, one `update`).
+    /// Replaces the payload in every entry of the message (one `find` of its record, one `find`
+    /// of its recipients' buckets read without payloads for the size check, one `update`).
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
         validate::check_user_id("sender", sender)?;
         let edited = bson::DateTime::now();
@@ -627,7 +693,7 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             select: &select,
             op: Op::Edit(payload, edited),
         };
-        self.buckets.converge_message(&write).await?;
+        self.buckets.converge_message(id, &write).await?;
         Ok(edited)
     }
 
@@ -639,8 +705,10 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
         let lists = FilterLists::new(self.buckets.heads.clone());
         let check = |_: &[Bucket]| Ok(());
         let select = move |_: &Bucket, seen: &Seen| seen.from == sender;
+        let mut buckets_of_sender = owner_buckets(owner, 0, None);
+        buckets_of_sender.insert("messages.from", sender);
         let write = Write {
-            filter: doc! { "owner": owner, "messages.from": sender },
+            filter: buckets_of_sender,
             read: Read::Flags,
             check: &check,
             select: &select,
@@ -688,7 +756,8 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
         if dropped.is_empty() {
             return Ok(0);
         }
-        let filter = doc! { "owner": owner, "sequence": { "$lt": newest }, "$or": dropped };
+        let mut filter = owner_buckets(owner, 0, Some(newest - 1));
+        filter.insert("$or", dropped);
         let buckets = self
             .buckets
             .backend

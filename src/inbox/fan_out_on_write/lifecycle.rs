@@ -2,17 +2,15 @@
 //!
 //! One `update` per change of one owner's copy (found by its `_id`, derived from the message and
 //! the owner, with `recipient` for the shard key), one
-//! `update_many` for a range of it or for all of a message's copies (retract and edit, found
-//! through the `{id: 1}` index), one `count` per count. Every write is a `$set` or `$unset` of
+//! `update_many` for a range of it or for all of a message's copies (retract and edit, one range
+//! of `_id`), one `count` per count. Every write is a `$set` or `$unset` of
 //! absolute values, so a retry after a lost reply applies nothing twice; a write that matched
 //! nothing reads once to tell an unknown message from one whose work is done.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 
-use super::{FanOutOnWrite, LAYOUT};
-use crate::bson_ext::derived_id;
+use super::{copies_of, copy_id, FanOutOnWrite, LAYOUT};
 use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
     message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
@@ -30,7 +28,7 @@ fn tombstone(reason: &str) -> Document {
 
 /// `owner`'s copy of message `id`: its `_id`, and its owner (the shard key's prefix).
 fn copy_of(owner: &str, id: MessageId) -> Document {
-    doc! { "_id": derived_id(id.0, owner), "recipient": owner }
+    doc! { "_id": copy_id(id, owner), "recipient": owner }
 }
 
 impl<P: Payload> FanOutOnWrite<P> {
@@ -69,7 +67,7 @@ impl<P: Payload> FanOutOnWrite<P> {
     async fn check_sender(&self, user: &str, id: MessageId) -> Result<()> {
         let copy = self
             .copies
-            .find_one(doc! { "id": id.0 })
+            .find_one(copies_of(id))
             .projection(doc! { "from": 1 })
             .await?
             .ok_or_else(|| message_not_found(id))?;
@@ -79,53 +77,17 @@ impl<P: Payload> FanOutOnWrite<P> {
         Ok(())
     }
 
-    /// Applies `update` to every copy of message `id` from `sender` that is not a tombstone:
-    /// one `update_many` where updates are atomic; elsewhere a `find` of the copies' owners,
-    /// then the update under their locks, a round of owners at a time. Returns how many copies
-    /// matched. Retried: `update` sets absolute values.
+    /// Applies `update` to every copy of message `id` from `sender` that is not a tombstone
+    /// ([`Backend::update_every_owner`](crate::backend::Backend::update_every_owner): one
+    /// `update_many` where updates are atomic). Returns how many copies matched. Retried:
+    /// `update` sets absolute values.
     async fn update_message(&self, sender: &str, id: MessageId, update: Document) -> Result<u64> {
-        let filter = doc! { "id": id.0, "from": sender, "gone": { "$exists": false } };
-        let atomic = self.backend.retry("update message", || async {
-            Ok(self
-                .copies
-                .update_many(filter.clone(), update.clone())
-                .await?
-                .matched_count)
-        });
-        let locked = async {
-            let owners: Vec<String> = self
-                .copies
-                .find(filter.clone())
-                .projection(doc! { "recipient": 1 })
-                .await?
-                .try_collect::<Vec<Document>>()
-                .await?
-                .iter()
-                .filter_map(|copy| copy.get_str("recipient").ok().map(str::to_owned))
-                .collect();
-            let matched = std::sync::atomic::AtomicU64::new(0);
-            let (filter, update, matched_ref) = (&filter, &update, &matched);
-            self.backend
-                .exclusive_in_rounds(&owners, |taken| async move {
-                    let mut filter = filter.clone();
-                    filter.insert("recipient", doc! { "$in": taken });
-                    let n = self
-                        .backend
-                        .retry("update message", || async {
-                            Ok(self
-                                .copies
-                                .update_many(filter.clone(), update.clone())
-                                .await?
-                                .matched_count)
-                        })
-                        .await?;
-                    matched_ref.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                    Ok(())
-                })
-                .await?;
-            Ok(matched.into_inner())
-        };
-        self.backend.atomic_or_locked(atomic, locked).await
+        let mut filter = copies_of(id);
+        filter.insert("from", sender);
+        filter.insert("gone", doc! { "$exists": false });
+        self.backend
+            .update_every_owner(&self.copies, &filter, "recipient", &update)
+            .await
     }
 }
 
@@ -240,7 +202,11 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnWrite<P> {
         validate::check_message_size(&payload, MAX_DOCUMENT_BYTES - 64)?;
         let copy = self
             .copies
-            .find_one(doc! { "id": id.0, "gone": { "$exists": false } })
+            .find_one({
+                let mut filter = copies_of(id);
+                filter.insert("gone", doc! { "$exists": false });
+                filter
+            })
             .projection(doc! { "message": 0 })
             .await?;
         let Some(mut copy) = copy else {

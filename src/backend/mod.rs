@@ -25,6 +25,13 @@
 //! A new server quirk of these kinds changes this file (or the one it delegates to), not the
 //! data models.
 
+mod guarded;
+mod lists;
+mod owners;
+
+pub(crate) use guarded::{Guard, GuardedUpdate};
+pub(crate) use lists::SortedLists;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -316,21 +323,6 @@ impl Backend {
             self.locks().in_rounds(keys, LOCKED_ROUND, work).await
         } else {
             work(keys.to_vec()).await
-        }
-    }
-
-    /// Runs `atomic` where single-document updates are atomic and `locked` elsewhere, for writes
-    /// whose safe form differs (an atomic `$push` guarded by its filter, or a read-modify-write
-    /// that takes its turns with [`Backend::exclusive`]).
-    pub(crate) async fn atomic_or_locked<T>(
-        &self,
-        atomic: impl Future<Output = Result<T>>,
-        locked: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        if self.locking().await? {
-            locked.await
-        } else {
-            atomic.await
         }
     }
 }
