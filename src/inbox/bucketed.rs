@@ -203,7 +203,7 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
 /// leased locks in `inbox_locks` (one `insert` per round of up to 50 recipients, one `delete`
 /// after), and the pushes' guards are checked on the buckets as read under the locks, each push
 /// then addressed by `_id` alone: one algorithm, whose guarded pushes the store's backend makes
-/// safe the server's way ([`crate::backend`]). A lock whose holder died is taken over after a
+/// safe the server's way (`src/backend/guarded.rs`). A lock whose holder died is taken over after a
 /// 30-second lease.
 ///
 /// # Setup and failures
