@@ -64,7 +64,7 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// - `inbox_filters`: `{_id: owner, muted: [..], blocked: [..]}`, each owner's mute and block
 ///   lists, read by every send (one `find`): a blocked sender's copy is not written, a muted
 ///   one's is written hidden (see [`super::InboxLifecycle`]).
-/// - `inbox_locks`: where updates are not atomic (FerretDB 1.x), the per-owner locks lifecycle
+/// - `inbox_locks`: where updates are not atomic, the per-owner locks lifecycle
 ///   writes take.
 ///
 /// Each copy also carries its owner's state: `unread: true` until read, `starred`, `muted`,

@@ -65,13 +65,13 @@
 //!   bucket (`messages.7.read`), never shifted: positions and cursors stay valid. Writes that
 //!   depend on what they read are guarded by the bucket's revision (`rev`), and re-read when
 //!   another writer got there first. No positional (`$`) or array-filter update is needed, so
-//!   the same code runs on FerretDB 1.x.
+//!   the same code runs on servers that have neither.
 //!
 //! Mute and block lists live in one document per owner (`{_id: owner, muted, blocked}`): in
 //! the bucketed store's heads collection, which every send reads already; in an
 //! `inbox_filters` collection for the other two, which a send reads with one more `find`.
 //!
-//! Where single-document updates are not atomic (FerretDB 1.x), lifecycle writes take the same
+//! Where single-document updates are not atomic (see docs/SERVERS.md), lifecycle writes take the same
 //! per-owner locks as bucketed sends (a store-wide one for [`FanOutOnRead`](super::FanOutOnRead),
 //! whose documents are shared by owners), so concurrent writers take turns. On every other
 //! server they run as they are. A mute or block racing a send to the same owner may let that
