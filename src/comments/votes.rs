@@ -26,7 +26,7 @@
 //! document ([`Embedded`](super::Embedded)'s discussion, a [`HybridPages`](super::HybridPages)
 //! page) drop its id.
 //!
-//! Where updates are not atomic (FerretDB 1.x) a vote runs under the discussion's lock, the one
+//! Where updates are not atomic (see docs/SERVERS.md) a vote runs under the discussion's lock, the one
 //! the strategy's edits and deletes take.
 //!
 //! # Retries
