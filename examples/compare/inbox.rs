@@ -72,6 +72,11 @@ pub enum Subject {
     /// A library strategy's document layout (fan-out on read or on write), written and read
     /// with plain driver calls.
     HandWritten(Lib),
+    /// The engine's floor for a copying strategy's send (sends only): fan-out on write, one
+    /// unordered `insert` of N minimal copies `{recipient, sent, id}` into a collection with one
+    /// compound index `{recipient, sent, id}`; buckets, one unordered `update` of N statements,
+    /// each pushing `{id, sent}` into one bucket addressed by `_id` (upserted), no other index.
+    Floor(Lib),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +94,7 @@ pub fn subjects() -> Vec<Subject> {
         .into_iter()
         .chain(seed)
         .chain([Lib::FanOutOnRead, Lib::FanOutOnWrite].map(Subject::HandWritten))
+        .chain([Lib::FanOutOnWrite, Lib::Bucketed].map(Subject::Floor))
         .collect()
 }
 
@@ -101,7 +107,7 @@ pub const HAND_WRITTEN: [(&str, &str); 2] = [
 impl Subject {
     pub fn who(self) -> Who {
         let seed = match self {
-            Subject::Library(lib) | Subject::HandWritten(lib) => match lib {
+            Subject::Library(lib) | Subject::HandWritten(lib) | Subject::Floor(lib) => match lib {
                 Lib::FanOutOnRead => SeedBaseline::FanOutOnRead,
                 Lib::FanOutOnWrite => SeedBaseline::FanOutOnWrite,
                 Lib::Bucketed => SeedBaseline::Bucketed,
@@ -115,6 +121,8 @@ impl Subject {
             Subject::Seed(seed) => (seed.name(), Kind::Seed),
             Subject::HandWritten(Lib::FanOutOnRead) => (HAND_WRITTEN[0].1, Kind::HandWritten),
             Subject::HandWritten(_) => (HAND_WRITTEN[1].1, Kind::HandWritten),
+            Subject::Floor(Lib::Bucketed) => ("floor: N pushes by _id", Kind::Floor),
+            Subject::Floor(_) => ("floor: one insert of N copies", Kind::Floor),
         };
         Who {
             name,
@@ -164,9 +172,22 @@ impl Subject {
                 Target::Hand(Lib::FanOutOnRead, db.collection("inbox"))
             }
             Subject::HandWritten(_) => {
-                // The same unique index the library creates.
+                // The same indexes the library creates.
                 InboxStore::<String>::create_indexes(&FanOutOnWrite::new(db)).await?;
                 Target::Hand(Lib::FanOutOnWrite, db.collection("inbox_copies"))
+            }
+            Subject::Floor(lib) => {
+                let collection = db.collection::<Document>("floor");
+                if lib == Lib::FanOutOnWrite {
+                    collection
+                        .create_index(
+                            mongodb::IndexModel::builder()
+                                .keys(doc! { "recipient": 1, "sent": 1, "id": 1 })
+                                .build(),
+                        )
+                        .await?;
+                }
+                Target::Floor(lib, db.clone())
             }
         })
     }
@@ -176,6 +197,7 @@ enum Target {
     Store(Arc<DynInboxStore<String>>),
     Seed(SeedBaseline, Database),
     Hand(Lib, Collection<Document>),
+    Floor(Lib, Database),
 }
 
 impl Target {
@@ -191,6 +213,33 @@ impl Target {
                     .await?;
             }
             Target::Seed(seed, db) => seed.send(db, from, to, PAYLOAD).await?,
+            Target::Floor(lib, db) => {
+                let (id, sent) = (bson::oid::ObjectId::new(), bson::DateTime::now());
+                if *lib == Lib::FanOutOnWrite {
+                    let copies = to
+                        .iter()
+                        .map(|recipient| doc! { "recipient": recipient, "sent": sent, "id": id });
+                    db.collection::<Document>("floor")
+                        .insert_many(copies)
+                        .ordered(false)
+                        .await?;
+                } else {
+                    // One `update` command of N statements (the server's batch size allows
+                    // 100,000), as the library sends its pushes.
+                    let pushes: Vec<Document> = to
+                        .iter()
+                        .map(|recipient| {
+                            doc! {
+                                "q": { "_id": recipient },
+                                "u": { "$push": { "messages": { "id": id, "sent": sent } } },
+                                "upsert": true,
+                            }
+                        })
+                        .collect();
+                    db.run_command(doc! { "update": "floor", "updates": pushes, "ordered": false })
+                        .await?;
+                }
+            }
             Target::Hand(lib, collection) => {
                 let id = bson::oid::ObjectId::new();
                 let mut message = doc! {
@@ -234,6 +283,7 @@ impl Target {
                 .items
                 .len(),
             Target::Seed(seed, db) => seed.read(db, owner, n).await?.len(),
+            Target::Floor(..) => return Err("a floor has no inbox to read".into()),
             Target::Hand(lib, collection) => {
                 let owner_field = if *lib == Lib::FanOutOnRead {
                     "to"
@@ -360,6 +410,10 @@ pub async fn run(bench: &Bench, sizes: &Sizes, only: &str) -> BoxResult<Vec<Row>
             storage_row = storage.or(storage_row);
         }
         rows.extend(storage_row);
+        if matches!(subject, Subject::Floor(_)) {
+            // A floor is a send's; it has no inbox to read.
+            continue;
+        }
         rows.extend(measure_reads(bench, subject, &sizes.inboxes).await?);
         let concurrent = measure_concurrent(bench, subject).await?;
         bench.progress(&concurrent);

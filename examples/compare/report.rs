@@ -13,12 +13,14 @@ pub struct Who {
     pub baseline: &'static str,
 }
 
-/// Library code, the seed's literal algorithm, or plain driver calls written by hand.
+/// Library code, the seed's literal algorithm, plain driver calls written by hand, or the
+/// engine's floor: the least work that delivers a message to N inboxes, in one command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Library,
     Seed,
     HandWritten,
+    Floor,
 }
 
 impl Kind {
@@ -27,6 +29,7 @@ impl Kind {
             Kind::Library => "library",
             Kind::Seed => "seed",
             Kind::HandWritten => "hand-written",
+            Kind::Floor => "engine floor",
         }
     }
 }
@@ -371,6 +374,7 @@ fn style(who: Who, families: &[&'static str]) -> (&'static str, &'static str) {
         Kind::Library => (colour, ""),
         Kind::Seed => (colour, "6,4"),
         Kind::HandWritten => ("#ff7f0e", "2,3"),
+        Kind::Floor => ("#7f7f7f", "1,3"),
     }
 }
 
