@@ -1,0 +1,55 @@
+//! Idempotency keys of posted comments: the id a key gives and the content it vouches for.
+
+use super::NewComment;
+use crate::Result;
+
+/// A keyed comment's key, the id it gives within its discussion, and the digest of what is
+/// posted (author, text, and the parent's link for a reply).
+#[derive(Clone, Debug)]
+pub(super) struct Keyed {
+    pub(super) key: String,
+    pub(super) id: bson::oid::ObjectId,
+    pub(super) content: String,
+}
+
+impl Keyed {
+    /// The key of `comment` (checked) for a post (`parent` `None`) or a reply to `parent` in
+    /// `discussion`; `None` without a key.
+    pub(super) fn of(
+        discussion: &str,
+        parent: Option<&str>,
+        comment: &NewComment,
+    ) -> Result<Option<Self>> {
+        let Some(key) = &comment.key else {
+            return Ok(None);
+        };
+        crate::idempotency::check(Some(key))?;
+        let content = crate::idempotency::digest(&(
+            (&comment.author.id, &comment.author.name),
+            &comment.text,
+            parent.unwrap_or(""),
+        ))?;
+        Ok(Some(Self {
+            key: key.clone(),
+            id: crate::idempotency::id(discussion, key),
+            content,
+        }))
+    }
+
+    /// `Ok` when `key` and `content` (as stored with a comment) are this comment's; otherwise
+    /// [`crate::Error::Conflict`].
+    pub(super) fn check(&self, key: Option<&str>, content: Option<&str>) -> Result<()> {
+        let conflict = |reason| crate::Error::Conflict {
+            what: crate::Entity::Comment,
+            id: self.key.clone(),
+            reason,
+        };
+        if key != Some(self.key.as_str()) {
+            return Err(conflict("its id is taken by another comment"));
+        }
+        if content != Some(self.content.as_str()) {
+            return Err(conflict("the author, text or parent differs"));
+        }
+        Ok(())
+    }
+}
