@@ -3,11 +3,21 @@
 //! [`Error::NotFound`] or [`Error::AlreadyExists`] names; and, in [`transient`], how a failure
 //! that may pass by itself is told from one the request caused.
 
+mod entity;
+mod forbidden;
+mod from_driver;
+mod invalid;
+mod limit;
 pub mod transient;
 
 use std::fmt;
 
 use bson::Bson;
+
+pub use entity::Entity;
+pub use forbidden::Forbidden;
+pub use invalid::Invalid;
+pub use limit::Limit;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -189,174 +199,6 @@ pub enum Error {
     },
 }
 
-/// Why the caller's input was refused ([`Error::InvalidInput`]), before anything was written.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Invalid {
-    /// Required text was empty or only whitespace.
-    #[error("{what} must not be blank")]
-    Blank {
-        /// What was blank: for a user id, its role (`"sender"`, `"recipient"`, `"owner"`,
-        /// `"user"`, `"author"`, `"actor"`); otherwise the field (`"group id"`,
-        /// `"discussion id"`, `"username"`, `"target"`, `"kind"`, `"text"`, `"title and body"`,
-        /// `"media url"`, `"search terms"`, `"job kind"`).
-        what: &'static str,
-    },
-
-    /// An id (of a user, a discussion, a group, a feed, ...) is longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), which keeps every index key holding it within what
-    /// every engine's indexes take.
-    #[error("{what} is {bytes} bytes long, longer than the {max} bytes an id may have")]
-    TooLong {
-        /// The id's role, as for [`Invalid::Blank`]; `"notification target"` for the target a
-        /// reply's notification would have
-        /// ([`ThreadedComments::reply`](crate::ThreadedComments::reply)).
-        what: &'static str,
-        /// Its length in bytes.
-        bytes: usize,
-        /// The limit.
-        max: usize,
-    },
-
-    /// Something to be stored (a message, a post, a comment, a recipient list, a notification's
-    /// data, a job's payload, a user's profile) encodes to more bytes than the store accepts, or
-    /// than the document that would hold it can take (an embedded discussion:
-    /// [`HybridPages`](crate::HybridPages) spreads a long one over pages). Every store checks
-    /// this before it sends anything to the server; each method's `# Errors` names its limit.
-    #[error(
-        "{what} is {size} bytes, larger than the {limit} bytes allowed{}",
-        too_large_hint(what)
-    )]
-    TooLarge {
-        /// What was too large (`"message"`, `"post"`, `"comment"`, `"recipient list"`,
-        /// `"discussion"`, `"job payload"`, `"notification data"`, `"user"`,
-        /// `"extended user"`).
-        what: &'static str,
-        /// Encoded size in bytes.
-        size: usize,
-        /// Largest encoded size accepted.
-        limit: usize,
-    },
-
-    /// A message was sent to nobody.
-    #[error("a message needs at least one recipient")]
-    NoRecipients,
-
-    /// The same recipient was named twice in one message.
-    #[error("recipient `{recipient}` is named more than once")]
-    DuplicateRecipient {
-        /// The repeated recipient.
-        recipient: String,
-    },
-
-    /// A page cursor was not produced by this store for this scope, or was altered.
-    #[error("invalid page cursor: {reason}")]
-    Cursor {
-        /// Why the cursor was rejected.
-        reason: String,
-    },
-
-    /// A page request asked for zero items or more than the store allows.
-    #[error("page limit {limit} is out of range 1..={max}")]
-    PageLimit {
-        /// The requested limit.
-        limit: usize,
-        /// The largest allowed limit.
-        max: usize,
-    },
-
-    /// A user named themselves where the operation needs another user: following, blocking or
-    /// dismissing themselves.
-    #[error("user `{user}` cannot {action} themselves")]
-    SelfAction {
-        /// The user.
-        user: String,
-        /// What they tried: `"follow"`, `"block"` or `"dismiss"`.
-        action: &'static str,
-    },
-
-    /// A comment link (slug path or position path) is not one this strategy makes.
-    #[error("invalid comment link `{link}`: {reason}")]
-    Link {
-        /// The link as given.
-        link: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-
-    /// A comment vote other than up (1) or down (-1), or 0 where a retraction is meant.
-    #[error("invalid vote {value}: a vote is 1 (up) or -1 (down), or 0 to take it back")]
-    Vote {
-        /// The value as given.
-        value: i64,
-    },
-
-    /// A reply would nest deeper than the strategy can index or store.
-    #[error("a reply at depth {depth} would exceed this strategy's limit: {limit}")]
-    ThreadTooDeep {
-        /// Depth the reply would have (top-level comments have depth 0).
-        depth: usize,
-        /// The limit that would be passed, in words.
-        limit: String,
-    },
-
-    /// A name a request gave (a sort, an order, a vote, a notification kind) is not one of the
-    /// values it may take.
-    #[error("unknown {what} `{value}`; expected one of: {expected}")]
-    Name {
-        /// What was named (`"sort"`, `"order"`, `"vote"`, `"notification kind"`).
-        what: &'static str,
-        /// The name as given.
-        value: String,
-        /// The accepted names.
-        expected: &'static str,
-    },
-}
-
-/// Why a user may not do what they asked ([`Error::Forbidden`]); nothing was written.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Forbidden {
-    /// A user edited or retracted a message someone else sent.
-    #[error("`{user}` did not send message `{id}`, so cannot change it")]
-    NotSender {
-        /// Who tried to change the message.
-        user: String,
-        /// The message's id.
-        id: String,
-    },
-
-    /// A direct follow between two users one of whom has blocked the other
-    /// ([`FollowGraph::block`](crate::graph::FollowGraph::block)), until the block is lifted.
-    #[error("`{blocked}` is blocked by `{by}`: no direct follow between them")]
-    Blocked {
-        /// Who blocked.
-        by: String,
-        /// Whom.
-        blocked: String,
-    },
-}
-
-/// What lacks a feature an operation asked for ([`Error::Unsupported`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Limit {
-    /// The server (for example, change streams on a standalone server).
-    Server,
-    /// The store's strategy (for example, replies in [`HybridPages`](crate::HybridPages), which
-    /// does not thread).
-    Strategy,
-}
-
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Limit::Server => "server",
-            Limit::Strategy => "strategy",
-        })
-    }
-}
-
 impl Error {
     /// The kind of failure, as a stable `snake_case` name of its variant, for logs, metrics and
     /// an API's error responses: `"invalid_input"`, `"invalid_config"`, `"not_found"`,
@@ -505,48 +347,6 @@ impl Error {
     }
 }
 
-impl From<mongodb::error::Error> for Error {
-    fn from(error: mongodb::error::Error) -> Self {
-        use mongodb::error::ErrorKind;
-        if let Some(reason) = transient::unreachable_reason(&error) {
-            return Error::Unreachable {
-                reason,
-                source: Some(error),
-            };
-        }
-        let code = match &*error.kind {
-            ErrorKind::Command(command) => Some(command.code),
-            ErrorKind::Write(mongodb::error::WriteFailure::WriteError(write)) => Some(write.code),
-            ErrorKind::Write(mongodb::error::WriteFailure::WriteConcernError(concern)) => {
-                Some(concern.code)
-            }
-            ErrorKind::InsertMany(failure) => failure
-                .write_errors
-                .as_deref()
-                .and_then(|errors| errors.first())
-                .map(|first| first.code)
-                .or(failure.write_concern_error.as_ref().map(|c| c.code)),
-            _ => None,
-        };
-        Error::Database {
-            code,
-            message: error.to_string(),
-            source: Some(error),
-        }
-    }
-}
-
-/// What to do about something too large, where there is a better place for it.
-fn too_large_hint(what: &str) -> &'static str {
-    match what {
-        "discussion" => {
-            "; a discussion this long belongs in the hybrid strategy (`HybridPages`), which \
-             spreads comments over pages"
-        }
-        _ => "",
-    }
-}
-
 /// The last failure of an [`Error::RetriesExhausted`], in its message.
 struct Last<'a>(&'a Option<Box<Error>>);
 
@@ -571,67 +371,6 @@ impl fmt::Display for DatabaseMessage<'_> {
     }
 }
 
-/// What an [`Error::NotFound`] or an [`Error::AlreadyExists`] names. Displayed as the words of
-/// the error's message (`ParentComment` as "parent comment").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Entity {
-    /// A post of the feed.
-    Post,
-    /// A user: of the follow graph, the feed or the delivery.
-    User,
-    /// A user's extended profile in the feed.
-    ExtendedUser,
-    /// A username, unique among the feed's users.
-    Username,
-    /// A group of the follow graph.
-    Group,
-    /// A discussion comments are posted to.
-    Discussion,
-    /// A comment, named by its link.
-    Comment,
-    /// The comment a reply answers, named by its link.
-    ParentComment,
-    /// The propagation of a user's new username to the copies of their chunk.
-    Propagation,
-    /// The shared recipient list of a message with many recipients.
-    RecipientList,
-    /// A group of a recipient's notifications.
-    Notification,
-    /// A message in an inbox: one the owner never received, deleted, or pruned; or one that
-    /// was retracted.
-    Message,
-    /// A comment that was deleted: an edit, a delete or a vote named it.
-    DeletedComment,
-}
-
-impl Entity {
-    /// The words for it in error messages (`"parent comment"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Entity::Post => "post",
-            Entity::User => "user",
-            Entity::ExtendedUser => "extended user",
-            Entity::Username => "username",
-            Entity::Group => "group",
-            Entity::Discussion => "discussion",
-            Entity::Comment => "comment",
-            Entity::ParentComment => "parent comment",
-            Entity::Propagation => "propagation",
-            Entity::RecipientList => "recipient list",
-            Entity::Notification => "notification",
-            Entity::Message => "message",
-            Entity::DeletedComment => "deleted comment",
-        }
-    }
-}
-
-impl fmt::Display for Entity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The document an [`Error::Decode`] names, in its message.
 struct DocumentId<'a>(&'a Option<Box<Bson>>);
 
@@ -652,109 +391,6 @@ mod tests {
     use bson::oid::ObjectId;
 
     use super::*;
-    use crate::update_batch::{insert_failure, InsertFailure};
-
-    #[test]
-    fn entities_read_as_the_words_they_replace() {
-        let words = [
-            (Entity::Post, "post"),
-            (Entity::User, "user"),
-            (Entity::ExtendedUser, "extended user"),
-            (Entity::Username, "username"),
-            (Entity::Group, "group"),
-            (Entity::Discussion, "discussion"),
-            (Entity::Comment, "comment"),
-            (Entity::ParentComment, "parent comment"),
-            (Entity::Propagation, "propagation"),
-            (Entity::RecipientList, "recipient list"),
-            (Entity::Message, "message"),
-        ];
-        for (entity, text) in words {
-            assert_eq!(entity.to_string(), text);
-        }
-        let missing = Error::NotFound {
-            what: Entity::ParentComment,
-            id: "0a1b/2c3d".into(),
-        };
-        assert_eq!(missing.to_string(), "unknown parent comment `0a1b/2c3d`");
-        assert!(missing.is_not_found() && !missing.is_invalid_input());
-        let taken = Error::AlreadyExists {
-            what: Entity::Username,
-            id: "ann".into(),
-        };
-        assert_eq!(taken.to_string(), "username `ann` already exists");
-        assert!(taken.is_already_exists() && !taken.is_not_found());
-    }
-
-    #[test]
-    fn one_variant_for_blank_text_and_one_for_too_large() {
-        let blank = Error::from(Invalid::Blank { what: "owner" });
-        assert_eq!(blank.to_string(), "owner must not be blank");
-        let too_large = Error::from(Invalid::TooLarge {
-            what: "message",
-            size: 400_000,
-            limit: 335_544,
-        });
-        assert_eq!(
-            too_large.to_string(),
-            "message is 400000 bytes, larger than the 335544 bytes allowed"
-        );
-        for error in [blank, too_large] {
-            assert!(error.is_invalid_input() && !error.is_retryable(), "{error}");
-        }
-    }
-
-    /// A transient `insert` failure as the driver reports it: the `Database` error built from it keeps the
-    /// driver's error as its source, and is classified by its code as before.
-    #[test]
-    fn a_write_keeps_the_drivers_error_as_its_source() {
-        let failure: mongodb::error::InsertManyError = bson::from_document(doc! {
-            "writeErrors": [
-                { "index": 0, "code": 11000, "errmsg": "E11000 duplicate key error" },
-                { "index": 1, "code": 112, "errmsg": "WriteConflict" },
-            ],
-        })
-        .expect("an insert failure");
-        let driver = mongodb::error::Error::from(mongodb::error::ErrorKind::InsertMany(failure));
-        let InsertFailure::Transient(error) = insert_failure(driver) else {
-            panic!("a write conflict is transient");
-        };
-        assert_eq!(
-            error.to_string(),
-            "the server failed with code 112: WriteConflict"
-        );
-        assert_eq!(error.code(), Some(112));
-        assert!(error.is_retryable());
-        let source = error.source().expect("the driver's error");
-        let driver = source
-            .downcast_ref::<mongodb::error::Error>()
-            .expect("a driver error");
-        assert!(matches!(
-            &*driver.kind,
-            mongodb::error::ErrorKind::InsertMany(_)
-        ));
-
-        // Read from a command's reply (`writeErrors`), with no driver error: the same
-        // classification.
-        let from_reply = Error::from_reply(112, "WriteConflict");
-        assert!(from_reply.source().is_none());
-        assert!(from_reply.is_retryable());
-        assert_eq!(from_reply.code(), Some(112));
-    }
-
-    #[test]
-    fn a_driver_error_has_the_servers_code() {
-        let command: mongodb::error::CommandError = bson::from_document(doc! {
-            "ok": 0.0, "code": 13, "codeName": "Unauthorized", "errmsg": "not authorized",
-        })
-        .expect("a command error");
-        let error = Error::from(mongodb::error::Error::from(
-            mongodb::error::ErrorKind::Command(command),
-        ));
-        assert!(matches!(error, Error::Database { .. }), "{error}");
-        assert_eq!(error.code(), Some(13));
-        assert_eq!(Error::from(Invalid::NoRecipients).code(), None);
-    }
 
     #[derive(Debug, serde::Deserialize)]
     struct Stored {

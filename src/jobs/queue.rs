@@ -1,0 +1,258 @@
+//! The queue ([`JobQueue`]): its collections, enqueuing, counting and cancelling jobs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use mongodb::{Collection, Database};
+
+use super::JobQueueBuilder;
+use crate::backend::Backend;
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::lease_lock::LeaseLocks;
+use crate::sharding::ShardKey;
+
+/// A durable job queue; cheap to clone (clones share the collections).
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::{Arc, Mutex, PoisonError};
+/// use std::time::Duration;
+/// use mongo_social::jobs::{Job, JobHandler, JobQueue};
+///
+/// #[derive(Debug)]
+/// struct Print;
+///
+/// #[async_trait::async_trait]
+/// impl JobHandler for Print {
+///     async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+///         println!("{}: {}", job.kind, job.payload);
+///         Ok(())
+///     }
+/// }
+///
+/// let queue = JobQueue::new(&db);
+/// queue.create_indexes().await?;
+/// queue.enqueue("greet", bson::doc! { "who": "bob" }).await?;
+/// let worker = queue.start_worker(Arc::new(Print));
+/// queue.wait_until_drained(Duration::from_secs(10)).await?;
+/// worker.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct JobQueue {
+    pub(super) backend: Backend,
+    pub(super) jobs: Collection<Document>,
+    /// Claims, taken on every server.
+    pub(super) locks: LeaseLocks,
+    pub(super) lease: Duration,
+    pub(super) max_attempts: u32,
+    pub(super) retry_delay: Duration,
+    pub(super) batch: usize,
+    pub(super) poll_interval: Duration,
+    pub(super) max_poll_interval: Duration,
+    /// Bumped by every enqueue through this queue or a clone, to wake this process's workers.
+    pub(super) enqueued: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl JobQueue {
+    /// A queue with default settings in `database`.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default job queue settings are valid")
+    }
+
+    /// A queue for a store configured by `store` (its database, retry policy and capabilities),
+    /// keeping its jobs in the collection `jobs` (a name the store resolved already).
+    pub(crate) fn builder_for(store: &StoreConfig, jobs: &str) -> JobQueueBuilder {
+        let mut builder = Self::builder(store.database())
+            .collection("jobs", jobs)
+            .retry_policy(store.retry_policy());
+        if let Some(capabilities) = store.given_capabilities() {
+            builder = builder.capabilities(capabilities);
+        }
+        builder
+    }
+
+    /// Starts configuring a queue in `database`.
+    pub fn builder(database: &Database) -> JobQueueBuilder {
+        JobQueueBuilder {
+            config: StoreConfig::new(database),
+            lease: Duration::from_secs(60),
+            max_attempts: 10,
+            retry_delay: Duration::from_secs(1),
+            batch: 20,
+            poll_interval: Duration::from_millis(50),
+            max_poll_interval: Duration::from_secs(2),
+        }
+    }
+
+    /// How long a claim lasts.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The jobs collection's name, for errors that name a job's document.
+    pub(crate) fn collection_name(&self) -> &str {
+        self.jobs.name()
+    }
+
+    /// The largest payload a job may carry, encoded, in bytes: 16 MiB less 8 KiB, which a job's
+    /// document keeps for its other fields (its kind, of up to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// its attempt count and times, and the last failure's text, kept to 4 KiB).
+    pub const MAX_PAYLOAD_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 8 * 1024;
+
+    /// Adds a job, due now (one `insert`).
+    ///
+    /// # Errors
+    ///
+    /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
+    /// `kind`, [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"job kind"`) for one over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// (`"job payload"`) for a payload over [`JobQueue::MAX_PAYLOAD_BYTES`].
+    pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
+        let id = ObjectId::new();
+        self.enqueue_once(id, kind, payload).await?;
+        Ok(id)
+    }
+
+    /// Adds a job with the id `id` unless a job with that id is queued already: returns whether
+    /// it was added. A handler that queues a follow-up job under an id derived from its own
+    /// work (say, the next batch of a fan-out) queues it once however often it is re-run. (A
+    /// follow-up that already ran and left the queue is queued again; its handler must be
+    /// idempotent, as every handler must.)
+    ///
+    /// # Errors
+    ///
+    /// As [`JobQueue::enqueue`].
+    pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
+        crate::validate::id("job kind", kind)?;
+        crate::validate::encoded_size("job payload", &payload, Self::MAX_PAYLOAD_BYTES)?;
+        let job = doc! {
+            "_id": id,
+            "kind": kind,
+            "payload": payload,
+            "attempts": 0,
+            "not_before": bson::DateTime::now(),
+            "failed": false,
+        };
+        let added = self.backend.insert_once(&self.jobs, job).await?;
+        if added {
+            self.enqueued
+                .send_modify(|count| *count = count.wrapping_add(1));
+        }
+        Ok(added)
+    }
+
+    /// Whether a job of `kind` whose `field` is `value` was queued after `id` and is not
+    /// failed (one `find`): a later job that supersedes `id`'s.
+    pub(crate) async fn has_later(
+        &self,
+        kind: &str,
+        field: &str,
+        value: &str,
+        id: ObjectId,
+    ) -> Result<bool> {
+        let filter = doc! { "kind": kind, field: value, "_id": { "$gt": id }, "failed": false };
+        let later = self
+            .backend
+            .retry("find later job", || async {
+                Ok(self
+                    .jobs
+                    .find_one(filter.clone())
+                    .projection(doc! { "_id": 1 })
+                    .await?)
+            })
+            .await?;
+        Ok(later.is_some())
+    }
+
+    /// Deletes the jobs of `kind` whose `field` is `value`, queued no later than `id` (one
+    /// `delete`): a job done some other way, with those it superseded.
+    pub(crate) async fn complete_up_to(
+        &self,
+        kind: &str,
+        field: &str,
+        value: &str,
+        id: ObjectId,
+    ) -> Result<()> {
+        let filter = doc! { "kind": kind, field: value, "_id": { "$lte": id } };
+        self.backend
+            .retry("complete jobs", || async {
+                self.jobs.delete_many(filter.clone()).await?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Deletes a job, whether waiting, running or failed (one `delete`); returns whether it was
+    /// there. A run already under way finishes.
+    ///
+    /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
+    /// attempt's reply was lost, a retry finds the job gone and returns `false`.
+    pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
+        let deleted = self
+            .backend
+            .retry("cancel job", || async {
+                Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
+            })
+            .await?;
+        Ok(deleted.deleted_count > 0)
+    }
+
+    /// Jobs waiting or running (not failed), one `count`.
+    pub async fn pending(&self) -> Result<u64> {
+        Ok(self.jobs.count_documents(doc! { "failed": false }).await?)
+    }
+
+    /// Jobs given up on after [`JobQueueBuilder::max_attempts`] runs, one `count`.
+    pub async fn failed(&self) -> Result<u64> {
+        Ok(self.jobs.count_documents(doc! { "failed": true }).await?)
+    }
+
+    /// Waits until no job is pending (failed jobs do not count), checking every 20 ms.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] if jobs are still pending after `timeout`.
+    pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
+        let started = tokio::time::Instant::now();
+        loop {
+            if self.pending().await? == 0 {
+                return Ok(());
+            }
+            if started.elapsed() >= timeout {
+                return Err(Error::Timeout {
+                    what: "draining the job queue",
+                    waited: timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
+    /// correct without them, only slower.
+    pub async fn create_indexes(&self) -> Result<()> {
+        self.backend.create_indexes().await
+    }
+
+    /// The shard key of each of the queue's collections.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.jobs.name(),
+                doc! { "_id": "hashed" },
+                "spreads enqueues over every shard; workers poll all shards, which suits a queue",
+            ),
+            ShardKey::new(
+                self.locks.collection_name(),
+                doc! { "_id": 1 },
+                "claims are found by job id only",
+            ),
+        ]
+    }
+}
