@@ -268,6 +268,26 @@ impl Backend {
         self.locks().lasting(lease)
     }
 
+    /// Runs `work` on all of `keys` on every server, in rounds of at most [`LOCKED_ROUND`] keys,
+    /// each holding the locks of the keys it got, leased for `lease` (see
+    /// [`LeaseLocks::in_rounds`]): for work that takes turns wherever it runs, as
+    /// [`Backend::lease_locks`] locks do, and [`Backend::exclusive_in_rounds`] for work that
+    /// takes turns only where the server needs it.
+    pub(crate) async fn lease_locked_in_rounds<F, Fut>(
+        &self,
+        lease: Duration,
+        keys: &[String],
+        work: F,
+    ) -> Result<()>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        self.lease_locks(lease)
+            .in_rounds(keys, LOCKED_ROUND, work)
+            .await
+    }
+
     /// The name of the locks collection.
     pub(crate) fn locks_collection(&self) -> &str {
         self.locks().collection_name()

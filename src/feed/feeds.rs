@@ -39,8 +39,8 @@ use crate::{Error, Page, PageRequest, Result};
 /// [`max_feed_len`](super::FeedStoreBuilder::max_feed_len) items, highest score first. On
 /// MongoDB a post's fan-out enters all its feeds with one `insert` (creating missing feeds) and
 /// one `update` (`$push` with `$sort` and `$slice`, filtered so a repeated job changes nothing);
-/// where updates are not atomic (FerretDB 1.x) each group of up to 50 feeds is locked, read,
-/// merged and written back.
+/// where updates are not atomic each group of up to 50 feeds is locked, read, merged and
+/// written back.
 ///
 /// ```no_run
 /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {

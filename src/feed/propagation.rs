@@ -20,13 +20,13 @@
 //! collection (the 5: record, rename, read the record, read the chunk, mark done; one more empty
 //! batch when the copies are an exact multiple of the batch). At 100 copies a batch and a few
 //! milliseconds a command on MongoDB, that is about a second per 10,000 posts of the user;
-//! measured on FerretDB 1.24 in `cargo run --example social_feed`: 8 commands for a user with 2
-//! posts.
+//! measured where updates are not atomic in `cargo run --example social_feed`: 8 commands for a
+//! user with 2 posts.
 //!
 //! A post created from a chunk read just before a rename, and inserted after that rename's
 //! batches passed its `_id`, keeps the old chunk until the next propagation of that user (run
 //! [`super::Users::propagate`] again to repair; it is idempotent). On servers whose updates are
-//! not atomic (FerretDB 1.x), the rename's `findAndModify` and each batch's `update` run under a
+//! not atomic, the rename's `findAndModify` and each batch's `update` run under a
 //! leased lock on the user ([`user_lock`], +2 commands each), so concurrent renames get distinct
 //! revisions and two propagations of the same user cannot interleave within one copy.
 

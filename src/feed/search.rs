@@ -8,12 +8,12 @@
 //! each must contain the term as written (case-insensitively), so matching is not stemmed
 //! ("run" does not find "ran") and a stop word given as a term is required like any other.
 //! Best match is MongoDB's `textScore`; either order is one `aggregate`. Where `$text` matches
-//! documents holding *any* quoted phrase ([`crate::Capabilities::text_all_phrases`] false:
-//! DocumentDB, the engine of FerretDB 2.x and Azure Cosmos DB for MongoDB vCore), the same
-//! `aggregate` filters the text index's candidates again with the fallback's regexes, so every
-//! term is still required; the score stays the text index's.
+//! documents holding *any* quoted phrase ([`crate::Capabilities::text_all_phrases`] false;
+//! docs/SERVERS.md lists the servers), the same `aggregate` filters the text index's candidates
+//! again with the fallback's regexes, so every term is still required; the score stays the text
+//! index's.
 //!
-//! Elsewhere (FerretDB 1.x has no text index) the fallback is a case-insensitive `$regex` per term
+//! Where the server has no text index the fallback is a case-insensitive `$regex` per term
 //! over title and body (substring match, no stemming, a collection scan). Newest first is one
 //! `find`. Best match scores in the library: for each term, 3 per occurrence in the title plus 1
 //! per occurrence in the body, over the newest [`FALLBACK_CANDIDATES`] matches, fetched in one

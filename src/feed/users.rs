@@ -65,8 +65,8 @@ pub struct ExtendedUser<E> {
 /// batch⌉` commands per collection. Progress is recorded after each batch, so an interrupted
 /// propagation resumes where it stopped ([`Users::resume_propagations`]), and a copy is only
 /// ever replaced by a newer revision, so reruns and out-of-order runs are harmless. Where
-/// updates are not atomic (FerretDB 1.x) the rename and each batch take a lock on the user (+2
-/// commands each).
+/// updates are not atomic the rename and each batch take a lock on the user (+2 commands
+/// each).
 ///
 /// ```no_run
 /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
@@ -241,9 +241,9 @@ impl Users {
         let inner = &self.inner;
         inner.backend.ensure_indexes().await?;
         let propagation = propagation::record(inner, id).await?;
-        // FerretDB's findAndModify reads, modifies and writes back without isolation: two
-        // renames at once would both write the same revision. There it runs under the user's
-        // lock (+2 commands).
+        // Where updates are not atomic, findAndModify reads, modifies and writes back without
+        // isolation: two renames at once would both write the same revision. There it runs
+        // under the user's lock (+2 commands).
         let renamed = inner
             .backend
             .exclusive(&[user_lock(id)], async {
@@ -262,7 +262,8 @@ impl Users {
             Ok(Ok(Some(_))) => return Ok(propagation),
             Ok(Ok(None)) => Err(not_found_user(id)),
             Err(error) => Err(error),
-            // MongoDB reports a duplicate key; FerretDB 1.24 an internal error naming the index.
+            // MongoDB reports a duplicate key; other servers may report an internal error naming
+            // the index.
             Ok(Err(error)) => {
                 let taken = inner
                     .collections

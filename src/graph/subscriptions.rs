@@ -40,8 +40,7 @@ use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
-use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport};
-use crate::backend::LOCKED_ROUND;
+use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, LEASE};
 use crate::retry::once_per_op;
 use crate::Result;
 
@@ -136,8 +135,8 @@ impl FollowGraph {
         add: bool,
     ) -> Result<()> {
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
-        self.owner_locks
-            .in_rounds(&keys, LOCKED_ROUND, |taken| async move {
+        self.backend
+            .lease_locked_in_rounds(LEASE, &keys, |taken| async move {
                 let owners = owners_of(taken);
                 if add {
                     self.add_round(owners, users, origin).await
@@ -292,8 +291,8 @@ impl FollowGraph {
             return Ok(());
         }
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
-        self.owner_locks
-            .in_rounds(&keys, LOCKED_ROUND, |taken| async move {
+        self.backend
+            .lease_locked_in_rounds(LEASE, &keys, |taken| async move {
                 let scope = doc! { "owner": { "$in": owners_of(taken) }, "user": user };
                 self.finish_pending(&scope).await
             })

@@ -1,188 +1,17 @@
-//! The [`Likes`] handle: idempotent likes, and the per-post counters (likes, comments, points)
-//! in their own document.
-
-use std::fmt;
-use std::future::Future;
-use std::sync::Arc;
+//! Likes and unlikes of a (post, user) pair, journaled on the like document.
 
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use serde::{Deserialize, Serialize};
 
-use super::inner::{not_found_post, Inner};
-use super::types::PostId;
+use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING};
+use crate::feed::inner::not_found_post;
+use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::update_batch::is_duplicate_key;
 use crate::{bson_ext, Result};
 
-/// Rounds of a counter's `$inc` that may meet a concurrently created document (and of a like or
-/// unlike that may meet a concurrent change of its pair).
-const MAX_FIRST_UPDATE_RACES: usize = 3;
-
-/// A like's "not yet counted" mark: `true` from its insert until its `$inc` (operation `op`,
-/// stored on the like) landed.
-const PENDING: &str = "pending";
-
-/// A like's "removing" mark: the op id of the unlike whose `-1` is applied before the like is
-/// deleted. A like so marked reads as absent.
-const REMOVING: &str = "removing";
-
-/// What inserting a like found.
-enum Stored {
-    /// This call's like is stored.
-    Mine,
-    /// Another like of the pair is stored.
-    Other(Document),
-    /// The pair's like was removed between the insert and the look-up.
-    Gone,
-}
-
-/// The op id of a like stored but not yet counted.
-fn pending_op(like: &Document) -> Option<ObjectId> {
-    if like.get_bool(PENDING).unwrap_or(false) {
-        like.get_object_id("op").ok()
-    } else {
-        None
-    }
-}
-
-/// A post's social counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counters {
-    /// Users who like the post.
-    #[serde(default)]
-    pub likes: i64,
-    /// Comments on the post.
-    #[serde(default)]
-    pub comments: i64,
-    /// Points (ratings, votes) the post earned.
-    #[serde(default)]
-    pub points: i64,
-}
-
-/// A counter the application changes directly; likes change only through
-/// [`Likes::like`] and [`Likes::unlike`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Counter {
-    /// The comment count.
-    Comments,
-    /// The points.
-    Points,
-}
-
-impl Counter {
-    fn field(self) -> &'static str {
-        match self {
-            Counter::Comments => "comments",
-            Counter::Points => "points",
-        }
-    }
-}
-
-/// Likes and a post's counters: like, unlike, read the counters, repair them. From
-/// [`super::FeedStore::likes`]; cheap to clone.
-///
-/// ```no_run
-/// # use mongo_social::{FeedStore, PostId};
-/// # async fn demo(store: FeedStore<()>, post: PostId) -> mongo_social::Result<()> {
-/// use mongo_social::feed::Counter;
-///
-/// let likes = store.likes();
-/// assert!(likes.like(post, "bob").await?);
-/// assert!(!likes.like(post, "bob").await?, "liked once, counted once");
-/// assert!(likes.is_liked(post, "bob").await?);
-/// likes.add_to_counter(post, Counter::Comments, 1).await?;
-/// let counters = likes.counters(post).await?;
-/// assert_eq!((counters.likes, counters.comments), (1, 1));
-/// # Ok(()) }
-/// ```
-///
-/// A like is a document `{_id: {post, user}, post, user, at, created, op}` in `post_likes`:
-/// inserting it is atomic on every server thanks to the unique `_id`, so a second like by the
-/// same user fails with a duplicate key and counts nothing. The counter document
-/// `{_id: post, likes, comments, points, ops}` is `$inc`ed only when the like was stored (or is
-/// being removed), so the count is exact under any concurrency. Where updates are not atomic
-/// (FerretDB 1.x), a like's or unlike's writes run under a leased lock on the post's counter
-/// (+2 commands).
-///
-/// # The like document is the journal
-///
-/// A like and its count are two writes to two documents; a failure between them (a lost
-/// reply, an outage, a client giving up) must leave the counter neither off nor fixable only by
-/// a recount. So each like document records what is still to be applied to the counter:
-/// - a like is inserted with its op id `op` and the mark `pending: true`; its `$inc +1` carries
-///   `op`; then the mark is cleared. A like still marked may or may not be counted: `op` in the
-///   counter's `ops` tells, and applying `+1` with `op` again is a no-op if it was;
-/// - an unlike does not delete at once: it marks the like `removing: op2` (a `findAndModify`,
-///   which returns the like as it was), applies `-1` with `op2`, then deletes the like. A like
-///   so marked reads as absent ([`Likes::is_liked`], recounts, the hot window);
-/// - each like or unlike first finishes a mark it finds on its pair, with the op id stored there,
-///   so nothing is applied twice: a like that failed after its insert and is then unliked is
-///   counted (`+1` with its `op`, a no-op if its own `$inc` landed) before it is uncounted
-///   (`-1` with the unlike's), so the counter never goes below the likes.
-///
-/// When a step fails, the call first undoes what it did (a like is uncounted and deleted, an
-/// unlike uncounted and unmarked), so an error usually means nothing changed; if the undo
-/// fails too (the server is still unreachable), the marks stay and the next like or unlike of
-/// the pair, [`Likes::settle`] or [`Likes::recount`] finishes them.
-///
-/// Exact as long as a mark is finished before 100 later changes of the post's counters drop its
-/// op id from `ops` (see below), and, on MongoDB where likes take no lock, as long as a failed
-/// call's undo does not race another call on the same pair.
-///
-/// # Retries
-///
-/// Every write here is retried on transient failures (see [`crate::RetryPolicy`]) and is
-/// idempotent, so a retry after a lost reply applies nothing twice:
-/// - a like's insert carries a client-made `_id` and `op` id: a retry that meets a duplicate key
-///   finds its own document (by `op`) and counts it as inserted;
-/// - each `$inc` carries an operation id and records it in the counter document's `ops`, a
-///   list of the newest 100 ids (`$push` with `$slice`); its filter excludes documents
-///   whose `ops` hold the id, so a retry of an applied `$inc` matches nothing. An `$inc` is
-///   therefore exact as long as its retries end before 100 later changes of the same
-///   post's counters (with the default 10-second retry budget: under about 100 changes a second
-///   per post);
-/// - an unlike's mark is a `findAndModify` of a like not yet marked; a retry that finds nothing
-///   to mark finds the like marked with its own op id and carries on;
-/// - clearing a mark and deleting a marked like select the like by the mark's op id;
-/// - undoing an `$inc` is a reversal guarded by the `$inc`'s own id (`{ops: id}` matched,
-///   `$inc` back, `$pull` the id): exact whether or not the `$inc` ran.
-#[derive(Clone)]
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Likes {
-    inner: Arc<Inner>,
-}
-
-impl fmt::Debug for Likes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Likes").field(&self.inner).finish()
-    }
-}
-
 impl Likes {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
-        Self { inner }
-    }
-
-    /// Runs `work` holding `post`'s counter lock where updates are not atomic.
-    async fn locked<T>(&self, post: PostId, work: impl Future<Output = Result<T>>) -> Result<T> {
-        self.inner
-            .backend
-            .exclusive(&[counter_lock(post)], work)
-            .await
-    }
-
-    /// Runs `run` under the store's retry policy; `run` must be idempotent.
-    async fn retry<T, F, Fut>(&self, operation: &'static str, run: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        self.inner.backend.retry(operation, run).await
-    }
-
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
     /// `find` (post), `find` (user), `insert` (like), `update` (`$inc`), `update` (the like
     /// marked counted) — 5 commands; 7 where updates are not atomic (the like and its `$inc`
@@ -414,7 +243,7 @@ impl Likes {
         self.locked(post, self.settle_unlocked(post)).await
     }
 
-    async fn settle_unlocked(&self, post: PostId) -> Result<usize> {
+    pub(super) async fn settle_unlocked(&self, post: PostId) -> Result<usize> {
         let filter = doc! {
             "post": post.0,
             "$or": [ { PENDING: true }, { REMOVING: { "$exists": true } } ],
@@ -509,151 +338,6 @@ impl Likes {
         .await
     }
 
-    /// Adds `delta` (negative to subtract) to one of a post's counters.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::NotFound`] for an unknown post.
-    ///
-    /// Retried on transient failures, and applied once however often it is retried (each change
-    /// carries an operation id the counter remembers); a call made again by the caller is a new
-    /// change.
-    pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
-        self.check_post_exists(post).await?;
-        self.increment(post, counter.field(), delta).await
-    }
-
-    /// A post's counters: one `find`, plus one to tell a post never counted from an unknown one.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::NotFound`] for an unknown post.
-    pub async fn counters(&self, post: PostId) -> Result<Counters> {
-        match self
-            .inner
-            .collections
-            .counters
-            .find_one(doc! { "_id": post.0 })
-            .projection(doc! { "ops": 0 })
-            .await?
-        {
-            Some(found) => bson_ext::decode(self.inner.collections.counters.name(), found),
-            None => {
-                self.check_post_exists(post).await?;
-                Ok(Counters::default())
-            }
-        }
-    }
-
-    /// Sets a post's like count from its likes (after a crash between a like and its count, or
-    /// a counter changed by hand): `find` (post), `find` (likes a failure interrupted, finished
-    /// first as [`Likes::settle`] does), `count`, `update`.
-    ///
-    /// Where updates are not atomic (FerretDB 1.x), the count and its `$set` run under the
-    /// post's counter lock, which likes and unlikes also hold from their insert (or removal) to
-    /// their `$inc`: the result is exact under concurrent likes. On MongoDB likes take no lock, so
-    /// a like inserted before the count whose `$inc` lands after the `$set` is counted twice (an
-    /// unlike, missed once): run it when no like of the post is in flight (a repair after a
-    /// crash, or a quiet period), or run it again afterwards.
-    pub async fn recount(&self, post: PostId) -> Result<i64> {
-        self.check_post_exists(post).await?;
-        self.locked(post, async {
-            // Interrupted likes are finished first: counting a like not yet counted would let
-            // its own `$inc`, applied later, count it again.
-            self.settle_unlocked(post).await?;
-            let likes = self
-                .inner
-                .collections
-                .likes
-                .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
-                .await? as i64;
-            self.retry("recount", || async {
-                self.inner
-                    .collections
-                    .counters
-                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                    .upsert(true)
-                    .await?;
-                Ok(())
-            })
-            .await?;
-            Ok(likes)
-        })
-        .await
-    }
-
-    /// `$inc` of one counter under the post's counter lock where updates are not atomic.
-    async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
-        let op = ObjectId::new();
-        self.locked(post, self.increment_unlocked(post, field, delta, op))
-            .await
-    }
-
-    /// `$inc` of one counter, creating the counter document on first use, applied once under
-    /// retries: operation `op` is recorded in the document's recent `ops`, and a document that
-    /// holds it already is not matched. The caller holds the counter lock where updates are not
-    /// atomic.
-    async fn increment_unlocked(
-        &self,
-        post: PostId,
-        field: &str,
-        delta: i64,
-        op: ObjectId,
-    ) -> Result<()> {
-        let mut update: Document = doc! { "$inc": { field: delta } };
-        let mut filter = doc! { "_id": post.0 };
-        crate::retry::once_per_op(&mut filter, &mut update, op);
-        self.retry("counter update", || async {
-            // A duplicate key means the document exists but was not matched: it holds `op`
-            // (an earlier attempt applied it), or a concurrent first update created it since
-            // the filter ran (then the next round matches it).
-            for _ in 0..MAX_FIRST_UPDATE_RACES {
-                match self
-                    .inner
-                    .collections
-                    .counters
-                    .update_one(filter.clone(), update.clone())
-                    .upsert(true)
-                    .await
-                {
-                    Ok(_) => return Ok(()),
-                    Err(error) if is_duplicate_key(&error) => {
-                        if self.holds_op(post, op).await? {
-                            return Ok(());
-                        }
-                    }
-                    Err(error) => return Err(error.into()),
-                }
-            }
-            Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES))
-        })
-        .await
-    }
-
-    /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
-    /// `op`: idempotent, exact whether or not the `$inc` ran.
-    async fn reverse_increment(
-        &self,
-        post: PostId,
-        field: &str,
-        delta: i64,
-        op: ObjectId,
-    ) -> Result<()> {
-        self.retry("counter undo", || async {
-            self.inner
-                .collections
-                .counters
-                .update_one(
-                    doc! { "_id": post.0, "ops": op },
-                    doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
-                )
-                .await?;
-            Ok(())
-        })
-        .await?;
-        Ok(())
-    }
-
     /// The post's `created`, or [`crate::Error::NotFound`] (one `find`).
     /// The post's creation time and its author's id (one `find` of its `_id`).
     async fn post_created(&self, id: PostId) -> Result<(bson::DateTime, String)> {
@@ -681,7 +365,7 @@ impl Likes {
     }
 
     /// Fails with [`crate::Error::NotFound`] unless the post exists (one `find` of its `_id`).
-    async fn check_post_exists(&self, id: PostId) -> Result<()> {
+    pub(super) async fn check_post_exists(&self, id: PostId) -> Result<()> {
         self.inner
             .collections
             .posts
@@ -692,7 +376,7 @@ impl Likes {
             .ok_or_else(|| not_found_post(id))
     }
 
-    async fn holds_op(&self, post: PostId, op: ObjectId) -> Result<bool> {
+    pub(super) async fn holds_op(&self, post: PostId, op: ObjectId) -> Result<bool> {
         Ok(self
             .inner
             .collections
@@ -702,9 +386,4 @@ impl Likes {
             .await?
             .is_some())
     }
-}
-
-/// The lock serializing changes of a post's counters where updates are not atomic.
-fn counter_lock(post: PostId) -> String {
-    format!("counters:{}", post.0.to_hex())
 }

@@ -1,0 +1,57 @@
+//! The input checks of the graph's operations: ids, and that users and groups exist.
+
+use std::collections::BTreeSet;
+
+use bson::{doc, Document};
+use futures::TryStreamExt;
+
+use super::{not_found, FollowGraph};
+use crate::validate;
+use crate::{Entity, Error, Result};
+
+impl FollowGraph {
+    /// Fails unless `owner` and `user` are distinct registered users.
+    pub(super) async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
+        if owner == user {
+            return Err(Error::InvalidInput(crate::error::Invalid::SelfAction {
+                user: owner.to_owned(),
+                action: "follow",
+            }));
+        }
+        self.check_users(&[owner, user]).await
+    }
+
+    /// Fails unless every one of `ids` is a registered user.
+    pub(super) async fn check_users(&self, ids: &[&str]) -> Result<()> {
+        let found: Vec<Document> = self
+            .users
+            .find(doc! { "_id": { "$in": ids } })
+            .projection(doc! { "_id": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        let found: BTreeSet<&str> = found.iter().filter_map(|d| d.get_str("_id").ok()).collect();
+        match ids.iter().find(|id| !found.contains(*id)) {
+            Some(missing) => Err(not_found(Entity::User, missing)),
+            None => Ok(()),
+        }
+    }
+
+    /// Fails unless `user` (in the role `role`) and `group` are registered.
+    pub(super) async fn check_user_and_group(
+        &self,
+        role: &'static str,
+        user: &str,
+        group: &str,
+    ) -> Result<()> {
+        validate::user_id(role, user)?;
+        validate::id("group id", group)?;
+        self.check_users(&[user]).await?;
+        if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
+            return Err(not_found(Entity::Group, group));
+        }
+        Ok(())
+    }
+}

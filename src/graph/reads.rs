@@ -1,0 +1,145 @@
+//! Lists of subscriptions and members, and the counts.
+
+use bson::{doc, Document};
+use futures::TryStreamExt;
+
+use super::paging::{page_of, trim};
+use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
+use crate::{bson_ext, validate};
+use crate::{Entity, Page, PageRequest, Result};
+
+impl FollowGraph {
+    /// Whom `owner` follows, by any route: one page of the `{owner, user}` index, by user id.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) (also for a cursor of another list:
+    /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
+    /// or group id for a group's members).
+    pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
+        validate::user_id("owner", owner)?;
+        let list = List::Following(owner);
+        self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
+            .await
+    }
+
+    /// Who follows `user`, by any route: one page of the `{user, owner}` index, by owner id.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::following`].
+    pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
+        validate::user_id("user", user)?;
+        let list = List::Followers(user);
+        self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
+            .await
+    }
+
+    /// The members of `group`, by user id.
+    ///
+    /// # Errors
+    ///
+    /// As [`FollowGraph::following`].
+    pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
+        validate::id("group id", group)?;
+        let list = List::Members(group);
+        let documents =
+            page_of(&self.members, doc! { "group": group }, "user", list, &page).await?;
+        let ids: Vec<String> = documents
+            .iter()
+            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+            .collect();
+        Ok(trim(ids, page.limit, list, String::as_str))
+    }
+
+    /// Which of `users` `owner` follows, by any route (one query).
+    pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
+        validate::user_id("owner", owner)?;
+        self.subscribed(("owner", owner), ("user", users)).await
+    }
+
+    /// Which of `owners` follow `user`, by any route (one query).
+    pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
+        validate::user_id("user", user)?;
+        self.subscribed(("user", user), ("owner", owners)).await
+    }
+
+    /// The `other.0` of each subscription whose `fixed.0` is `fixed.1` and whose `other.0` is
+    /// one of `other.1`.
+    async fn subscribed(
+        &self,
+        fixed: (&str, &str),
+        other: (&str, &[String]),
+    ) -> Result<Vec<String>> {
+        if other.1.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found: Vec<Document> = self
+            .subscriptions
+            .find(listed(
+                doc! { fixed.0: fixed.1, other.0: { "$in": other.1 } },
+            ))
+            .projection(doc! { other.0: 1 })
+            .await?
+            .try_collect()
+            .await?;
+        Ok(found
+            .iter()
+            .filter_map(|d| d.get_str(other.0).ok().map(str::to_owned))
+            .collect())
+    }
+
+    /// Whether and how `owner` follows `user`.
+    pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
+        validate::user_id("owner", owner)?;
+        validate::user_id("user", user)?;
+        let found = self
+            .subscriptions
+            .find_one(listed(doc! { "owner": owner, "user": user }))
+            .await?;
+        let collection = self.subscriptions.name();
+        found
+            .as_ref()
+            .map(|found| Subscription::from_document(collection, found))
+            .transpose()
+    }
+
+    /// A user's follower and following counts (one read of the stats document).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
+    pub async fn stats(&self, user: &str) -> Result<UserStats> {
+        validate::user_id("user", user)?;
+        let found = self
+            .users
+            .find_one(doc! { "_id": user })
+            .await?
+            .ok_or_else(|| not_found(Entity::User, user))?;
+        Ok(UserStats {
+            followers: bson_ext::count(&found, "followers"),
+            following: bson_ext::count(&found, "following"),
+        })
+    }
+
+    async fn subscription_page(
+        &self,
+        filter: Document,
+        field: &str,
+        list: List<'_>,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>> {
+        let documents = page_of(&self.subscriptions, filter, field, list, &page).await?;
+        let items = documents
+            .iter()
+            .map(|found| Subscription::from_document(self.subscriptions.name(), found))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(trim(items, page.limit, list, |s| {
+            if field == "user" {
+                &s.user
+            } else {
+                &s.owner
+            }
+        }))
+    }
+}

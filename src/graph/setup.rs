@@ -1,0 +1,121 @@
+//! Building a graph, its indexes and shard keys, and registering users and groups.
+
+use bson::doc;
+use mongodb::Database;
+
+use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
+use crate::config::StoreConfig;
+use crate::notifications::Outbox;
+use crate::sharding::ShardKey;
+use crate::validate;
+use crate::Result;
+
+impl FollowGraph {
+    /// A graph in `database` with the default collection names.
+    pub fn new(database: &Database) -> Self {
+        Self::builder(database)
+            .build()
+            .expect("the default configuration is valid")
+    }
+
+    /// The notifications the graph owes, when it was built with a
+    /// [`notifier`](FollowGraphBuilder::notifier): run its worker (or `run_pending`) to deliver
+    /// those whose first attempt failed.
+    pub fn outbox(&self) -> Option<&Outbox> {
+        self.outbox.as_ref()
+    }
+
+    /// A builder to configure collection names.
+    pub fn builder(database: &Database) -> FollowGraphBuilder {
+        FollowGraphBuilder {
+            config: StoreConfig::new(database),
+            notifier: None,
+            recommend: RecommendOptions::default(),
+        }
+    }
+
+    /// Creates the indexes the graph needs (idempotent, safe on every start). The unique ones
+    /// are what record a relation, a membership or a subscription once, so a graph that was not
+    /// told to create them creates them before its first follow, unfollow, membership change,
+    /// rebuild or recount.
+    pub async fn create_indexes(&self) -> Result<()> {
+        self.backend.create_indexes().await
+    }
+
+    /// The shard key each collection should have, and why.
+    pub fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.subscriptions.name(),
+                doc! { "owner": 1, "user": 1 },
+                "whom a user follows is one shard's range; who follows a user is a scatter \
+                 query on the {user, owner} index, paid by the rarer question (delivery pages \
+                 through it in the background)",
+            ),
+            ShardKey::new(
+                self.follows.name(),
+                doc! { "owner": 1 },
+                "a user's direct relations, read by rebuild, live on one shard",
+            ),
+            ShardKey::new(
+                self.members.name(),
+                doc! { "group": 1, "user": 1 },
+                "a group's members page from one shard; user splits very large groups; a \
+                 user's own groups (asked by the recommendations' group boost only) scatter",
+            ),
+            ShardKey::new(
+                self.exclusions.name(),
+                doc! { "owner": 1 },
+                "a user's dismissals and blocks live on one shard; a recommendation page also asks \
+                 which of its candidates blocked the user, by owner among them: a few shards",
+            ),
+            ShardKey::new(
+                self.users.name(),
+                doc! { "_id": "hashed" },
+                "stats documents are read and counted one at a time; hashing spreads hot users",
+            ),
+            ShardKey::new(
+                self.groups.name(),
+                doc! { "_id": "hashed" },
+                "groups are looked up by id only",
+            ),
+        ]
+    }
+
+    /// Registers a user (with zero counts). Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for an id blank or over
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command.
+    pub async fn add_user(&self, user: &str) -> Result<()> {
+        validate::user_id("user", user)?;
+        let document = doc! {
+            "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
+        };
+        self.backend
+            .insert_once(&self.users, document)
+            .await
+            .map(drop)
+    }
+
+    /// Registers a group. Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"group id"`) for an id blank or
+    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command: the graph stores ids
+    /// only, so this is the one limit on what it stores.
+    pub async fn add_group(&self, group: &str) -> Result<()> {
+        validate::id("group id", group)?;
+        self.backend
+            .insert_once(
+                &self.groups,
+                doc! { "_id": group, "since": bson::DateTime::now() },
+            )
+            .await
+            .map(drop)
+    }
+}
