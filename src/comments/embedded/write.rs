@@ -1,0 +1,317 @@
+//! Writes: posts, and the guarded updates that edits, deletes and replies share.
+
+use bson::{doc, Document};
+use mongodb::options::ReturnDocument;
+
+use super::read::Range;
+use super::{
+    count_field, created, Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, LAST_POSTED, STRATEGY,
+};
+use crate::bson_ext::{self, now_or_after};
+use crate::comments::tree::{self, Node, Window};
+use crate::comments::{discussion_lock, validate, Comment, Keyed, NewComment};
+use crate::{Entity, Error, Result};
+
+impl Embedded {
+    /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
+    /// or would pass its limit (one read). Otherwise the newest top-level `posted`: there is
+    /// room, so a filter that did not match lost to another writer.
+    pub(super) async fn refusal(
+        &self,
+        discussion: &str,
+        growth: i64,
+    ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
+        let found = self
+            .backend
+            .retry("read discussion", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
+                    .await?)
+            })
+            .await?;
+        let Some(found) = found.filter(created) else {
+            return Ok(Err(validate::no_discussion(discussion)));
+        };
+        let bytes = count_field(&found, "bytes") as i64;
+        if bytes + growth > self.max_document_bytes as i64 {
+            return Ok(Err(Error::InvalidInput(crate::error::Invalid::TooLarge {
+                what: "discussion",
+                size: (bytes + growth).max(0) as usize,
+                limit: self.max_document_bytes,
+            })));
+        }
+        Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
+    }
+
+    /// [`Embedded::window_with`] for a write, retried: a read is idempotent.
+    pub(super) async fn window_for_write(
+        &self,
+        discussion: &str,
+        path: &[usize],
+        link: &str,
+        what: Entity,
+    ) -> Result<Window> {
+        self.backend
+            .retry("read discussion", || {
+                self.window_with(discussion, path, link, what)
+            })
+            .await
+    }
+
+    /// The top-level comment whose id is `id`, with its position, if the discussion holds it:
+    /// how a post whose reply was lost finds out whether it landed (a rare path, so it reads the
+    /// whole document).
+    async fn find_posted(
+        &self,
+        discussion: &str,
+        id: bson::oid::ObjectId,
+    ) -> Result<Option<(usize, Node)>> {
+        let window = self
+            .backend
+            .retry("read discussion", || self.window(discussion, Range::All))
+            .await?;
+        Ok(window.and_then(|mut window| {
+            let index = window.nodes.iter().position(|node| node.id == id)?;
+            Some((window.first + index, window.nodes.swap_remove(index)))
+        }))
+    }
+
+    /// The comment stored under `keyed`'s id anywhere in `discussion`, with its path (one
+    /// `find`, matching only a discussion whose `keyed` holds the id), checked against `keyed`:
+    /// [`Error::Conflict`] when it was posted with other content.
+    pub(super) async fn keyed_comment(
+        &self,
+        discussion: &str,
+        keyed: &Keyed,
+    ) -> Result<Option<(Vec<usize>, Node)>> {
+        let found = self
+            .backend
+            .retry("find keyed comment", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion, KEYED: keyed.id })
+                    .projection(doc! { "comments": 1 })
+                    .await?)
+            })
+            .await?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let nodes: Vec<Node> = match found.get("comments") {
+            Some(comments) => bson_ext::decode_with_id(
+                self.discussions.name(),
+                Some(discussion.into()),
+                comments.clone(),
+            )?,
+            None => Vec::new(),
+        };
+        let Some((path, node)) = Node::find(&nodes, keyed.id) else {
+            return Ok(None);
+        };
+        keyed.check(
+            node.idempotency_key.as_deref(),
+            node.content_digest.as_deref(),
+        )?;
+        Ok(Some((path, node.clone())))
+    }
+
+    /// A filter for `discussion` that leaves room for `growth` more bytes.
+    pub(super) fn with_room(&self, discussion: &str, growth: i64) -> Document {
+        doc! {
+            "_id": discussion,
+            "slots": { "$exists": true },
+            "bytes": { "$lte": self.max_document_bytes as i64 - growth },
+        }
+    }
+
+    /// Runs `change` (an update built from the current comment) until it applies, re-reading
+    /// the comment whenever another writer got there first.
+    pub(super) async fn change_comment<T>(
+        &self,
+        discussion: &str,
+        link: &str,
+        mut change: impl FnMut(&[usize], &Node) -> Result<Change<T>>,
+    ) -> Result<T> {
+        validate::check_discussion(discussion)?;
+        let path = tree::parse_path(link, self.max_depth)?;
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
+                for _ in 0..ATTEMPTS {
+                    let window = self
+                        .window_for_write(discussion, &path, link, Entity::Comment)
+                        .await?;
+                    let node = window.node(&path).expect("checked by window_with");
+                    let (filter, update, growth, value) = match change(&path, node)? {
+                        Change::Done(value) => return Ok(value),
+                        Change::Update {
+                            filter,
+                            update,
+                            growth,
+                            value,
+                        } => (filter, update, growth, value),
+                    };
+                    let mut full_filter = self.with_room(discussion, growth);
+                    full_filter.extend(filter);
+                    // The filter names the comment's current text, so an attempt whose reply
+                    // was lost makes its retry match nothing; the next round reads the comment
+                    // and `change` recognises it as changed (a `$set` of the same values).
+                    let mut tries = 0;
+                    let result = self
+                        .backend
+                        .retry("change comment", || {
+                            tries += 1;
+                            let action = self
+                                .discussions
+                                .update_one(full_filter.clone(), update.clone());
+                            async move { Ok(action.await?) }
+                        })
+                        .await?;
+                    if result.matched_count == 1 {
+                        return Ok(value);
+                    }
+                    // After a retry the miss may be this change's own: the next round tells.
+                    if growth > 0 && tries == 1 {
+                        self.refusal(discussion, growth).await??;
+                    }
+                }
+                Err(Error::contention("embedded write", ATTEMPTS))
+            })
+            .await
+    }
+}
+
+/// What [`Embedded::change_comment`] should do with the comment as read.
+pub(super) enum Change<T> {
+    /// Nothing to write; return this.
+    Done(T),
+    /// Apply `update` if `filter` still matches (and the document has room for `growth`), then
+    /// return `value`.
+    Update {
+        filter: Document,
+        update: Document,
+        growth: i64,
+        value: T,
+    },
+}
+
+impl Embedded {
+    /// [`CommentStore::post`] to a discussion that was created: [`Error::NotFound`], having
+    /// written nothing, where it was not.
+    ///
+    /// [`CommentStore::post`]: crate::CommentStore::post
+    pub(super) async fn post_to_created(
+        &self,
+        discussion: &str,
+        comment: NewComment,
+    ) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = Keyed::of(discussion, None, &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(node.comment(&path));
+            }
+        }
+        let mut node = Node::new(comment);
+        let mut keyed_growth = 0;
+        if let Some(keyed) = &keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
+        let capabilities = self.backend.capabilities().await?;
+        let index = self
+            .backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
+                let mut floor = None;
+                // Whether an attempt failed after it may have landed.
+                let mut uncertain = false;
+                for attempt in 0..ATTEMPTS {
+                    if let (Some(keyed), 0) = (&keyed, attempt) {
+                        // Under the discussion's lock where writers take turns.
+                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                            return Ok((path[0], stored.posted));
+                        }
+                    }
+                    // Stamped once this writer's turn has come, and never before the newest
+                    // top-level comment: the push lands only if none is later, so positions and
+                    // posting times agree.
+                    node.posted = now_or_after(floor);
+                    let mut push = doc! { "comments": bson::to_bson(&node)? };
+                    let mut filter = self.with_room(discussion, growth);
+                    if let Some(keyed) = &keyed {
+                        push.insert(KEYED, keyed.id);
+                        filter.insert(KEYED, doc! { "$ne": keyed.id });
+                    }
+                    let update = doc! {
+                        "$push": push,
+                        "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
+                        "$max": { LAST_POSTED: node.posted },
+                    };
+                    filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
+                    // Never pushed twice: a retry after a lost reply matches nothing.
+                    filter.insert("comments.id", doc! { "$ne": node.id });
+                    let mut tries = 0;
+                    let (id, posted) = (node.id, node.posted);
+                    let pushed = self
+                        .backend
+                        .retry("post comment", || {
+                            tries += 1;
+                            let again = tries > 1;
+                            let mut action = self
+                                .discussions
+                                .find_one_and_update(filter.clone(), update.clone())
+                                .return_document(ReturnDocument::After);
+                            if capabilities.find_and_modify_projection {
+                                action = action.projection(doc! { "slots": 1 });
+                            }
+                            async move {
+                                // Where the server matches `$ne` on an array path when any
+                                // element differs, the filter cannot stop a second push: a
+                                // retry looks for the comment itself first.
+                                if again {
+                                    if let Some((index, stored)) =
+                                        self.find_posted(discussion, id).await?
+                                    {
+                                        return Ok(Some((index, stored.posted)));
+                                    }
+                                }
+                                Ok(action
+                                    .await?
+                                    .map(|document| (count_field(&document, "slots") - 1, posted)))
+                            }
+                        })
+                        .await?;
+                    if let Some(landed) = pushed {
+                        return Ok(landed);
+                    }
+                    uncertain |= tries > 1;
+                    if uncertain {
+                        if let Some((index, stored)) = self.find_posted(discussion, node.id).await?
+                        {
+                            return Ok((index, stored.posted));
+                        }
+                    }
+                    if let Some(keyed) = &keyed {
+                        // A concurrent attempt with the key got there first.
+                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                            return Ok((path[0], stored.posted));
+                        }
+                    }
+                    // Missing, full, or a later comment got there first.
+                    floor = self.refusal(discussion, growth).await??;
+                }
+                Err(Error::contention("embedded write", ATTEMPTS))
+            })
+            .await?;
+        let (index, posted) = index;
+        node.posted = posted;
+        Ok(node.comment(&[index]))
+    }
+}

@@ -1,0 +1,218 @@
+//! [`CommentStore`] for [`HybridPages`].
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+
+use super::read::{after_place, parse_place};
+use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
+use crate::comments::cursor;
+use crate::comments::{
+    discussion_lock, validate, Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order,
+    Strategy, ThreadedComments,
+};
+use crate::sharding::ShardKey;
+use crate::{Error, PageRequest, Result};
+
+/// A fresh slug: 64 random bits, so slugs stay unique across a discussion's pages.
+fn new_slug() -> String {
+    format!(
+        "{}{}",
+        crate::comments::slug::new_part(),
+        crate::comments::slug::new_part()
+    )
+}
+
+#[async_trait]
+impl CommentStore for HybridPages {
+    fn strategy(&self) -> Strategy {
+        Strategy::HybridPages
+    }
+
+    fn features(&self) -> Features {
+        Features {
+            threading: false,
+            removes_leaves: false,
+        }
+    }
+
+    fn threaded(&self) -> Option<&dyn ThreadedComments> {
+        None
+    }
+
+    async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        validate::check_discussion(discussion)?;
+        self.registry
+            .create(discussion, doc! { "last_page": 0_i64 })
+            .await
+    }
+
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = Keyed::of(discussion, None, &comment)?;
+        let slug = match &keyed {
+            // Derived from the key: every attempt of one keyed post looks for, and pushes, the
+            // same slug.
+            Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
+            None => new_slug(),
+        };
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
+                return Ok(entry.comment());
+            }
+        }
+        let mut entry = Entry {
+            slug,
+            posted: bson::DateTime::now(),
+            author: comment.author,
+            text: comment.text,
+            edited: None,
+            deleted: false,
+            ups: 0,
+            downs: 0,
+            idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
+            content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
+        };
+        validate::check_stored(&entry, self.max_comment_bytes)?;
+        // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
+        self.backend.ensure_indexes().await?;
+        let post = async {
+            if let Some(keyed) = &keyed {
+                // Under the key's lock: a concurrent attempt that got there first is found.
+                if let Some(stored) = self.keyed_entry(discussion, &entry.slug, keyed).await? {
+                    return Ok(stored);
+                }
+            }
+            self.backend
+                .exclusive_one(
+                    &discussion_lock(STRATEGY, discussion),
+                    self.push(discussion, &mut entry),
+                )
+                .await?;
+            Ok(entry.clone())
+        };
+        let posted = match &keyed {
+            // A page's `comments.slug` is unique within that page only, and a keyed post's
+            // attempts could land on two pages: they take turns on the key, on every server.
+            Some(keyed) => {
+                let key = format!(
+                    "{}:key:{}",
+                    discussion_lock(STRATEGY, discussion),
+                    keyed.id.to_hex()
+                );
+                self.backend
+                    .lease_locks(LOCK_LEASE)
+                    .with_lock(&key, post)
+                    .await?
+            }
+            None => post.await?,
+        };
+        Ok(posted.comment())
+    }
+
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<crate::Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => Some(parse_place(cursor, order, discussion)?),
+        };
+        // One more comment than the page, to know whether another page follows.
+        let entries = self.walk(discussion, order, after, page.fetch()).await?;
+        if entries.is_empty()
+            && page.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(cursor::page_from(
+            entries,
+            page.limit,
+            |(_, entry)| entry.comment(),
+            |(place, _)| after_place(order, discussion, *place),
+        ))
+    }
+
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
+        let (page, index) = self.locate(discussion, link).await?;
+        Ok(page.comments[index].comment())
+    }
+
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
+        let now = bson::DateTime::now();
+        let edited = |entry: &Entry| Entry {
+            text: text.to_owned(),
+            edited: Some(now),
+            ..entry.clone()
+        };
+        let changed = self
+            .change(
+                discussion,
+                link,
+                |entry| validate::check_stored(&edited(entry), self.max_comment_bytes).map(drop),
+                |field| doc! { format!("{field}.text"): text, format!("{field}.edited"): now },
+                0,
+            )
+            .await?;
+        let entry = changed.map_err(|_| Error::NotFound {
+            what: crate::Entity::DeletedComment,
+            id: link.to_owned(),
+        })?;
+        Ok(edited(&entry).comment())
+    }
+
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
+        // Deleting a tombstone again changes nothing and reports the same.
+        let _was_deleted_already = self
+            .change(
+                discussion,
+                link,
+                |_| Ok(()),
+                |field| doc! { format!("{field}.text"): "", format!("{field}.deleted"): true },
+                -1,
+            )
+            .await?
+            .is_err();
+        Ok(Deletion::Tombstoned)
+    }
+
+    async fn count(&self, discussion: &str) -> Result<u64> {
+        validate::check_discussion(discussion)?;
+        let pages: Vec<Document> = self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .projection(doc! { "visible": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(pages
+            .iter()
+            .map(|page| number(page, "visible").max(0) as u64)
+            .sum())
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        self.backend.create_indexes().await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        vec![
+            ShardKey::new(
+                self.pages.name(),
+                doc! { "discussion_id": 1, "page": 1 },
+                "a discussion's pages stay together, so a page read and a post each touch one \
+                 shard; page lets a very long discussion split across chunks",
+            ),
+            self.votes.shard_key(),
+        ]
+    }
+}

@@ -1,0 +1,199 @@
+//! Votes: [`Tally`] and [`VotedComments`], ranked pages read from every page's counts.
+
+use async_trait::async_trait;
+use bson::oid::ObjectId;
+use bson::{doc, Document};
+use futures::TryStreamExt;
+
+use super::{check_slug, HybridPages, Page, Place, STRATEGY};
+use crate::bson_ext;
+use crate::comments::cursor;
+use crate::comments::ranking::rank_after;
+use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
+use crate::comments::{discussion_lock, validate, Comment, Sort, Vote, VotedComments};
+use crate::page::invalid;
+use crate::{Error, PageRequest, Result};
+
+/// A comment's place as a ranked cursor's tiebreak: `page:index`.
+fn place_field((page, index): Place) -> String {
+    format!("{page}:{index}")
+}
+
+/// The place in a field made by [`place_field`].
+fn parse_place_field(field: &str) -> Result<Place> {
+    let bad = || invalid("bad position");
+    let (page, index) = field.split_once(':').ok_or_else(bad)?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(page) || !digits(index) {
+        return Err(bad());
+    }
+    Ok((
+        page.parse().map_err(|_| bad())?,
+        index.parse().map_err(|_| bad())?,
+    ))
+}
+
+/// Where a vote finds its comment: the page document, the index in it, and the slug there.
+pub(in crate::comments) struct Spot {
+    page: bson::Bson,
+    index: usize,
+    slug: String,
+}
+
+#[async_trait]
+impl Tally for HybridPages {
+    type Target = Spot;
+
+    fn check_link(&self, link: &str) -> Result<()> {
+        check_slug(link)
+    }
+
+    async fn find(&self, discussion: &str, link: &str) -> Result<Found<Spot>> {
+        let (page, index) = self
+            .backend
+            .retry("read page", || self.locate(discussion, link))
+            .await?;
+        Ok(Found {
+            deleted: page.comments[index].deleted,
+            target: Spot {
+                page: page.id,
+                index,
+                slug: link.to_owned(),
+            },
+        })
+    }
+
+    async fn apply(
+        &self,
+        discussion: &str,
+        spot: &Spot,
+        delta: Delta,
+        op: ObjectId,
+    ) -> Result<bool> {
+        let field = format!("comments.{}", spot.index);
+        let mut filter = doc! {
+            "_id": spot.page.clone(),
+            // The shard key's prefix, so a sharded cluster routes it to one shard.
+            "discussion_id": discussion,
+            format!("{field}.slug"): &spot.slug,
+        };
+        let mut update = doc! {
+            "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
+        };
+        crate::retry::once_per_op_in(
+            &mut filter,
+            &mut update,
+            VOTE_OPS,
+            VOTE_OPS_PER_DOCUMENT,
+            op,
+        );
+        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
+        let counted = self
+            .backend
+            .retry("count vote", || async {
+                Ok(self
+                    .pages
+                    .update_one(filter.clone(), update.clone())
+                    .await?)
+            })
+            .await?;
+        if counted.matched_count == 1 {
+            return Ok(true);
+        }
+        // Counted already (by this vote's lost attempt, or by a call finishing its mark)?
+        // Comments keep their places, so otherwise the page is gone.
+        let holds = self
+            .backend
+            .retry("read page", || async {
+                Ok(self
+                    .pages
+                    .find_one(doc! { "_id": spot.page.clone(), "discussion_id": discussion, VOTE_OPS: op })
+                    .projection(doc! { "_id": 1 })
+                    .await?)
+            })
+            .await?;
+        Ok(holds.is_some())
+    }
+
+    fn lock_key(&self, discussion: &str) -> String {
+        discussion_lock(STRATEGY, discussion)
+    }
+}
+
+#[async_trait]
+impl VotedComments for HybridPages {
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>> {
+        self.votes
+            .set(self, discussion, link, user, vote.value())
+            .await
+    }
+
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.set(self, discussion, link, user, 0).await
+    }
+
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        self.votes.get(check_slug, discussion, link, user).await
+    }
+
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<crate::Page<Comment>> {
+        validate::check_page(discussion, &page)?;
+        if parent.is_some() {
+            return Err(Error::Unsupported {
+                limit: crate::error::Limit::Strategy,
+                feature: "replies",
+                reason: "HybridPages keeps discussions flat; rank the top level".to_owned(),
+            });
+        }
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let (key, place) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, None)?;
+                Some((key, parse_place_field(&place)?))
+            }
+        };
+        let pages: Vec<Document> = self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .sort(doc! { "page": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        if pages.is_empty()
+            && page.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        let mut keyed = Vec::new();
+        for stored in pages {
+            let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
+            for (index, entry) in stored.comments.into_iter().enumerate() {
+                let key = sort.key(entry.votes(), entry.posted);
+                keyed.push((key, (stored.page, index), entry));
+            }
+        }
+        let mut ranked = rank_after(keyed, after);
+        ranked.truncate(page.fetch());
+        let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
+            cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
+        });
+        Ok(page.map(|(_, _, entry)| entry.comment()))
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        self.votes.settle(self, discussion).await
+    }
+}

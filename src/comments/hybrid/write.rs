@@ -1,0 +1,192 @@
+//! Writes: the push that posts a comment, and the guarded change that edits and deletes.
+
+use bson::{doc, Document};
+
+use super::{
+    check_slug, number, page_id, Entry, HybridPages, ATTEMPTS, FLOOR, LAST_POSTED, STRATEGY,
+};
+use crate::bson_ext::{self, now_or_after};
+use crate::comments::{discussion_lock, validate, CommentStore};
+use crate::update_batch::is_duplicate_key;
+use crate::{Error, Result};
+
+impl HybridPages {
+    /// Pushes `entry` onto the last page, opening the next page when that one is full, and
+    /// stamps its `posted` for the place it takes: never before the newest comment of that page
+    /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
+    /// recorded with the page counter).
+    pub(super) async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
+        let read = || {
+            self.backend
+                .retry("read discussion", || self.registry.find(discussion))
+        };
+        let registered = match read().await? {
+            Some(registered) => registered,
+            None if self.create_discussions => {
+                // An `insert` of the `_id`, which takes no lock.
+                self.create_discussion(discussion).await?;
+                read()
+                    .await?
+                    .ok_or_else(|| validate::no_discussion(discussion))?
+            }
+            None => return Err(validate::no_discussion(discussion)),
+        };
+        let mut page = number(&registered, "last_page");
+        let mut floor = bson_ext::date(&registered, FLOOR);
+        // Whether an attempt failed after it may have landed.
+        let mut uncertain = false;
+        for _ in 0..ATTEMPTS {
+            entry.posted = now_or_after(floor);
+            let filter = doc! {
+                "_id": page_id(discussion, page),
+                "discussion_id": discussion,
+                "page": page,
+                "count": { "$lt": self.page_size as i64 },
+                LAST_POSTED: { "$not": { "$gt": entry.posted } },
+                // Never pushed twice: a retry after a lost reply matches nothing (and its
+                // upsert meets the page's unique key).
+                "comments.slug": { "$ne": &entry.slug },
+            };
+            let update = doc! {
+                "$push": { "comments": bson::to_bson(&*entry)? },
+                "$inc": { "count": 1_i64, "visible": 1_i64 },
+                "$max": { LAST_POSTED: entry.posted },
+            };
+            let mut tries = 0;
+            let (slug, posted) = (entry.slug.clone(), entry.posted);
+            let pushed = self
+                .backend
+                .retry("post comment", || {
+                    tries += 1;
+                    let again = tries > 1;
+                    let slug = slug.clone();
+                    let action = self
+                        .pages
+                        .update_one(filter.clone(), update.clone())
+                        .upsert(true);
+                    async move {
+                        // Where the server matches `$ne` on an array path when any element
+                        // differs, the filter cannot stop a second push: a retry looks for the
+                        // comment itself first.
+                        if again {
+                            if let Some(stored) = self.find_slug(discussion, &slug).await? {
+                                return Ok(Some(stored.posted));
+                            }
+                        }
+                        match action.await {
+                            Ok(_) => Ok(Some(posted)),
+                            Err(error) if is_duplicate_key(&error) => Ok(None),
+                            Err(error) => Err(error.into()),
+                        }
+                    }
+                })
+                .await?;
+            if let Some(posted) = pushed {
+                entry.posted = posted;
+                return Ok(());
+            }
+            uncertain |= tries > 1;
+            if uncertain {
+                if let Some(stored) = self.find_slug(discussion, &entry.slug).await? {
+                    entry.posted = stored.posted;
+                    return Ok(());
+                }
+            }
+            // The page exists: full, just created by another writer, or holding a later comment.
+            let existing = self
+                .backend
+                .retry("read page", || async {
+                    Ok(self
+                        .pages
+                        .find_one(doc! { "discussion_id": discussion, "page": page })
+                        .projection(doc! { "count": 1, LAST_POSTED: 1 })
+                        .await?)
+                })
+                .await?;
+            let last_posted = existing
+                .as_ref()
+                .and_then(|p| bson_ext::date(p, LAST_POSTED));
+            floor = bson_ext::later(floor, last_posted);
+            let full = existing.is_some_and(|p| number(&p, "count") >= self.page_size as i64);
+            if full {
+                // The seed's guard: only a writer that saw `page` as the last advances it. The
+                // next page starts after this one's newest comment.
+                let mut advance = doc! { "$set": { "last_page": page + 1 } };
+                if let Some(last_posted) = last_posted {
+                    advance.insert("$max", doc! { FLOOR: last_posted });
+                }
+                // Filtered by the page it names: applying it twice advances once.
+                self.backend
+                    .retry("open comment page", || async {
+                        self.registry
+                            .discussions
+                            .update_one(
+                                doc! { "_id": discussion, "last_page": page },
+                                advance.clone(),
+                            )
+                            .await?;
+                        Ok(())
+                    })
+                    .await?;
+                page += 1;
+            }
+        }
+        Err(Error::contention("post comment", ATTEMPTS))
+    }
+
+    /// Sets fields of the comment `slug` if it is not deleted and passes `check`; returns the
+    /// comment as it was (`Err` if it was deleted).
+    pub(super) async fn change(
+        &self,
+        discussion: &str,
+        slug: &str,
+        check: impl Fn(&Entry) -> Result<()>,
+        set: impl Fn(&str) -> Document,
+        visible: i64,
+    ) -> Result<std::result::Result<Entry, Entry>> {
+        // Before the lock, which is a write where updates are not atomic.
+        validate::check_discussion(discussion)?;
+        check_slug(slug)?;
+        self.backend
+            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
+                let (page, index) = self
+                    .backend
+                    .retry("read page", || self.locate(discussion, slug))
+                    .await?;
+                let entry = page.comments[index].clone();
+                if entry.deleted {
+                    return Ok(Err(entry));
+                }
+                check(&entry)?;
+                let field = format!("comments.{index}");
+                let mut update = doc! { "$set": set(&field) };
+                if visible != 0 {
+                    update.insert("$inc", doc! { "visible": visible });
+                }
+                let filter = doc! {
+                    "_id": page.id.clone(),
+                    // The shard key's prefix, so a sharded cluster routes it to one shard.
+                    "discussion_id": discussion,
+                    format!("{field}.slug"): slug,
+                    format!("{field}.deleted"): false,
+                };
+                // A `$set` (an edit's retry sets the same values again), whose `visible` change
+                // comes with `deleted: false` in the filter: a tombstone's retry matches nothing.
+                let result = self
+                    .backend
+                    .retry("change comment", || async {
+                        Ok(self
+                            .pages
+                            .update_one(filter.clone(), update.clone())
+                            .await?)
+                    })
+                    .await?;
+                if result.matched_count == 0 {
+                    // Deleted between the read and the update.
+                    return Ok(Err(entry));
+                }
+                Ok(Ok(entry))
+            })
+            .await
+    }
+}
