@@ -75,7 +75,8 @@ impl CommentStore for HybridPages {
             content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
         };
         validate::check_stored(&entry, self.max_comment_bytes)?;
-        // The unique `{discussion_id, page}` index is what keeps a page from being opened twice.
+        // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
+        // the reads need are made before the first write.
         self.backend.ensure_indexes().await?;
         let post = async {
             if let Some(keyed) = &keyed {
