@@ -31,6 +31,7 @@ mod owners;
 
 pub(crate) use guarded::{Guard, GuardedUpdate};
 pub(crate) use lists::SortedLists;
+pub(crate) use owners::lock_key;
 
 use std::future::Future;
 use std::time::Duration;

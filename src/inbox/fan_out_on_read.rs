@@ -54,7 +54,7 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// [`super::InboxLifecycle`]), so a page is still one `find` of `{to, sent, id}` filtered on
 /// the server. An index `{id: 1}` finds a message's documents. Two more collections:
 /// `inbox_filters` (`{_id: owner, muted, blocked}`, each owner's mute and block lists, read by
-/// every send: one `find`) and `inbox_locks` (where updates are not atomic, one store-wide lock
+/// every send: one `find`) and `inbox_locks` (where updates are not atomic, the per-document locks
 /// that lifecycle writes take, because their documents are shared by owners).
 ///
 /// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:

@@ -72,7 +72,7 @@
 //! `inbox_filters` collection for the other two, which a send reads with one more `find`.
 //!
 //! Where single-document updates are not atomic (see docs/SERVERS.md), lifecycle writes take the same
-//! per-owner locks as bucketed sends (a store-wide one for [`FanOutOnRead`](super::FanOutOnRead),
+//! per-owner locks as bucketed sends (per document for [`FanOutOnRead`](super::FanOutOnRead),
 //! whose documents are shared by owners), so concurrent writers take turns. On every other
 //! server they run as they are. A mute or block racing a send to the same owner may let that
 //! one message through unhidden (the send read the lists before the mute wrote them); muting

@@ -671,12 +671,12 @@ pub const COSTS: &[Cost] = &[
     Cost {
         operation: "mark read up to a message",
         commands: [2, 2, 3],
-        locked_extra: [2, 2, 2],
+        locked_extra: [3, 2, 2],
     },
     Cost {
         operation: "mark read up to a cursor, or everything",
         commands: [1, 1, 2],
-        locked_extra: [2, 2, 2],
+        locked_extra: [3, 2, 2],
     },
     Cost {
         operation: "unread count",
@@ -700,17 +700,17 @@ pub const COSTS: &[Cost] = &[
         // Buckets: the message's record read first (where its entries went), in place of an
         // index on every entry's id that every push would pay.
         commands: [1, 1, 3],
-        locked_extra: [2, 3, 2],
+        locked_extra: [3, 3, 2],
     },
     Cost {
         operation: "edit (every recipient)",
         commands: [2, 2, 3],
-        locked_extra: [2, 3, 2],
+        locked_extra: [3, 3, 2],
     },
     Cost {
         operation: "mute, unmute, block, unblock",
         commands: [2, 2, 3],
-        locked_extra: [2, 2, 2],
+        locked_extra: [5, 2, 2],
     },
     Cost {
         operation: "filters (the mute and block lists)",
@@ -720,7 +720,7 @@ pub const COSTS: &[Cost] = &[
     Cost {
         operation: "prune",
         commands: [3, 2, 2],
-        locked_extra: [2, 0, 0],
+        locked_extra: [0, 0, 0],
     },
 ];
 

@@ -7,13 +7,15 @@
 //! filter on `{id, from}`, so they reach the sender's shard only), one `count` per count. Every
 //! write is an `$addToSet`, `$pull`, `$set` or `$unset`: applied twice, it applies once, so a
 //! retry after a lost reply changes nothing more. Where updates are not atomic, every lifecycle
-//! write holds one store-wide lock: two owners' marks on one shared document would otherwise
-//! overwrite each other.
+//! write holds the locks of the documents it changes (each document locked by its `_id`; a
+//! write of many first finds them): two owners' marks on one shared document would otherwise
+//! overwrite each other, and writes on different messages never wait for each other.
 
 use async_trait::async_trait;
-use bson::{doc, Document};
+use bson::{doc, Bson, Document};
 
 use super::{FanOutOnRead, LAYOUT};
+use crate::backend::lock_key;
 use crate::bson_ext::derived_id;
 use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
@@ -22,8 +24,22 @@ use crate::inbox::lifecycle::{
 use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
 use crate::Result;
 
-/// The one lock key of the store's lifecycle writes, where updates are not atomic.
-const SHARED_LOCK: &str = "*lifecycle*";
+/// Where updates are not atomic, each document is locked by itself (its `_id` as a
+/// [`lock_key`]): owners share documents, so a write of one owner's state and another's on the
+/// same message take turns, and writes on different messages never wait for each other.
+///
+/// The lock keys of `owner`'s document of message `id`: the message's own document and the one
+/// delivered to `owner`, whichever holds it.
+fn lock_keys(owner: &str, id: MessageId) -> Vec<String> {
+    [id.0, derived_id(id.0, owner)]
+        .map(|id| lock_key(&Bson::ObjectId(id)))
+        .to_vec()
+}
+
+/// The lock key of `owner`'s mute and block lists.
+fn filters_lock(owner: &str) -> String {
+    format!("filters/{owner}")
+}
 
 /// The field of a shared document naming the owners a filter hides it from.
 fn hidden_for(filter: Filter) -> &'static str {
@@ -49,22 +65,31 @@ fn held(owner: &str, id: MessageId) -> Document {
 }
 
 impl<P: Payload> FanOutOnRead<P> {
-    /// Runs `update` as `update_many` on the documents `filter` matches, retried, holding the
-    /// store's lock where updates are not atomic. Returns how many matched.
-    async fn update(&self, many: bool, filter: Document, update: Document) -> Result<u64> {
+    /// Runs `update` on every document `filter` matches, retried, each document locked where
+    /// updates are not atomic. Returns how many matched.
+    async fn update_all(&self, filter: Document, update: Document) -> Result<u64> {
+        self.backend
+            .update_every_owner(&self.messages, &filter, "_id", &update)
+            .await
+    }
+
+    /// Runs `update` on `owner`'s document of message `id` that `filter` matches, retried, that
+    /// document locked where updates are not atomic. Returns how many matched (0 or 1).
+    async fn update_one(
+        &self,
+        owner: &str,
+        id: MessageId,
+        filter: Document,
+        update: Document,
+    ) -> Result<u64> {
         let work = self.backend.retry("update message", || async {
-            let result = if many {
-                self.messages
-                    .update_many(filter.clone(), update.clone())
-                    .await?
-            } else {
-                self.messages
-                    .update_one(filter.clone(), update.clone())
-                    .await?
-            };
-            Ok(result.matched_count)
+            Ok(self
+                .messages
+                .update_one(filter.clone(), update.clone())
+                .await?
+                .matched_count)
         });
-        self.backend.exclusive_one(SHARED_LOCK, work).await
+        self.backend.exclusive(&lock_keys(owner, id), work).await
     }
 
     /// Applies `update` to `owner`'s document of message `id`: one `update`.
@@ -74,7 +99,7 @@ impl<P: Payload> FanOutOnRead<P> {
     /// [`crate::Error::NotFound`] when it is not in `owner`'s inbox (nothing written).
     async fn update_held(&self, owner: &str, id: MessageId, update: Document) -> Result<()> {
         validate::check_user_id("owner", owner)?;
-        if self.update(false, held(owner, id), update).await? == 0 {
+        if self.update_one(owner, id, held(owner, id), update).await? == 0 {
             return Err(message_not_found(id));
         }
         Ok(())
@@ -128,7 +153,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
         if let Some((sent, id)) = point {
             filter.extend(cursor::at_or_older(sent, id, "id"));
         }
-        self.update(true, filter, doc! { "$addToSet": { "read_by": owner } })
+        self.update_all(filter, doc! { "$addToSet": { "read_by": owner } })
             .await?;
         Ok(())
     }
@@ -145,7 +170,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             "$addToSet": { "gone_for": owner },
             "$pull": { "read_by": owner, "starred_by": owner },
         };
-        if self.update(false, of(owner, id), update).await? == 0 {
+        if self.update_one(owner, id, of(owner, id), update).await? == 0 {
             return Err(message_not_found(id));
         }
         Ok(())
@@ -158,7 +183,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
         let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
         let retracted = bson::DateTime::now();
         let update = doc! { "$set": { "retracted": retracted }, "$unset": { "message": "" } };
-        if self.update(true, filter, update).await? == 0 {
+        if self.update_all(filter, update).await? == 0 {
             let found = self
                 .messages
                 .find_one(doc! { "id": id.0 })
@@ -196,7 +221,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
         validate::check_message_size(&found, MAX_DOCUMENT_BYTES - 1024)?;
         let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
         let update = doc! { "$set": { "message": payload, "edited": edited } };
-        if self.update(true, filter, update).await? == 0 {
+        if self.update_all(filter, update).await? == 0 {
             // Retracted since the `find`.
             return Err(message_not_found(id));
         }
@@ -213,14 +238,13 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
         } else {
             doc! { "$pull": { hidden_for(filter): owner } }
         };
-        let work = async {
-            self.filters
-                .set(&self.backend, owner, sender, filter, on)
-                .await?;
-            time_ordered::mark_sender(&self.backend, &self.messages, LAYOUT, owner, sender, mark)
-                .await
-        };
-        self.backend.exclusive_one(SHARED_LOCK, work).await
+        let set = self.filters.set(&self.backend, owner, sender, filter, on);
+        self.backend
+            .exclusive_one(&filters_lock(owner), set)
+            .await?;
+        self.update_all(doc! { "to": owner, "from": sender }, mark)
+            .await?;
+        Ok(())
     }
 
     fn retention(&self) -> Retention {
@@ -256,7 +280,7 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
             "$or": older,
         };
         let hidden = self
-            .update(true, shared, doc! { "$addToSet": { "gone_for": owner } })
+            .update_all(shared, doc! { "$addToSet": { "gone_for": owner } })
             .await?;
         Ok(deleted + hidden)
     }
