@@ -228,6 +228,26 @@ impl FaultProxy {
         results
     }
 
+    /// Whether `call`, made right after every connection is cut and while new ones are refused
+    /// for `duration`, fails; returns once the refusal is over. For the outage tests' last
+    /// check, that their impatient client gives up: in the concurrent phase, whether one of its
+    /// calls is in flight while the server is away depends on timing (on FerretDB 2 over
+    /// DocumentDB it often is not), so a test that saw no impatient failure there checks it
+    /// once more here, deterministically.
+    pub async fn fails_during_outage<T, E>(
+        &self,
+        duration: Duration,
+        call: impl std::future::Future<Output = Result<T, E>>,
+    ) -> bool {
+        let started = Instant::now();
+        self.outage(duration);
+        let failed = call.await.is_err();
+        if let Some(left) = duration.checked_sub(started.elapsed()) {
+            tokio::time::sleep(left).await;
+        }
+        failed
+    }
+
     /// Whether new connections are being refused now.
     pub fn is_refusing(&self) -> bool {
         self.shared
