@@ -5,7 +5,7 @@
 //! statement's fate is reported back by its position, so callers can retry exactly the ones that
 //! failed, and [`UpdateBatch::run`] copes with servers that stop at the first failure.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Bson, Document, RawArrayBuf, RawDocumentBuf};
 
 use mongodb::Database;
 
@@ -43,8 +43,9 @@ struct Statement {
     position: usize,
     /// The filter's first value, rendered: statements are sent ordered by it.
     key: String,
-    statement: Document,
-    size: usize,
+    /// The statement, encoded once: a command is these bytes one after the other, and a
+    /// statement sent again is not encoded again.
+    statement: RawDocumentBuf,
 }
 
 /// What became of the statements of a batch.
@@ -137,13 +138,11 @@ impl<'a> UpdateBatch<'a> {
             .next()
             .map(|(_, value)| value.to_string())
             .unwrap_or_default();
-        let statement = statement(filter);
-        let size = bson::to_vec(&statement)?.len();
+        let statement = bson::to_raw_document_buf(&statement(filter))?;
         self.statements.push(Statement {
             position: self.statements.len(),
             key,
             statement,
-            size,
         });
         Ok(())
     }
@@ -178,9 +177,9 @@ impl<'a> UpdateBatch<'a> {
             let mut bytes = 0;
             while end < self.statements.len()
                 && end - start < max_statements
-                && (end == start || bytes + self.statements[end].size <= MAX_COMMAND_BYTES)
+                && (end == start || bytes + self.statements[end].size() <= MAX_COMMAND_BYTES)
             {
-                bytes += self.statements[end].size;
+                bytes += self.statements[end].size();
                 end += 1;
             }
             let mut pending: Vec<usize> = (start..end).collect();
@@ -209,17 +208,20 @@ impl<'a> UpdateBatch<'a> {
         precise_errors: bool,
         outcome: &mut BatchOutcome,
     ) -> Result<Sent> {
-        let updates: Vec<Bson> = indexes
-            .iter()
-            .map(|&i| Bson::Document(self.statements[i].statement.clone()))
-            .collect();
-        let mut command = doc! { "update": self.collection, "updates": updates, "ordered": false };
+        let mut updates = RawArrayBuf::new();
+        for &i in indexes {
+            updates.push(self.statements[i].statement.clone());
+        }
+        let mut command = RawDocumentBuf::new();
+        command.append("update", self.collection);
+        command.append("updates", updates);
+        command.append("ordered", false);
         // `run_command` does not apply the database's write concern by itself.
         let database = self.database;
         if let Some(concern) = database.write_concern() {
-            command.insert("writeConcern", bson::to_document(concern)?);
+            command.append("writeConcern", bson::to_raw_document_buf(concern)?);
         }
-        let reply = match database.run_command(command).await {
+        let reply = match database.run_raw_command(command).await {
             Ok(reply) => reply,
             Err(error) => {
                 let error = Error::from(error);
@@ -293,6 +295,13 @@ impl UpdateBatch<'_> {
         outcome.unknown.extend(positions);
         outcome.transient = Some(error);
         Sent::Done
+    }
+}
+
+impl Statement {
+    /// Its encoded size in bytes.
+    fn size(&self) -> usize {
+        self.statement.as_bytes().len()
     }
 }
 

@@ -745,9 +745,9 @@ async fn buckets_store_long_recipient_lists_once() {
     long_recipient_lists_are_stored_once(&db, &store, "inbox_buckets", inserts, true).await;
 }
 
-/// By default a recipient list rides in every entry up to 100 names, on every server; a longer
+/// By default a recipient list rides in every entry up to 16 names, on every server; a longer
 /// one is stored once, and pages give every list back whole either way.
-async fn default_inline_limit_is_a_hundred(
+async fn default_inline_limit_is_sixteen(
     db: &TestDb,
     store: &DynInboxStore<String>,
     entries: &str,
@@ -755,15 +755,15 @@ async fn default_inline_limit_is_a_hundred(
 ) {
     store.create_indexes().await.expect("indexes");
     let members = |n: usize| -> Vec<String> { (0..n).map(|i| format!("member{i}")).collect() };
-    let to_hundred = store
-        .send(NewMessage::new("joe", members(100), "to 100".to_owned()))
+    let to_sixteen = store
+        .send(NewMessage::new("joe", members(16), "to 16".to_owned()))
         .await
-        .expect("send to 100")
+        .expect("send to 16")
         .message;
     let to_more = store
-        .send(NewMessage::new("joe", members(101), "to 101".to_owned()))
+        .send(NewMessage::new("joe", members(17), "to 17".to_owned()))
         .await
-        .expect("send to 101")
+        .expect("send to 17")
         .message;
 
     let mut lists: Vec<ObjectId> = stored_entries(db, "inbox_recipients")
@@ -774,7 +774,7 @@ async fn default_inline_limit_is_a_hundred(
     lists.sort();
     let mut expected = vec![to_more.id.0];
     if every_send_recorded {
-        expected.insert(0, to_hundred.id.0);
+        expected.insert(0, to_sixteen.id.0);
     }
     assert_eq!(lists, expected);
     let inline: Vec<usize> = stored_entries(db, entries)
@@ -782,30 +782,30 @@ async fn default_inline_limit_is_a_hundred(
         .iter()
         .filter_map(|entry| Some(entry.get_array("to").ok()?.len()))
         .collect();
-    assert_eq!(inline, [100; 100]);
+    assert_eq!(inline, [16; 16]);
 
     let page = store
         .inbox_page("member0", PageRequest::first(10))
         .await
         .expect("page");
     let ids: Vec<MessageId> = page.items.iter().map(|message| message.id).collect();
-    assert_eq!(ids, [to_more.id, to_hundred.id]);
-    assert_eq!(page.items[0].to, members(101));
-    assert_eq!(page.items[1].to, members(100));
+    assert_eq!(ids, [to_more.id, to_sixteen.id]);
+    assert_eq!(page.items[0].to, members(17));
+    assert_eq!(page.items[1].to, members(16));
 }
 
 #[tokio::test]
-async fn fan_out_on_write_inline_limit_is_a_hundred() {
+async fn fan_out_on_write_inline_limit_is_sixteen() {
     let db = testing::test_db("fan_out_on_write_inline_default").await;
     let store = FanOutOnWrite::new(&db.db);
-    default_inline_limit_is_a_hundred(&db, &store, "inbox_copies", false).await;
+    default_inline_limit_is_sixteen(&db, &store, "inbox_copies", false).await;
 }
 
 #[tokio::test]
-async fn buckets_inline_limit_is_a_hundred() {
+async fn buckets_inline_limit_is_sixteen() {
     let db = testing::test_db("buckets_inline_default").await;
     let store = BucketedFanOut::new(&db.db);
-    default_inline_limit_is_a_hundred(&db, &store, "inbox_buckets", true).await;
+    default_inline_limit_is_sixteen(&db, &store, "inbox_buckets", true).await;
 }
 
 #[tokio::test]

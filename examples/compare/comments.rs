@@ -68,7 +68,7 @@ fn who(subject: &Subject) -> Who {
 /// Grows one discussion per strategy (ours and the manual's) through `sizes` (increasing), and
 /// at each size reads the first and the last page of 50 in every view it has; at the largest
 /// size, then reads the storage per comment, and posts (and replies, where it has threads)
-/// `bench.reps` times. Those whose name contains `only` run.
+/// `bench.reps` times. Those `only` selects ([`crate::selected`]) run.
 pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<Vec<Row>> {
     if !bench.server.seed.slice_projection {
         eprintln!(
@@ -91,7 +91,7 @@ pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<Vec<Ro
     for db in &databases {
         db.drop().await?;
     }
-    for subject in subjects.iter().filter(|s| s.name.contains(only)) {
+    for subject in subjects.iter().filter(|s| crate::selected(s.name, only)) {
         rows.extend(measure(bench, subject, sizes).await?);
     }
     for db in &databases {

@@ -25,7 +25,7 @@ const READ_INBOX: usize = 1000;
 /// How many of the newest messages each `read newest` figure asks for.
 const READ_SIZES: [usize; 3] = [50, 100, 500];
 /// The longest recipient list `FanOutOnWrite` (and its hand-written twin) keeps in every copy.
-const MAX_INLINE_RECIPIENTS: usize = 100;
+const MAX_INLINE_RECIPIENTS: usize = 16;
 /// The owner of the read inbox.
 const OWNER: &str = "bob";
 /// Concurrent senders in the `8 senders` figure, and the messages each sends per repetition.
@@ -73,9 +73,10 @@ pub enum Subject {
     /// with plain driver calls.
     HandWritten(Lib),
     /// The engine's floor for a copying strategy's send (sends only): fan-out on write, one
-    /// unordered `insert` of N minimal copies `{recipient, sent, id}` into a collection with one
-    /// compound index `{recipient, sent, id}`; buckets, one unordered `update` of N statements,
-    /// each pushing `{id, sent}` into one bucket addressed by `_id` (upserted), no other index.
+    /// unordered `insert` of N minimal copies `{recipient, sent, id, from, message}` (what a
+    /// copy must carry to be shown) into a collection with one compound index
+    /// `{recipient, sent, id}`; buckets, one unordered `update` of N statements, each pushing
+    /// `{id, sent, from, message}` into one bucket addressed by `_id` (upserted), no other index.
     Floor(Lib),
 }
 
@@ -216,9 +217,12 @@ impl Target {
             Target::Floor(lib, db) => {
                 let (id, sent) = (bson::oid::ObjectId::new(), bson::DateTime::now());
                 if *lib == Lib::FanOutOnWrite {
-                    let copies = to
-                        .iter()
-                        .map(|recipient| doc! { "recipient": recipient, "sent": sent, "id": id });
+                    let copies = to.iter().map(|recipient| {
+                        doc! {
+                            "recipient": recipient, "sent": sent, "id": id,
+                            "from": from, "message": PAYLOAD,
+                        }
+                    });
                     db.collection::<Document>("floor")
                         .insert_many(copies)
                         .ordered(false)
@@ -231,7 +235,9 @@ impl Target {
                         .map(|recipient| {
                             doc! {
                                 "q": { "_id": recipient },
-                                "u": { "$push": { "messages": { "id": id, "sent": sent } } },
+                                "u": { "$push": { "messages": {
+                                    "id": id, "sent": sent, "from": from, "message": PAYLOAD,
+                                } } },
                                 "upsert": true,
                             }
                         })
@@ -253,7 +259,7 @@ impl Target {
                     // What `FanOutOnRead::send` stores: one document.
                     collection.insert_one(message).await?;
                 } else {
-                    // What `FanOutOnWrite::send` stores: a list of more than 100 recipients
+                    // What `FanOutOnWrite::send` stores: a list of more than 16 recipients
                     // once, then one unordered `insert` of one copy per recipient.
                     if to.len() > MAX_INLINE_RECIPIENTS {
                         message.remove("to");
@@ -389,12 +395,12 @@ pub struct Sizes {
     pub inboxes: Vec<usize>,
 }
 
-/// Measures every subject whose name contains `only`.
+/// Measures every subject `only` selects ([`crate::selected`]).
 pub async fn run(bench: &Bench, sizes: &Sizes, only: &str) -> BoxResult<Vec<Row>> {
     let mut rows = Vec::new();
     for subject in subjects() {
         let who = subject.who();
-        if !who.name.contains(only) {
+        if !crate::selected(who.name, only) {
             continue;
         }
         // (N, median ms) of the sizes measured so far.

@@ -41,7 +41,9 @@
 //! depend on the machine and the server, and FerretDB figures are not MongoDB's.
 //!
 //! `COMPARE_PARTS=inbox` or `comments` runs one half; `COMPARE_ONLY=<text>` measures only the
-//! subjects whose name contains it; `COMPARE_BUDGET_S` (default 10) caps the time of one send
+//! subjects whose name contains it (several, comma-separated; `=<name>` for that name exactly:
+//! `COMPARE_ONLY==fan-out-on-read,=bucketed-fan-out` leaves out the seeds' and hand-written
+//! subjects); `COMPARE_BUDGET_S` (default 10) caps the time of one send
 //! figure, giving fewer repetitions or skipping sizes predicted to take longer, and says so;
 //! `COMPARE_COUNT_BUDGET_S` (300 with `COMPARE_SCALE=full`, else 0) lets a skipped send still
 //! run once, untimed and without warm-up, to count its commands when it is predicted to take no
@@ -268,4 +270,15 @@ async fn main() -> BoxResult<()> {
         bench.started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Whether the subject `name` is one `COMPARE_ONLY` (`only`) selects: every subject when it is
+/// empty, else those matching one of its comma-separated items (`=name` exactly, any other item
+/// as a part of the name).
+pub fn selected(name: &str, only: &str) -> bool {
+    only.is_empty()
+        || only.split(',').any(|item| match item.strip_prefix('=') {
+            Some(exact) => name == exact,
+            None => name.contains(item),
+        })
 }

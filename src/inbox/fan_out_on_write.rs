@@ -54,7 +54,7 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
 ///   the seed.
 /// - `inbox_recipients`: `{_id: message id, to}`, the recipient list of a message sent to more
-///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (100 by default), stored once
+///   than [`FanOutOnWriteBuilder::max_inline_recipients`] users (16 by default), stored once
 ///   and written just before the copies, which carry `to_count`
 ///   instead: otherwise a message to N users would store N² names (1.4 GB for 10,000). Such a
 ///   send takes 2 commands, and a page holding such messages 2 `find`s; the `to` read back is
@@ -140,7 +140,8 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
     }
 
     /// The longest recipient list stored in every copy; a longer one is stored
-    /// once, in the recipients collection. 0 stores every list once. By default 100.
+    /// once, in the recipients collection. 0 stores every list once. By default 16: a list
+    /// in every copy is N² names for a send to N (10,000 for a send to 100).
     pub fn max_inline_recipients(mut self, max: usize) -> Self {
         self.max_inline = Some(max);
         self
@@ -225,7 +226,7 @@ impl<P: Payload> FanOutOnWrite<P> {
     }
 
     /// Inserts one copy of `message` per recipient, in one unordered `insert`, after one `find`
-    /// of the recipients' filters: none for a recipient who blocks the sender (returned), a
+    /// of the recipients' filters (and, at once, the `insert` of a long recipient list): none for a recipient who blocks the sender (returned), a
     /// hidden one (`muted`) for one who mutes them; `delivered` marks copies written by
     /// [`InboxStore::deliver`], which `remove_from` may take back.
     ///
@@ -246,10 +247,14 @@ impl<P: Payload> FanOutOnWrite<P> {
         let longest = recipients.iter().map(String::len).max().unwrap_or(0);
         // Every copy is this document plus one `recipient` field.
         validate::check_message_size(&document, MAX_DOCUMENT_BYTES - longest - 64)?;
-        let filters = self
-            .filters
-            .for_sender(&self.backend, &message.from, recipients)
-            .await?;
+        // The list goes out with the filters' read, one round trip for both: it must be stored
+        // before any copy, and one stored for a message every recipient blocks is as harmless as
+        // one left by a crash (see `RecipientLists`).
+        let (filters, ()) = futures::try_join!(
+            self.filters
+                .for_sender(&self.backend, &message.from, recipients),
+            self.recipients.store(list, &self.backend),
+        )?;
         let (skipped, receiving): (Vec<&String>, Vec<&String>) = recipients
             .iter()
             .partition(|recipient| filters.has(recipient, Filter::Block));
@@ -257,7 +262,6 @@ impl<P: Payload> FanOutOnWrite<P> {
         if receiving.is_empty() {
             return Ok(skipped);
         }
-        self.recipients.store(list, &self.backend).await?;
         document.insert("unread", true);
         let copies = receiving
             .into_iter()

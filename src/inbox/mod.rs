@@ -10,7 +10,7 @@
 //! delete for me, retract and edit by the sender, retention, mute and block (see
 //! [`lifecycle`] for what it promises and how each strategy keeps the state).
 //!
-//! The two strategies that copy a message store a recipient list longer than 100 names (their
+//! The two strategies that copy a message store a recipient list longer than 16 names (their
 //! builders' `max_inline_recipients`) once, in `inbox_recipients`, rather
 //! than in every copy: one `insert` more for such a send, one `find` more for a page holding
 //! such messages.

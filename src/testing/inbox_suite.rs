@@ -371,7 +371,7 @@ pub async fn sent_order_under_concurrency(store: Arc<Store>, senders: u32, per_s
 /// the newest 100 in at most 3); a send to 100 recipients costs 2 commands (fan-out: the
 /// recipients' mute and block lists, then the write), or at most 5 for buckets on MongoDB (on
 /// servers without atomic updates, at most 8 per batch of recipients one `update` command
-/// carries); one more where the copying strategies store the list apart (FerretDB 1.x).
+/// carries); fan out on write one more, for the list it stores apart.
 pub async fn command_counts(store: &Store, commands: &CommandCounter) {
     let recipients: Vec<String> = (0..100).map(|i| format!("r{i}")).collect();
     let recipient_refs: Vec<&str> = recipients.iter().map(String::as_str).collect();
@@ -414,10 +414,9 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
         costs.push(names);
     }
     let capabilities = crate::testing::server_info().await.capabilities();
-    // Where every filter but `_id` scans (FerretDB 1.x), copying strategies store a list of more
-    // than 10 names once, first: one `insert` more.
-    let shared_list =
-        usize::from(!capabilities.filters_beyond_id && store.strategy() != Strategy::FanOutOnRead);
+    // Fan out on write stores a list of more than 16 names once, in an `insert` that goes out
+    // with the filters' `find` (buckets keep it in the message's record, written anyway).
+    let shared_list = usize::from(store.strategy() == Strategy::FanOutOnWrite);
     for names in &costs {
         let limit = shared_list
             + match store.strategy() {

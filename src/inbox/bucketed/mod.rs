@@ -84,7 +84,7 @@ const FLOOR: &str = "floor";
 ///   head when it was delivered; the owner in hex, since an id may hold `.` or `$`), so
 ///   the sender's retract and edit find every entry by `_id` ranges, with no index on the
 ///   entries' ids. An entry carries `to` itself when the message has at most
-///   [`BucketedFanOutBuilder::max_inline_recipients`] recipients (100 by default), `to_count`
+///   [`BucketedFanOutBuilder::max_inline_recipients`] recipients (16 by default), `to_count`
 ///   otherwise (a message to N users would put N names in each of N buckets), and a page holding
 ///   such messages takes one more `find` to put their lists back. A send with an idempotency key
 ///   ([`NewMessage::with_key`](super::NewMessage::with_key)) keeps its key here too (see
