@@ -7,6 +7,7 @@
 
 use bson::{doc, Bson, Document, RawArrayBuf, RawDocumentBuf};
 
+use futures::{StreamExt, TryStreamExt};
 use mongodb::Database;
 
 use crate::error::transient::{is_transient_code, is_transient_write_error};
@@ -117,6 +118,18 @@ impl<'a> UpdateBatch<'a> {
         self.add(filter, |q| doc! { "q": q, "u": update, "upsert": upsert })
     }
 
+    /// Adds `{q: filter, u: pipeline, upsert}`: an update pipeline (see
+    /// [`Capabilities::pipeline_updates`](crate::Capabilities::pipeline_updates)), which must be
+    /// idempotent.
+    pub(crate) fn push_pipeline(
+        &mut self,
+        filter: Document,
+        pipeline: Vec<Document>,
+        upsert: bool,
+    ) -> Result<()> {
+        self.add(filter, |q| doc! { "q": q, "u": pipeline, "upsert": upsert })
+    }
+
     /// Adds `{q: filter, u: update, multi: true}` (every matching document), which must be
     /// idempotent.
     pub(crate) fn push_multi(&mut self, filter: Document, update: Document) -> Result<()> {
@@ -147,7 +160,10 @@ impl<'a> UpdateBatch<'a> {
         Ok(())
     }
 
-    /// Runs every statement, in as few commands as the server's limits allow.
+    /// Runs every statement, in as few commands as the server's limits allow
+    /// ([`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements)),
+    /// [`Capabilities::update_commands_in_flight`](crate::Capabilities::update_commands_in_flight)
+    /// of them at once.
     ///
     /// Statements are sent in the order of their filter's first value (the owner, the `_id`), so
     /// concurrent batches touch shared documents in the same order: on engines that lock rows
@@ -168,9 +184,34 @@ impl<'a> UpdateBatch<'a> {
     pub(crate) async fn run(mut self) -> Result<BatchOutcome> {
         let capabilities = self.capabilities.get(self.database).await?;
         self.statements.sort_by(|a, b| a.key.cmp(&b.key));
-        let max_statements = capabilities.max_update_statements.max(1);
         let precise_errors = capabilities.unordered_update_batches;
+        let commands = self.commands(capabilities.max_update_statements.max(1));
+        let batch = &self;
+        let outcomes: Vec<BatchOutcome> = futures::stream::iter(commands)
+            .map(|statements| async move {
+                let mut outcome = BatchOutcome::default();
+                batch
+                    .run_command(statements, precise_errors, &mut outcome)
+                    .await?;
+                Ok::<_, Error>(outcome)
+            })
+            .buffer_unordered(capabilities.update_commands_in_flight.max(1))
+            .try_collect()
+            .await?;
         let mut outcome = BatchOutcome::default();
+        for part in outcomes {
+            outcome.duplicate_key.extend(part.duplicate_key);
+            outcome.unknown.extend(part.unknown);
+            outcome.transient = outcome.transient.or(part.transient);
+            outcome.matched += part.matched;
+        }
+        Ok(outcome)
+    }
+
+    /// The statements of each command, in order: at most `max_statements` each, and no more
+    /// bytes than [`MAX_COMMAND_BYTES`] unless a statement alone is larger.
+    fn commands(&self, max_statements: usize) -> Vec<std::ops::Range<usize>> {
+        let mut commands = Vec::new();
         let mut start = 0;
         while start < self.statements.len() {
             let mut end = start;
@@ -182,23 +223,34 @@ impl<'a> UpdateBatch<'a> {
                 bytes += self.statements[end].size();
                 end += 1;
             }
-            let mut pending: Vec<usize> = (start..end).collect();
-            let mut backoff = Backoff::new(self.retry, "update batch");
-            loop {
-                let sent = backoff
-                    .attempt(Box::pin(self.send(&pending, precise_errors, &mut outcome)))
-                    .await?;
-                match sent {
-                    Sent::Done => break,
-                    Sent::Again(again, error) => {
-                        backoff.wait(error).await?;
-                        pending = again;
-                    }
-                }
-            }
+            commands.push(start..end);
             start = end;
         }
-        Ok(outcome)
+        commands
+    }
+
+    /// Runs the statements at `statements` in one command, sending those that failed
+    /// transiently again under the batch's policy.
+    async fn run_command(
+        &self,
+        statements: std::ops::Range<usize>,
+        precise_errors: bool,
+        outcome: &mut BatchOutcome,
+    ) -> Result<()> {
+        let mut pending: Vec<usize> = statements.collect();
+        let mut backoff = Backoff::new(self.retry, "update batch");
+        loop {
+            let sent = backoff
+                .attempt(Box::pin(self.send(&pending, precise_errors, outcome)))
+                .await?;
+            match sent {
+                Sent::Done => return Ok(()),
+                Sent::Again(again, error) => {
+                    backoff.wait(error).await?;
+                    pending = again;
+                }
+            }
+        }
     }
 
     /// Sends the statements at `indexes` in one command.

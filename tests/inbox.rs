@@ -1044,3 +1044,44 @@ async fn concurrent_sends_to_groups_finish() {
         }
     }
 }
+
+/// Payloads that look like operators or field paths stay data, in every strategy: where the
+/// bucketed push is an update pipeline, its entry goes in as a `$literal`. Concurrent senders
+/// into the same buckets keep each inbox in `sent` order.
+#[tokio::test]
+async fn payloads_that_look_like_expressions_stay_data() {
+    let db = testing::test_db("payloads_stay_data").await;
+    let stores: Vec<Arc<DynInboxStore<String>>> = vec![
+        Arc::new(BucketedFanOut::new(&db.db)),
+        Arc::new(FanOutOnWrite::new(&db.db)),
+        Arc::new(FanOutOnRead::new(&db.db)),
+    ];
+    for store in &stores {
+        store.create_indexes().await.expect("indexes");
+        let texts = ["$5 off", "$$ROOT", "$messages", "{ $inc: 1 }"];
+        let sends = texts.iter().enumerate().map(|(i, text)| {
+            let store = store.clone();
+            let to = vec!["bob".to_owned(), format!("other{i}")];
+            async move {
+                store
+                    .send(NewMessage::new(format!("sender{i}"), to, text.to_string()))
+                    .await
+            }
+        });
+        futures::future::try_join_all(sends).await.expect("sends");
+        let page = store
+            .inbox_page("bob", PageRequest::first(10))
+            .await
+            .expect("page");
+        let mut got: Vec<&str> = page.items.iter().map(|m| m.payload.as_str()).collect();
+        got.sort_unstable();
+        let mut want = texts.to_vec();
+        want.sort_unstable();
+        assert_eq!(got, want, "{:?}", store.strategy());
+        let sent: Vec<_> = page.items.iter().map(|m| m.sent).collect();
+        assert!(
+            sent.windows(2).all(|w| w[0] >= w[1]),
+            "newest first: {sent:?}"
+        );
+    }
+}

@@ -19,6 +19,23 @@ use super::probes::Probes;
 /// collection.
 pub(super) const FERRETDB_1_MAX_UPDATE_STATEMENTS: usize = 3;
 
+/// The statements sent to DocumentDB (FerretDB 2.x) in one `update` command, and how many such
+/// commands of one batch are in flight at once.
+///
+/// DocumentDB runs a whole `update` command as one PostgreSQL transaction, so every row a
+/// statement locks stays locked until the last statement of the command: two sends whose
+/// recipients overlap queue behind each other's whole command, and under many concurrent
+/// senders the queues make the slowest sends wait for many others. Measured on DocumentDB 0.106
+/// (16 concurrent senders, sends to 1-100 of 200 users, docs/BENCHMARKS.md "Sustained load"):
+/// with every push of a send in one command, p50 109 ms and p99 1,400 ms; with commands of 10
+/// statements, p50 177 ms and p99 602 ms, and 10% more sends per second. Alone, a send to 1,000
+/// took 176 ms in one command and 120-135 ms in commands of 10 to 25 statements, 4 at a time
+/// (they run on several PostgreSQL backends at once). Commands of one batch lock disjoint rows,
+/// each in the batch's key order, so they cannot deadlock with each other or another batch.
+pub(super) const DOCUMENTDB_MAX_UPDATE_STATEMENTS: usize = 16;
+/// See [`DOCUMENTDB_MAX_UPDATE_STATEMENTS`].
+pub(super) const DOCUMENTDB_UPDATE_COMMANDS_IN_FLIGHT: usize = 4;
+
 /// What the server can do, so code (and tests) can pick a path or say why they skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -32,6 +49,11 @@ pub struct Capabilities {
     /// 3 on FerretDB 1.x, which holds a connection of its pool for each statement until the
     /// command ends and stops answering when its pool runs out (50 statements hung it).
     pub max_update_statements: usize,
+    /// How many `update` commands of one batch of statements are sent at once: 1 where one
+    /// command of many statements is cheapest (MongoDB, where each statement is its own
+    /// atomic write), 4 on DocumentDB (FerretDB 2.x), where a command is one transaction and
+    /// commands are kept small.
+    pub update_commands_in_flight: usize,
     /// An unordered multi-statement `update` command runs every statement and reports each
     /// failure by its index. FerretDB 1.x stops at the first failure and misreports its index.
     pub unordered_update_batches: bool,
@@ -67,6 +89,12 @@ pub struct Capabilities {
     /// MongoDB through `mongos` before 5.1 they cannot read a sharded collection, so they count
     /// as missing there. FerretDB 1.x has neither stage.
     pub graph_lookup: bool,
+    /// An `update` whose `u` is an aggregation pipeline (MongoDB 4.2 and later), so an update
+    /// can compute a value from the document it changes in its own atomic step: a bucketed push
+    /// stamps its entry no earlier than the bucket's newest instead of being refused and sent
+    /// again ([`Guard::InOrder`](crate::backend::Guard)). Probed elsewhere; FerretDB 1.x and
+    /// mongo-java-server have none.
+    pub pipeline_updates: bool,
     /// Connected through `mongos`, so collections can be sharded.
     pub sharding: bool,
     /// Filters on fields other than `_id` are evaluated by the storage engine (through an index
@@ -96,6 +124,7 @@ impl Capabilities {
         let mongodb = Self {
             atomic_updates: true,
             max_update_statements: max_write_batch_size,
+            update_commands_in_flight: 1,
             unordered_update_batches: true,
             slice_projection: true,
             slice_past_end: true,
@@ -106,6 +135,7 @@ impl Capabilities {
             text_all_phrases: true,
             partial_indexes: true,
             change_streams: topology != Topology::Standalone,
+            pipeline_updates: true,
             graph_lookup: joins_on_shards,
             sharding,
             filters_beyond_id: true,
@@ -115,6 +145,7 @@ impl Capabilities {
             ServerFlavor::FerretDb { version } if version.starts_with("v1.") => Self {
                 atomic_updates: false,
                 max_update_statements: max_write_batch_size.min(FERRETDB_1_MAX_UPDATE_STATEMENTS),
+                update_commands_in_flight: 1,
                 unordered_update_batches: false,
                 slice_projection: false,
                 slice_past_end: false,
@@ -125,6 +156,7 @@ impl Capabilities {
                 text_all_phrases: false,
                 partial_indexes: false,
                 change_streams: false,
+                pipeline_updates: false,
                 graph_lookup: false,
                 sharding,
                 filters_beyond_id: false,
@@ -133,9 +165,20 @@ impl Capabilities {
             // and any other wire server.
             ServerFlavor::FerretDb { .. } | ServerFlavor::Other => {
                 let probes = probes.copied().unwrap_or_default();
+                // FerretDB 2.x is DocumentDB: a command is one transaction.
+                let documentdb = matches!(flavor, ServerFlavor::FerretDb { .. });
                 Self {
                     atomic_updates: true,
-                    max_update_statements: max_write_batch_size,
+                    max_update_statements: if documentdb {
+                        max_write_batch_size.min(DOCUMENTDB_MAX_UPDATE_STATEMENTS)
+                    } else {
+                        max_write_batch_size
+                    },
+                    update_commands_in_flight: if documentdb {
+                        DOCUMENTDB_UPDATE_COMMANDS_IN_FLIGHT
+                    } else {
+                        1
+                    },
                     unordered_update_batches: probes.unordered_update_batches,
                     slice_projection: probes.slice_projection,
                     slice_past_end: probes.slice_projection && probes.slice_past_end,
@@ -146,6 +189,7 @@ impl Capabilities {
                     text_all_phrases: probes.text_search && probes.text_all_phrases,
                     partial_indexes: probes.partial_indexes,
                     change_streams: probes.change_streams,
+                    pipeline_updates: probes.pipeline_updates,
                     graph_lookup: probes.graph_lookup && joins_on_shards,
                     sharding,
                     // Not probed (a cost is no cheap probe): the wire servers we know of use
@@ -179,6 +223,7 @@ impl Capabilities {
             ),
             (self.partial_indexes, "partial indexes"),
             (self.change_streams, "change streams"),
+            (self.pipeline_updates, "update pipelines"),
             (self.filters_beyond_id, "filters beyond `_id` in the engine"),
             (self.graph_lookup, "$graphLookup"),
         ]

@@ -27,6 +27,7 @@ pub(super) struct Probes {
     pub(super) partial_indexes: bool,
     pub(super) change_streams: bool,
     pub(super) graph_lookup: bool,
+    pub(super) pipeline_updates: bool,
 }
 
 impl Probes {
@@ -52,6 +53,7 @@ impl Probes {
                 text_all_phrases,
                 partial_indexes: probe_partial_index(database, &name).await,
                 change_streams: probe_change_streams(database, &name).await,
+                pipeline_updates: probe_pipeline_update(database, &name).await,
             }
         } else {
             Self::default()
@@ -128,6 +130,39 @@ async fn probe_unordered_update(database: &Database, collection: &str) -> bool {
                 if error.get("index").and_then(bson_to_usize) == Some(0))
     });
     ran_second && first_failed
+}
+
+/// Whether an `update` whose `u` is an aggregation pipeline runs it with the expressions a
+/// stamped push needs (`$concatArrays`, `$ifNull`, `$mergeObjects`, `$literal`, `$max`, `$add`),
+/// a `$literal` string that looks like a field path kept as it is.
+async fn probe_pipeline_update(database: &Database, collection: &str) -> bool {
+    let pushed = doc! {
+        "$mergeObjects": [{ "$literal": { "v": "$s" } }, { "w": { "$max": ["$n", 5] } }],
+    };
+    let reply = database
+        .run_command(doc! {
+            "update": collection,
+            "updates": [{
+                "q": { "_id": 1 },
+                "u": [{ "$set": {
+                    "pa": { "$concatArrays": [{ "$ifNull": ["$pa", []] }, [pushed]] },
+                    "pn": { "$add": [{ "$ifNull": ["$pn", 0] }, 1] },
+                } }],
+            }],
+        })
+        .await;
+    if reply.is_err() {
+        return false;
+    }
+    let Ok(Some(found)) = database
+        .collection::<Document>(collection)
+        .find_one(doc! { "_id": 1 })
+        .await
+    else {
+        return false;
+    };
+    found.get_array("pa").ok() == Some(&vec![Bson::Document(doc! { "v": "$s", "w": 5 })])
+        && found.get("pn").and_then(as_i64) == Some(1)
 }
 
 /// Whether `$group` with `$first` works.

@@ -220,6 +220,7 @@ fn ferretdb_2_is_not_taken_for_mongodb() {
         partial_indexes: true,
         change_streams: false,
         graph_lookup: true,
+        pipeline_updates: true,
     };
     assert!(is_probed(&flavor_of(&build)));
     let server = info(build, hello, true, Some(probes));
@@ -247,8 +248,10 @@ fn ferretdb_2_is_not_taken_for_mongodb() {
         capabilities.graph_lookup,
         "DocumentDB has $graphLookup and $lookup"
     );
-    assert!(!capabilities.transactions);
-    assert_eq!(capabilities.max_update_statements, 100_000);
+    assert!(!capabilities.transactions && capabilities.pipeline_updates);
+    // A command is one transaction there: small commands, several at once.
+    assert_eq!(capabilities.max_update_statements, 16);
+    assert_eq!(capabilities.update_commands_in_flight, 4);
 }
 
 #[test]
@@ -276,6 +279,7 @@ fn mongo_java_server_is_probed() {
         partial_indexes: true,
         change_streams: true,
         graph_lookup: true,
+        pipeline_updates: false,
     };
     let server = info(build.clone(), is_master.clone(), false, Some(probes));
     assert_eq!(server.flavor, ServerFlavor::Other);
@@ -293,11 +297,12 @@ fn mongo_java_server_is_probed() {
         "probed: it has $graphLookup and $lookup"
     );
     assert_eq!(capabilities.max_update_statements, 1000);
+    assert_eq!(capabilities.update_commands_in_flight, 1);
     assert_eq!(
         server.describe(),
         "a MongoDB-wire server reporting 5.0.0 (not MongoDB: no gitVersion in buildInfo), \
          standalone, no `hello`, 1000 statements per write; lacks: $slice past the end, \
-         transactions, $text search"
+         transactions, $text search, update pipelines"
     );
 
     // Unprobed (for example, no write privilege): nothing optional is assumed.

@@ -369,9 +369,10 @@ pub async fn sent_order_under_concurrency(store: Arc<Store>, senders: u32, per_s
 
 /// Round trips: an inbox page is one `find` (bucketed: the newest 50 in at most 2 `find`/`getMore`,
 /// the newest 100 in at most 3); a send to 100 recipients costs 2 commands (fan-out: the
-/// recipients' mute and block lists, then the write), or at most 5 for buckets on MongoDB (on
-/// servers without atomic updates, at most 8 per batch of recipients one `update` command
-/// carries); fan out on write one more, for the list it stores apart.
+/// recipients' mute and block lists, then the write), or at most 5 for buckets on MongoDB (3
+/// plus twice the `update`s the pushes take where commands carry fewer statements, as on
+/// DocumentDB; on servers without atomic updates, at most 8 per batch of recipients one
+/// `update` command carries); fan out on write one more, for the list it stores apart.
 pub async fn command_counts(store: &Store, commands: &CommandCounter) {
     let recipients: Vec<String> = (0..100).map(|i| format!("r{i}")).collect();
     let recipient_refs: Vec<&str> = recipients.iter().map(String::as_str).collect();
@@ -420,8 +421,11 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
     for names in &costs {
         let limit = shared_list
             + match store.strategy() {
-                // Heads, pushes, and on roll-over a check, heads and pushes again.
-                Strategy::BucketedFanOut if capabilities.atomic_updates => 5,
+                // Heads, the record, the pushes in `update`s of the statements one command
+                // carries, and on roll-over a check, heads and those pushes again.
+                Strategy::BucketedFanOut if capabilities.atomic_updates => {
+                    3 + 2 * 100_usize.div_ceil(capabilities.max_update_statements)
+                }
                 // Without atomic updates, per round of locked recipients: a lock, heads, the
                 // target buckets (one `find`, or up to 8 by `_id`), the pushes in `update`s of
                 // the statements one command carries, an unlock, and on roll-over heads, the next

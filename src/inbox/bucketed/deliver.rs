@@ -323,7 +323,12 @@ impl Buckets {
             guards: vec![
                 Guard::Below("count", i64::from(self.bucket_size)),
                 // Never below a later message: position order is `sent` order.
-                Guard::NotAfter(LAST_SENT, stamp),
+                Guard::InOrder {
+                    array: "messages",
+                    stamp: "sent",
+                    newest: LAST_SENT,
+                    at: stamp,
+                },
                 // Never a second entry in one bucket: a repeated delivery finds it here.
                 Guard::Lacks {
                     array: "messages",
