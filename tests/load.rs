@@ -1,8 +1,10 @@
 //! The sustained-load benchmark's core (`examples/load`), small: 4 clients for a few seconds on
 //! 20 users against the test server, then the benchmark's own check that nothing was lost or
 //! duplicated (every acknowledged send, comment and vote once, failed ones at most once, every
-//! count what the pages hold); once directly, once through the fault proxy with an outage in the
-//! middle.
+//! count what the pages hold); once directly, and twice through the fault proxy with an outage
+//! in the middle: with the default retry policy, which rides it out, and with a budget shorter
+//! than the outage, so that calls fail (some after their write landed) and the check's rules
+//! for failed writes are exercised too.
 
 #[path = "../examples/load/check.rs"]
 #[allow(dead_code)]
@@ -13,7 +15,7 @@ mod run;
 
 use std::time::Duration;
 
-use mongo_social::testing;
+use mongo_social::{testing, RetryPolicy};
 use run::{Config, Op, Outcome};
 
 /// The benchmark, small enough for a test on FerretDB 1.x: pages of 10 over inboxes seeded with
@@ -112,4 +114,41 @@ async fn a_load_run_through_an_outage_loses_and_duplicates_nothing() {
     assert!(verdict.ok(), "{verdict}");
     assert_eq!(verdict.lost + verdict.duplicated, 0);
     assert!(verdict.deliveries_checked > 0 && verdict.tallies_checked > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_impatient_load_run_through_an_outage_loses_and_duplicates_nothing() {
+    let config = Config {
+        duration: Duration::from_secs(4),
+        fault: Some(Duration::from_millis(2000)),
+        retry: RetryPolicy::default().budget(Duration::from_millis(500)),
+        ..small("load_outage_impatient")
+    };
+    let outcome = run::run(&config).await.expect("the run");
+    assert_every_operation_ran(&outcome);
+    let outage = outcome.outage.expect("the outage happened");
+    assert!(outage.refused > 0, "the outage was felt: {outage:?}");
+    let failed: Vec<&'static str> = outcome.samples.iter().filter_map(|s| s.error).collect();
+    assert!(
+        !failed.is_empty(),
+        "calls fail when the retry budget is shorter than the outage"
+    );
+    let verdict = check::check(&config, &outcome.ledger)
+        .await
+        .expect("the check");
+    testing::note(&format!(
+        "load, impatient outage: {} calls, {} failed ({outage:?}); errors: {:?}\n{verdict}",
+        outcome.samples.len(),
+        failed.len(),
+        errors(&outcome)
+    ));
+    for kind in failed {
+        assert!(
+            ["unreachable", "retries_exhausted"].contains(&kind),
+            "only the outage fails calls: {:?}",
+            errors(&outcome)
+        );
+    }
+    assert!(verdict.ok(), "{verdict}");
+    assert_eq!(verdict.lost + verdict.duplicated, 0);
 }

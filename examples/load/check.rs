@@ -21,7 +21,7 @@ use std::fmt;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 use mongo_social::comments::{Comment, Order, Vote};
-use mongo_social::{Message, MessageId, PageRequest};
+use mongo_social::{Message, MessageId, PageRequest, RetryPolicy};
 
 use crate::run::{self, BoxResult, Config, Ledger, Stores};
 
@@ -171,9 +171,10 @@ impl fmt::Display for Verdict {
 /// Checks what the server holds against `ledger`, on a fresh client of its own.
 pub async fn check(config: &Config, ledger: &Ledger) -> BoxResult<Verdict> {
     let uri = run::server_uri().await?;
-    let client = run::direct_client(uri).await?;
+    // The default policy, whatever the run's: the check waits out what a loaded server takes.
+    let client = run::direct_client(uri, RetryPolicy::default()).await?;
     let db = client.database(&config.database);
-    let stores = run::stores(&db, config)?;
+    let stores = run::stores(&db, config, RetryPolicy::default())?;
     let mut verdict = Verdict::default();
     check_inboxes(config, &stores, ledger, &mut verdict).await?;
     let comments = check_comments(config, &stores, ledger, &mut verdict).await?;

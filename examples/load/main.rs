@@ -21,8 +21,9 @@
 //!    messages (in groups of up to 10 recipients) and posts `LOAD_SEED_COMMENTS` comments to
 //!    each of `LOAD_DISCUSSIONS` discussions.
 //! 2. Runs `LOAD_CLIENTS` tokio tasks for `LOAD_SECONDS`, all on one `mongodb::Client` (built
-//!    with `RetryPolicy::default().apply_to`, so the driver's pool is the one an application
-//!    has). Users are shared out among the clients, so each user's calls are made one after
+//!    with the stores' own `RetryPolicy` applied to its options, `apply_to`, as the crate
+//!    advises; the driver's default pool of 10 connections is shared, as in an application).
+//!    Users are shared out among the clients, so each user's calls are made one after
 //!    another. Each client, with its own random numbers, first makes one call of every kind
 //!    (finishing that round even past the deadline), then picks by the mix (`LOAD_MIX`, default
 //!    `pages=45,unread=15,send=20,mark=5,comments=10,votes=5`):
@@ -79,6 +80,7 @@
 //! | `LOAD_SEED_COMMENTS` | 20 | comments in every discussion before the run |
 //! | `LOAD_MAX_RECIPIENTS` | 100 | the most recipients of one send |
 //! | `LOAD_DATABASE` | `ms_load` | the database (dropped first) |
+//! | `LOAD_RETRY_BUDGET` | 10 | the stores' retry budget (seconds), which also caps the client's server selection and connect timeouts: shorter than the outage, calls fail during it |
 //!
 //! The same core runs, small, in `tests/load.rs`, with and without the outage.
 
@@ -91,6 +93,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use mongo_social::RetryPolicy;
 use run::{BoxResult, Config, Mix};
 
 /// `var` parsed, or `default` when unset or empty.
@@ -141,6 +144,7 @@ fn config() -> BoxResult<Config> {
         max_recipients: setting("LOAD_MAX_RECIPIENTS", defaults.max_recipients)?,
         database: setting("LOAD_DATABASE", defaults.database)?,
         progress: defaults.progress,
+        retry: RetryPolicy::default().budget(seconds("LOAD_RETRY_BUDGET", 10.0)?),
     })
 }
 
@@ -149,7 +153,8 @@ async fn main() -> BoxResult<ExitCode> {
     let config = config()?;
     let svg_path = std::env::var("LOAD_SVG").unwrap_or_else(|_| "target/load/load.svg".into());
     let settings = format!(
-        "{} clients, {:.0} s, {} users, inbox {}, comments {}, mix {}, seed {}, pages of {}{}",
+        "{} clients, {:.0} s, {} users, inbox {}, comments {}, mix {}, seed {}, pages of {}, \
+         retry budget {:.1} s{}",
         config.clients,
         config.duration.as_secs_f64(),
         config.users,
@@ -158,6 +163,7 @@ async fn main() -> BoxResult<ExitCode> {
         config.mix,
         config.seed,
         config.page,
+        config.retry.max_elapsed().as_secs_f64(),
         match config.fault {
             Some(length) => format!(", outage of {:.1} s at half time", length.as_secs_f64()),
             None => String::new(),

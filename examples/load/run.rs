@@ -234,6 +234,9 @@ pub struct Config {
     pub database: String,
     /// How often progress is written to stderr.
     pub progress: Duration,
+    /// The retry policy of the stores under load, whose budget also bounds the client's server
+    /// selection and connect timeouts (`RetryPolicy::apply_to`).
+    pub retry: RetryPolicy,
 }
 
 impl Default for Config {
@@ -254,6 +257,7 @@ impl Default for Config {
             max_recipients: 100,
             database: testing::database_name("load"),
             progress: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -330,18 +334,34 @@ pub struct Stores {
     pub comments: Arc<DynCommentStore>,
 }
 
-/// The configured strategies on `db`.
-pub fn stores(db: &mongodb::Database, config: &Config) -> BoxResult<Stores> {
+/// The configured strategies on `db`, retrying under `retry`.
+pub fn stores(db: &mongodb::Database, config: &Config, retry: RetryPolicy) -> BoxResult<Stores> {
     let inbox: Arc<DynInboxLifecycle<String>> = match config.inbox {
-        InboxStrategy::BucketedFanOut => Arc::new(BucketedFanOut::<String>::new(db)),
-        InboxStrategy::FanOutOnWrite => Arc::new(FanOutOnWrite::<String>::new(db)),
-        InboxStrategy::FanOutOnRead => Arc::new(FanOutOnRead::<String>::new(db)),
+        InboxStrategy::BucketedFanOut => Arc::new(
+            BucketedFanOut::<String>::builder(db)
+                .retry_policy(retry)
+                .build()?,
+        ),
+        InboxStrategy::FanOutOnWrite => Arc::new(
+            FanOutOnWrite::<String>::builder(db)
+                .retry_policy(retry)
+                .build()?,
+        ),
+        InboxStrategy::FanOutOnRead => Arc::new(
+            FanOutOnRead::<String>::builder(db)
+                .retry_policy(retry)
+                .build()?,
+        ),
         other => return Err(format!("inbox strategy {other} is not known here").into()),
     };
     let comments: Arc<DynCommentStore> = match config.comments {
-        CommentStrategy::PerComment => Arc::new(PerComment::new(db)),
-        CommentStrategy::Embedded => Arc::new(Embedded::new(db)),
-        CommentStrategy::HybridPages => Arc::new(HybridPages::new(db)),
+        CommentStrategy::PerComment => {
+            Arc::new(PerComment::builder(db).retry_policy(retry).build()?)
+        }
+        CommentStrategy::Embedded => Arc::new(Embedded::builder(db).retry_policy(retry).build()?),
+        CommentStrategy::HybridPages => {
+            Arc::new(HybridPages::builder(db).retry_policy(retry).build()?)
+        }
         other => return Err(format!("comment strategy {other} is not known here").into()),
     };
     Ok(Stores { inbox, comments })
@@ -352,10 +372,10 @@ pub async fn server_uri() -> BoxResult<&'static str> {
     Ok(tokio::task::spawn_blocking(testing::server_uri).await?)
 }
 
-/// A client of the server, directly, with the default retry policy's timeouts.
-pub async fn direct_client(uri: &str) -> BoxResult<Client> {
+/// A client of the server, directly, with `retry`'s timeouts.
+pub async fn direct_client(uri: &str, retry: RetryPolicy) -> BoxResult<Client> {
     let mut options = ClientOptions::parse(uri).await?;
-    RetryPolicy::default().apply_to(&mut options);
+    retry.apply_to(&mut options);
     Ok(Client::with_options(options)?)
 }
 
@@ -533,16 +553,16 @@ pub async fn run(config: &Config) -> BoxResult<Outcome> {
     let client = match &proxy {
         Some(proxy) => {
             proxy
-                .client_with(|options| RetryPolicy::default().apply_to(options))
+                .client_with(|options| config.retry.apply_to(options))
                 .await
         }
-        None => direct_client(uri).await?,
+        None => direct_client(uri, config.retry).await?,
     };
     let server = ServerInfo::detect(&client).await?.describe();
     let db = client.database(&config.database);
     let setup_started = Instant::now();
     db.drop().await?;
-    let stores = stores(&db, config)?;
+    let stores = stores(&db, config, config.retry)?;
     stores.inbox.create_indexes().await?;
     stores.comments.create_indexes().await?;
     let users = Arc::new(config.user_names());
