@@ -172,7 +172,7 @@ impl fmt::Display for Verdict {
 pub async fn check(config: &Config, ledger: &Ledger) -> BoxResult<Verdict> {
     let uri = run::server_uri().await?;
     // The default policy, whatever the run's: the check waits out what a loaded server takes.
-    let client = run::direct_client(uri, RetryPolicy::default()).await?;
+    let client = run::direct_client(uri, RetryPolicy::default(), None).await?;
     let db = client.database(&config.database);
     let stores = run::stores(&db, config, RetryPolicy::default())?;
     let mut verdict = Verdict::default();

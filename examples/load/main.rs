@@ -44,7 +44,8 @@
 //!    (operation, start, latency, error kind). Progress goes to stderr every 5 seconds.
 //! 3. Prints, on stdout, a Markdown table: per operation (sends also by number of recipients)
 //!    the count, ops/s over `LOAD_SECONDS`, p50, p95, p99 and max latency in milliseconds, and
-//!    the errors by kind ([`mongo_social::Error::kind`]); then the total.
+//!    the errors by kind ([`mongo_social::Error::kind`]); then the total, and the commands the
+//!    calls sent (from the driver's command monitoring), by name and per call.
 //! 4. Checks, on a fresh client to the server directly, that nothing was lost or duplicated
 //!    (`check.rs`): every acknowledged send once in each recipient's inbox and a failed one at
 //!    most once, every acknowledged comment once and a failed one at most once, every comment's
@@ -181,6 +182,7 @@ async fn main() -> BoxResult<ExitCode> {
         outcome.drained.as_secs_f64()
     );
     println!("{}", report::table(&outcome));
+    println!("{}\n", report::commands(&outcome));
     if let Some(summary) = report::outage_summary(&outcome) {
         println!("{summary}\n");
     }

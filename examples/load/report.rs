@@ -160,3 +160,19 @@ pub fn outage_summary(outcome: &Outcome) -> Option<String> {
         outside.errors_text(),
     ))
 }
+
+/// The commands the calls sent, in all and per call, by name.
+pub fn commands(outcome: &Outcome) -> String {
+    let total: usize = outcome.commands.values().sum();
+    let calls = outcome.samples.len().max(1) as f64;
+    let by_name: Vec<String> = outcome
+        .commands
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    format!(
+        "commands sent by the calls: {total} ({:.2} per call): {}",
+        total as f64 / calls,
+        by_name.join(", ")
+    )
+}

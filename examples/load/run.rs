@@ -14,7 +14,7 @@ use mongo_social::comments::{
     Strategy as CommentStrategy, Vote,
 };
 use mongo_social::inbox::{DynInboxLifecycle, Strategy as InboxStrategy, UpTo};
-use mongo_social::testing::{self, fault_proxy::FaultProxy};
+use mongo_social::testing::{self, fault_proxy::FaultProxy, CommandCounter};
 use mongo_social::{
     BucketedFanOut, Cursor, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage, PageRequest,
     RetryPolicy, ServerInfo,
@@ -372,10 +372,18 @@ pub async fn server_uri() -> BoxResult<&'static str> {
     Ok(tokio::task::spawn_blocking(testing::server_uri).await?)
 }
 
-/// A client of the server, directly, with `retry`'s timeouts.
-pub async fn direct_client(uri: &str, retry: RetryPolicy) -> BoxResult<Client> {
+/// A client of the server, directly, with `retry`'s timeouts (and `commands` counting its
+/// commands, if given).
+pub async fn direct_client(
+    uri: &str,
+    retry: RetryPolicy,
+    commands: Option<&CommandCounter>,
+) -> BoxResult<Client> {
     let mut options = ClientOptions::parse(uri).await?;
     retry.apply_to(&mut options);
+    if let Some(commands) = commands {
+        commands.attach(&mut options);
+    }
     Ok(Client::with_options(options)?)
 }
 
@@ -520,6 +528,8 @@ pub struct Outcome {
     pub outage: Option<Outage>,
     /// The first error message of each operation and kind.
     pub error_examples: Vec<(Op, &'static str, String)>,
+    /// The commands the run's calls sent (not the seeding's), by name.
+    pub commands: std::collections::BTreeMap<String, usize>,
 }
 
 /// The text of a message or comment: its unique token, then some words.
@@ -550,13 +560,17 @@ pub async fn run(config: &Config) -> BoxResult<Outcome> {
         None => None,
     };
     // One client for every task, as an application has: through the proxy when it is there.
+    let commands = CommandCounter::new();
     let client = match &proxy {
         Some(proxy) => {
             proxy
-                .client_with(|options| config.retry.apply_to(options))
+                .client_with(|options| {
+                    config.retry.apply_to(options);
+                    commands.attach(options);
+                })
                 .await
         }
-        None => direct_client(uri, config.retry).await?,
+        None => direct_client(uri, config.retry, Some(&commands)).await?,
     };
     let server = ServerInfo::detect(&client).await?.describe();
     let db = client.database(&config.database);
@@ -581,6 +595,7 @@ pub async fn run(config: &Config) -> BoxResult<Outcome> {
     );
 
     let counters = Arc::new(Counters::default());
+    commands.reset();
     let t0 = Instant::now();
     let deadline = t0 + config.duration;
     let progress = tokio::spawn(progress(counters.clone(), t0, config.progress));
@@ -636,6 +651,7 @@ pub async fn run(config: &Config) -> BoxResult<Outcome> {
     }
     let drained = t0.elapsed();
     progress.abort();
+    let commands = commands.snapshot();
     let outage = match (fault, &proxy) {
         (Some(fault), Some(proxy)) => {
             let (start, end, accepted_before) = fault.await?;
@@ -670,6 +686,7 @@ pub async fn run(config: &Config) -> BoxResult<Outcome> {
         setup,
         outage,
         error_examples,
+        commands,
     })
 }
 

@@ -9,7 +9,7 @@ use crate::run::{Op, Outcome};
 
 const LEFT: f64 = 80.0;
 const WIDTH: f64 = 760.0;
-const TOP: f64 = 85.0;
+const TOP: f64 = 100.0;
 const LATENCY_H: f64 = 300.0;
 const GAP: f64 = 80.0;
 const RATE_H: f64 = 180.0;
@@ -204,8 +204,8 @@ pub fn render(outcome: &Outcome, title: &[String]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif">"#
     );
     out.push_str("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let lines: Vec<String> = title.iter().flat_map(|line| wrap(line, 150)).collect();
-    for (i, line) in lines.iter().take(3).enumerate() {
+    let lines: Vec<String> = title.iter().flat_map(|line| wrap(line, 135)).collect();
+    for (i, line) in lines.iter().take(4).enumerate() {
         let _ = writeln!(
             out,
             r#"<text x="10" y="{}" font-size="12">{}</text>"#,
