@@ -31,7 +31,7 @@
 //!      when the last page the user read has a cursor, the page after it (`inbox next page`);
 //!    - **unread**: the user's unread count;
 //!    - **send**: a message from the user to 1 to `LOAD_MAX_RECIPIENTS` (100) other users,
-//!      log-uniform (as many sends to 1-9 recipients as to 10-99; median about 9, mean about 21);
+//!      log-uniform (as many sends to 1-9 recipients as to 10-99; median 10, mean about 21);
 //!    - **mark**: half `mark_read` of a message of the last page the user read, half
 //!      `mark_read_up_to` that message or that page's cursor (a user who has read no page yet
 //!      reads one instead);
