@@ -28,6 +28,11 @@
 //!   oldest first, and the last page of 50 in threaded order where the strategy has threads; at
 //!   the largest size the storage per comment, a `post` and a `reply`.
 //!
+//! - **Growth** (`growth.rs`, only with `COMPARE_PARTS=growth`): each inbox strategy's newest 50,
+//!   unread count and sends to 1 and 100 at one owner's inbox of `COMPARE_GROWTH_SIZES`
+//!   messages (default 1,000 to 1,000,000, loaded in bulk in the store's own layout), printed
+//!   as Markdown tables (`docs/CAPACITY.md`, "How costs grow with an inbox").
+//!
 //! Every subject uses its own database, dropped before and after use (on FerretDB 1.x every
 //! query but `{_id: X}` scans its whole collection, so sharing one would measure the
 //! neighbours). On servers without atomic updates, bucketed inboxes past 1,000 messages are
@@ -60,6 +65,7 @@ mod seed_baselines;
 mod seed_comments;
 
 mod comments;
+mod growth;
 mod inbox;
 mod report;
 mod storage;
@@ -216,6 +222,13 @@ async fn main() -> BoxResult<()> {
         rows.extend(comments::run(&bench, &discussion_sizes, &only).await?);
     }
 
+    if parts.contains("growth") {
+        let growth_sizes = sizes("COMPARE_GROWTH_SIZES", &[1000, 10_000, 100_000, 1_000_000])?;
+        growth::run(&bench, &growth_sizes, &only).await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+    }
     if rows.is_empty() {
         return Err(format!(
             "nothing measured: COMPARE_ONLY={only:?} matches no subject of COMPARE_PARTS={parts:?}"

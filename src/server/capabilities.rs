@@ -54,6 +54,13 @@ pub struct Capabilities {
     /// atomic write), 4 on DocumentDB (FerretDB 2.x), where a command is one transaction and
     /// commands are kept small.
     pub update_commands_in_flight: usize,
+    /// A write command runs as one transaction that holds every row it locks until the
+    /// command ends (DocumentDB, FerretDB 2.x: PostgreSQL row locks). There a write of many
+    /// documents that other writers also touch (every recipient's state on shared messages)
+    /// goes document by document in `_id` order, in small commands, so writers wait briefly
+    /// and never deadlock; on MongoDB each document's write is atomic on its own, and one
+    /// `update_many` is cheapest.
+    pub write_commands_are_transactions: bool,
     /// An unordered multi-statement `update` command runs every statement and reports each
     /// failure by its index. FerretDB 1.x stops at the first failure and misreports its index.
     pub unordered_update_batches: bool,
@@ -125,6 +132,7 @@ impl Capabilities {
             atomic_updates: true,
             max_update_statements: max_write_batch_size,
             update_commands_in_flight: 1,
+            write_commands_are_transactions: false,
             unordered_update_batches: true,
             slice_projection: true,
             slice_past_end: true,
@@ -146,6 +154,7 @@ impl Capabilities {
                 atomic_updates: false,
                 max_update_statements: max_write_batch_size.min(FERRETDB_1_MAX_UPDATE_STATEMENTS),
                 update_commands_in_flight: 1,
+                write_commands_are_transactions: false,
                 unordered_update_batches: false,
                 slice_projection: false,
                 slice_past_end: false,
@@ -179,6 +188,7 @@ impl Capabilities {
                     } else {
                         1
                     },
+                    write_commands_are_transactions: documentdb,
                     unordered_update_batches: probes.unordered_update_batches,
                     slice_projection: probes.slice_projection,
                     slice_past_end: probes.slice_projection && probes.slice_past_end,

@@ -252,6 +252,7 @@ fn ferretdb_2_is_not_taken_for_mongodb() {
     // A command is one transaction there: small commands, several at once.
     assert_eq!(capabilities.max_update_statements, 16);
     assert_eq!(capabilities.update_commands_in_flight, 4);
+    assert!(capabilities.write_commands_are_transactions);
 }
 
 #[test]
@@ -298,6 +299,7 @@ fn mongo_java_server_is_probed() {
     );
     assert_eq!(capabilities.max_update_statements, 1000);
     assert_eq!(capabilities.update_commands_in_flight, 1);
+    assert!(!capabilities.write_commands_are_transactions);
     assert_eq!(
         server.describe(),
         "a MongoDB-wire server reporting 5.0.0 (not MongoDB: no gitVersion in buildInfo), \
