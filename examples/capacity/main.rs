@@ -19,6 +19,9 @@ mod report;
 
 use mongo_social::ServerInfo;
 
+/// The heading of `docs/CAPACITY.md`'s section that this example does not write.
+const GROWTH_SECTION: &str = "\n## How costs grow with an inbox\n";
+
 #[tokio::main]
 async fn main() -> Result<(), measure::Error> {
     let out = std::env::args().nth(1);
@@ -37,9 +40,16 @@ async fn main() -> Result<(), measure::Error> {
         )
     };
     let command = format!("{server}cargo run --release --example capacity -- docs/CAPACITY.md");
-    let text = report::render(&command, &info, &costs, &loads);
+    let mut text = report::render(&command, &info, &costs, &loads);
     match out {
         Some(path) => {
+            // The growth section comes from another command (`compare`'s growth part, run on
+            // several servers): kept as it is.
+            if let Ok(old) = std::fs::read_to_string(&path) {
+                if let Some(at) = old.find(GROWTH_SECTION) {
+                    text.push_str(&old[at..]);
+                }
+            }
             std::fs::write(&path, &text)?;
             println!("wrote {path}");
         }
