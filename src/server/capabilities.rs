@@ -99,7 +99,7 @@ pub struct Capabilities {
     /// An `update` whose `u` is an aggregation pipeline (MongoDB 4.2 and later), so an update
     /// can compute a value from the document it changes in its own atomic step: a bucketed push
     /// stamps its entry no earlier than the bucket's newest instead of being refused and sent
-    /// again ([`Guard::InOrder`](crate::backend::Guard)). Probed elsewhere; FerretDB 1.x and
+    /// again (docs/BENCHMARKS.md, "Sustained load"). Probed elsewhere; FerretDB 1.x and
     /// mongo-java-server have none.
     pub pipeline_updates: bool,
     /// Connected through `mongos`, so collections can be sharded.
