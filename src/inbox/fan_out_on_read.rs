@@ -1,6 +1,7 @@
 //! Fan out on read: one document per message; an inbox is every message naming its owner.
 
 mod lifecycle;
+mod transfer;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -156,6 +157,39 @@ impl<P: Payload> FanOutOnReadBuilder<P> {
 }
 
 impl<P: Payload> FanOutOnRead<P> {
+    /// `message` as its document is stored when sent (`_id` its id), the recipients who block
+    /// its sender marked gone (and returned), those who mute them marked muted: after one
+    /// `find` of the recipients' lists.
+    async fn sent_document(&self, message: &Message<P>) -> Result<(Document, Vec<String>)> {
+        let mut document = message.to_document()?;
+        document.insert("_id", message.id.0);
+        // Room for the owners' state arrays, which name recipients again.
+        let names: usize = message.to.iter().map(|r| r.len() + 16).sum();
+        validate::check_message_size(&document, MAX_DOCUMENT_BYTES.saturating_sub(4 * names))?;
+        let filters = self
+            .filters
+            .for_sender(&self.backend, &message.from, &message.to)
+            .await?;
+        let skipped: Vec<String> = message
+            .to
+            .iter()
+            .filter(|r| filters.has(r, Filter::Block))
+            .cloned()
+            .collect();
+        if !skipped.is_empty() {
+            document.insert("gone_for", &skipped);
+        }
+        let muted: Vec<&String> = message
+            .to
+            .iter()
+            .filter(|r| filters.has(r, Filter::Mute))
+            .collect();
+        if !muted.is_empty() {
+            document.insert("muted_for", muted);
+        }
+        Ok((document, skipped))
+    }
+
     /// A store with default settings in `database`.
     pub fn new(database: &Database) -> Self {
         Self::builder(database)
@@ -220,26 +254,9 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             Some(keyed) => keyed.message(message, bson::DateTime::now()),
             None => Message::stamp(message),
         };
-        let mut document = message.to_document()?;
-        document.insert("_id", message.id.0);
-        // Room for the owners' state arrays, which name recipients again.
-        let names: usize = message.to.iter().map(|r| r.len() + 16).sum();
-        validate::check_message_size(&document, MAX_DOCUMENT_BYTES.saturating_sub(4 * names))?;
-        let filters = self
-            .filters
-            .for_sender(&self.backend, &message.from, &message.to)
-            .await?;
-        let skipped: Vec<String> = message
-            .to
-            .iter()
-            .filter(|r| filters.has(r, Filter::Block))
-            .cloned()
-            .collect();
+        let (mut document, skipped) = self.sent_document(&message).await?;
         if skipped.len() == message.to.len() && keyed.is_none() {
             return Ok(Sent { message, skipped });
-        }
-        if !skipped.is_empty() {
-            document.insert("gone_for", &skipped);
         }
         if let Some(keyed) = &keyed {
             // Stored even when every recipient blocks the sender (in no inbox then), so a
@@ -247,14 +264,6 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
             document.insert(crate::idempotency::KEY, &keyed.key);
             document.insert(crate::idempotency::CONTENT, &keyed.content);
             document.insert(SKIPPED, &skipped);
-        }
-        let muted: Vec<&String> = message
-            .to
-            .iter()
-            .filter(|r| filters.has(r, Filter::Mute))
-            .collect();
-        if !muted.is_empty() {
-            document.insert("muted_for", muted);
         }
         // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
         let inserted = self.backend.insert_once(&self.messages, document).await?;

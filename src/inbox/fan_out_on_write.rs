@@ -1,6 +1,7 @@
 //! Fan out on write: one copy of each message per recipient.
 
 mod lifecycle;
+mod transfer;
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -75,6 +75,11 @@ impl FilterLists {
         Self { lists }
     }
 
+    /// The collection of the lists.
+    pub(super) fn collection(&self) -> &Collection<Document> {
+        &self.lists
+    }
+
     /// Adds `sender` to (`on`) or removes them from `owner`'s list `filter`: one `update`
     /// (upserting). Retried: `$addToSet` and `$pull` applied twice apply once.
     pub(super) async fn set(

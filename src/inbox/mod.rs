@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | [`FanOutOnRead`] | a `find` of the recipients' mute and block lists, one `insert` | one `find`, scattered to every shard | `{from: 1}` |
 //! | [`FanOutOnWrite`] | a `find` of the lists, one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
-//! | [`BucketedFanOut`] | 2 commands, 5 when a bucket rolls over, whatever N | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
+//! | [`BucketedFanOut`] | 3 commands, 6 when a bucket rolls over (on DocumentDB the pushes 16 to a command) | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
 //!
 //! Every strategy also implements [`InboxLifecycle`]: read state and unread counts, stars,
 //! delete for me, retract and edit by the sender, retention, mute and block (see
@@ -29,6 +29,7 @@ mod keyed;
 pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;
+pub mod transfer;
 mod validate;
 mod watch;
 
@@ -43,6 +44,7 @@ pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder, DEFAULT_BUCKET_SIZE, M
 pub use fan_out_on_read::{FanOutOnRead, FanOutOnReadBuilder};
 pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retention, UpTo};
+pub use transfer::{DynInboxTransfer, Gone, HeldMessage, InboxTransfer};
 
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;

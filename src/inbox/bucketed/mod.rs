@@ -5,6 +5,7 @@ mod deliver;
 mod layout;
 pub(super) mod lifecycle;
 mod read;
+mod transfer;
 
 pub use builder::BucketedFanOutBuilder;
 pub(crate) use layout::bucket_id;
@@ -109,11 +110,13 @@ const FLOOR: &str = "floor";
 ///
 /// An inbox reads in arrival order, newest first, and each entry's `sent` says when the message
 /// reached that inbox, so `sent` never increases down the inbox. Each bucket keeps `last_sent`,
-/// its newest `sent`, and a push carries the message's `sent` only if no later one is in the
-/// bucket (`last_sent` not after it, in the same atomic update that claims the position, which
-/// also moves `last_sent` up with `$max`); otherwise the push fails, the check that follows reads
-/// `last_sent`, and the next round carries the later of that time and now. A bucket is opened with a `sent`
-/// no earlier than the newest of the bucket before it (kept on the head, `floor`). Without
+/// its newest `sent`. Where the server runs update pipelines (MongoDB, DocumentDB), a push is a
+/// pipeline that stamps its entry with the later of the message's `sent` and `last_sent`, in
+/// the same atomic update that claims the position and moves `last_sent` up. Elsewhere a push
+/// carries the message's `sent` only if no later one is in the bucket (`last_sent` not after
+/// it); otherwise the push fails, the check that follows reads `last_sent`, and the next round
+/// carries the later of that time and now. A bucket is opened with a `sent` no earlier than the
+/// newest of the bucket before it (kept on the head, `floor`). Without
 /// concurrent senders to an inbox, every entry carries the time the message was sent; under
 /// contention the raise is the time between stamping and storing, milliseconds.
 ///

@@ -1,0 +1,298 @@
+//! Moving a bucketed inbox ([`InboxTransfer`]): an owner's bucket entries in position order.
+//!
+//! An import appends: it fills the owner's newest bucket and opens full ones after it, every
+//! bucket but the newest full, as sends leave them, with each message's record (`placed`, for
+//! retract and edit) written first. It expects to be the owner's only writer meanwhile (a
+//! migration's copy holds the owner while it runs); a repeat after a lost reply finds its
+//! entries in the newest bucket and leaves them, and a bucket it opened already there.
+
+use std::collections::HashSet;
+
+use super::*;
+use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+
+/// An entry of a bucket as the owner holds it.
+fn held(collection: &str, entry: &Document) -> Result<HeldMessage> {
+    let flag = |name: &str| entry.get_bool(name).unwrap_or(false);
+    let mut message = HeldMessage::from_document(collection, entry, "id")?;
+    message.read = flag("read");
+    message.starred = flag("starred");
+    message.muted = flag(Filter::Mute.field());
+    message.blocked = flag(Filter::Block.field());
+    message.gone = entry.get_str("gone").ok().map(Gone::from_name);
+    Ok(message)
+}
+
+/// The entry a bucket keeps of `message`, with the owner's state.
+fn entry(message: &HeldMessage) -> Document {
+    let mut entry = message.message_document();
+    match message.gone {
+        Some(gone) => {
+            entry.insert("gone", gone.name());
+        }
+        None => {
+            if message.read {
+                entry.insert("read", true);
+            }
+            if message.starred {
+                entry.insert("starred", true);
+            }
+        }
+    }
+    if message.muted {
+        entry.insert(Filter::Mute.field(), true);
+    }
+    if message.blocked {
+        entry.insert(Filter::Block.field(), true);
+    }
+    entry
+}
+
+/// What `messages` add to a bucket's counters: `(unread, hidden)`.
+fn counted(messages: &[&HeldMessage]) -> (i64, i64) {
+    let unread = messages.iter().filter(|m| m.is_shown() && !m.read).count();
+    let hidden = messages.iter().filter(|m| !m.is_shown()).count();
+    (unread as i64, hidden as i64)
+}
+
+#[async_trait]
+impl<P: Payload> InboxTransfer<P> for BucketedFanOut<P> {
+    /// One `aggregate` grouping the buckets by owner.
+    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        crate::inbox::transfer::distinct_owners(&self.buckets.buckets, "owner", false, after).await
+    }
+
+    /// One `find` of the owner's buckets by `_id` (position order), read in batches, with one
+    /// `find` of shared lists per bucket holding entries that have one.
+    async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
+        validate::check_user_id("owner", owner)?;
+        let buckets = &self.buckets;
+        let collection = buckets.buckets.name().to_owned();
+        let cursor = buckets
+            .buckets
+            .find(owner_buckets(owner, 0, None))
+            .sort(doc! { "_id": 1 })
+            .projection(doc! { "messages": 1 })
+            .await?;
+        Ok(cursor
+            .map_err(Error::from)
+            .and_then(move |mut bucket| {
+                let collection = collection.clone();
+                async move {
+                    let mut entries: Vec<Document> = match bucket.remove("messages") {
+                        Some(Bson::Array(entries)) => entries
+                            .into_iter()
+                            .filter_map(|entry| match entry {
+                                Bson::Document(entry) => Some(entry),
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    buckets.recipients.restore(&mut entries, "id").await?;
+                    entries
+                        .iter()
+                        .map(|entry| held(&collection, entry))
+                        .collect::<Result<Vec<_>>>()
+                }
+            })
+            .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed())
+    }
+
+    /// One `find` of the owner's newest bucket; one `update` of the messages' records; one
+    /// `update` filling the newest bucket (guarded by its count) and one `insert` of the full
+    /// buckets after it; one `update` of the owner's head.
+    async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
+        validate::check_user_id("owner", owner)?;
+        let buckets = &self.buckets;
+        let size = i64::from(buckets.bucket_size);
+        let newest = buckets
+            .buckets
+            .find_one(owner_buckets(owner, 0, None))
+            .sort(doc! { "_id": -1 })
+            .projection(doc! { "sequence": 1, "count": 1, "messages.id": 1 })
+            .await?;
+        let (mut sequence, mut count) = newest.as_ref().map_or((0, 0), |bucket| {
+            (
+                integer(bucket, "sequence").unwrap_or(0),
+                integer(bucket, "count").unwrap_or(0),
+            )
+        });
+        let present: HashSet<bson::oid::ObjectId> = newest
+            .as_ref()
+            .and_then(|bucket| bucket.get_array("messages").ok())
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|entry| entry.as_document()?.get_object_id("id").ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let fresh: Vec<&HeldMessage> = messages
+            .iter()
+            .filter(|message| !present.contains(&message.id.0))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        // Where each message goes: the newest bucket until it is full, then new ones.
+        let mut placed: Vec<(i64, Vec<&HeldMessage>)> = Vec::new();
+        let first = sequence;
+        let first_count = count;
+        for message in fresh {
+            if count >= size {
+                sequence += 1;
+                count = 0;
+            }
+            match placed.last_mut() {
+                Some((at, group)) if *at == sequence => group.push(message),
+                _ => placed.push((sequence, vec![message])),
+            }
+            count += 1;
+        }
+        // The records first: retract and edit find every entry through them.
+        let hex = owner_hex(owner);
+        let mut records = buckets
+            .backend
+            .update_batch(buckets.recipients.collection().name());
+        for (at, group) in &placed {
+            for message in group {
+                records.push(
+                    doc! { "_id": message.id.0 },
+                    doc! {
+                        "$setOnInsert": { "from": &message.from, "sent": message.sent, "to": &message.to },
+                        "$min": { format!("{PLACED}.{hex}"): *at },
+                    },
+                    true,
+                )?;
+            }
+        }
+        records.run().await?;
+        let mut opened = Vec::new();
+        // The newest `sent` of the bucket before the head, for a push that opens the next.
+        let mut floor = None;
+        for (at, group) in &placed {
+            let mut entries = Vec::with_capacity(group.len());
+            for message in group {
+                let mut entry = entry(message);
+                // A long list rides in the record (written above), not in every bucket.
+                buckets.recipients.share(&mut entry, message.id)?;
+                entries.push(Bson::Document(entry));
+            }
+            let newest_sent = group.iter().map(|m| m.sent).max();
+            if *at < sequence {
+                floor = newest_sent.or(floor);
+            }
+            let (unread, hidden) = counted(group);
+            if *at == first && newest.is_some() {
+                let filter =
+                    doc! { "_id": bucket_id(owner, *at), "owner": owner, "count": first_count };
+                let update = doc! {
+                    "$push": { "messages": { "$each": entries } },
+                    "$inc": { "count": group.len() as i64, "unread": unread, "hidden": hidden },
+                    "$max": { LAST_SENT: newest_sent },
+                };
+                let matched = buckets
+                    .backend
+                    .retry("import into bucket", || async {
+                        Ok(buckets
+                            .buckets
+                            .update_one(filter.clone(), update.clone())
+                            .await?
+                            .matched_count)
+                    })
+                    .await?;
+                if matched == 0 {
+                    // Another writer (or a lost reply's first attempt) changed it: read again.
+                    return Box::pin(InboxTransfer::<P>::import(self, owner, messages)).await;
+                }
+            } else {
+                opened.push(doc! {
+                    "_id": bucket_id(owner, *at),
+                    "owner": owner,
+                    "sequence": *at,
+                    "count": group.len() as i64,
+                    "unread": unread,
+                    "hidden": hidden,
+                    LAST_SENT: newest_sent,
+                    "messages": entries,
+                });
+            }
+        }
+        if !opened.is_empty() {
+            buckets
+                .backend
+                .insert_many_once(&buckets.buckets, opened)
+                .await?;
+        }
+        if sequence > 0 {
+            let mut max = doc! { "head": sequence };
+            if let Some(floor) = floor {
+                max.insert(FLOOR, floor);
+            }
+            buckets
+                .backend
+                .retry("import head", || async {
+                    buckets
+                        .heads
+                        .update_one(doc! { "_id": owner }, doc! { "$max": max.clone() })
+                        .upsert(true)
+                        .await?;
+                    Ok(())
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One `delete_many` of the owner's buckets and one `delete_one` of their head (and lists).
+    /// The messages' records keep where the owner's entries were: harmless, a retract or edit
+    /// finds nothing there.
+    async fn purge(&self, owner: &str) -> Result<()> {
+        validate::check_user_id("owner", owner)?;
+        let buckets = &self.buckets;
+        buckets
+            .backend
+            .retry("purge owner", || async {
+                buckets
+                    .buckets
+                    .delete_many(owner_buckets(owner, 0, None))
+                    .await?;
+                buckets.heads.delete_one(doc! { "_id": owner }).await?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn purge_all(&self) -> Result<()> {
+        let buckets = &self.buckets;
+        crate::inbox::transfer::delete_all(
+            &buckets.backend,
+            &[
+                &buckets.buckets,
+                &buckets.heads,
+                buckets.recipients.collection(),
+            ],
+        )
+        .await
+    }
+
+    async fn is_empty(&self) -> Result<bool> {
+        Ok(self.buckets.buckets.find_one(doc! {}).await?.is_none())
+    }
+
+    async fn send_stamped(
+        &self,
+        message: &Message<P>,
+        recipients: &[String],
+    ) -> Result<Vec<String>> {
+        validate::check_recipients(recipients)?;
+        self.buckets
+            .deliver_entry(message, recipients.to_vec())
+            .await
+    }
+}

@@ -1,0 +1,205 @@
+//! Moving a fan-out-on-read inbox ([`InboxTransfer`]): the messages naming an owner, oldest
+//! first, with that owner's state on each.
+//!
+//! A message is one document its recipients share, so importing an owner's messages upserts
+//! each document by the message's id (the whole recipient list is added once, every owner's
+//! state to its arrays), and purging an owner hides every document naming them from them
+//! (`gone_for`, as a delete for me does), so the others keep the message and its recipient
+//! list whole; an import shows each again.
+
+use async_trait::async_trait;
+use bson::{doc, Bson, Document};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::FanOutOnRead;
+use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
+use crate::inbox::{validate, Message, Payload};
+use crate::Result;
+
+/// Whether the array `field` of `document` names `owner`.
+fn names(document: &Document, field: &str, owner: &str) -> bool {
+    document
+        .get_array(field)
+        .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
+}
+
+/// The state arrays every owner's state of a shared message lives in.
+const STATE_ARRAYS: [&str; 5] = [
+    "read_by",
+    "starred_by",
+    "muted_for",
+    "blocked_for",
+    "gone_for",
+];
+
+#[async_trait]
+impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
+    /// One `aggregate` unwinding every message's recipients.
+    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
+    }
+
+    /// One `find` of the messages naming the owner, by `(sent, id)`, read in batches.
+    async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
+        validate::check_user_id("owner", owner)?;
+        let collection = self.messages.name().to_owned();
+        let owner = owner.to_owned();
+        let cursor = self
+            .messages
+            .find(doc! { "to": &owner })
+            .sort(doc! { "sent": 1, "id": 1 })
+            .await?;
+        Ok(cursor
+            .map_err(crate::Error::from)
+            .and_then(move |document| {
+                let held = (|| {
+                    let mut message = HeldMessage::from_document(&collection, &document, "id")?;
+                    message.read = names(&document, "read_by", &owner);
+                    message.starred = names(&document, "starred_by", &owner);
+                    message.muted = names(&document, "muted_for", &owner);
+                    message.blocked = names(&document, "blocked_for", &owner);
+                    message.gone = if document.contains_key("retracted") {
+                        Some(Gone::Retracted)
+                    } else if names(&document, "gone_for", &owner) {
+                        Some(Gone::Deleted)
+                    } else {
+                        None
+                    };
+                    Ok(message)
+                })();
+                async move { held }
+            })
+            .boxed())
+    }
+
+    /// One `update` of upserting statements (as many commands as the server takes them in):
+    /// each sets the message once and adds the owner to its recipients and state arrays.
+    /// Repeating it adds nothing (`$setOnInsert`, `$addToSet`).
+    async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
+        validate::check_user_id("owner", owner)?;
+        let mut statements = Vec::with_capacity(messages.len());
+        for message in messages {
+            let mut insert = message.message_document();
+            insert.remove("to");
+            let mut recipients: Vec<Bson> = message.to.iter().map(Bson::from).collect();
+            if !message.to.iter().any(|r| r == owner) {
+                recipients.push(Bson::from(owner));
+            }
+            let mut add = doc! { "to": { "$each": recipients } };
+            for (field, on) in [
+                ("read_by", message.read),
+                ("starred_by", message.starred),
+                ("muted_for", message.muted),
+                ("blocked_for", message.blocked),
+                ("gone_for", message.gone == Some(Gone::Deleted)),
+            ] {
+                if on {
+                    add.insert(field, owner);
+                }
+            }
+            // The payload is the message's, the same for every owner, but a tombstone of one
+            // owner (deleted for them) lacks it: set by whoever has it.
+            let mut set = Document::new();
+            if message.gone.is_none() {
+                for field in ["message", "edited"] {
+                    if let Some(value) = insert.remove(field) {
+                        set.insert(field, value);
+                    }
+                }
+            }
+            let mut update = doc! { "$setOnInsert": insert, "$addToSet": add };
+            if !set.is_empty() {
+                update.insert("$set", set);
+            }
+            if message.gone != Some(Gone::Deleted) {
+                // Shown again where a purge had hidden it.
+                update.insert("$pull", doc! { "gone_for": owner });
+            }
+            if message.gone == Some(Gone::Retracted) {
+                // A retraction is the sender's, for every recipient: the shared message goes.
+                update.insert("$set", doc! { "retracted": message.sent });
+                if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
+                    set_on_insert.remove("message");
+                }
+                update.insert("$unset", doc! { "message": "" });
+            }
+            statements.push((doc! { "_id": message.id.0 }, update));
+        }
+        for attempt in 0..2 {
+            let mut batch = self.backend.update_batch(self.messages.name());
+            for (filter, update) in &statements {
+                batch.push(filter.clone(), update.clone(), true)?;
+            }
+            let outcome = batch.run().await?;
+            // Two first upserts of one message (another owner's import, a live send): the
+            // other created it, and the statement applies to it now.
+            if outcome.duplicate_key.is_empty() || attempt == 1 {
+                return Ok(());
+            }
+            statements = outcome
+                .duplicate_key
+                .iter()
+                .map(|&i| statements[i].clone())
+                .collect();
+        }
+        Ok(())
+    }
+
+    /// One `delete_many` of the messages naming the owner alone; one `update_many` hiding the
+    /// others from the owner (gone for them, their state taken off) while every other
+    /// recipient keeps them as they were, recipient list included; one `delete_one` of the
+    /// owner's lists.
+    async fn purge(&self, owner: &str) -> Result<()> {
+        validate::check_user_id("owner", owner)?;
+        let mut pull = Document::new();
+        for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
+            pull.insert(*field, owner);
+        }
+        let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
+        self.backend
+            .retry("purge owner", || async {
+                self.messages.delete_many(doc! { "to": [owner] }).await?;
+                self.messages
+                    .update_many(doc! { "to": owner }, hide.clone())
+                    .await?;
+                self.filters
+                    .collection()
+                    .delete_one(doc! { "_id": owner })
+                    .await?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn purge_all(&self) -> Result<()> {
+        crate::inbox::transfer::delete_all(
+            &self.backend,
+            &[&self.messages, self.filters.collection()],
+        )
+        .await
+    }
+
+    async fn is_empty(&self) -> Result<bool> {
+        Ok(self.messages.find_one(doc! {}).await?.is_none())
+    }
+
+    /// The message's document as `send` writes it, `_id` its id (one `find` of the lists, one
+    /// `insert`, refused and taken as done when a retry or another writer stored it). Every
+    /// recipient of the message is named; `recipients` are checked only.
+    async fn send_stamped(
+        &self,
+        message: &Message<P>,
+        recipients: &[String],
+    ) -> Result<Vec<String>> {
+        validate::check_recipients(recipients)?;
+        let (document, skipped) = self.sent_document(message).await?;
+        if skipped.len() < message.to.len() {
+            self.backend.insert_once(&self.messages, document).await?;
+        }
+        Ok(skipped
+            .into_iter()
+            .filter(|r| recipients.contains(r))
+            .collect())
+    }
+}

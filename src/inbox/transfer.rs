@@ -1,0 +1,222 @@
+//! Moving inboxes between stores: what a migration from one strategy to another
+//! ([`crate::migrate`]) needs of each, in a form no strategy owns.
+//!
+//! [`InboxTransfer`] lists a store's owners, exports one owner's inbox oldest first as
+//! [`HeldMessage`]s (every message the owner holds, hidden and tombstoned ones included, with
+//! the owner's state of each), imports such messages into another store's inbox of that owner,
+//! and removes an owner's inbox (or the whole store's) again. Every strategy implements it; the
+//! payload travels as stored (raw BSON), so a transfer never decodes the application's type.
+
+use async_trait::async_trait;
+use bson::{doc, Bson, Document};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+
+use super::lifecycle::InboxLifecycle;
+use super::{Message, MessageId, Payload};
+use crate::Result;
+
+/// Why a held message is a tombstone: it stays where it was, without its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Gone {
+    /// Deleted by the owner ([`InboxLifecycle::delete`]).
+    Deleted,
+    /// Retracted by its sender ([`InboxLifecycle::retract`]).
+    Retracted,
+}
+
+impl Gone {
+    /// The name a copy's `gone` field holds.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Gone::Deleted => "deleted",
+            Gone::Retracted => "retracted",
+        }
+    }
+
+    pub(crate) fn from_name(name: &str) -> Self {
+        if name == "retracted" {
+            Gone::Retracted
+        } else {
+            Gone::Deleted
+        }
+    }
+}
+
+/// One message as one owner holds it, in any strategy: the message, and the owner's state of it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct HeldMessage {
+    /// The message's id, the same in every inbox and every store.
+    pub id: MessageId,
+    /// Its sender.
+    pub from: String,
+    /// Its recipients, whole (a list a store keeps apart is put back); empty in a tombstone.
+    pub to: Vec<String>,
+    /// When it reached this inbox (see [`Message::sent`]).
+    pub sent: bson::DateTime,
+    /// The application's payload as stored; `None` in a tombstone.
+    pub payload: Option<Bson>,
+    /// When its sender last edited it.
+    pub edited: Option<bson::DateTime>,
+    /// Whether the owner read it.
+    pub read: bool,
+    /// Whether the owner starred it.
+    pub starred: bool,
+    /// Whether the owner mutes its sender (it is hidden).
+    pub muted: bool,
+    /// Whether the owner blocks its sender (it is hidden).
+    pub blocked: bool,
+    /// Why it is a tombstone, if it is one.
+    pub gone: Option<Gone>,
+}
+
+impl HeldMessage {
+    /// Whether the owner's pages show it.
+    pub fn is_shown(&self) -> bool {
+        self.gone.is_none() && !self.muted && !self.blocked
+    }
+
+    /// The message as a store keeps it before any owner state: `{id, from, to, sent, message,
+    /// edited}` (no `to` in a tombstone, no `message` without a payload).
+    pub(crate) fn message_document(&self) -> Document {
+        let mut document = doc! { "id": self.id.0, "from": &self.from, "sent": self.sent };
+        if self.gone.is_none() {
+            document.insert("to", &self.to);
+        }
+        if let Some(payload) = &self.payload {
+            document.insert("message", payload.clone());
+        }
+        if let Some(edited) = self.edited {
+            document.insert("edited", edited);
+        }
+        document
+    }
+
+    /// Reads the message fields of a stored `document` (`id` under `id_field`); the owner's
+    /// state is the caller's to set.
+    pub(crate) fn from_document(
+        collection: &str,
+        document: &Document,
+        id_field: &str,
+    ) -> Result<Self> {
+        let bad = |what: &str| {
+            crate::bson_ext::corrupt(
+                collection,
+                document.get("_id").cloned(),
+                format!("a message without {what}"),
+            )
+        };
+        let id = document
+            .get_object_id(id_field)
+            .map_err(|_| bad("message id"))?;
+        let to = document
+            .get_array("to")
+            .map(|to| {
+                to.iter()
+                    .filter_map(Bson::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            id: MessageId(id),
+            from: document
+                .get_str("from")
+                .map_err(|_| bad("sender"))?
+                .to_owned(),
+            to,
+            sent: *document.get_datetime("sent").map_err(|_| bad("sent"))?,
+            payload: document.get("message").cloned(),
+            edited: document.get_datetime("edited").ok().copied(),
+            read: false,
+            starred: false,
+            muted: false,
+            blocked: false,
+            gone: None,
+        })
+    }
+}
+
+/// What moving inboxes between stores needs of a store; every strategy implements it. See the
+/// [module docs](self) and [`crate::migrate`].
+#[async_trait]
+pub trait InboxTransfer<P: Payload>: InboxLifecycle<P> {
+    /// Every owner holding at least one message (shown, hidden or a tombstone) whose id sorts
+    /// after `after`, in order of id.
+    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>>;
+
+    /// Every message `owner` holds, oldest first (the order of the owner's pages, reversed),
+    /// hidden ones and tombstones included.
+    async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>>;
+
+    /// Writes `messages` (oldest first, and newer than any this store's inbox of `owner`
+    /// holds) into `owner`'s inbox with their state. Repeating a call (after a lost reply, or
+    /// one that failed part way) adds nothing: a message it already wrote is left as it is.
+    async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()>;
+
+    /// Removes everything `owner`'s inbox holds here (and the owner from shared messages).
+    async fn purge(&self, owner: &str) -> Result<()>;
+
+    /// Removes every message and every owner's state from this store (its mute and block
+    /// lists too).
+    async fn purge_all(&self) -> Result<()>;
+
+    /// Whether this store holds no message at all.
+    async fn is_empty(&self) -> Result<bool>;
+
+    /// Sends `message` as stamped (its id and `sent` kept) to `recipients`, with this store's
+    /// own rules (the recipients' mute and block lists): what [`super::InboxStore::send`] does
+    /// once a message has its id. Idempotent. Returns the recipients it skipped (blocking).
+    async fn send_stamped(
+        &self,
+        message: &Message<P>,
+        recipients: &[String],
+    ) -> Result<Vec<String>>;
+}
+
+/// A transfer-capable store of any strategy, for `Arc<DynInboxTransfer<P>>`.
+pub type DynInboxTransfer<P> = dyn InboxTransfer<P>;
+
+/// The distinct values of `field` (an array of owners where `array`) in `collection` that sort
+/// after `after`, in order: one `aggregate`, read in batches.
+pub(crate) async fn distinct_owners<'a>(
+    collection: &'a mongodb::Collection<Document>,
+    field: &str,
+    array: bool,
+    after: Option<String>,
+) -> Result<BoxStream<'a, Result<String>>> {
+    let mut pipeline = Vec::new();
+    let path = format!("${field}");
+    if array {
+        pipeline.push(doc! { "$project": { field: 1 } });
+        pipeline.push(doc! { "$unwind": path.clone() });
+    }
+    if let Some(after) = after {
+        pipeline.push(doc! { "$match": { field: { "$gt": after } } });
+    }
+    pipeline.push(doc! { "$group": { "_id": path } });
+    pipeline.push(doc! { "$sort": { "_id": 1 } });
+    let cursor = collection.aggregate(pipeline).await?;
+    Ok(cursor
+        .map_err(crate::Error::from)
+        .try_filter_map(|group| async move { Ok(group.get_str("_id").ok().map(str::to_owned)) })
+        .boxed())
+}
+
+/// Deletes every document of `collections`, retried (deleting twice deletes once).
+pub(crate) async fn delete_all(
+    backend: &crate::backend::Backend,
+    collections: &[&mongodb::Collection<Document>],
+) -> Result<()> {
+    for collection in collections {
+        backend
+            .retry("purge store", || async {
+                collection.delete_many(doc! {}).await?;
+                Ok(())
+            })
+            .await?;
+    }
+    Ok(())
+}
