@@ -40,6 +40,7 @@ pub mod inbox;
 mod indexes;
 pub mod jobs;
 mod lease_lock;
+pub mod migrate;
 mod names;
 pub mod notifications;
 pub mod page;

@@ -230,3 +230,254 @@ async fn every_strategy_imports_every_other_ones_export() {
         assert!(source.is_empty().await.unwrap());
     }
 }
+
+mod online {
+    use super::*;
+    use mongo_social::migrate::{InboxMigration, Reads};
+    use mongo_social::prelude::*;
+    use mongo_social::{DynInboxStore, Error};
+    use std::time::Duration;
+
+    /// Every ordered pair of different strategies.
+    fn pairs(db: &Database) -> Vec<(String, Store, Store)> {
+        let mut pairs = Vec::new();
+        for (i, (from, _)) in stores(db, "x").into_iter().enumerate() {
+            for (j, (to, _)) in stores(db, "x").into_iter().enumerate() {
+                if i != j {
+                    let source = stores(db, &format!("s{i}{j}_")).remove(i).1;
+                    let target = stores(db, &format!("t{i}{j}_")).remove(j).1;
+                    pairs.push((format!("{from} -> {to}"), source, target));
+                }
+            }
+        }
+        pairs
+    }
+
+    /// A few hundred messages among 12 owners, with reads and deletes.
+    async fn history(store: &Store) -> Vec<String> {
+        store.create_indexes().await.unwrap();
+        let owners: Vec<String> = (0..12).map(|i| format!("u{i:02}")).collect();
+        for i in 0..120 {
+            let from = &owners[i % 12];
+            let to: Vec<String> = (1..=(1 + i % 3))
+                .map(|k| owners[(i + k * 5) % 12].clone())
+                .filter(|o| o != from)
+                .collect();
+            let sent = store
+                .send(NewMessage::new(from.as_str(), to.clone(), format!("m{i}")))
+                .await
+                .unwrap()
+                .message;
+            if i % 4 == 0 {
+                store.mark_read(&to[0], sent.id).await.unwrap();
+            }
+            if i % 11 == 0 {
+                store.delete(&to[0], sent.id).await.unwrap();
+            }
+        }
+        owners
+    }
+
+    /// Writers through the migrating store while `until` has not fired: sends, marks, deletes.
+    fn writers(
+        inbox: Arc<DynInboxStore<String>>,
+        lifecycle: Arc<mongo_social::migrate::MigratingInbox<String>>,
+        owners: Vec<String>,
+        writes: usize,
+    ) -> tokio::task::JoinHandle<usize> {
+        use mongo_social::inbox::InboxLifecycle;
+        tokio::spawn(async move {
+            let mut done = 0;
+            for i in 0..writes {
+                let from = owners[(i * 7) % owners.len()].clone();
+                let to = owners[(i * 7 + 3) % owners.len()].clone();
+                let sent = inbox
+                    .send(NewMessage::new(from, vec![to.clone()], format!("live {i}")))
+                    .await
+                    .unwrap()
+                    .message;
+                if i % 3 == 0 {
+                    lifecycle.mark_read(&to, sent.id).await.unwrap();
+                }
+                if i % 5 == 0 {
+                    lifecycle.delete(&to, sent.id).await.unwrap();
+                }
+                done += 1;
+                tokio::task::yield_now().await;
+            }
+            done
+        })
+    }
+
+    /// Every owner's inbox in the target is the source's, page by page, state and all.
+    async fn same_everywhere(source: &Store, target: &Store, owners: &[String], what: &str) {
+        for owner in owners {
+            assert_eq!(
+                seen(target, owner).await,
+                seen(source, owner).await,
+                "{what}: {owner}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn inboxes_move_between_every_pair_while_writers_write() {
+        let t = testing::test_db("migrate_every_pair").await;
+        for (pair, (name, source, target)) in pairs(&t.db).into_iter().enumerate() {
+            let owners = history(&source).await;
+            let migration =
+                InboxMigration::builder(&t.db, format!("m{pair}"), source.clone(), target.clone())
+                    .build()
+                    .unwrap();
+            // Writes only a migration that started sees: start first, then write.
+            migration.start().await.unwrap();
+            let store = migration.store();
+            let writing = writers(store.clone(), store.clone(), owners.clone(), 60);
+            let mut rounds = 0;
+            while !writing.is_finished() || !migration.is_copied().await.unwrap() {
+                migration.run_pending().await.unwrap();
+                rounds += 1;
+                assert!(rounds < 2000, "{name}: the copy never finished");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(writing.await.unwrap(), 60);
+            let progress = migration.progress().await.unwrap();
+            assert_eq!(progress.owners_done, 12, "{name}: {progress:?}");
+            assert!(progress.messages_copied >= 200, "{name}: {progress:?}");
+            same_everywhere(&source, &target, &owners, &name).await;
+            // Reads moved per owner: the migrating store reads the target now, the same.
+            for owner in &owners {
+                assert_eq!(
+                    store.count(owner).await.unwrap(),
+                    target.count(owner).await.unwrap()
+                );
+            }
+            migration.finish().await.unwrap();
+            // After the finish, writes reach the target alone.
+            let before = source.count("u01").await.unwrap();
+            store
+                .send(NewMessage::new(
+                    "u00",
+                    vec!["u01".to_owned()],
+                    "after".into(),
+                ))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            store
+                .send(NewMessage::new(
+                    "u00",
+                    vec!["u01".to_owned()],
+                    "after".into(),
+                ))
+                .await
+                .unwrap();
+            assert!(target.count("u01").await.unwrap() > before, "{name}");
+            assert!(source.count("u01").await.unwrap() <= before + 1, "{name}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_copy_resumes_and_an_abort_leaves_the_source_whole() {
+        let t = testing::test_db("migrate_resume_abort").await;
+        let source = stores(&t.db, "ra_").remove(0).1;
+        let target = stores(&t.db, "rb_").remove(2).1;
+        let owners = history(&source).await;
+        let migration = InboxMigration::builder(&t.db, "resume", source.clone(), target.clone())
+            .job_lease(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        migration.start().await.unwrap();
+        // A worker killed part way: its claimed job is taken over after its lease.
+        let worker = migration.start_worker();
+        let mut waited = 0;
+        while migration.progress().await.unwrap().owners_done < 3 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            waited += 1;
+            assert!(waited < 1000, "the worker copied nothing");
+        }
+        worker.abort();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        while !migration.is_copied().await.unwrap() {
+            migration.run_pending().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        same_everywhere(&source, &target, &owners, "resumed").await;
+
+        // An abort: the target emptied, the source as it was, writes on the source alone.
+        let before: Vec<_> =
+            futures::future::join_all(owners.iter().map(|o| seen(&source, o))).await;
+        migration.abort().await.unwrap();
+        assert!(target.is_empty().await.unwrap());
+        let after: Vec<_> =
+            futures::future::join_all(owners.iter().map(|o| seen(&source, o))).await;
+        assert_eq!(after, before);
+        let store = migration.store();
+        store
+            .send(NewMessage::new(
+                "u00",
+                vec!["u01".to_owned()],
+                "after abort".into(),
+            ))
+            .await
+            .unwrap();
+        assert!(target.is_empty().await.unwrap());
+        assert!(matches!(
+            migration.finish().await,
+            Err(Error::Precondition { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_cursor_made_before_the_move_is_honoured() {
+        let t = testing::test_db("migrate_cursor").await;
+        let source = stores(&t.db, "ca_").remove(1).1;
+        let target = stores(&t.db, "cb_").remove(2).1;
+        let owners = history(&source).await;
+        let migration = InboxMigration::builder(&t.db, "cursor", source.clone(), target.clone())
+            .reads(Reads::PerOwner)
+            .build()
+            .unwrap();
+        migration.start().await.unwrap();
+        let store = migration.store();
+        let owner = &owners[3];
+        let first = store
+            .inbox_page(owner, PageRequest::first(5))
+            .await
+            .unwrap();
+        let cursor = first.next.clone().expect("more than one page");
+        // Not moved yet: the source's pages.
+        assert!(matches!(
+            migration.cut_over().await,
+            Err(Error::Precondition { .. })
+        ));
+        while !migration.is_copied().await.unwrap() {
+            migration.run_pending().await.unwrap();
+        }
+        let after = store
+            .inbox_page(owner, PageRequest::after(5, cursor.clone()))
+            .await
+            .unwrap();
+        let expected = source
+            .inbox_page(owner, PageRequest::after(5, cursor.clone()))
+            .await
+            .unwrap();
+        let ids = |page: &mongo_social::Page<Message<String>>| {
+            page.items.iter().map(|m| m.id).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(&after),
+            ids(&expected),
+            "the old cursor reads on from the source"
+        );
+        // After the finish, the source's cursor is refused by the target.
+        migration.finish().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert!(matches!(
+            store.inbox_page(owner, PageRequest::after(5, cursor)).await,
+            Err(Error::InvalidInput(
+                mongo_social::error::Invalid::Cursor { .. }
+            ))
+        ));
+    }
+}

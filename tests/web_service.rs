@@ -762,6 +762,13 @@ async fn every_error_maps_to_its_status() {
             StatusCode::INTERNAL_SERVER_ERROR,
             "invalid_config",
         ),
+        (
+            Error::Precondition {
+                reason: "not yet".into(),
+            },
+            StatusCode::CONFLICT,
+            "precondition",
+        ),
     ];
     for (error, status, kind) in cases {
         assert_eq!(app::status_of(&error), status, "{error}");

@@ -156,7 +156,9 @@ pub fn status_of(error: &Error) -> StatusCode {
     match error {
         Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
-        Error::AlreadyExists { .. } | Error::Conflict { .. } => StatusCode::CONFLICT,
+        Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::Precondition { .. } => {
+            StatusCode::CONFLICT
+        }
         Error::Forbidden(_) => StatusCode::FORBIDDEN,
         Error::Unsupported { .. } => StatusCode::NOT_IMPLEMENTED,
         // Worth another try a little later: the database is down, or busy.

@@ -37,6 +37,8 @@ pub enum Entity {
     Message,
     /// A comment that was deleted: an edit, a delete or a vote named it.
     DeletedComment,
+    /// A migration between strategies ([`crate::migrate`]).
+    Migration,
 }
 
 impl Entity {
@@ -56,6 +58,7 @@ impl Entity {
             Entity::Notification => "notification",
             Entity::Message => "message",
             Entity::DeletedComment => "deleted comment",
+            Entity::Migration => "migration",
         }
     }
 }

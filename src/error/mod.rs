@@ -33,6 +33,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`NotFound`](Error::NotFound) | what the operation names does not exist (or was deleted) | no |
 /// | [`AlreadyExists`](Error::AlreadyExists) | what the operation creates exists already | no |
 /// | [`Conflict`](Error::Conflict) | a repeated create (same caller-chosen id) with other content | no |
+/// | [`Precondition`](Error::Precondition) | the operation needs a state its subject is not in (a migration finished before its copy is done) | later, once it is |
 /// | [`Forbidden`](Error::Forbidden) | the user may not do this ([`Forbidden`] says why) | no |
 /// | [`Unsupported`](Error::Unsupported) | the server or the strategy does not offer this ([`Limit`]) | no |
 /// | [`Unreachable`](Error::Unreachable) | the database could not be reached, or the connection to it was lost | yes |
@@ -88,6 +89,15 @@ pub enum Error {
         id: String,
         /// What differs.
         reason: &'static str,
+    },
+
+    /// The operation needs its subject in another state first (a migration cut over before
+    /// every owner is copied, started into a target that holds messages); nothing was
+    /// changed.
+    #[error("{reason}")]
+    Precondition {
+        /// What state is needed, and what it is in.
+        reason: String,
     },
 
     /// The user may not do this; nothing was written. [`Forbidden`] says why.
@@ -202,7 +212,7 @@ pub enum Error {
 impl Error {
     /// The kind of failure, as a stable `snake_case` name of its variant, for logs, metrics and
     /// an API's error responses: `"invalid_input"`, `"invalid_config"`, `"not_found"`,
-    /// `"already_exists"`, `"conflict"`, `"forbidden"`, `"unsupported"`, `"unreachable"`,
+    /// `"already_exists"`, `"conflict"`, `"precondition"`, `"forbidden"`, `"unsupported"`, `"unreachable"`,
     /// `"retries_exhausted"`, `"timeout"`, `"database"`, `"encode"`, `"decode"`, `"handler"`.
     /// A name never changes meaning; a variant added later gets a new one.
     ///
@@ -218,6 +228,7 @@ impl Error {
             Error::NotFound { .. } => "not_found",
             Error::AlreadyExists { .. } => "already_exists",
             Error::Conflict { .. } => "conflict",
+            Error::Precondition { .. } => "precondition",
             Error::Forbidden(_) => "forbidden",
             Error::Unsupported { .. } => "unsupported",
             Error::Unreachable { .. } => "unreachable",

@@ -1,0 +1,409 @@
+//! [`MigratingInbox`]: the store an application uses while its inboxes move, writing both
+//! stores and reading where the migration says.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::inbox::Inner;
+use super::state::{OwnerState, Phase};
+use super::Reads;
+use crate::error::{Error, Invalid};
+use crate::inbox::{
+    Filter, Filters, InboxLifecycle, InboxStore, Message, MessageId, NewMessage, Payload,
+    Retention, Sent, Strategy, UpTo,
+};
+use crate::realtime::{ResumeToken, Updates, WatchOptions};
+use crate::sharding::ShardKey;
+use crate::{Page, PageRequest, Result};
+
+/// The inbox store of a running [`super::InboxMigration`]: every write goes to the source,
+/// then to the target for the owners whose copy is done; reads go to the source, or to the
+/// target once the migration moved them (see the [module docs](super) for what each costs).
+/// Errors are the source's: the target's own, after the source took a write, leave the owner
+/// to be copied again.
+pub struct MigratingInbox<P> {
+    inner: Arc<Inner<P>>,
+}
+
+impl<P> fmt::Debug for MigratingInbox<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MigratingInbox")
+            .field("source", &self.inner.source)
+            .field("target", &self.inner.target)
+            .field("reads", &self.inner.reads)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a write goes.
+enum Writes {
+    /// To the source, then the target for owners that are ready.
+    Both,
+    /// To the source alone (aborted).
+    Source,
+    /// To the target alone (finished).
+    Target,
+}
+
+impl<P: Payload> MigratingInbox<P> {
+    pub(super) fn new(inner: Arc<Inner<P>>) -> Self {
+        Self { inner }
+    }
+
+    async fn writes(&self) -> Result<Writes> {
+        Ok(match self.inner.states.recent_phase().await? {
+            Some(Phase::Aborted) => Writes::Source,
+            Some(Phase::Finished) => Writes::Target,
+            _ => Writes::Both,
+        })
+    }
+
+    /// Whether `owner`'s reads go to the target.
+    async fn reads_target(&self, owner: &str) -> Result<bool> {
+        match self.inner.states.recent_phase().await? {
+            Some(Phase::Finished | Phase::CutOver) => return Ok(true),
+            Some(Phase::Aborted) | None => return Ok(false),
+            Some(Phase::Copying) => {}
+        }
+        if self.inner.reads == Reads::AllAtOnce {
+            return Ok(false);
+        }
+        let states = self.inner.states.owners(&[owner.to_owned()]).await?;
+        Ok(states.get(owner) == Some(&OwnerState::Ready))
+    }
+
+    /// After the source took a write concerning `owners`: the owners being copied are marked
+    /// dirty (their copy is checked again), and `apply` writes the target for those that are
+    /// ready. A target failure marks its owners to be copied again instead of failing.
+    async fn mirror<F, Fut, T>(&self, owners: Vec<String>, apply: F) -> Result<()>
+    where
+        F: FnOnce(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        if owners.is_empty() {
+            return Ok(());
+        }
+        let states = &self.inner.states;
+        let mut known = states.owners(&owners).await?;
+        let copying: Vec<String> = owners
+            .iter()
+            .filter(|o| known.get(*o) == Some(&OwnerState::Copying))
+            .cloned()
+            .collect();
+        if !copying.is_empty() {
+            states.mark_dirty(&copying).await?;
+            // A copy that finished meanwhile did not see the mark: read those again.
+            known.extend(states.owners(&copying).await?);
+        }
+        let pending: Vec<String> = owners
+            .iter()
+            .filter(|o| known.get(*o) == Some(&OwnerState::Pending))
+            .cloned()
+            .collect();
+        if !pending.is_empty() {
+            self.inner.copy_new(&pending).await?;
+        }
+        let ready: Vec<String> = owners
+            .into_iter()
+            .filter(|o| known.get(o) == Some(&OwnerState::Ready))
+            .collect();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        match apply(ready.clone()).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+            Err(_) => self.inner.copy_again(&ready).await,
+        }
+    }
+
+    /// Runs a write on both stores: `on_source`, then `on_target` for `owners` that are ready
+    /// (or on the target alone once finished).
+    async fn write<T, S, SF, G, GF, U>(
+        &self,
+        owners: &[&str],
+        on_source: S,
+        on_target: G,
+    ) -> Result<T>
+    where
+        S: FnOnce(Arc<crate::inbox::DynInboxTransfer<P>>) -> SF,
+        SF: Future<Output = Result<T>>,
+        G: FnOnce(Arc<crate::inbox::DynInboxTransfer<P>>, Vec<String>) -> GF,
+        GF: Future<Output = Result<U>>,
+    {
+        let inner = &self.inner;
+        match self.writes().await? {
+            Writes::Source => on_source(inner.source.clone()).await,
+            Writes::Target => on_source(inner.target.clone()).await,
+            Writes::Both => {
+                let done = on_source(inner.source.clone()).await?;
+                let target = inner.target.clone();
+                let owners = owners.iter().map(|o| o.to_string()).collect();
+                self.mirror(owners, |ready| on_target(target, ready))
+                    .await?;
+                Ok(done)
+            }
+        }
+    }
+
+    /// The store `owner`'s reads go to.
+    async fn reader(&self, owner: &str) -> Result<Arc<crate::inbox::DynInboxTransfer<P>>> {
+        Ok(if self.reads_target(owner).await? {
+            self.inner.target.clone()
+        } else {
+            self.inner.source.clone()
+        })
+    }
+}
+
+#[async_trait]
+impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
+    /// The target's strategy once the migration finished, the source's before.
+    fn strategy(&self) -> Strategy {
+        self.inner.source.strategy()
+    }
+
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
+        let inner = &self.inner;
+        match self.writes().await? {
+            Writes::Source => inner.source.send(message).await,
+            Writes::Target => inner.target.send(message).await,
+            Writes::Both => {
+                let sent = inner.source.send(message).await?;
+                let owners: Vec<String> = sent
+                    .message
+                    .to
+                    .iter()
+                    .filter(|r| !sent.skipped.contains(r))
+                    .cloned()
+                    .collect();
+                let target = inner.target.clone();
+                let message = &sent.message;
+                self.mirror(owners, |ready| async move {
+                    target.send_stamped(message, &ready).await
+                })
+                .await?;
+                Ok(sent)
+            }
+        }
+    }
+
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
+        let owners: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        self.write(
+            &owners,
+            |store| async move { store.deliver(message, recipients).await },
+            |store, ready| async move { store.deliver(message, &ready).await },
+        )
+        .await
+    }
+
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
+        self.write(
+            &[owner],
+            |store| async move { store.remove_from(owner, sender).await },
+            |store, _| async move { store.remove_from(owner, sender).await },
+        )
+        .await
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        self.inner
+            .source
+            .max_message_bytes()
+            .min(self.inner.target.max_message_bytes())
+    }
+
+    /// A page of the store the owner's reads go to; a cursor the source made, met after the
+    /// owner's reads moved, is still read from the source (whole until the migration
+    /// finishes).
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        if !self.reads_target(owner).await? {
+            return self.inner.source.inbox_page(owner, page).await;
+        }
+        match self.inner.target.inbox_page(owner, page.clone()).await {
+            Err(Error::InvalidInput(Invalid::Cursor { .. }))
+                if page.after.is_some()
+                    && self.inner.states.recent_phase().await? != Some(Phase::Finished) =>
+            {
+                self.inner.source.inbox_page(owner, page).await
+            }
+            other => other,
+        }
+    }
+
+    async fn count(&self, owner: &str) -> Result<u64> {
+        self.reader(owner).await?.count(owner).await
+    }
+
+    async fn filters(&self, owner: &str) -> Result<Filters> {
+        self.reader(owner).await?.filters(owner).await
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        self.inner.source.create_indexes().await?;
+        self.inner.target.create_indexes().await
+    }
+
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        let mut keys = self.inner.source.shard_keys();
+        keys.extend(self.inner.target.shard_keys());
+        keys
+    }
+
+    fn database(&self) -> &mongodb::Database {
+        self.inner.source.database()
+    }
+
+    /// The source's watch (whole until the migration finishes).
+    fn watch(
+        &self,
+        owner: &str,
+        from: Option<ResumeToken>,
+        options: WatchOptions,
+    ) -> Updates<Message<P>> {
+        self.inner.source.watch(owner, from, options)
+    }
+}
+
+#[async_trait]
+impl<P: Payload> InboxLifecycle<P> for MigratingInbox<P> {
+    async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
+        self.write(
+            &[owner],
+            |store| async move { store.mark_read(owner, id).await },
+            |store, _| async move { store.mark_read(owner, id).await },
+        )
+        .await
+    }
+
+    async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
+        self.write(
+            &[owner],
+            |store| async move { store.mark_unread(owner, id).await },
+            |store, _| async move { store.mark_unread(owner, id).await },
+        )
+        .await
+    }
+
+    /// A cursor names a position in one strategy's pages only: marks through a cursor reach
+    /// the other store by copying the owner again.
+    async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
+        let inner = self.inner.clone();
+        let through_cursor = matches!(up_to, UpTo::Cursor(_));
+        let on_target = up_to.clone();
+        self.write(
+            &[owner],
+            |store| async move { store.mark_read_up_to(owner, up_to).await },
+            |store, _| async move {
+                if through_cursor {
+                    inner.copy_again(&[owner.to_owned()]).await
+                } else {
+                    store.mark_read_up_to(owner, on_target).await
+                }
+            },
+        )
+        .await
+    }
+
+    async fn unread_count(&self, owner: &str) -> Result<u64> {
+        self.reader(owner).await?.unread_count(owner).await
+    }
+
+    async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
+        self.write(
+            &[owner],
+            |store| async move { store.set_starred(owner, id, starred).await },
+            |store, _| async move { store.set_starred(owner, id, starred).await },
+        )
+        .await
+    }
+
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
+        self.write(
+            &[owner],
+            |store| async move { store.delete(owner, id).await },
+            |store, _| async move { store.delete(owner, id).await },
+        )
+        .await
+    }
+
+    /// Reaches every recipient: the source, the migration's epoch moved (a copy running
+    /// meanwhile is checked again), then the target, which holds it for the owners copied. A
+    /// failure of the target's is returned: retracting (and editing) again is safe, and
+    /// completes it.
+    async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
+        self.everywhere(|store| async move { store.retract(sender, id).await })
+            .await
+    }
+
+    async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
+        // The payload goes to two stores: through its BSON, as both store it.
+        let encoded = bson::to_bson(&payload)?;
+        self.everywhere(move |store| {
+            let payload = bson::from_bson::<P>(encoded.clone());
+            async move {
+                let payload = payload.map_err(|source| Error::Decode {
+                    collection: String::new(),
+                    id: None,
+                    source,
+                })?;
+                store.edit(sender, id, payload).await
+            }
+        })
+        .await
+    }
+
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
+        self.write(
+            &[owner],
+            |store| async move { store.set_filter(owner, sender, filter, on).await },
+            |store, _| async move { store.set_filter(owner, sender, filter, on).await },
+        )
+        .await
+    }
+
+    fn retention(&self) -> Retention {
+        self.inner.source.retention()
+    }
+
+    /// Prunes the source (the target's strategy may keep other messages under the same
+    /// retention: buckets drop whole buckets), and has the owner copied again.
+    async fn prune(&self, owner: &str) -> Result<u64> {
+        let inner = self.inner.clone();
+        self.write(
+            &[owner],
+            |store| async move { store.prune(owner).await },
+            |_, _| async move { inner.copy_again(&[owner.to_owned()]).await },
+        )
+        .await
+    }
+}
+
+impl<P: Payload> MigratingInbox<P> {
+    /// A write that may reach any owner (by the sender, to every recipient): on the source, the
+    /// epoch moved, then on the target. The target's "not found" (the owners holding it are
+    /// not copied yet) is no failure.
+    async fn everywhere<T, F, Fut>(&self, write: F) -> Result<T>
+    where
+        F: Fn(Arc<crate::inbox::DynInboxTransfer<P>>) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let inner = &self.inner;
+        match self.writes().await? {
+            Writes::Source => write(inner.source.clone()).await,
+            Writes::Target => write(inner.target.clone()).await,
+            Writes::Both => {
+                let done = write(inner.source.clone()).await?;
+                inner.states.bump_epoch().await?;
+                match write(inner.target.clone()).await {
+                    Ok(_) | Err(Error::NotFound { .. }) => Ok(done),
+                    Err(Error::Forbidden(_)) => Ok(done),
+                    Err(error) => Err(error),
+                }
+            }
+        }
+    }
+}
