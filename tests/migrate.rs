@@ -290,7 +290,12 @@ mod online {
             let mut done = 0;
             for i in 0..writes {
                 let from = owners[(i * 7) % owners.len()].clone();
-                let to = owners[(i * 7 + 3) % owners.len()].clone();
+                // Now and then a user new since the migration started.
+                let to = if i % 10 == 9 {
+                    format!("zz{}", i % 3)
+                } else {
+                    owners[(i * 7 + 3) % owners.len()].clone()
+                };
                 let sent = inbox
                     .send(NewMessage::new(from, vec![to.clone()], format!("live {i}")))
                     .await
@@ -342,9 +347,11 @@ mod online {
             }
             assert_eq!(writing.await.unwrap(), 60);
             let progress = migration.progress().await.unwrap();
-            assert_eq!(progress.owners_done, 12, "{name}: {progress:?}");
+            assert_eq!(progress.owners_done, 15, "{name}: {progress:?}");
             assert!(progress.messages_copied >= 200, "{name}: {progress:?}");
-            same_everywhere(&source, &target, &owners, &name).await;
+            let mut everyone = owners.clone();
+            everyone.extend((0..3).map(|i| format!("zz{i}")));
+            same_everywhere(&source, &target, &everyone, &name).await;
             // Reads moved per owner: the migrating store reads the target now, the same.
             for owner in &owners {
                 assert_eq!(

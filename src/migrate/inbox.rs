@@ -115,22 +115,29 @@ pub(super) struct Inner<P> {
 }
 
 impl<P: Payload> Inner<P> {
-    /// Gives each of `owners` (pending: no copy started) a copy job, where the listing of the
+    /// Gives each of `owners` (unknown: not listed) a copy job where the listing of the
     /// source's owners has passed them: owners new since (a first message to a new user) get
-    /// theirs this way. One `find` of the listing, one `insert` per such owner (refused where
-    /// the job exists).
+    /// theirs this way. One `find` of the listing, and for such owners their state and an
+    /// `insert` of each one's job (refused where it exists).
     pub(super) async fn copy_new(&self, owners: &[String]) -> Result<()> {
         let (after, done) = self.states.listing().await?;
-        for owner in owners {
-            if done
-                || after
+        let passed: Vec<String> = owners
+            .iter()
+            .filter(|owner| {
+                done || after
                     .as_deref()
                     .is_some_and(|after| owner.as_str() <= after)
-            {
-                self.jobs
-                    .enqueue_once(job_id(COPY, owner), COPY, doc! { "owner": owner })
-                    .await?;
-            }
+            })
+            .cloned()
+            .collect();
+        if passed.is_empty() {
+            return Ok(());
+        }
+        self.states.listed_new(&passed).await?;
+        for owner in &passed {
+            self.jobs
+                .enqueue_once(job_id(COPY, owner), COPY, doc! { "owner": owner })
+                .await?;
         }
         Ok(())
     }
@@ -296,7 +303,7 @@ impl<P: Payload> InboxMigration<P> {
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<Progress> {
         let counts = self.inner.states.counts().await?;
-        let total = counts.listed_owners.max(counts.started);
+        let total = counts.known;
         let elapsed = counts
             .started_at
             .map(|at| (bson::DateTime::now().timestamp_millis() - at.timestamp_millis()).max(1))
@@ -464,14 +471,7 @@ impl<P: Payload> Copier<P> {
                 .await?;
         }
         let finished = owners.len() < LIST_CHUNK;
-        inner
-            .states
-            .listed(
-                owners.last().map(String::as_str),
-                owners.len() as u64,
-                finished,
-            )
-            .await?;
+        inner.states.listed(&owners, finished).await?;
         if !finished {
             let next = owners.last().cloned().unwrap_or_default();
             inner

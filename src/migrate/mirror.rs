@@ -98,13 +98,13 @@ impl<P: Payload> MigratingInbox<P> {
             // A copy that finished meanwhile did not see the mark: read those again.
             known.extend(states.owners(&copying).await?);
         }
-        let pending: Vec<String> = owners
+        let unknown: Vec<String> = owners
             .iter()
-            .filter(|o| known.get(*o) == Some(&OwnerState::Pending))
+            .filter(|o| known.get(*o) == Some(&OwnerState::Unknown))
             .cloned()
             .collect();
-        if !pending.is_empty() {
-            self.inner.copy_new(&pending).await?;
+        if !unknown.is_empty() {
+            self.inner.copy_new(&unknown).await?;
         }
         let ready: Vec<String> = owners
             .into_iter()
@@ -160,7 +160,8 @@ impl<P: Payload> MigratingInbox<P> {
 
 #[async_trait]
 impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
-    /// The target's strategy once the migration finished, the source's before.
+    /// The source's strategy (the target's pages, once reads moved, carry the target's
+    /// cursors all the same).
     fn strategy(&self) -> Strategy {
         self.inner.source.strategy()
     }

@@ -55,7 +55,9 @@ impl Phase {
 /// Where one owner's copy stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum OwnerState {
-    /// Not started: the copy will take everything from the source.
+    /// Not listed yet, or new since the listing passed (no state document).
+    Unknown,
+    /// Listed, its copy not started: the copy will take everything from the source.
     Pending,
     /// Being copied: writes mark it dirty instead of reaching the target.
     Copying,
@@ -79,11 +81,12 @@ impl OwnerState {
 /// How far the copy has got, as stored.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Counts {
+    /// Owners copied and verified.
     pub(super) ready: u64,
-    pub(super) started: u64,
+    /// Owners known: listed, or met since by a write.
+    pub(super) known: u64,
     pub(super) messages: u64,
     pub(super) listed: bool,
-    pub(super) listed_owners: u64,
     pub(super) started_at: Option<bson::DateTime>,
 }
 
@@ -151,7 +154,6 @@ impl States {
             "started": bson::DateTime::now(),
             "epoch": 0_i64,
             "listed": false,
-            "listed_owners": 0_i64,
         };
         self.backend.insert_once(&self.collection, document).await
     }
@@ -193,7 +195,7 @@ impl States {
             .await?;
         let mut states: HashMap<String, OwnerState> = owners
             .iter()
-            .map(|o| (o.clone(), OwnerState::Pending))
+            .map(|o| (o.clone(), OwnerState::Unknown))
             .collect();
         for document in found {
             if let (Ok(owner), Ok(state)) = (document.get_str("owner"), document.get_str("state")) {
@@ -337,22 +339,41 @@ impl States {
         ))
     }
 
-    /// Records that owners up to `after` (`listed_owners` more of them) have their copy job.
-    pub(super) async fn listed(&self, after: Option<&str>, more: u64, done: bool) -> Result<()> {
+    /// Records `owners` as listed (pending, where they have no state yet: one `insert`, its
+    /// duplicates refused), the listing's checkpoint after the last of them, and whether the
+    /// listing is done.
+    pub(super) async fn listed(&self, owners: &[String], done: bool) -> Result<()> {
+        if !owners.is_empty() {
+            self.listed_new(owners).await?;
+        }
         let mut set = doc! { "listed": done };
-        if let Some(after) = after {
+        if let Some(after) = owners.last() {
             set.insert("listed_after", after);
         }
         self.backend
             .retry("record listing", || async {
                 self.collection
-                    .update_one(
-                        doc! { "_id": MIGRATION },
-                        doc! { "$set": set.clone(), "$inc": { "listed_owners": more as i64 } },
-                    )
+                    .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
                     .await?;
                 Ok(())
             })
+            .await
+    }
+
+    /// Records `owners` as pending where they have no state yet (one `insert`, duplicates
+    /// refused): listed owners, and those a write met after the listing passed them.
+    pub(super) async fn listed_new(&self, owners: &[String]) -> Result<()> {
+        let pending: Vec<Document> = owners
+            .iter()
+            .map(|owner| {
+                doc! {
+                    "_id": owner_id(owner), "owner": owner, "state": "pending",
+                    "dirty": 0_i64, "messages": 0_i64,
+                }
+            })
+            .collect();
+        self.backend
+            .insert_many_once(&self.collection, pending)
             .await
     }
 
@@ -362,19 +383,15 @@ impl States {
         let mut cursor = self
             .collection
             .find(doc! {})
-            .projection(
-                doc! { "state": 1, "messages": 1, "listed": 1, "listed_owners": 1, "started": 1 },
-            )
+            .projection(doc! { "state": 1, "messages": 1, "listed": 1, "started": 1 })
             .await?;
         while let Some(document) = cursor.try_next().await? {
             if document.get_str("_id") == Ok(MIGRATION) {
                 counts.listed = document.get_bool("listed").unwrap_or(false);
-                counts.listed_owners =
-                    crate::bson_ext::integer(&document, "listed_owners").unwrap_or(0) as u64;
                 counts.started_at = document.get_datetime("started").ok().copied();
                 continue;
             }
-            counts.started += 1;
+            counts.known += 1;
             if document.get_str("state") == Ok("ready") {
                 counts.ready += 1;
                 counts.messages +=
