@@ -64,7 +64,7 @@ pub struct Progress {
 /// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
 /// use std::sync::Arc;
 /// use mongo_social::migrate::InboxMigration;
-/// use mongo_social::{BucketedFanOut, FanOutOnRead, NewMessage, PageRequest};
+/// use mongo_social::{BucketedFanOut, FanOutOnRead, InboxStore, NewMessage, PageRequest};
 ///
 /// let source = Arc::new(FanOutOnRead::<String>::new(&db));
 /// let target = Arc::new(BucketedFanOut::<String>::builder(&db).collection_prefix("v2_").build()?);
