@@ -27,10 +27,17 @@ impl ShardKey {
     }
 }
 
-/// Shards each collection on its key, when `database` is reached through a `mongos`.
+/// Shards each collection on its key, when `database` is reached through a `mongos` (or a
+/// front end that answers as one, such as DocumentDB's gateway).
 ///
-/// Runs `enableSharding` for the database, then `shardCollection` for each key. Collections that
-/// are already sharded with the same key are left as they are (the server accepts the repeat).
+/// Runs `enableSharding` for the database (where the server has the command: MongoDB before 6.0
+/// needs it, DocumentDB has none), then `shardCollection` for each key. Collections that are
+/// already sharded with the same key are left as they are (the server accepts the repeat).
+///
+/// Each key is sent as declared (ranged, as MongoDB takes it). A server that takes hashed keys
+/// only (DocumentDB, so Azure Cosmos DB for MongoDB vCore and FerretDB 2 over DocumentDB)
+/// refuses it, and the key's [hashed form](ShardKey::hashed) is sent instead: reads and writes
+/// by the key's first field still reach one shard; a range over that field does not.
 ///
 /// Create the strategy's indexes first: `shardCollection` needs an index that starts with the key
 /// (it creates one on an empty collection).
@@ -49,16 +56,46 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         });
     }
     let admin = database.client().database("admin");
-    admin
+    match admin
         .run_command(doc! { "enableSharding": database.name() })
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        Err(error) if is_unknown_command(&error) => {}
+        Err(error) => return Err(error.into()),
+    }
     for key in keys {
         let namespace = format!("{}.{}", database.name(), key.collection);
-        admin
-            .run_command(doc! { "shardCollection": namespace, "key": key.key.clone() })
-            .await?;
+        let shard = |key: Document| {
+            admin.run_command(doc! { "shardCollection": namespace.as_str(), "key": key })
+        };
+        match shard(key.key.clone()).await {
+            Ok(_) => {}
+            Err(error) if refuses_ranged_keys(&error) => {
+                shard(key.hashed().key).await?;
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
     Ok(())
+}
+
+/// `CommandNotFound` or `CommandNotSupported`: the server has no such command.
+fn is_unknown_command(error: &mongodb::error::Error) -> bool {
+    matches!(command_error(error), Some((59 | 115, _)))
+}
+
+/// DocumentDB's refusal of a key that is not a single hashed field (`BadValue`, "only shard keys
+/// that use hashed are supported").
+fn refuses_ranged_keys(error: &mongodb::error::Error) -> bool {
+    matches!(command_error(error), Some((2, message)) if message.contains("hashed"))
+}
+
+fn command_error(error: &mongodb::error::Error) -> Option<(i32, &str)> {
+    match error.kind.as_ref() {
+        mongodb::error::ErrorKind::Command(command) => Some((command.code, &command.message)),
+        _ => None,
+    }
 }
 
 /// Where a `mongos` would send a command, judged from its filter and the collection's shard key.
@@ -96,6 +133,34 @@ impl ShardKey {
             return Routing::Broadcast;
         };
         routing_on(field, filter)
+    }
+
+    /// This key's hashed form, for servers that take hashed keys only: its first field hashed
+    /// (`{owner: 1, sequence: 1}` becomes `{owner: "hashed"}`; a hashed key stays as it is).
+    ///
+    /// Equality on that field (one owner's inbox, one discussion) still reaches one shard, and
+    /// writes spread evenly, with no hot shard for the newest values; a range over the field
+    /// across its values, or an order by it, reaches every shard. The other fields of a ranged
+    /// key no longer split one value's documents across shards: one owner's documents live on
+    /// one shard, however many there are.
+    ///
+    /// ```
+    /// use bson::doc;
+    /// use mongo_social::sharding::ShardKey;
+    ///
+    /// let key = ShardKey::declared("inbox", doc! { "owner": 1, "sequence": 1 });
+    /// assert_eq!(key.hashed().key, doc! { "owner": "hashed" });
+    /// ```
+    pub fn hashed(&self) -> Self {
+        let key = match self.key.iter().next() {
+            Some((field, _)) => doc! { field: "hashed" },
+            None => self.key.clone(),
+        };
+        Self {
+            collection: self.collection.clone(),
+            key,
+            rationale: self.rationale,
+        }
     }
 
     /// A key declared by hand (an application's own collection), with no rationale.
