@@ -73,6 +73,8 @@ pub mod comment_votes_suite;
 pub mod comments_suite;
 #[cfg(unix)]
 mod documentdb;
+#[cfg(unix)]
+mod documentdb_sharded;
 pub mod fault_proxy;
 #[cfg(unix)]
 mod ferretdb;
@@ -129,7 +131,7 @@ fn say(line: &str) {
 }
 
 /// The environment variable that picks the local server when `MONGODB_URI` is unset:
-/// `ferretdb` (the default), `mongo-java-server` or `documentdb`.
+/// `ferretdb` (the default), `mongo-java-server`, `documentdb` or `documentdb-sharded`.
 pub const SERVER_ENV: &str = "MONGO_SOCIAL_SERVER";
 
 /// A server the fixture can start by itself, picked by [`SERVER_ENV`].
@@ -143,6 +145,9 @@ pub enum LocalServer {
     /// FerretDB 2.5.0 over PostgreSQL 15 with DocumentDB 0.106, installed by
     /// `scripts/install-documentdb`.
     DocumentDb,
+    /// DocumentDB 0.106 sharded over Citus 12.1 (a coordinator and two workers) behind
+    /// DocumentDB's gateway, installed by `scripts/install-documentdb --sharded`.
+    DocumentDbSharded,
 }
 
 impl LocalServer {
@@ -165,10 +170,11 @@ impl LocalServer {
             "" | "ferretdb" => Ok(Self::FerretDb),
             "mongo-java-server" => Ok(Self::MongoJavaServer),
             "documentdb" => Ok(Self::DocumentDb),
+            "documentdb-sharded" => Ok(Self::DocumentDbSharded),
             other => Err(format!(
                 "{SERVER_ENV}={other:?} is not a server the tests can start; use `ferretdb` (the \
-                 default), `mongo-java-server` or `documentdb`, or set MONGODB_URI to a running \
-                 server"
+                 default), `mongo-java-server`, `documentdb` or `documentdb-sharded`, or set \
+                 MONGODB_URI to a running server"
             )),
         }
     }
@@ -253,6 +259,19 @@ fn resolve_uri() -> Result<String, String> {
             ));
             Ok(started.uri)
         }
+        LocalServer::DocumentDbSharded => {
+            let started = documentdb_sharded::start().map_err(|why| {
+                format!("mongo-social could not start a local sharded DocumentDB: {why}\n{use_uri}")
+            })?;
+            say(&format!(
+                "mongo-social: DocumentDB {} over Citus (a coordinator, two workers) behind its \
+                 gateway at {} (data in {}; stopped when this process exits)",
+                documentdb::DOCUMENTDB_VERSION,
+                redact(&started.uri),
+                started.dir.display()
+            ));
+            Ok(started.uri)
+        }
     }
 }
 
@@ -306,6 +325,21 @@ mod documentdb {
 
     pub(super) fn start() -> Result<Started, String> {
         Err("starting a local FerretDB 2 is only supported on Unix".to_owned())
+    }
+}
+
+#[cfg(not(unix))]
+mod documentdb_sharded {
+    //! The local servers need a Unix shell; elsewhere only `MONGODB_URI` works.
+    #![allow(dead_code)]
+
+    pub(super) struct Started {
+        pub(super) uri: String,
+        pub(super) dir: std::path::PathBuf,
+    }
+
+    pub(super) fn start() -> Result<Started, String> {
+        Err("starting a local sharded DocumentDB is only supported on Unix".to_owned())
     }
 }
 
