@@ -53,9 +53,11 @@
 //! caller. `prune` marks its owner for a new copy, since retention drops different messages in
 //! different strategies (buckets drop whole buckets).
 
+mod engine;
 mod inbox;
 mod mirror;
 mod state;
 
-pub use inbox::{InboxMigration, InboxMigrationBuilder, Progress, Reads};
+pub use engine::Reads;
+pub use inbox::{InboxMigration, InboxMigrationBuilder, Progress};
 pub use mirror::MigratingInbox;
