@@ -76,7 +76,7 @@ mod reply_notifications;
 mod slug;
 mod strategy;
 mod traits;
-mod transfer;
+pub mod transfer;
 mod tree;
 mod validate;
 mod votes;
@@ -89,6 +89,7 @@ pub use per_comment::{PerComment, PerCommentBuilder};
 pub use ranking::{Sort, Vote, Votes};
 pub use strategy::{Features, Strategy};
 pub use traits::{CommentStore, DynCommentStore, ThreadedComments, VotedComments};
+pub(crate) use transfer::threads_unsupported;
 pub use transfer::{CommentTransfer, DynCommentTransfer, HeldComment};
 
 use keyed::Keyed;

@@ -183,7 +183,7 @@ impl<P: Payload> InboxMigration<P> {
     }
 
     /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
-    /// [`JobQueue::run_pending`]).
+    /// [`crate::JobQueue::run_pending`]).
     pub async fn run_pending(&self) -> Result<usize> {
         engine::run_pending(&self.inner).await
     }
