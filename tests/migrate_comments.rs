@@ -544,3 +544,68 @@ async fn threads_into_a_strategy_without_them_are_refused_before_anything_is_wri
         Err(Error::InvalidConfig { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_dual_write_costs_what_the_docs_say() {
+    let t = testing::test_db("migrate_comments_costs").await;
+    let source = stores(&t.db, "ka_").remove(1).1;
+    let target = stores(&t.db, "kb_").remove(0).1;
+    history(&source, true).await;
+    let migration = CommentMigration::builder(&t.db, "costs", source.clone(), target.clone())
+        .build()
+        .unwrap();
+    migration.start().await.unwrap();
+    copy_all(&migration, &[], "costs").await;
+    let store = migration.store();
+    // What each store's own write costs here (the same discussion, warmed up).
+    let commands = &t.commands;
+    let counted = |names: Vec<String>| names.len();
+    source.post("d2", said(0, "warm".into())).await.unwrap();
+    commands.reset();
+    let alone = source.post("d2", said(0, "alone".into())).await.unwrap();
+    let source_post = counted(commands.names());
+    let in_target = target.post("d2", said(0, "warm".into())).await.unwrap();
+    commands.reset();
+    target.post("d2", said(0, "alone".into())).await.unwrap();
+    let target_post = counted(commands.names());
+    commands.reset();
+    source
+        .edit("d2", &alone.link, "edited alone")
+        .await
+        .unwrap();
+    let source_edit = counted(commands.names());
+    commands.reset();
+    target
+        .edit("d2", &in_target.link, "edited alone")
+        .await
+        .unwrap();
+    let target_edit = counted(commands.names());
+    // Through the migrating store (the phase read within its second, as most writes find it).
+    store.count("d2").await.unwrap();
+    commands.reset();
+    let posted = store.post("d2", said(1, "through".into())).await.unwrap();
+    let names = commands.names();
+    assert_eq!(
+        names.len(),
+        source_post + target_post + 4,
+        "a post: the source's, the lock's insert and delete, the state's find, the target's, \
+         the link map's insert: {names:?}"
+    );
+    store.count("d2").await.unwrap();
+    commands.reset();
+    store
+        .edit("d2", &posted.link, "through, edited")
+        .await
+        .unwrap();
+    let names = commands.names();
+    assert_eq!(
+        names.len(),
+        source_edit + target_edit + 4,
+        "an edit: the source's, the lock's 2, the state's find, the link map's find, the \
+         target's: {names:?}"
+    );
+    testing::note(&format!(
+        "embedded -> per-comment dual writes: post {} + {} + 4 commands, edit {} + {} + 4",
+        source_post, target_post, source_edit, target_edit
+    ));
+}

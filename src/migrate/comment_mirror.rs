@@ -230,7 +230,7 @@ impl MigratingComments {
                     self.inner
                         .mirror(vec![discussion.to_owned()], |_| async {
                             let moved = match self.moved(discussion, link).await {
-                                Err(_) if gone_ok => return Ok(()),
+                                Err(Error::Precondition { .. }) if gone_ok => return Ok(()),
                                 moved => moved?,
                             };
                             match write(self.target(), moved).await {
