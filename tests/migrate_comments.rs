@@ -609,3 +609,52 @@ async fn a_dual_write_costs_what_the_docs_say() {
         source_post, target_post, source_edit, target_edit
     ));
 }
+
+#[tokio::test]
+async fn every_strategy_imports_every_ones_export_once_and_same_strategies_keep_links() {
+    let t = testing::test_db("transfer_comments_between_strategies").await;
+    for i in 0..3 {
+        for j in 0..3 {
+            let (from, source) = stores(&t.db, &format!("xs{i}{j}_")).remove(i);
+            let (to, target) = stores(&t.db, &format!("xt{i}{j}_")).remove(j);
+            let name = format!("{from} -> {to}");
+            history(&source, to != "hybrid-pages").await;
+            target.create_indexes().await.unwrap();
+            let mut listed = Vec::new();
+            let mut discussions = source.discussions(None).await.unwrap();
+            while let Some(d) = futures::TryStreamExt::try_next(&mut discussions)
+                .await
+                .unwrap()
+            {
+                listed.push(d);
+            }
+            assert_eq!(listed, DISCUSSIONS, "{name}: discussions in order");
+            for discussion in DISCUSSIONS {
+                let held = source.export(discussion).await.unwrap();
+                let links = target.import(discussion, &held).await.unwrap();
+                // Imported again (a lost reply, a copy run again): each comment once.
+                let again = target.import(discussion, &held).await.unwrap();
+                assert_eq!(again, links, "{name}: the same links again");
+                if i == j {
+                    let kept: Vec<String> = held.iter().map(|c| c.link.clone()).collect();
+                    assert_eq!(links, kept, "{name}: links kept within a strategy");
+                }
+                let moved = target.export(discussion).await.unwrap();
+                assert_eq!(moved.len(), held.len(), "{name}");
+                for (m, h) in moved.iter().zip(&held) {
+                    assert_eq!(
+                        (&m.author, &m.text, m.posted, m.edited, m.deleted, m.votes, &m.voters),
+                        (&h.author, &h.text, h.posted, h.edited, h.deleted, h.votes, &h.voters),
+                        "{name}: {discussion}"
+                    );
+                }
+            }
+            same_everywhere(&source, &target, &name).await;
+            target.purge("d0").await.unwrap();
+            assert!(target.export("d0").await.unwrap().is_empty(), "{name}");
+            assert!(!target.export("d1").await.unwrap().is_empty(), "{name}");
+            target.purge_all().await.unwrap();
+            assert!(target.is_empty().await.unwrap(), "{name}");
+        }
+    }
+}
