@@ -76,6 +76,7 @@ mod reply_notifications;
 mod slug;
 mod strategy;
 mod traits;
+pub mod transfer;
 mod tree;
 mod validate;
 mod votes;
@@ -88,6 +89,8 @@ pub use per_comment::{PerComment, PerCommentBuilder};
 pub use ranking::{Sort, Vote, Votes};
 pub use strategy::{Features, Strategy};
 pub use traits::{CommentStore, DynCommentStore, ThreadedComments, VotedComments};
+pub(crate) use transfer::threads_unsupported;
+pub use transfer::{CommentTransfer, DynCommentTransfer, HeldComment};
 
 use keyed::Keyed;
 use reply_notifications::{check_reply_target, notify_reply, reply_to_withdraw};

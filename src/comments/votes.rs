@@ -436,6 +436,89 @@ impl VoteBook {
             .await
     }
 
+    /// Every user's vote in `discussion`, by comment link (one `find`), for an export: call
+    /// after [`VoteBook::settle`], so no vote is half counted.
+    pub(super) async fn all(
+        &self,
+        discussion: &str,
+    ) -> Result<std::collections::HashMap<String, Vec<(String, Vote)>>> {
+        let stored: Vec<Document> = self
+            .backend
+            .retry("export votes", || async {
+                Ok(self
+                    .votes
+                    .find(doc! { "discussion_id": discussion })
+                    .sort(doc! { "comment": 1, "user": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
+        let mut votes: std::collections::HashMap<String, Vec<(String, Vote)>> =
+            std::collections::HashMap::new();
+        for document in &stored {
+            let (Ok(link), Ok(user)) = (document.get_str("comment"), document.get_str("user"))
+            else {
+                return Err(self.corrupt(document, "a vote without its comment or user"));
+            };
+            if let Some(vote) = Vote::of_value(value(document)) {
+                votes
+                    .entry(link.to_owned())
+                    .or_default()
+                    .push((user.to_owned(), vote));
+            }
+        }
+        Ok(votes)
+    }
+
+    /// Writes `votes` (`(link, user, vote)`) of `discussion` as settled votes (one `insert`,
+    /// duplicates refused: repeating it writes nothing more), for an import whose comments carry
+    /// their counts already.
+    pub(super) async fn import(
+        &self,
+        discussion: &str,
+        votes: &[(String, String, Vote)],
+    ) -> Result<()> {
+        if votes.is_empty() {
+            return Ok(());
+        }
+        let at = bson::DateTime::now();
+        let documents: Vec<Document> = votes
+            .iter()
+            .map(|(link, user, vote)| {
+                let pair = Pair {
+                    discussion,
+                    link,
+                    user,
+                };
+                doc! {
+                    "_id": pair.id(), "discussion_id": discussion, "comment": link.as_str(),
+                    "user": user.as_str(), "value": vote.value(), "at": at,
+                }
+            })
+            .collect();
+        self.backend.insert_many_once(&self.votes, documents).await
+    }
+
+    /// Deletes every vote of `discussion` (or of every discussion): one `delete`.
+    pub(super) async fn purge(&self, discussion: Option<&str>) -> Result<()> {
+        let filter = match discussion {
+            Some(discussion) => doc! { "discussion_id": discussion },
+            None => doc! {},
+        };
+        self.backend
+            .retry("purge votes", || async {
+                self.votes.delete_many(filter.clone()).await?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The votes collection's name.
+    pub(super) fn collection_name(&self) -> &str {
+        self.votes.name()
+    }
+
     /// The filter selecting the stored vote `stored`: [`Pair::key`].
     fn stored_key(&self, stored: &Document) -> Result<Document> {
         let id = stored

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::engine::Writes;
 use super::inbox::Inner;
-use super::state::{OwnerState, Phase};
-use super::Reads;
 use crate::error::{Error, Invalid};
 use crate::inbox::{
     Filter, Filters, InboxLifecycle, InboxStore, Message, MessageId, NewMessage, Payload,
@@ -31,21 +30,11 @@ pub struct MigratingInbox<P> {
 impl<P> fmt::Debug for MigratingInbox<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MigratingInbox")
-            .field("source", &self.inner.source)
-            .field("target", &self.inner.target)
+            .field("source", &self.inner.units.source)
+            .field("target", &self.inner.units.target)
             .field("reads", &self.inner.reads)
             .finish_non_exhaustive()
     }
-}
-
-/// Where a write goes.
-enum Writes {
-    /// To the source, then the target for owners that are ready.
-    Both,
-    /// To the source alone (aborted).
-    Source,
-    /// To the target alone (finished).
-    Target,
 }
 
 impl<P: Payload> MigratingInbox<P> {
@@ -54,69 +43,21 @@ impl<P: Payload> MigratingInbox<P> {
     }
 
     async fn writes(&self) -> Result<Writes> {
-        Ok(match self.inner.states.recent_phase().await? {
-            Some(Phase::Aborted) => Writes::Source,
-            Some(Phase::Finished) => Writes::Target,
-            _ => Writes::Both,
-        })
+        self.inner.writes().await
     }
 
     /// Whether `owner`'s reads go to the target.
     async fn reads_target(&self, owner: &str) -> Result<bool> {
-        match self.inner.states.recent_phase().await? {
-            Some(Phase::Finished | Phase::CutOver) => return Ok(true),
-            Some(Phase::Aborted) | None => return Ok(false),
-            Some(Phase::Copying) => {}
-        }
-        if self.inner.reads == Reads::AllAtOnce {
-            return Ok(false);
-        }
-        let states = self.inner.states.owners(&[owner.to_owned()]).await?;
-        Ok(states.get(owner) == Some(&OwnerState::Ready))
+        self.inner.reads_target(owner).await
     }
 
-    /// After the source took a write concerning `owners`: the owners being copied are marked
-    /// dirty (their copy is checked again), and `apply` writes the target for those that are
-    /// ready. A target failure marks its owners to be copied again instead of failing.
+    /// After the source took a write concerning `owners`: see the engine's `mirror`.
     async fn mirror<F, Fut, T>(&self, owners: Vec<String>, apply: F) -> Result<()>
     where
         F: FnOnce(Vec<String>) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        if owners.is_empty() {
-            return Ok(());
-        }
-        let states = &self.inner.states;
-        let mut known = states.owners(&owners).await?;
-        let copying: Vec<String> = owners
-            .iter()
-            .filter(|o| known.get(*o) == Some(&OwnerState::Copying))
-            .cloned()
-            .collect();
-        if !copying.is_empty() {
-            states.mark_dirty(&copying).await?;
-            // A copy that finished meanwhile did not see the mark: read those again.
-            known.extend(states.owners(&copying).await?);
-        }
-        let unknown: Vec<String> = owners
-            .iter()
-            .filter(|o| known.get(*o) == Some(&OwnerState::Unknown))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            self.inner.copy_new(&unknown).await?;
-        }
-        let ready: Vec<String> = owners
-            .into_iter()
-            .filter(|o| known.get(o) == Some(&OwnerState::Ready))
-            .collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
-        match apply(ready.clone()).await {
-            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
-            Err(_) => self.inner.copy_again(&ready).await,
-        }
+        self.inner.mirror(owners, apply).await
     }
 
     /// Runs a write on both stores: `on_source`, then `on_target` for `owners` that are ready
@@ -135,11 +76,11 @@ impl<P: Payload> MigratingInbox<P> {
     {
         let inner = &self.inner;
         match self.writes().await? {
-            Writes::Source => on_source(inner.source.clone()).await,
-            Writes::Target => on_source(inner.target.clone()).await,
+            Writes::Source => on_source(inner.units.source.clone()).await,
+            Writes::Target => on_source(inner.units.target.clone()).await,
             Writes::Both => {
-                let done = on_source(inner.source.clone()).await?;
-                let target = inner.target.clone();
+                let done = on_source(inner.units.source.clone()).await?;
+                let target = inner.units.target.clone();
                 let owners = owners.iter().map(|o| o.to_string()).collect();
                 self.mirror(owners, |ready| on_target(target, ready))
                     .await?;
@@ -151,9 +92,9 @@ impl<P: Payload> MigratingInbox<P> {
     /// The store `owner`'s reads go to.
     async fn reader(&self, owner: &str) -> Result<Arc<crate::inbox::DynInboxTransfer<P>>> {
         Ok(if self.reads_target(owner).await? {
-            self.inner.target.clone()
+            self.inner.units.target.clone()
         } else {
-            self.inner.source.clone()
+            self.inner.units.source.clone()
         })
     }
 }
@@ -163,16 +104,16 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
     /// The source's strategy (the target's pages, once reads moved, carry the target's
     /// cursors all the same).
     fn strategy(&self) -> Strategy {
-        self.inner.source.strategy()
+        self.inner.units.source.strategy()
     }
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
         let inner = &self.inner;
         match self.writes().await? {
-            Writes::Source => inner.source.send(message).await,
-            Writes::Target => inner.target.send(message).await,
+            Writes::Source => inner.units.source.send(message).await,
+            Writes::Target => inner.units.target.send(message).await,
             Writes::Both => {
-                let sent = inner.source.send(message).await?;
+                let sent = inner.units.source.send(message).await?;
                 let owners: Vec<String> = sent
                     .message
                     .to
@@ -180,7 +121,7 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
                     .filter(|r| !sent.skipped.contains(r))
                     .cloned()
                     .collect();
-                let target = inner.target.clone();
+                let target = inner.units.target.clone();
                 let message = &sent.message;
                 self.mirror(owners, |ready| async move {
                     target.send_stamped(message, &ready).await
@@ -212,9 +153,10 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
 
     fn max_message_bytes(&self) -> usize {
         self.inner
+            .units
             .source
             .max_message_bytes()
-            .min(self.inner.target.max_message_bytes())
+            .min(self.inner.units.target.max_message_bytes())
     }
 
     /// A page of the store the owner's reads go to; a cursor the source made, met after the
@@ -222,14 +164,19 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
     /// finishes).
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
         if !self.reads_target(owner).await? {
-            return self.inner.source.inbox_page(owner, page).await;
+            return self.inner.units.source.inbox_page(owner, page).await;
         }
-        match self.inner.target.inbox_page(owner, page.clone()).await {
+        match self
+            .inner
+            .units
+            .target
+            .inbox_page(owner, page.clone())
+            .await
+        {
             Err(Error::InvalidInput(Invalid::Cursor { .. }))
-                if page.after.is_some()
-                    && self.inner.states.recent_phase().await? != Some(Phase::Finished) =>
+                if page.after.is_some() && !self.inner.finished().await? =>
             {
-                self.inner.source.inbox_page(owner, page).await
+                self.inner.units.source.inbox_page(owner, page).await
             }
             other => other,
         }
@@ -244,18 +191,18 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.inner.source.create_indexes().await?;
-        self.inner.target.create_indexes().await
+        self.inner.units.source.create_indexes().await?;
+        self.inner.units.target.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
-        let mut keys = self.inner.source.shard_keys();
-        keys.extend(self.inner.target.shard_keys());
+        let mut keys = self.inner.units.source.shard_keys();
+        keys.extend(self.inner.units.target.shard_keys());
         keys
     }
 
     fn database(&self) -> &mongodb::Database {
-        self.inner.source.database()
+        self.inner.units.source.database()
     }
 
     /// The source's watch (whole until the migration finishes).
@@ -265,7 +212,7 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
         from: Option<ResumeToken>,
         options: WatchOptions,
     ) -> Updates<Message<P>> {
-        self.inner.source.watch(owner, from, options)
+        self.inner.units.source.watch(owner, from, options)
     }
 }
 
@@ -367,7 +314,7 @@ impl<P: Payload> InboxLifecycle<P> for MigratingInbox<P> {
     }
 
     fn retention(&self) -> Retention {
-        self.inner.source.retention()
+        self.inner.units.source.retention()
     }
 
     /// Prunes the source (the target's strategy may keep other messages under the same
@@ -394,12 +341,12 @@ impl<P: Payload> MigratingInbox<P> {
     {
         let inner = &self.inner;
         match self.writes().await? {
-            Writes::Source => write(inner.source.clone()).await,
-            Writes::Target => write(inner.target.clone()).await,
+            Writes::Source => write(inner.units.source.clone()).await,
+            Writes::Target => write(inner.units.target.clone()).await,
             Writes::Both => {
-                let done = write(inner.source.clone()).await?;
+                let done = write(inner.units.source.clone()).await?;
                 inner.states.bump_epoch().await?;
-                match write(inner.target.clone()).await {
+                match write(inner.units.target.clone()).await {
                     Ok(_) | Err(Error::NotFound { .. }) => Ok(done),
                     Err(Error::Forbidden(_)) => Ok(done),
                     Err(error) => Err(error),

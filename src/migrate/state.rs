@@ -1,5 +1,7 @@
 //! Where a migration keeps its state: one document for the migration (its phase, its epoch,
-//! how far the owners were listed) and one per owner whose copy started, in one collection.
+//! how far the units were listed) and one per unit (an inbox's owner, a discussion) whose copy
+//! started, in one collection. A unit's document keeps the unit's name in its `owner` field
+//! (the name the inbox migration gave it first).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -52,9 +54,9 @@ impl Phase {
     }
 }
 
-/// Where one owner's copy stands.
+/// Where one unit's copy stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum OwnerState {
+pub(super) enum UnitState {
     /// Not listed yet, or new since the listing passed (no state document).
     Unknown,
     /// Listed, its copy not started: the copy will take everything from the source.
@@ -67,13 +69,13 @@ pub(super) enum OwnerState {
     Stale,
 }
 
-impl OwnerState {
+impl UnitState {
     fn from_name(name: &str) -> Self {
         match name {
-            "copying" => OwnerState::Copying,
-            "ready" => OwnerState::Ready,
-            "stale" => OwnerState::Stale,
-            _ => OwnerState::Pending,
+            "copying" => UnitState::Copying,
+            "ready" => UnitState::Ready,
+            "stale" => UnitState::Stale,
+            _ => UnitState::Pending,
         }
     }
 }
@@ -179,7 +181,7 @@ impl States {
     }
 
     /// The state of each of `owners` (one `find`).
-    pub(super) async fn owners(&self, owners: &[String]) -> Result<HashMap<String, OwnerState>> {
+    pub(super) async fn units(&self, owners: &[String]) -> Result<HashMap<String, UnitState>> {
         let ids: Vec<String> = owners.iter().map(|o| owner_id(o)).collect();
         let found: Vec<Document> = self
             .backend
@@ -193,13 +195,13 @@ impl States {
                     .await?)
             })
             .await?;
-        let mut states: HashMap<String, OwnerState> = owners
+        let mut states: HashMap<String, UnitState> = owners
             .iter()
-            .map(|o| (o.clone(), OwnerState::Unknown))
+            .map(|o| (o.clone(), UnitState::Unknown))
             .collect();
         for document in found {
             if let (Ok(owner), Ok(state)) = (document.get_str("owner"), document.get_str("state")) {
-                states.insert(owner.to_owned(), OwnerState::from_name(state));
+                states.insert(owner.to_owned(), UnitState::from_name(state));
             }
         }
         Ok(states)
@@ -402,7 +404,7 @@ impl States {
     }
 
     /// Removes every owner's state (the migration's own document stays).
-    pub(super) async fn forget_owners(&self) -> Result<()> {
+    pub(super) async fn forget_units(&self) -> Result<()> {
         self.backend
             .retry("forget owners", || async {
                 self.collection

@@ -4,6 +4,7 @@ mod builder;
 mod read;
 mod store;
 mod threads;
+mod transfer;
 mod votes;
 mod write;
 

@@ -3,6 +3,7 @@
 mod builder;
 mod read;
 mod store;
+mod transfer;
 mod votes;
 mod write;
 

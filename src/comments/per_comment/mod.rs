@@ -5,6 +5,7 @@ mod comment_store;
 mod read;
 mod stored;
 mod threads;
+mod transfer;
 mod voting;
 mod write;
 

@@ -1,0 +1,264 @@
+//! [`CommentTransfer`] for [`Embedded`]: exports from the discussion's document, imports that
+//! write the whole comment tree in one update.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use futures::stream::BoxStream;
+use futures::TryStreamExt;
+
+use super::read::Range;
+use super::{Embedded, KEYED, LAST_POSTED};
+use crate::comments::transfer::{self, CommentTransfer, HeldComment};
+use crate::comments::tree::{format_path, Node};
+use crate::comments::VotedComments;
+use crate::error::Invalid;
+use crate::{Error, Result};
+
+/// The fields a discussion's document holds for its comments (the rest is the application's).
+const FIELDS: [&str; 8] = [
+    "comments",
+    "count",
+    "slots",
+    "bytes",
+    LAST_POSTED,
+    KEYED,
+    super::super::votes::VOTE_OPS,
+    "_id",
+];
+
+#[async_trait]
+impl CommentTransfer for Embedded {
+    async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        transfer::ids_after(
+            &self.discussions,
+            doc! { "slots": { "$exists": true } },
+            after,
+        )
+        .await
+    }
+
+    async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
+        self.settle_votes(discussion).await?;
+        let window = self
+            .backend
+            .retry("export comments", || self.window(discussion, Range::All))
+            .await?;
+        let Some(window) = window else {
+            return Ok(Vec::new());
+        };
+        let mut entries = window.threaded(crate::comments::Order::OldestFirst);
+        entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
+        let comments = entries
+            .iter()
+            .map(|entry| HeldComment::of(entry.comment()))
+            .collect();
+        let votes = self.votes.all(discussion).await?;
+        Ok(transfer::parents_first(transfer::with_voters(
+            comments, votes,
+        )))
+    }
+
+    /// Builds the comment tree in the export's order (each comment after its earlier
+    /// siblings: an export of this strategy keeps its position paths) and writes it with the
+    /// discussion's counts in one `update`, keeping the document's other fields.
+    async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
+        let mut top: Vec<Node> = Vec::new();
+        let mut paths: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut links = Vec::with_capacity(comments.len());
+        for comment in comments {
+            let mut node = Node::new(crate::comments::NewComment::new(
+                comment.author.clone(),
+                comment.text.clone(),
+            ));
+            node.posted = comment.posted;
+            node.edited = comment.edited;
+            node.deleted = comment.deleted;
+            node.ups = comment.votes.ups as i64;
+            node.downs = comment.votes.downs as i64;
+            let path = match &comment.parent {
+                None => {
+                    top.push(node);
+                    vec![top.len() - 1]
+                }
+                Some(parent) => {
+                    let parent_path = paths.get(parent.as_str()).cloned().ok_or_else(|| {
+                        crate::bson_ext::corrupt(
+                            self.discussions.name(),
+                            Some(discussion.into()),
+                            format!(
+                                "an export whose reply {} comes before its parent",
+                                comment.link
+                            ),
+                        )
+                    })?;
+                    if parent_path.len() > self.max_depth {
+                        return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
+                            depth: parent_path.len(),
+                            limit: format!(
+                                "this store nests replies at most {} deep",
+                                self.max_depth
+                            ),
+                        }));
+                    }
+                    let siblings = &mut node_at(&mut top, &parent_path).replies;
+                    siblings.push(node);
+                    let mut path = parent_path;
+                    path.push(siblings.len() - 1);
+                    path
+                }
+            };
+            links.push(format_path(&path));
+            paths.insert(comment.link.as_str(), path);
+        }
+        let existing = self
+            .backend
+            .retry("read discussion", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .await?)
+            })
+            .await?;
+        let mut own = existing.unwrap_or_default();
+        for field in FIELDS {
+            own.remove(field);
+        }
+        own.insert("_id", discussion);
+        let count = comments.iter().filter(|c| !c.deleted).count() as i64;
+        let mut fields = doc! {
+            "comments": bson::to_bson(&top)?,
+            "count": count,
+            "slots": top.len() as i64,
+            KEYED: [],
+            super::super::votes::VOTE_OPS: [],
+        };
+        if let Some(last) = top.iter().map(|n| n.posted).max() {
+            fields.insert(LAST_POSTED, last);
+        }
+        let mut whole = own.clone();
+        whole.extend(fields.clone());
+        let bytes = bson::to_vec(&whole)?.len();
+        if bytes > self.max_document_bytes {
+            return Err(Error::InvalidInput(Invalid::TooLarge {
+                what: "discussion",
+                size: bytes,
+                limit: self.max_document_bytes,
+            }));
+        }
+        fields.insert("bytes", bytes as i64);
+        self.votes.purge(Some(discussion)).await?;
+        let mut update = doc! { "$set": fields };
+        if top.is_empty() {
+            update.insert("$unset", doc! { LAST_POSTED: "" });
+        }
+        // A `$set` of the whole tree: repeating it writes the same.
+        self.backend
+            .retry("import comments", || async {
+                self.discussions
+                    .update_one(doc! { "_id": discussion }, update.clone())
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        self.votes
+            .import(discussion, &transfer::votes_under(comments, &links))
+            .await?;
+        Ok(links)
+    }
+
+    /// Removes the comment fields from the discussion's document, and the document where it
+    /// holds nothing else.
+    async fn purge(&self, discussion: &str) -> Result<()> {
+        let unset: Document = FIELDS
+            .iter()
+            .filter(|f| **f != "_id")
+            .map(|f| (f.to_string(), bson::Bson::from("")))
+            .collect();
+        self.backend
+            .retry("purge discussion", || async {
+                self.discussions
+                    .update_one(doc! { "_id": discussion }, doc! { "$unset": unset.clone() })
+                    .await?;
+                let left = self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .await?;
+                if left.is_some_and(|left| left.len() == 1) {
+                    self.discussions
+                        .delete_one(doc! { "_id": discussion, "slots": { "$exists": false } })
+                        .await?;
+                }
+                Ok(())
+            })
+            .await?;
+        self.votes.purge(Some(discussion)).await
+    }
+
+    async fn purge_all(&self) -> Result<()> {
+        let discussions: Vec<String> = self.discussions(None).await?.try_collect().await?;
+        for discussion in &discussions {
+            self.purge(discussion).await?;
+        }
+        self.votes.purge(None).await
+    }
+
+    async fn is_empty(&self) -> Result<bool> {
+        Ok(self
+            .discussions
+            .find_one(doc! { "count": { "$gt": 0 } })
+            .await?
+            .is_none()
+            && self
+                .discussions
+                .find_one(doc! { "slots": { "$gt": 0 } })
+                .await?
+                .is_none())
+    }
+
+    /// One `find` of the discussions (every one, or `within`), their comments read here.
+    async fn threaded_discussion(&self, within: Option<&[String]>) -> Result<Option<String>> {
+        let mut filter = doc! { "slots": { "$gt": 0 } };
+        if let Some(within) = within {
+            filter.insert("_id", doc! { "$in": within });
+        }
+        let mut found = self
+            .discussions
+            .find(filter)
+            .projection(doc! { "comments": 1 })
+            .await?;
+        while let Some(document) = found.try_next().await? {
+            let nodes: Vec<Node> = match document.get("comments") {
+                Some(comments) => crate::bson_ext::decode_with_id(
+                    self.discussions.name(),
+                    document.get("_id").cloned(),
+                    comments.clone(),
+                )?,
+                None => Vec::new(),
+            };
+            if nodes.iter().any(|n| !n.replies.is_empty()) {
+                return Ok(document.get_str("_id").ok().map(str::to_owned));
+            }
+        }
+        Ok(None)
+    }
+
+    fn data_collections(&self) -> Vec<String> {
+        vec![
+            self.discussions.name().to_owned(),
+            self.votes.collection_name().to_owned(),
+        ]
+    }
+}
+
+/// The node at `path` (which exists) among `nodes`.
+fn node_at<'a>(nodes: &'a mut [Node], path: &[usize]) -> &'a mut Node {
+    let (first, rest) = path.split_first().expect("a path has a first step");
+    let mut node = &mut nodes[*first];
+    for index in rest {
+        node = &mut node.replies[*index];
+    }
+    node
+}

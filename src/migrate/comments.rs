@@ -1,0 +1,445 @@
+//! [`CommentMigration`]: the handle of a migration of discussions (start, progress, cut-over,
+//! finish, abort), and what its copy does to one discussion.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
+use mongodb::Database;
+
+use super::comment_mirror::MigratingComments;
+use super::engine::{self, Config, Engine, Units};
+use super::links::Links;
+use super::Reads;
+use crate::backend::Backend;
+use crate::comments::{DynCommentTransfer, HeldComment};
+use crate::error::{Error, Result};
+use crate::jobs::Worker;
+use crate::lease_lock::LeaseLocks;
+use crate::retry::RetryPolicy;
+
+/// How long a migrating store's lock of a discussion lasts if its holder dies.
+const LOCK_LEASE: Duration = Duration::from_secs(30);
+
+/// How far a comment migration's copy has got ([`CommentMigration::progress`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CommentProgress {
+    /// Discussions whose copy is verified.
+    pub discussions_done: u64,
+    /// Discussions known so far: every one once the listing is done (`listed`).
+    pub discussions_total: u64,
+    /// Whether every discussion of the source (or of the migration's list) has been listed.
+    pub listed: bool,
+    /// Comments in the verified copies (tombstones included).
+    pub comments_copied: u64,
+    /// Comments copied per second since the migration started.
+    pub rate: f64,
+    /// The time left at that rate, by discussions; `None` until one is done or while listing.
+    pub time_left: Option<Duration>,
+}
+
+/// Moves discussions (every one, or those listed) from one comment strategy's store to
+/// another's while the application runs: see the [module docs](super).
+///
+/// ```no_run
+/// # async fn demo(db: mongodb::Database) -> mongo_social::Result<()> {
+/// use std::sync::Arc;
+/// use mongo_social::comments::{Author, CommentStore, Embedded, NewComment, PerComment};
+/// use mongo_social::migrate::CommentMigration;
+///
+/// let source = Arc::new(Embedded::new(&db));
+/// let target = Arc::new(PerComment::builder(&db).collection_prefix("v2_").build()?);
+/// let migration = CommentMigration::builder(&db, "comments-v2", source, target).build()?;
+/// let comments = migration.store(); // what the application uses from now on
+/// migration.start().await?;
+/// let _worker = migration.start_worker(); // copies discussion by discussion
+/// let rick = Author::new("u1", "Rick");
+/// let first = comments.post("article-42", NewComment::new(rick, "First!")).await?;
+/// assert_eq!(comments.get("article-42", &first.link).await?.text, "First!");
+/// println!("{:?}", migration.progress().await?);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct CommentMigration {
+    inner: Arc<Inner>,
+}
+
+/// The comment migration's engine.
+pub(super) type Inner = Engine<Discussions>;
+
+impl std::fmt::Debug for CommentMigration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+/// What a comment migration moves: discussions, from `source` to `target`.
+pub(super) struct Discussions {
+    pub(super) source: Arc<DynCommentTransfer>,
+    pub(super) target: Arc<DynCommentTransfer>,
+    pub(super) links: Links,
+    /// The discussions moved, in order; `None` for every one.
+    pub(super) scope: Option<Vec<String>>,
+    /// The migrating stores' per-discussion locks: a write reaches both stores in one turn.
+    pub(super) locks: LeaseLocks,
+}
+
+impl std::fmt::Debug for Discussions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discussions")
+            .field("source", &self.source)
+            .field("target", &self.target)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Discussions {
+    /// Whether the migration moves `discussion`.
+    pub(super) fn in_scope(&self, discussion: &str) -> bool {
+        self.scope.as_ref().is_none_or(|scope| {
+            scope
+                .binary_search_by(|d| d.as_str().cmp(discussion))
+                .is_ok()
+        })
+    }
+
+    /// Whether both stores thread: the migrating store threads then.
+    pub(super) fn threads(&self) -> bool {
+        self.source.features().threading && self.target.features().threading
+    }
+}
+
+/// Configures a [`CommentMigration`].
+#[must_use = "a builder does nothing until `build()`"]
+pub struct CommentMigrationBuilder {
+    config: Config,
+    source: Arc<DynCommentTransfer>,
+    target: Arc<DynCommentTransfer>,
+    scope: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for CommentMigrationBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommentMigrationBuilder")
+            .field("name", &self.config.name)
+            .field("reads", &self.config.reads)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommentMigrationBuilder {
+    /// When reads move (default [`Reads::PerOwner`]: each discussion's as soon as its copy is
+    /// verified).
+    pub fn reads(mut self, reads: Reads) -> Self {
+        self.config.reads = reads;
+        self
+    }
+
+    /// The retry policy of the migration's own writes (default [`RetryPolicy::default`]).
+    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.config.retry = retry;
+        self
+    }
+
+    /// How long a copy job is its worker's before another may take it over (default 60 s;
+    /// see [`crate::jobs::JobQueueBuilder::lease`]). A discussion's copy must fit in it.
+    pub fn job_lease(mut self, lease: Duration) -> Self {
+        self.config.job_lease = lease;
+        self
+    }
+
+    /// Moves these discussions only (default: every discussion of the source). The others stay
+    /// on the source: the migrating store reads and writes them there, before and after the
+    /// finish.
+    pub fn discussions<I, S>(mut self, discussions: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut scope: Vec<String> = discussions.into_iter().map(Into::into).collect();
+        scope.sort();
+        scope.dedup();
+        self.scope = Some(scope);
+        self
+    }
+
+    /// Builds the migration: its state in the collection `<name>_migration`, its jobs in
+    /// `<name>_jobs`, its link map in `<name>_links`, its locks in `<name>_locks`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a name that cannot name a collection, for source and
+    /// target stores that share a collection of comments or votes (give one a
+    /// `collection_prefix`), and for a blank or too long discussion id in
+    /// [`CommentMigrationBuilder::discussions`].
+    pub fn build(self) -> Result<CommentMigration> {
+        let source = self.source.data_collections();
+        if let Some(shared) = self
+            .target
+            .data_collections()
+            .into_iter()
+            .find(|c| source.contains(c))
+        {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "the migration's source and target stores share the collection {shared}: \
+                     give the target its own (a collection_prefix)"
+                ),
+            });
+        }
+        for discussion in self.scope.iter().flatten() {
+            crate::validate::id("discussion id", discussion).map_err(|error| {
+                Error::InvalidConfig {
+                    reason: format!("a discussion to migrate: {error}"),
+                }
+            })?;
+        }
+        let backend = Backend::new(&self.config.database, None, self.config.retry, None);
+        let units = Discussions {
+            source: self.source,
+            target: self.target,
+            links: Links::new(backend, self.config.collection("links")?),
+            scope: self.scope,
+            locks: LeaseLocks::new(
+                self.config.collection("locks")?,
+                LOCK_LEASE,
+                self.config.retry,
+            ),
+        };
+        Ok(CommentMigration {
+            inner: Arc::new(self.config.build(units)?),
+        })
+    }
+}
+
+impl CommentMigration {
+    /// Starts configuring the migration `name` (its collections are named after it) from
+    /// `source` to `target`, its state kept in `database`.
+    pub fn builder(
+        database: &Database,
+        name: impl Into<String>,
+        source: Arc<DynCommentTransfer>,
+        target: Arc<DynCommentTransfer>,
+    ) -> CommentMigrationBuilder {
+        CommentMigrationBuilder {
+            config: Config::new(database, name.into()),
+            source,
+            target,
+            scope: None,
+        }
+    }
+
+    /// The store the application uses while the migration runs (and after it, while links
+    /// given out before the finish circulate): writes reach both stores, reads go where the
+    /// migration says, links are the source's until the finish.
+    pub fn store(&self) -> Arc<MigratingComments> {
+        Arc::new(MigratingComments::new(self.inner.clone()))
+    }
+
+    /// Starts the migration: records it, creates both stores' indexes, the link map's and the
+    /// queue's, and enqueues the listing of the discussions. Starting again does nothing.
+    ///
+    /// # Errors
+    ///
+    /// Before anything is recorded or written: [`Error::Precondition`] when the target holds
+    /// comments already (of the migration's discussions, where it lists them);
+    /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
+    /// strategy has no threads.
+    pub async fn start(&self) -> Result<()> {
+        self.inner.start().await
+    }
+
+    /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
+    /// [`crate::JobQueue::run_pending`]).
+    pub async fn run_pending(&self) -> Result<usize> {
+        engine::run_pending(&self.inner).await
+    }
+
+    /// Runs the copy in the background until the returned worker is stopped or dropped.
+    pub fn start_worker(&self) -> Worker {
+        engine::start_worker(&self.inner)
+    }
+
+    /// How far the copy has got.
+    pub async fn progress(&self) -> Result<CommentProgress> {
+        let tally = self.inner.tally().await?;
+        Ok(CommentProgress {
+            discussions_done: tally.done,
+            discussions_total: tally.total,
+            listed: tally.listed,
+            comments_copied: tally.items,
+            rate: tally.rate,
+            time_left: tally.time_left,
+        })
+    }
+
+    /// Whether every discussion is listed and copied, and no copy is waiting.
+    pub async fn is_copied(&self) -> Result<bool> {
+        self.inner.is_copied().await
+    }
+
+    /// Moves every discussion's reads to the target at once ([`Reads::AllAtOnce`]); writes
+    /// still reach both stores.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Precondition`] before every discussion is copied, or after an abort.
+    pub async fn cut_over(&self) -> Result<()> {
+        self.inner.cut_over().await
+    }
+
+    /// Ends the migration: the source is no longer written, every read and write goes to the
+    /// target. Links given out before keep working through [`CommentMigration::store`] (the
+    /// link map translates them); the target store used directly knows only its own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Precondition`] before every discussion is copied, or after an abort.
+    pub async fn finish(&self) -> Result<()> {
+        self.inner.finish().await
+    }
+
+    /// Stops the migration: writes and reads go to the source alone again, and what the target
+    /// got (the migration's discussions, their votes, the link map) is removed once every
+    /// process has seen the abort (within about a second). The source, written all along, is
+    /// whole.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Precondition`] after [`CommentMigration::finish`].
+    pub async fn abort(&self) -> Result<()> {
+        self.inner.abort().await
+    }
+}
+
+#[async_trait]
+impl Units for Discussions {
+    fn kind(&self) -> &'static str {
+        "migrate-comments"
+    }
+
+    fn unit(&self) -> &'static str {
+        "discussion"
+    }
+
+    fn strategies(&self) -> (String, String) {
+        (
+            self.source.strategy().name().to_owned(),
+            self.target.strategy().name().to_owned(),
+        )
+    }
+
+    async fn create_indexes(&self) -> Result<()> {
+        self.source.create_indexes().await?;
+        self.target.create_indexes().await?;
+        self.links.create_indexes().await
+    }
+
+    async fn check_start(&self) -> Result<()> {
+        let holds = match &self.scope {
+            None => !self.target.is_empty().await?,
+            Some(scope) => {
+                let mut any = false;
+                for discussion in scope {
+                    any |= !self.target.export(discussion).await?.is_empty();
+                }
+                any
+            }
+        };
+        if holds {
+            return Err(Error::Precondition {
+                reason: "the migration's target store holds comments of its discussions \
+                         already: a target starts empty"
+                    .to_owned(),
+            });
+        }
+        if self.source.features().threading && !self.target.features().threading {
+            if let Some(discussion) = self
+                .source
+                .threaded_discussion(self.scope.as_deref())
+                .await?
+            {
+                return Err(crate::comments::threads_unsupported(&discussion));
+            }
+        }
+        Ok(())
+    }
+
+    async fn list(&self, after: Option<String>, limit: usize) -> Result<Vec<String>> {
+        match &self.scope {
+            Some(scope) => Ok(scope
+                .iter()
+                .filter(|d| after.as_deref().is_none_or(|after| d.as_str() > after))
+                .take(limit)
+                .cloned()
+                .collect()),
+            None => {
+                self.source
+                    .discussions(after)
+                    .await?
+                    .take(limit)
+                    .try_collect()
+                    .await
+            }
+        }
+    }
+
+    /// Exports the discussion from the source, imports it into the target (which replaces
+    /// what the target held of it) and records every comment's pair of links.
+    async fn copy(&self, discussion: &str) -> Result<u64> {
+        let held = self.source.export(discussion).await?;
+        self.links.forget(Some(discussion)).await?;
+        let links = self.target.import(discussion, &held).await?;
+        let pairs: Vec<(String, String)> = held.iter().map(|c| c.link.clone()).zip(links).collect();
+        self.links.record(discussion, &pairs).await?;
+        Ok(held.len() as u64)
+    }
+
+    /// The same comments in the same order, each with the same parent, author, text, times,
+    /// tombstone, counts and votes, and each target link the one the map gives.
+    async fn verified(&self, discussion: &str) -> Result<bool> {
+        let source = self.source.export(discussion).await?;
+        let target = self.target.export(discussion).await?;
+        if source.len() != target.len() {
+            return Ok(false);
+        }
+        let links: Vec<&str> = source.iter().map(|c| c.link.as_str()).collect();
+        let map = self.links.to_target(discussion, &links).await?;
+        Ok(source.iter().zip(&target).all(|(s, t)| same(s, t, &map)))
+    }
+
+    async fn purge_target(&self) -> Result<()> {
+        match &self.scope {
+            None => {
+                self.target.purge_all().await?;
+                self.links.forget(None).await
+            }
+            Some(scope) => {
+                for discussion in scope {
+                    self.target.purge(discussion).await?;
+                    self.links.forget(Some(discussion)).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Whether `target` is `source` moved, its links as `map` gives them.
+fn same(source: &HeldComment, target: &HeldComment, map: &HashMap<String, String>) -> bool {
+    let moved = |link: &str| map.get(link).map(String::as_str);
+    moved(&source.link) == Some(target.link.as_str())
+        && source.parent.as_deref().map(moved) == target.parent.as_deref().map(Some)
+        && source.author == target.author
+        && source.text == target.text
+        && source.posted == target.posted
+        && source.edited == target.edited
+        && source.deleted == target.deleted
+        && source.votes == target.votes
+        && source.voters == target.voters
+}
