@@ -44,6 +44,9 @@ impl Operation {
         F: Future<Output = Result<T>>,
     {
         let span = self.span;
+        // Boxed: operations nest (a delivery's job sends to inboxes, a send retries), and each
+        // level would otherwise hold the whole state of the one it runs inline, several times.
+        let work = Box::pin(work);
         async move {
             if span.is_disabled() {
                 // Nobody listens: no span, and the commands count for the enclosing operation.

@@ -16,13 +16,27 @@
 //!
 //! # What is emitted
 //!
-//! **One span per public store operation**, at `debug`, named by store and operation
-//! (`inbox.send`, `inbox.page`, `jobs.enqueue`), with fields to filter on:
+//! **One span per public store operation**, at `debug`, named `store.operation`: `inbox.send`,
+//! `inbox.page` (`inbox_page`), `inbox.mark_read`, ... for every [`InboxStore`](crate::InboxStore)
+//! and [`InboxLifecycle`](crate::InboxLifecycle) operation of every strategy; `graph.follow`,
+//! `feed.posts.create`, `feed.users.rename`, `feed.likes.like`, `feed.feeds.page`,
+//! `feed.search.page`, `notifications.notify`, `notifications.outbox.run_pending`,
+//! `delivery.post`, `jobs.enqueue`, `jobs.run_pending`, and so on for each public `async`
+//! method of [`FollowGraph`](crate::graph::FollowGraph), [`FeedStore`](crate::FeedStore) and its
+//! parts, [`NotificationStore`](crate::NotificationStore) and its outbox,
+//! [`Delivery`](crate::Delivery) and [`JobQueue`](crate::jobs::JobQueue). Not yet: the comment
+//! stores, the inbox transfer ([`InboxTransfer`](crate::inbox::InboxTransfer)) and the
+//! migration ([`migrate`](crate::migrate)); what they send counts for an enclosing operation,
+//! and their retries and lock waits are events all the same. The span's target is
+//! the module that defines the operation (`mongo_social::inbox::fan_out_on_read`, ...), so
+//! `RUST_LOG=mongo_social=debug` takes them all and `RUST_LOG=mongo_social::graph=debug` one
+//! module's. Its fields:
 //!
 //! | field | what |
 //! |---|---|
-//! | `strategy` | the store's strategy, where it has several (`fan-out-on-read`, ...) |
-//! | `recipients`, `items`, `limit` | how many recipients, items or page entries the call names |
+//! | `strategy` | the inbox strategy ([`inbox::Strategy::name`](crate::inbox::Strategy::name): `fan-out-on-read`, ...) |
+//! | `recipients`, `limit` | how many recipients a send or delivery names; a page's limit |
+//! | `kind` | a job's kind, as the application named it |
 //! | `commands` | how many commands the operation sent, counted as [`attach`] says; empty without it |
 //! | `outcome` | `ok`, or the failure's [`Error::kind`](crate::Error::kind) (`invalid_input`, `unreachable`, ...) |
 //!
@@ -39,15 +53,22 @@
 //! | waiting for lease locks held by another writer | `debug` (`info` after 16 waits) | `keys`, `waits` |
 //! | taking over locks whose holder's lease ran out | `warn` | `keys` |
 //! | a release deferred by an outage, then done in the background | `warn`, then `info` | `keys` |
-//! | a job claimed, finished, handed back | `debug` | `job`, `kind` |
-//! | a job failed | `warn` | `job`, `kind`, `attempt`, `error`, `given_up` |
-//! | a server capability missing, so a fallback path is used | `info`, once per detection | `capability`, `server`, `version` |
+//! | jobs claimed by a round | `debug` | `jobs` (their ids, comma-separated), `claimed` |
+//! | a job finished, or handed back unrun (its claim's lease ending) | `debug` | `job`, `kind` |
+//! | a job failed | `warn` | `job`, `kind`, `attempt`, `error`, `given_up`, `retry_in_ms` |
+//! | a worker's round failed (it backs off) | `warn` | `worker`, `error` |
+//! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb`, `other`), `version` |
+//! | a server capability missing, so a fallback path is used | `info`, once per detection | `capability` ([`Capabilities::missing`](crate::Capabilities::missing)), `server`, `version` |
 //!
-//! **Background work**: a worker started by
-//! [`JobQueue::start_worker`](crate::jobs::JobQueue::start_worker) runs in a `jobs.worker` span,
-//! each job it runs in a `jobs.run` span whose `job` field is the job's id (and `kind`,
-//! `attempt`), so one job (a delivery, a migration step) can be followed across its retries and
-//! the workers that ran it: filter on `jobs.run{job=...}`.
+//! **Background work**: each job run is a `jobs.run` span whose `job` field is the job's id,
+//! with its `kind`, `attempt` (from 1) and, when a worker started by
+//! [`JobQueue::start_worker`](crate::jobs::JobQueue::start_worker) runs it, the worker's
+//! `worker` number (one per worker in the process, from 1). Everything the handler does (a
+//! delivery's inbox writes, their retries, their lock waits) is inside it, so one job can be
+//! followed across its retries and the workers that ran it: filter on `jobs.run{job=...}`.
+//! A worker has no span of its own: a span as long as the worker would make, in OpenTelemetry,
+//! one trace that never ends; a worker's `jobs.run` spans are roots instead, one trace per job
+//! run. An idle worker's polls emit nothing.
 //!
 //! The happy path emits nothing at `info` or above: operations are `debug`, retries and
 //! fallbacks `info`, failures and give-ups `warn`.
@@ -100,6 +121,13 @@
 //!
 //! Each operation's span becomes an OpenTelemetry span with its fields as attributes, and the
 //! events become span events.
+//!
+//! # Cost
+//!
+//! Without the feature, none: the spans and events are not compiled in. With it, a span that no
+//! subscriber wants (filtered out by level or target) costs one check per operation, and its
+//! field values are not computed; its commands then count for an enclosing operation that is
+//! wanted.
 //!
 //! # Counting commands
 //!
