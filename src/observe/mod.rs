@@ -58,7 +58,7 @@
 //! | a job failed | `warn` | `job`, `kind`, `attempt`, `error`, `given_up`, `retry_in_ms` |
 //! | a worker's round failed (it backs off) | `warn` | `worker`, `error` |
 //! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb`, `other`), `version` |
-//! | a server capability missing, so a fallback path is used | `info`, once per detection | `capability` ([`Capabilities::missing`](crate::Capabilities::missing)), `server`, `version` |
+//! | server capabilities missing, so fallback paths are used | `info`, once per detection (once per store) | `missing` ([`Capabilities::missing`](crate::Capabilities::missing), comma-separated), `server`, `version` |
 //!
 //! **Background work**: each job run is a `jobs.run` span whose `job` field is the job's id,
 //! with its `kind`, `attempt` (from 1) and, when a worker started by
@@ -278,8 +278,8 @@ impl Operation {
     }
 }
 
-/// Reports what detection found: at `debug` the server, and at `info` each capability it lacks,
-/// for which the stores take a fallback path (see [`Capabilities`](crate::Capabilities)).
+/// Reports what detection found: at `debug` the server, and at `info` the capabilities it lacks,
+/// for which the stores take fallback paths (see [`Capabilities`](crate::Capabilities)).
 pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilities) {
     #[cfg(feature = "tracing")]
     {
@@ -293,12 +293,13 @@ pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilit
             _ => info.version.as_str(),
         };
         tracing::debug!(server, version, "server detected");
-        for capability in capabilities.missing() {
+        let missing = capabilities.missing();
+        if !missing.is_empty() {
             tracing::info!(
-                capability,
+                missing = missing.join(", "),
                 server,
                 version,
-                "the server lacks a capability: its fallback path is used"
+                "the server lacks capabilities: their fallback paths are used"
             );
         }
     }
