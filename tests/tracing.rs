@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bson::doc;
+use mongo_social::delivery::Delivery;
+use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::testing::{self, fault_proxy::FaultProxy, CommandCounter};
 use mongo_social::{
@@ -497,4 +499,68 @@ async fn a_job_is_followed_by_its_id_across_runs_of_a_worker() {
     assert_eq!(finished.len(), 1, "{finished:?}");
     assert!(capture.within(finished[0].span, runs[1].0));
     assert_eq!(field(&finished[0].fields, "job"), hex);
+}
+
+// --- Nested operations ------------------------------------------------------------------------
+
+/// A post delivered by the delivery's jobs: `delivery.run_pending` counts every command of the
+/// operations it runs (each job, the graph's reads and the inbox's writes: spans inside its own),
+/// as the `CommandCounter` does; each page's progress event names the post, so the whole
+/// delivery can be followed across its jobs.
+#[tokio::test]
+async fn a_delivery_counts_the_commands_of_the_operations_it_runs() {
+    let (capture, _guard) = Capture::install();
+    let counter = CommandCounter::new();
+    let client = counted_client(&counter).await;
+    let db = fresh_db(&client, "tracing_delivery").await;
+    let graph = Arc::new(FollowGraph::new(&db));
+    graph.create_indexes().await.expect("graph indexes");
+    let inbox: Inbox = Arc::new(FanOutOnWrite::new(&db));
+    for user in ["author", "fan-1", "fan-2", "fan-3"] {
+        graph.add_user(user).await.expect("user");
+    }
+    let delivery = Delivery::builder(&db, graph, inbox)
+        .batch(2)
+        .build()
+        .expect("delivery");
+    delivery.create_indexes().await.expect("indexes");
+    for fan in ["fan-1", "fan-2", "fan-3"] {
+        delivery.follow(fan, "author").await.expect("follow");
+        delivery.touch(fan).await.expect("active");
+    }
+    let post = delivery
+        .post("author", "news".to_string())
+        .await
+        .expect("post");
+
+    capture.clear();
+    let (ran, commands) = counter.measure(delivery.run_pending()).await;
+    assert!(ran.expect("the fan-out runs") >= 2);
+    let (run_index, run) = capture.only_span("delivery.run_pending");
+    assert_eq!(field(&run.fields, "outcome"), "ok");
+    assert_eq!(
+        field(&run.fields, "commands"),
+        commands.len().to_string(),
+        "{commands:?}"
+    );
+    let jobs = capture.spans("jobs.run");
+    assert!(jobs.len() >= 2, "{jobs:#?}");
+    let delivered = capture.spans("inbox.deliver");
+    assert!(!delivered.is_empty());
+    for (index, span) in jobs.iter().chain(&delivered) {
+        assert!(capture.within(Some(*index), run_index), "{span:?}");
+        assert_eq!(field(&span.fields, "outcome"), "ok");
+    }
+    let pages = capture.events("delivery page fanned out");
+    assert_eq!(pages.len(), 2, "3 followers in pages of 2: {pages:?}");
+    let mut followers = 0;
+    for page in &pages {
+        assert_eq!(field(&page.fields, "post"), post.id.to_string());
+        followers += field(&page.fields, "followers")
+            .parse::<usize>()
+            .expect("a number");
+    }
+    assert_eq!(followers, 3);
+    assert_eq!(field(&pages[0].fields, "first_page"), "true");
+    assert_eq!(field(&pages[1].fields, "last_page"), "true");
 }

@@ -142,7 +142,12 @@ impl JobQueue {
         for (index, mut job) in jobs.into_iter().enumerate() {
             if index > 0 && Instant::now() >= deadline {
                 // This one and the rest are released with the claim and run by a later one.
-                observe::event!(debug, job = %job.id, kind = job.kind.as_str(), "job handed back unrun");
+                observe::event!(
+                    debug,
+                    job = %job.id,
+                    kind = job.kind.as_str(),
+                    "job handed back unrun"
+                );
                 continue;
             }
             job.deadline = Some(deadline);

@@ -40,9 +40,10 @@
 //! | `commands` | how many commands the operation sent, counted as [`attach`] says; empty without it |
 //! | `outcome` | `ok`, or the failure's [`Error::kind`](crate::Error::kind) (`invalid_input`, `unreachable`, ...) |
 //!
-//! User ids, message ids, payloads and filters are never recorded. An operation that runs
-//! another (a delivery job sending to inboxes) holds the other's span as its child, and counts
-//! its commands too.
+//! User ids, payloads and filters are never recorded; ids the library made are, where they let
+//! background work be followed (a job's id, the id of a post being delivered). An operation
+//! that runs another (a delivery job sending to inboxes) holds the other's span as its child,
+//! and counts its commands too.
 //!
 //! **Events**, in the span of the operation they belong to:
 //!
@@ -57,6 +58,7 @@
 //! | a job finished, or handed back unrun (its claim's lease ending) | `debug` | `job`, `kind` |
 //! | a job failed | `warn` | `job`, `kind`, `attempt`, `error`, `given_up`, `retry_in_ms` |
 //! | a worker's round failed (it backs off) | `warn` | `worker`, `error` |
+//! | a page of a post's followers delivered ([`Delivery`](crate::Delivery)'s fan-out job) | `debug` | `post` (the post's message id, shared by every page's job), `followers`, `delivered`, `first_page`, `last_page` |
 //! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb`, `other`), `version` |
 //! | server capabilities missing, so fallback paths are used | `info`, once per detection (once per store) | `missing` ([`Capabilities::missing`](crate::Capabilities::missing), comma-separated), `server`, `version` |
 //!
