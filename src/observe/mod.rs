@@ -126,23 +126,29 @@
 //!
 //! # Cost
 //!
-//! Without the feature, none: the spans and events are not compiled in. With it, a span that no
-//! subscriber wants (filtered out by level or target) costs one check per operation, and its
-//! field values are not computed; its commands then count for an enclosing operation that is
-//! wanted.
+//! Without the feature, none: the spans and events are not compiled in. With it, each operation
+//! boxes its future (one allocation: operations nest, and their futures would otherwise grow
+//! with every level), and a span that no subscriber wants (filtered out by level or target)
+//! costs one check more; its field values are not computed, and its commands count for an
+//! enclosing operation that is wanted.
 //!
 //! # Counting commands
 //!
 //! The library does not build the application's [`Client`](mongodb::Client), so it cannot see
 //! its commands unless asked: [`attach`] adds a command event handler to the client's options
-//! that counts each command an operation starts. The driver calls it in the task that sends the
-//! command, while the operation's future is polled, so each command is counted by the
-//! operation running in that task (a task-local counter, set for the duration of the
-//! operation's future). Commands the driver sends by itself (handshakes, monitoring,
-//! [`IGNORED_COMMANDS`]), the capability probes' and a `killCursors` sent in the background
-//! after a cursor is dropped are not counted: the same commands that
-//! [`testing::CommandCounter`](crate::testing) leaves out. Without [`attach`], `commands` stays
-//! empty.
+//! that counts each command an operation starts. The driver calls that handler synchronously,
+//! in the task that sends the command, while the operation's future is polled; so each command
+//! is counted by the operation running in that task (a task-local counter, set for the duration
+//! of the operation's future), and concurrent operations on one client do not count each
+//! other's. An operation that runs another counts the other's commands too.
+//!
+//! Not counted: the commands the driver sends by itself (handshakes, authentication,
+//! monitoring: [`IGNORED_COMMANDS`]) and the capability probes', which the `testing` feature's
+//! `CommandCounter` leaves out too; and, unlike that counter (which records every command its
+//! client sends), a command sent from another task: a `killCursors` the driver sends in the
+//! background after a cursor is dropped early. `commands` is recorded once [`attach`] has been
+//! called in the process (an operation on a client without it then records 0), and left empty
+//! before.
 
 #[cfg(feature = "tracing")]
 mod enabled;
