@@ -22,6 +22,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use crate::error::{Error, Result};
+use crate::observe;
 use crate::retry::{retry, RetryPolicy};
 use crate::update_batch::{insert_failure, InsertFailure};
 
@@ -162,12 +163,24 @@ impl LeaseLocks {
         loop {
             let taken = self.try_acquire(keys, token).await?;
             if taken.len() == keys.len() {
+                if waits > 0 {
+                    observe::event!(debug, keys = keys.len(), waits, "locks taken after waiting");
+                }
                 return Ok(());
             }
             if !taken.is_empty() {
                 self.release(&taken, token).await?;
             }
             waits += 1;
+            if waits == 1 {
+                observe::event!(
+                    debug,
+                    keys = keys.len(),
+                    "waiting for locks another writer holds"
+                );
+            } else if waits == 17 {
+                observe::event!(info, keys = keys.len(), waits, "still waiting for locks");
+            }
             if waits > max_waits {
                 return Err(Error::contention("lock", waits));
             }
@@ -197,15 +210,23 @@ impl LeaseLocks {
     pub(crate) async fn give_back(&self, keys: &[String], token: ObjectId) -> Result<()> {
         match self.release(keys, token).await {
             Err(error) if error.is_retryable() => {
+                observe::event!(
+                    warn,
+                    keys = keys.len(),
+                    error = error.kind(),
+                    "lock release failed; retrying it in the background"
+                );
                 let patient = Self {
                     retry: RetryPolicy::default().budget(self.lease).through_outages(),
                     ..self.clone()
                 };
                 let keys = keys.to_vec();
-                tokio::spawn(async move {
+                tokio::spawn(observe::current().follow(async move {
                     // Past the lease the locks are expired: nothing is left to do either way.
-                    let _ = patient.release(&keys, token).await;
-                });
+                    if patient.release(&keys, token).await.is_ok() {
+                        observe::event!(info, keys = keys.len(), "locks released after the outage");
+                    }
+                }));
                 Ok(())
             }
             released => released,
@@ -291,6 +312,20 @@ impl LeaseLocks {
                 let (width, len) = (round.len(), pending.len());
                 pending.rotate_left(width % len);
                 idle_rounds += 1;
+                if idle_rounds == 1 {
+                    observe::event!(
+                        debug,
+                        keys = width,
+                        "waiting for locks another writer holds"
+                    );
+                } else if idle_rounds == 17 {
+                    observe::event!(
+                        info,
+                        keys = width,
+                        waits = idle_rounds,
+                        "still waiting for locks"
+                    );
+                }
                 if idle_rounds > MAX_LOCK_WAITS {
                     return Err(Error::contention("lock rounds", idle_rounds));
                 }
@@ -316,13 +351,22 @@ impl LeaseLocks {
     /// Removes locks on `keys` whose holder let the lease run out.
     pub(crate) async fn break_expired(&self, keys: &[String]) -> Result<()> {
         let now = bson::DateTime::now();
-        retry(&self.retry, "break expired locks", || async {
-            self.locks
+        let broken = retry(&self.retry, "break expired locks", || async {
+            Ok(self
+                .locks
                 .delete_many(doc! { "_id": { "$in": keys }, "expires": { "$lt": now } })
-                .await?;
-            Ok(())
+                .await?
+                .deleted_count)
         })
-        .await
+        .await?;
+        if broken > 0 {
+            observe::event!(
+                warn,
+                keys = broken,
+                "took over locks whose holder's lease ran out"
+            );
+        }
+        Ok(())
     }
 }
 

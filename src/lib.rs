@@ -43,6 +43,7 @@ mod lease_lock;
 pub mod migrate;
 mod names;
 pub mod notifications;
+pub mod observe;
 pub mod page;
 mod payload;
 pub mod prelude;

@@ -23,6 +23,7 @@ use bson::Document;
 use mongodb::options::ClientOptions;
 
 use crate::error::{Error, Result};
+use crate::observe;
 
 /// How many recent operation ids a document keeps in `ops` (see [`once_per_op`]).
 pub(crate) const RECENT_OPS: i32 = 100;
@@ -230,6 +231,13 @@ impl<'a> Backoff<'a> {
                     reason: "no reply".to_owned(),
                     source: None,
                 });
+                observe::event!(
+                    warn,
+                    operation = self.operation,
+                    attempts = self.attempt,
+                    error = "no_reply",
+                    "retry budget spent waiting for a reply; giving up"
+                );
                 Err(self.give_up(last, " (no reply before the retry budget ran out)"))
             }
         }
@@ -240,8 +248,26 @@ impl<'a> Backoff<'a> {
     pub(crate) async fn wait(&mut self, error: Error) -> Result<()> {
         let pause = jittered(self.policy.backoff(self.attempt));
         if self.started.elapsed() + pause > self.policy.budget {
+            observe::event!(
+                warn,
+                operation = self.operation,
+                attempts = self.attempt,
+                error = error.kind(),
+                code = error.code(),
+                "retry budget spent; giving up"
+            );
             return Err(self.give_up(error, ""));
         }
+        observe::event!(
+            info,
+            operation = self.operation,
+            attempt = self.attempt,
+            error = error.kind(),
+            code = error.code(),
+            label = observe::label(&error).as_deref(),
+            delay_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+            "retrying after a transient failure"
+        );
         self.last = Some(error);
         tokio::time::sleep(pause).await;
         self.attempt += 1;

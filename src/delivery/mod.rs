@@ -76,6 +76,7 @@ use crate::config::{store_builder_methods, StoreConfig};
 use crate::graph::FollowGraph;
 use crate::inbox::{DynInboxStore, Message, MessageId, Strategy};
 use crate::jobs::{JobQueue, Worker};
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Error, PageRequest, Payload, Result};
@@ -348,9 +349,13 @@ impl<P: Payload> Delivery<P> {
     /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
     /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        self.inner.backend.create_indexes().await?;
-        self.inner.jobs.create_indexes().await?;
-        self.inner.inbox.create_indexes().await
+        observe::operation!("delivery.create_indexes")
+            .run(async move {
+                self.inner.backend.create_indexes().await?;
+                self.inner.jobs.create_indexes().await?;
+                self.inner.inbox.create_indexes().await
+            })
+            .await
     }
 
     /// The shard key each of the delivery's own collections should have. The `celebrities`
@@ -388,65 +393,69 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::max_message_bytes`]. Then [`Error::NotFound`] (an author the graph does not
     /// know) before anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
-        crate::validate::user_id("sender", author)?;
-        let message = Message {
-            id: MessageId::new(),
-            from: author.to_owned(),
-            to: Vec::new(),
-            sent: bson::DateTime::now(),
-            payload,
-            edited: None,
-            read: false,
-            starred: false,
-        };
-        let document = message.to_document()?;
-        crate::validate::encoded_size("message", &document, self.max_message_bytes())?;
-        let stats = self.inner.graph.stats(author).await?;
-        let celebrity = self
-            .inner
-            .celebrity_followers
-            .is_some_and(|threshold| stats.followers >= threshold);
-        let mut outbox = document.clone();
-        outbox.remove("id");
-        outbox.insert("_id", message.id.0);
-        if celebrity {
-            // Readers merge a celebrity's posts in; nothing is copied.
-            // A `$set` upsert and an insert keyed by the message id: both retried, neither
-            // applies twice.
-            self.inner
-                .upsert(
-                    &self.inner.celebrities,
-                    doc! { "_id": author },
-                    doc! { "$set": { "since": message.sent } },
-                )
-                .await?;
-            self.inner
-                .backend
-                .insert_once(&self.inner.outbox, outbox)
-                .await?;
-        } else {
-            // The job first: if the outbox write then fails, the job is withdrawn; if the
-            // process dies in between, the job's first page writes the outbox entry itself.
-            let job = self
-                .inner
-                .jobs
-                .enqueue(FAN_OUT, doc! { "message": document })
-                .await?;
-            if let Err(error) = self
-                .inner
-                .backend
-                .insert_once(&self.inner.outbox, outbox)
-                .await
-            {
-                self.inner.jobs.cancel(job).await?;
-                return Err(error);
-            }
-        }
-        self.inner
-            .inbox
-            .deliver(&message, &[author.to_owned()])
-            .await?;
-        Ok(message)
+        observe::operation!("delivery.post")
+            .run(async move {
+                crate::validate::user_id("sender", author)?;
+                let message = Message {
+                    id: MessageId::new(),
+                    from: author.to_owned(),
+                    to: Vec::new(),
+                    sent: bson::DateTime::now(),
+                    payload,
+                    edited: None,
+                    read: false,
+                    starred: false,
+                };
+                let document = message.to_document()?;
+                crate::validate::encoded_size("message", &document, self.max_message_bytes())?;
+                let stats = self.inner.graph.stats(author).await?;
+                let celebrity = self
+                    .inner
+                    .celebrity_followers
+                    .is_some_and(|threshold| stats.followers >= threshold);
+                let mut outbox = document.clone();
+                outbox.remove("id");
+                outbox.insert("_id", message.id.0);
+                if celebrity {
+                    // Readers merge a celebrity's posts in; nothing is copied.
+                    // A `$set` upsert and an insert keyed by the message id: both retried, neither
+                    // applies twice.
+                    self.inner
+                        .upsert(
+                            &self.inner.celebrities,
+                            doc! { "_id": author },
+                            doc! { "$set": { "since": message.sent } },
+                        )
+                        .await?;
+                    self.inner
+                        .backend
+                        .insert_once(&self.inner.outbox, outbox)
+                        .await?;
+                } else {
+                    // The job first: if the outbox write then fails, the job is withdrawn; if the
+                    // process dies in between, the job's first page writes the outbox entry itself.
+                    let job = self
+                        .inner
+                        .jobs
+                        .enqueue(FAN_OUT, doc! { "message": document })
+                        .await?;
+                    if let Err(error) = self
+                        .inner
+                        .backend
+                        .insert_once(&self.inner.outbox, outbox)
+                        .await
+                    {
+                        self.inner.jobs.cancel(job).await?;
+                        return Err(error);
+                    }
+                }
+                self.inner
+                    .inbox
+                    .deliver(&message, &[author.to_owned()])
+                    .await?;
+                Ok(message)
+            })
+            .await
     }
 
     /// The largest message [`Delivery::post`] takes, encoded as stored, in bytes: the inbox's
@@ -466,57 +475,62 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
     /// inbox.
     pub async fn touch(&self, user: &str) -> Result<bool> {
-        crate::validate::user_id("user", user)?;
-        let inner = &self.inner;
-        let now = bson::DateTime::now();
-        let before = inner
-            .activity
-            .find_one(doc! { "_id": user })
-            .projection(doc! { "last_seen": 1 })
-            .await?;
-        let last_seen = before.and_then(|d| d.get_datetime("last_seen").ok().copied());
-        let dormant_ms = inner.dormant_after.as_millis() as i64;
-        let returning = last_seen
-            .is_none_or(|seen| seen.timestamp_millis() < now.timestamp_millis() - dormant_ms);
-        if returning {
-            // Marked and queued before `last_seen` moves: a crash in between leaves the user
-            // still dormant, so the next touch queues the rebuild again. The job's id derives
-            // from the user and the old `last_seen`, so concurrent touches queue it once.
-            let key = format!(
-                "rebuild:{user}:{}",
-                last_seen.map_or(-1, |seen| seen.timestamp_millis())
-            );
-            let mut job = doc! { "user": user };
-            if let Some(seen) = last_seen {
-                // Copies stopped once the user was dormant; an hour's margin covers fan-outs
-                // that ran late. Earlier posts are in the inbox already.
-                let since = seen.timestamp_millis() + dormant_ms - 3_600_000;
-                job.insert("since", bson::DateTime::from_millis(since));
-            }
-            inner
-                .upsert(
-                    &inner.activity,
-                    doc! { "_id": user },
-                    doc! { "$set": { "rebuilding": true } },
-                )
-                .await?;
-            inner
-                .jobs
-                .enqueue_once(
-                    derived_id(ObjectId::from_bytes([0; 12]), &key),
-                    REBUILD,
-                    job,
-                )
-                .await?;
-        }
-        inner
-            .upsert(
-                &inner.activity,
-                doc! { "_id": user },
-                doc! { "$set": { "last_seen": now } },
-            )
-            .await?;
-        Ok(returning)
+        observe::operation!("delivery.touch")
+            .run(async move {
+                crate::validate::user_id("user", user)?;
+                let inner = &self.inner;
+                let now = bson::DateTime::now();
+                let before = inner
+                    .activity
+                    .find_one(doc! { "_id": user })
+                    .projection(doc! { "last_seen": 1 })
+                    .await?;
+                let last_seen = before.and_then(|d| d.get_datetime("last_seen").ok().copied());
+                let dormant_ms = inner.dormant_after.as_millis() as i64;
+                let returning = last_seen.is_none_or(|seen| {
+                    seen.timestamp_millis() < now.timestamp_millis() - dormant_ms
+                });
+                if returning {
+                    // Marked and queued before `last_seen` moves: a crash in between leaves the user
+                    // still dormant, so the next touch queues the rebuild again. The job's id derives
+                    // from the user and the old `last_seen`, so concurrent touches queue it once.
+                    let key = format!(
+                        "rebuild:{user}:{}",
+                        last_seen.map_or(-1, |seen| seen.timestamp_millis())
+                    );
+                    let mut job = doc! { "user": user };
+                    if let Some(seen) = last_seen {
+                        // Copies stopped once the user was dormant; an hour's margin covers fan-outs
+                        // that ran late. Earlier posts are in the inbox already.
+                        let since = seen.timestamp_millis() + dormant_ms - 3_600_000;
+                        job.insert("since", bson::DateTime::from_millis(since));
+                    }
+                    inner
+                        .upsert(
+                            &inner.activity,
+                            doc! { "_id": user },
+                            doc! { "$set": { "rebuilding": true } },
+                        )
+                        .await?;
+                    inner
+                        .jobs
+                        .enqueue_once(
+                            derived_id(ObjectId::from_bytes([0; 12]), &key),
+                            REBUILD,
+                            job,
+                        )
+                        .await?;
+                }
+                inner
+                    .upsert(
+                        &inner.activity,
+                        doc! { "_id": user },
+                        doc! { "$set": { "last_seen": now } },
+                    )
+                    .await?;
+                Ok(returning)
+            })
+            .await
     }
 
     /// `owner` follows `user` (see [`FollowGraph::follow`]) and receives `user`'s newest posts
@@ -527,19 +541,23 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        let new = self.inner.graph.follow(owner, user).await?;
-        if new && !self.is_celebrity(user).await? {
-            let posts = self
-                .inner
-                .newest_posts(&[user.to_owned()], None, self.inner.backfill)
-                .await?;
-            self.inner.backfill(owner, &posts).await?;
-            // An unfollow that ran meanwhile may have cleaned up before these copies landed.
-            self.inner
-                .take_back_unless_following(user, &[owner.to_owned()])
-                .await?;
-        }
-        Ok(new)
+        observe::operation!("delivery.follow")
+            .run(async move {
+                let new = self.inner.graph.follow(owner, user).await?;
+                if new && !self.is_celebrity(user).await? {
+                    let posts = self
+                        .inner
+                        .newest_posts(&[user.to_owned()], None, self.inner.backfill)
+                        .await?;
+                    self.inner.backfill(owner, &posts).await?;
+                    // An unfollow that ran meanwhile may have cleaned up before these copies landed.
+                    self.inner
+                        .take_back_unless_following(user, &[owner.to_owned()])
+                        .await?;
+                }
+                Ok(new)
+            })
+            .await
     }
 
     /// `owner` stops following `user` directly (see [`FollowGraph::unfollow`]); if no route to
@@ -552,32 +570,40 @@ impl<P: Payload> Delivery<P> {
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        crate::validate::user_id("owner", owner)?;
-        crate::validate::user_id("user", user)?;
-        if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
-            return Err(Error::Unsupported {
-                limit: crate::error::Limit::Strategy,
-                feature: "taking an unfollowed user's posts out of a bucketed inbox",
-                reason: "a bucketed inbox keeps what it received (positions would shift)"
-                    .to_owned(),
-            });
-        }
-        let existed = self.inner.graph.unfollow(owner, user).await?;
-        if self.inner.graph.subscription(owner, user).await?.is_none() {
-            self.inner.inbox.remove_from(owner, user).await?;
-        }
-        Ok(existed)
+        observe::operation!("delivery.unfollow")
+            .run(async move {
+                crate::validate::user_id("owner", owner)?;
+                crate::validate::user_id("user", user)?;
+                if self.inner.inbox.strategy() == Strategy::BucketedFanOut {
+                    return Err(Error::Unsupported {
+                        limit: crate::error::Limit::Strategy,
+                        feature: "taking an unfollowed user's posts out of a bucketed inbox",
+                        reason: "a bucketed inbox keeps what it received (positions would shift)"
+                            .to_owned(),
+                    });
+                }
+                let existed = self.inner.graph.unfollow(owner, user).await?;
+                if self.inner.graph.subscription(owner, user).await?.is_none() {
+                    self.inner.inbox.remove_from(owner, user).await?;
+                }
+                Ok(existed)
+            })
+            .await
     }
 
     /// Whether `user`'s posts are merged at read time rather than copied.
     pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
-        crate::validate::user_id("user", user)?;
-        Ok(self
-            .inner
-            .celebrities
-            .find_one(doc! { "_id": user })
-            .await?
-            .is_some())
+        observe::operation!("delivery.is_celebrity")
+            .run(async move {
+                crate::validate::user_id("user", user)?;
+                Ok(self
+                    .inner
+                    .celebrities
+                    .find_one(doc! { "_id": user })
+                    .await?
+                    .is_some())
+            })
+            .await
     }
 
     /// Starts a worker that runs fan-out jobs until stopped or its handle is dropped; idle, it
@@ -593,9 +619,13 @@ impl<P: Payload> Delivery<P> {
     /// Runs the fan-out jobs that are due, in this task, until none is left; returns how many
     /// ran. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        self.inner
-            .jobs
-            .run_pending(&worker::Handler(self.inner.clone()))
+        observe::operation!("delivery.run_pending")
+            .run(async move {
+                self.inner
+                    .jobs
+                    .run_pending(&worker::Handler(self.inner.clone()))
+                    .await
+            })
             .await
     }
 
@@ -606,7 +636,9 @@ impl<P: Payload> Delivery<P> {
     ///
     /// [`Error::Timeout`] after `timeout`.
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        self.inner.jobs.wait_until_drained(timeout).await
+        observe::operation!("delivery.wait_until_drained")
+            .run(async move { self.inner.jobs.wait_until_drained(timeout).await })
+            .await
     }
 }
 

@@ -8,6 +8,7 @@ use super::worker::decode_post;
 use super::Delivery;
 use crate::graph::FollowSource;
 use crate::inbox::{cursor, Message, Strategy};
+use crate::observe;
 use crate::{Page, PageRequest, Payload, Result};
 
 impl<P: Payload> Delivery<P> {
@@ -39,43 +40,47 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`crate::InboxStore::inbox_page`].
     pub async fn timeline(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        let inner = &self.inner;
-        if inner.inbox.strategy() == Strategy::BucketedFanOut {
-            return inner.inbox.inbox_page(owner, page).await;
-        }
-        crate::validate::user_id("owner", owner)?;
-        page.check()?;
-        let strategy = inner.inbox.strategy();
-        let after = page
-            .after
-            .as_ref()
-            .map(|after| cursor::older_than(after, strategy, owner, "_id"))
-            .transpose()?;
-        let rebuilding = inner
-            .activity
-            .find_one(doc! { "_id": owner, "rebuilding": true })
-            .projection(doc! { "_id": 1 })
-            .await?
-            .is_some();
-        let limit = page.limit;
-        let inbox = inner.inbox.inbox_page(owner, page).await?;
-        // Whose outbox posts join the inbox: while the inbox is rebuilt, everyone `owner`
-        // follows (and `owner`), whose missed posts are on their way; otherwise the
-        // celebrities `owner` follows, whose posts are never copied.
-        let others = if rebuilding {
-            let mut authors = inner.graph.followees_of(owner).await?;
-            authors.push(owner.to_owned());
-            inner.shown_authors(owner, authors).await?
-        } else {
-            inner.followed_celebrities(owner).await?
-        };
-        if others.is_empty() {
-            return Ok(inbox);
-        }
-        let theirs = self
-            .outbox_page(owner, &others, after, limit, strategy)
-            .await?;
-        Ok(merge(owner, inbox, theirs, limit, strategy))
+        observe::operation!("delivery.timeline")
+            .run(async move {
+                let inner = &self.inner;
+                if inner.inbox.strategy() == Strategy::BucketedFanOut {
+                    return inner.inbox.inbox_page(owner, page).await;
+                }
+                crate::validate::user_id("owner", owner)?;
+                page.check()?;
+                let strategy = inner.inbox.strategy();
+                let after = page
+                    .after
+                    .as_ref()
+                    .map(|after| cursor::older_than(after, strategy, owner, "_id"))
+                    .transpose()?;
+                let rebuilding = inner
+                    .activity
+                    .find_one(doc! { "_id": owner, "rebuilding": true })
+                    .projection(doc! { "_id": 1 })
+                    .await?
+                    .is_some();
+                let limit = page.limit;
+                let inbox = inner.inbox.inbox_page(owner, page).await?;
+                // Whose outbox posts join the inbox: while the inbox is rebuilt, everyone `owner`
+                // follows (and `owner`), whose missed posts are on their way; otherwise the
+                // celebrities `owner` follows, whose posts are never copied.
+                let others = if rebuilding {
+                    let mut authors = inner.graph.followees_of(owner).await?;
+                    authors.push(owner.to_owned());
+                    inner.shown_authors(owner, authors).await?
+                } else {
+                    inner.followed_celebrities(owner).await?
+                };
+                if others.is_empty() {
+                    return Ok(inbox);
+                }
+                let theirs = self
+                    .outbox_page(owner, &others, after, limit, strategy)
+                    .await?;
+                Ok(merge(owner, inbox, theirs, limit, strategy))
+            })
+            .await
     }
 
     /// The newest posts of `authors` after `after`, from the outbox: one `find`. Cursors are

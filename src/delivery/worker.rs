@@ -13,6 +13,7 @@ use crate::bson_ext::derived_id;
 use crate::graph::FollowSource;
 use crate::inbox::Message;
 use crate::jobs::{Job, JobHandler};
+use crate::observe;
 use crate::page;
 use crate::{Cursor, Error, PageRequest, Payload, Result};
 
@@ -140,6 +141,15 @@ impl<P: Payload> Inner<P> {
             self.take_back_unless_following(&message.from, &active)
                 .await?;
         }
+        observe::event!(
+            debug,
+            post = %message.id,
+            followers = followers.len(),
+            delivered = active.len(),
+            first_page = after_text.is_none(),
+            last_page = page.next.is_none(),
+            "delivery page fanned out"
+        );
         if let Some(next) = page.next {
             // Queued under an id derived from this job's own input (message and cursor), so a
             // re-run queues the same successor, once, whatever the followers are now.

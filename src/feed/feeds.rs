@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use bson::doc;
 
 use crate::error::Invalid;
+use crate::observe;
 
 use super::cursor;
 use super::inner::Inner;
@@ -104,42 +105,47 @@ impl<X: Payload> Feeds<X> {
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
     /// unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
-        request.check()?;
-        if let FeedKind::User(user) = feed {
-            crate::validate::user_id("user", user)?;
-        }
-        let after = match &request.after {
-            Some(cursor) => Some(cursor::feed_key(cursor, feed)?),
-            None => None,
-        };
-        let (mut items, generation) = match self.read(feed).await? {
-            Some(found) => found,
-            None => {
+        observe::operation!("feed.feeds.page")
+            .run(async move {
+                request.check()?;
                 if let FeedKind::User(user) = feed {
-                    self.inner.user(user).await?;
+                    crate::validate::user_id("user", user)?;
                 }
-                (Vec::new(), 0)
-            }
-        };
-        if let Some((cursor_generation, key)) = after {
-            if cursor_generation != generation {
-                return Err(Error::InvalidInput(Invalid::Cursor {
-                    reason: "the feed was recomputed since this cursor was made; start again \
-                             from the first page"
-                        .to_owned(),
-                }));
-            }
-            items.retain(|item| comes_after(item, key));
-        }
-        let items = Page::from_overfetch(items, request.limit, |last| {
-            cursor::after_feed_item(feed, generation, last.score, last.post)
-        });
-        let ids: Vec<PostId> = items.items.iter().map(|item| item.post).collect();
-        let posts = self.inner.posts_in_order(&ids).await?;
-        Ok(Page {
-            items: posts,
-            next: items.next,
-        })
+                let after = match &request.after {
+                    Some(cursor) => Some(cursor::feed_key(cursor, feed)?),
+                    None => None,
+                };
+                let (mut items, generation) = match self.read(feed).await? {
+                    Some(found) => found,
+                    None => {
+                        if let FeedKind::User(user) = feed {
+                            self.inner.user(user).await?;
+                        }
+                        (Vec::new(), 0)
+                    }
+                };
+                if let Some((cursor_generation, key)) = after {
+                    if cursor_generation != generation {
+                        return Err(Error::InvalidInput(Invalid::Cursor {
+                            reason:
+                                "the feed was recomputed since this cursor was made; start again \
+                                     from the first page"
+                                    .to_owned(),
+                        }));
+                    }
+                    items.retain(|item| comes_after(item, key));
+                }
+                let items = Page::from_overfetch(items, request.limit, |last| {
+                    cursor::after_feed_item(feed, generation, last.score, last.post)
+                });
+                let ids: Vec<PostId> = items.items.iter().map(|item| item.post).collect();
+                let posts = self.inner.posts_in_order(&ids).await?;
+                Ok(Page {
+                    items: posts,
+                    next: items.next,
+                })
+            })
+            .await
     }
 
     /// A stream of the posts that enter `feed` (a post's fan-out, or a recompute that brings a
@@ -183,14 +189,18 @@ impl<X: Payload> Feeds<X> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for the user id of a
     /// [`FeedKind::User`], before any command.
     pub async fn items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
-        if let FeedKind::User(user) = feed {
-            crate::validate::user_id("user", user)?;
-        }
-        Ok(self
-            .read(feed)
-            .await?
-            .map(|(items, _)| items)
-            .unwrap_or_default())
+        observe::operation!("feed.feeds.items")
+            .run(async move {
+                if let FeedKind::User(user) = feed {
+                    crate::validate::user_id("user", user)?;
+                }
+                Ok(self
+                    .read(feed)
+                    .await?
+                    .map(|(items, _)| items)
+                    .unwrap_or_default())
+            })
+            .await
     }
 
     /// A feed's sorted entries and generation, if the feed document exists (one `find`).
@@ -211,13 +221,19 @@ impl<X: Payload> Feeds<X> {
     /// the `4 × max_feed_len` most liked; one `find` of those posts; one write of the feed.
     /// Returns the feed's length.
     pub async fn refresh_hot(&self) -> Result<usize> {
-        lists::refresh_hot(&self.inner).await
+        observe::operation!("feed.feeds.refresh_hot")
+            .run(async move { lists::refresh_hot(&self.inner).await })
+            .await
     }
 
     /// Queues a refresh of the "hot" feed for a worker (one `insert`).
     pub async fn schedule_hot_refresh(&self) -> Result<()> {
-        FeedJob::RefreshHot.enqueue(&self.inner.jobs).await?;
-        Ok(())
+        observe::operation!("feed.feeds.schedule_hot_refresh")
+            .run(async move {
+                FeedJob::RefreshHot.enqueue(&self.inner.jobs).await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Rebuilds `user`'s feed from the newest posts of `user` and whom they follow
@@ -234,7 +250,9 @@ impl<X: Payload> Feeds<X> {
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user(&self, user: &str) -> Result<usize> {
-        lists::rebuild_user(&self.inner, user).await
+        observe::operation!("feed.feeds.rebuild_user")
+            .run(async move { lists::rebuild_user(&self.inner, user).await })
+            .await
     }
 }
 

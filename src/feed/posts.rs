@@ -1,6 +1,7 @@
 //! The [`Posts`] handle: publishing posts and reading them, one denormalized document each.
 
 use crate::error::Invalid;
+use crate::observe;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -211,139 +212,143 @@ impl<X: Payload> Posts<X> {
     /// # Ok(()) }
     /// ```
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
-        user_id("author", &post.author)?;
-        crate::idempotency::check(post.key.as_deref())?;
-        if post.title.trim().is_empty() && post.body.trim().is_empty() {
-            return Err(Error::InvalidInput(Invalid::Blank {
-                what: "title and body",
-            }));
-        }
-        let media = post.images.iter().chain(&post.videos).chain(&post.audio);
-        for item in media {
-            non_blank("media url", &item.url)?;
-        }
-        let keyed = match &post.key {
-            Some(key) => Some(self.keyed(&post, key)?),
-            None => None,
-        };
-        let mut record = None;
-        if let Some(keyed) = &keyed {
-            // A repeat: one `find` of the record and one of the post, nothing written.
-            if let Some(found) = self.find_record(keyed).await? {
-                if found.get_bool("done") == Ok(true) {
-                    return self.get(record_post(&self.inner, &found)?).await;
+        observe::operation!("feed.posts.create")
+            .run(async move {
+                user_id("author", &post.author)?;
+                crate::idempotency::check(post.key.as_deref())?;
+                if post.title.trim().is_empty() && post.body.trim().is_empty() {
+                    return Err(Error::InvalidInput(Invalid::Blank {
+                        what: "title and body",
+                    }));
                 }
-                record = Some(found);
-            }
-        }
-        let (id, created) = match &record {
-            Some(found) => (
-                record_post(&self.inner, found)?,
-                record_created(&self.inner, found)?,
-            ),
-            None => (PostId::new(), self.inner.clock.now()),
-        };
-        // Size is checked with a placeholder chunk first, so an oversize post costs no read.
-        let mut stored = Post {
-            id,
-            title: post.title,
-            body: post.body,
-            created,
-            created_by: UserChunk {
-                id: post.author.clone(),
-                username: String::new(),
-                revision: 0,
-            },
-            images: post.images,
-            videos: post.videos,
-            audio: post.audio,
-            extension: post.extension,
-        };
-        let limit = self.inner.settings.max_post_bytes;
-        crate::validate::encoded_size("post", &stored, limit)?;
-        stored.created_by = self.inner.chunk_of(&post.author).await?;
-        let document = bson::to_document(&stored)?;
-        crate::validate::encoded_size("post", &document, limit)?;
-        let Some(keyed) = keyed else {
-            // The job first: a crash after it leaves a job that waits for its post (and is
-            // dropped after a while), never a post that no feed will show.
-            let job = FeedJob::PostCreated {
-                post: stored.id,
-                created: Some(stored.created),
-            }
-            .enqueue(&self.inner.jobs)
-            .await?;
-            if let Err(error) = self.inner.collections.posts.insert_one(document).await {
-                // Best effort: a job left behind finds no post and is dropped after a while.
-                let _ = self.inner.jobs.cancel(job).await;
-                return Err(error.into());
-            }
-            return Ok(stored);
-        };
-        // Keyed: the record first, whose unique `_id` makes one attempt's id and time the
-        // post's; then the job and the post under those (each once, by `_id`); then the record
-        // marked done.
-        let record = match record {
-            Some(record) => record,
-            None => {
-                let record = doc! {
-                    "_id": keyed.id,
-                    "author": &stored.created_by.id,
-                    KEY: &keyed.key,
-                    CONTENT: &keyed.content,
-                    "post": stored.id.0,
-                    "created": stored.created,
-                    "done": false,
+                let media = post.images.iter().chain(&post.videos).chain(&post.audio);
+                for item in media {
+                    non_blank("media url", &item.url)?;
+                }
+                let keyed = match &post.key {
+                    Some(key) => Some(self.keyed(&post, key)?),
+                    None => None,
                 };
-                let records = &self.inner.collections.post_keys;
-                if self
-                    .inner
-                    .backend
-                    .insert_once(records, record.clone())
-                    .await?
-                {
-                    record
-                } else {
-                    self.find_record(&keyed)
-                        .await?
-                        .ok_or_else(|| Error::contention("record keyed post", 1))?
+                let mut record = None;
+                if let Some(keyed) = &keyed {
+                    // A repeat: one `find` of the record and one of the post, nothing written.
+                    if let Some(found) = self.find_record(keyed).await? {
+                        if found.get_bool("done") == Ok(true) {
+                            return self.get(record_post(&self.inner, &found)?).await;
+                        }
+                        record = Some(found);
+                    }
                 }
-            }
-        };
-        let id = record_post(&self.inner, &record)?;
-        if id != stored.id {
-            // A concurrent attempt recorded the post first: its id and time are the post's.
-            stored.id = id;
-            stored.created = record_created(&self.inner, &record)?;
-        }
-        if record.get_bool("done") == Ok(true) {
-            return self.get(id).await;
-        }
-        FeedJob::PostCreated {
-            post: stored.id,
-            created: Some(stored.created),
-        }
-        .enqueue_once(
-            &self.inner.jobs,
-            crate::bson_ext::derived_id(stored.id.0, "post_created"),
-        )
-        .await?;
-        self.inner
-            .backend
-            .insert_once(&self.inner.collections.posts, bson::to_document(&stored)?)
-            .await?;
-        let done = doc! { "_id": keyed.id, "done": false };
-        let records = &self.inner.collections.post_keys;
-        self.inner
-            .backend
-            .retry("finish keyed post", || async {
-                records
-                    .update_one(done.clone(), doc! { "$set": { "done": true } })
+                let (id, created) = match &record {
+                    Some(found) => (
+                        record_post(&self.inner, found)?,
+                        record_created(&self.inner, found)?,
+                    ),
+                    None => (PostId::new(), self.inner.clock.now()),
+                };
+                // Size is checked with a placeholder chunk first, so an oversize post costs no read.
+                let mut stored = Post {
+                    id,
+                    title: post.title,
+                    body: post.body,
+                    created,
+                    created_by: UserChunk {
+                        id: post.author.clone(),
+                        username: String::new(),
+                        revision: 0,
+                    },
+                    images: post.images,
+                    videos: post.videos,
+                    audio: post.audio,
+                    extension: post.extension,
+                };
+                let limit = self.inner.settings.max_post_bytes;
+                crate::validate::encoded_size("post", &stored, limit)?;
+                stored.created_by = self.inner.chunk_of(&post.author).await?;
+                let document = bson::to_document(&stored)?;
+                crate::validate::encoded_size("post", &document, limit)?;
+                let Some(keyed) = keyed else {
+                    // The job first: a crash after it leaves a job that waits for its post (and is
+                    // dropped after a while), never a post that no feed will show.
+                    let job = FeedJob::PostCreated {
+                        post: stored.id,
+                        created: Some(stored.created),
+                    }
+                    .enqueue(&self.inner.jobs)
                     .await?;
-                Ok(())
+                    if let Err(error) = self.inner.collections.posts.insert_one(document).await {
+                        // Best effort: a job left behind finds no post and is dropped after a while.
+                        let _ = self.inner.jobs.cancel(job).await;
+                        return Err(error.into());
+                    }
+                    return Ok(stored);
+                };
+                // Keyed: the record first, whose unique `_id` makes one attempt's id and time the
+                // post's; then the job and the post under those (each once, by `_id`); then the record
+                // marked done.
+                let record = match record {
+                    Some(record) => record,
+                    None => {
+                        let record = doc! {
+                            "_id": keyed.id,
+                            "author": &stored.created_by.id,
+                            KEY: &keyed.key,
+                            CONTENT: &keyed.content,
+                            "post": stored.id.0,
+                            "created": stored.created,
+                            "done": false,
+                        };
+                        let records = &self.inner.collections.post_keys;
+                        if self
+                            .inner
+                            .backend
+                            .insert_once(records, record.clone())
+                            .await?
+                        {
+                            record
+                        } else {
+                            self.find_record(&keyed)
+                                .await?
+                                .ok_or_else(|| Error::contention("record keyed post", 1))?
+                        }
+                    }
+                };
+                let id = record_post(&self.inner, &record)?;
+                if id != stored.id {
+                    // A concurrent attempt recorded the post first: its id and time are the post's.
+                    stored.id = id;
+                    stored.created = record_created(&self.inner, &record)?;
+                }
+                if record.get_bool("done") == Ok(true) {
+                    return self.get(id).await;
+                }
+                FeedJob::PostCreated {
+                    post: stored.id,
+                    created: Some(stored.created),
+                }
+                .enqueue_once(
+                    &self.inner.jobs,
+                    crate::bson_ext::derived_id(stored.id.0, "post_created"),
+                )
+                .await?;
+                self.inner
+                    .backend
+                    .insert_once(&self.inner.collections.posts, bson::to_document(&stored)?)
+                    .await?;
+                let done = doc! { "_id": keyed.id, "done": false };
+                let records = &self.inner.collections.post_keys;
+                self.inner
+                    .backend
+                    .retry("finish keyed post", || async {
+                        records
+                            .update_one(done.clone(), doc! { "$set": { "done": true } })
+                            .await?;
+                        Ok(())
+                    })
+                    .await?;
+                Ok(stored)
             })
-            .await?;
-        Ok(stored)
+            .await
     }
 
     /// A keyed post's record id and content digest.
@@ -392,17 +397,23 @@ impl<X: Payload> Posts<X> {
     ///
     /// [`Error::NotFound`] for an unknown post.
     pub async fn get(&self, id: PostId) -> Result<Post<X>> {
-        let posts = &self.inner.collections.posts;
-        let found = posts
-            .find_one(doc! { "_id": id.0 })
-            .await?
-            .ok_or_else(|| not_found_post(id))?;
-        bson_ext::decode(posts.name(), found)
+        observe::operation!("feed.posts.get")
+            .run(async move {
+                let posts = &self.inner.collections.posts;
+                let found = posts
+                    .find_one(doc! { "_id": id.0 })
+                    .await?
+                    .ok_or_else(|| not_found_post(id))?;
+                bson_ext::decode(posts.name(), found)
+            })
+            .await
     }
 
     /// The posts with these ids, in this order, in one `find` with `$in` (MongoDB returns `$in`
     /// matches in any order). Ids of deleted posts are skipped.
     pub async fn get_many(&self, ids: &[PostId]) -> Result<Vec<Post<X>>> {
-        self.inner.posts_in_order(ids).await
+        observe::operation!("feed.posts.get_many")
+            .run(async move { self.inner.posts_in_order(ids).await })
+            .await
     }
 }

@@ -31,6 +31,7 @@ use super::inner::Inner;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
+use crate::observe;
 use crate::Payload;
 use crate::{Capabilities, Error, Page, PageRequest, Result};
 
@@ -113,50 +114,54 @@ impl<X: Payload> Search<X> {
         order: SearchOrder,
         request: PageRequest,
     ) -> Result<Page<Post<X>>> {
-        let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
-        if terms.is_empty() {
-            return Err(Error::InvalidInput(Invalid::Blank {
-                what: "search terms",
-            }));
-        }
-        request.check()?;
-        match order {
-            SearchOrder::Newest => {
-                let after = request
-                    .after
-                    .as_ref()
-                    .map(|after| cursor::time_key(after, &terms))
-                    .transpose()?;
-                let keyset = after.map(|(created, post)| {
-                    doc! { "$or": [
-                        { "created": { "$lt": created } },
-                        { "created": created, "_id": { "$lt": post.0 } },
-                    ] }
-                });
-                let posts = self.newest_matches(&terms, keyset, request.limit).await?;
-                Ok(Page::from_overfetch(posts, request.limit, |last| {
-                    cursor::after_time(&terms, last.created, last.id)
-                }))
-            }
-            SearchOrder::BestMatch => {
-                let after = request
-                    .after
-                    .as_ref()
-                    .map(|after| cursor::score_key(after, &terms))
-                    .transpose()?;
-                let capabilities = self.inner.backend.capabilities().await?;
-                let scored = if capabilities.text_search {
-                    self.text_best_match(&capabilities, &terms, after, request.limit)
-                        .await?
-                } else {
-                    self.regex_best_match(&terms, after).await?
-                };
-                let page = Page::from_overfetch(scored, request.limit, |(score, last)| {
-                    cursor::after_score(&terms, *score, last.id)
-                });
-                Ok(page.map(|(_, post)| post))
-            }
-        }
+        observe::operation!("feed.search.page")
+            .run(async move {
+                let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
+                if terms.is_empty() {
+                    return Err(Error::InvalidInput(Invalid::Blank {
+                        what: "search terms",
+                    }));
+                }
+                request.check()?;
+                match order {
+                    SearchOrder::Newest => {
+                        let after = request
+                            .after
+                            .as_ref()
+                            .map(|after| cursor::time_key(after, &terms))
+                            .transpose()?;
+                        let keyset = after.map(|(created, post)| {
+                            doc! { "$or": [
+                                { "created": { "$lt": created } },
+                                { "created": created, "_id": { "$lt": post.0 } },
+                            ] }
+                        });
+                        let posts = self.newest_matches(&terms, keyset, request.limit).await?;
+                        Ok(Page::from_overfetch(posts, request.limit, |last| {
+                            cursor::after_time(&terms, last.created, last.id)
+                        }))
+                    }
+                    SearchOrder::BestMatch => {
+                        let after = request
+                            .after
+                            .as_ref()
+                            .map(|after| cursor::score_key(after, &terms))
+                            .transpose()?;
+                        let capabilities = self.inner.backend.capabilities().await?;
+                        let scored = if capabilities.text_search {
+                            self.text_best_match(&capabilities, &terms, after, request.limit)
+                                .await?
+                        } else {
+                            self.regex_best_match(&terms, after).await?
+                        };
+                        let page = Page::from_overfetch(scored, request.limit, |(score, last)| {
+                            cursor::after_score(&terms, *score, last.id)
+                        });
+                        Ok(page.map(|(_, post)| post))
+                    }
+                }
+            })
+            .await
     }
 
     /// Up to `limit + 1` matches after `keyset`, newest first, in one command: an `aggregate`

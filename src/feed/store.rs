@@ -16,6 +16,7 @@ use super::posts::Posts;
 use super::search::Search;
 use super::users::Users;
 use crate::jobs::{JobQueue, Worker};
+use crate::observe;
 use crate::server::Capabilities;
 use crate::sharding::ShardKey;
 use crate::Payload;
@@ -138,13 +139,19 @@ impl<X: Payload> FeedStore<X> {
     /// Runs due jobs in this task until none is left; returns how many ran. For tests, scripts
     /// and applications without a worker. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        let handler = FeedJobs(self.inner.clone());
-        self.inner.jobs.run_pending(&handler).await
+        observe::operation!("feed.run_pending")
+            .run(async move {
+                let handler = FeedJobs(self.inner.clone());
+                self.inner.jobs.run_pending(&handler).await
+            })
+            .await
     }
 
     /// Waits until every job enqueued so far has run; see [`JobQueue::wait_until_drained`].
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        self.inner.jobs.wait_until_drained(timeout).await
+        observe::operation!("feed.wait_until_drained")
+            .run(async move { self.inner.jobs.wait_until_drained(timeout).await })
+            .await
     }
 
     /// Creates every index the store needs (idempotent, safe on every start: one command per
@@ -153,8 +160,12 @@ impl<X: Payload> FeedStore<X> {
     /// username taken once, so a store that was not told to create its indexes creates them
     /// before its first [`Users::create`] or rename.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.inner.backend.create_indexes().await?;
-        self.inner.jobs.create_indexes().await
+        observe::operation!("feed.create_indexes")
+            .run(async move {
+                self.inner.backend.create_indexes().await?;
+                self.inner.jobs.create_indexes().await
+            })
+            .await
     }
 
     /// The shard key of each sharded collection; see the [module docs](super) for the
@@ -220,6 +231,10 @@ impl<X: Payload> FeedStore<X> {
     /// is left unsharded), and each `shardCollection` accepts a repeat, so a run that stopped
     /// halfway (a network error) is finished by running it again.
     pub async fn shard_collections(&self) -> Result<()> {
-        crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+        observe::operation!("feed.shard_collections")
+            .run(async move {
+                crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+            })
+            .await
     }
 }

@@ -15,6 +15,7 @@ use super::inner::{not_found_user, Inner};
 use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
 use super::types::User;
+use crate::observe;
 use crate::validate;
 use crate::{bson_ext, Entity, Error, Result};
 
@@ -116,42 +117,46 @@ impl Users {
     /// [`Users::MAX_PROFILE_BYTES`], all before any command;
     /// [`Error::AlreadyExists`] for an id or username taken, before anything is written.
     pub async fn create(&self, user: NewUser) -> Result<User> {
-        validate::user_id("user", &user.id)?;
-        validate::id("username", &user.username)?;
-        let user = User {
-            id: user.id,
-            username: user.username,
-            display_name: user.display_name,
-            avatar_url: user.avatar_url,
-            revision: 0,
-        };
-        validate::encoded_size("user", &user, Self::MAX_PROFILE_BYTES)?;
-        // The unique username index is what refuses a username taken.
-        self.inner.backend.ensure_indexes().await?;
-        let users = &self.inner.collections.users;
-        match users.insert_one(bson::to_document(&user)?).await {
-            Ok(_) => Ok(user),
-            Err(error) if crate::update_batch::is_duplicate_key(&error) => {
-                // Servers differ in naming the index in the message: ask which one clashed.
-                let id_taken = users
-                    .find_one(doc! { "_id": &user.id })
-                    .projection(doc! { "_id": 1 })
-                    .await?
-                    .is_some();
-                Err(if id_taken {
-                    Error::AlreadyExists {
-                        what: Entity::User,
-                        id: user.id,
+        observe::operation!("feed.users.create")
+            .run(async move {
+                validate::user_id("user", &user.id)?;
+                validate::id("username", &user.username)?;
+                let user = User {
+                    id: user.id,
+                    username: user.username,
+                    display_name: user.display_name,
+                    avatar_url: user.avatar_url,
+                    revision: 0,
+                };
+                validate::encoded_size("user", &user, Self::MAX_PROFILE_BYTES)?;
+                // The unique username index is what refuses a username taken.
+                self.inner.backend.ensure_indexes().await?;
+                let users = &self.inner.collections.users;
+                match users.insert_one(bson::to_document(&user)?).await {
+                    Ok(_) => Ok(user),
+                    Err(error) if crate::update_batch::is_duplicate_key(&error) => {
+                        // Servers differ in naming the index in the message: ask which one clashed.
+                        let id_taken = users
+                            .find_one(doc! { "_id": &user.id })
+                            .projection(doc! { "_id": 1 })
+                            .await?
+                            .is_some();
+                        Err(if id_taken {
+                            Error::AlreadyExists {
+                                what: Entity::User,
+                                id: user.id,
+                            }
+                        } else {
+                            Error::AlreadyExists {
+                                what: Entity::Username,
+                                id: user.username,
+                            }
+                        })
                     }
-                } else {
-                    Error::AlreadyExists {
-                        what: Entity::Username,
-                        id: user.username,
-                    }
-                })
-            }
-            Err(error) => Err(error.into()),
-        }
+                    Err(error) => Err(error.into()),
+                }
+            })
+            .await
     }
 
     /// A user's profile (one `find`).
@@ -160,7 +165,9 @@ impl Users {
     ///
     /// [`Error::NotFound`] for an unknown user.
     pub async fn get(&self, id: &str) -> Result<User> {
-        self.inner.user(id).await
+        observe::operation!("feed.users.get")
+            .run(async move { self.inner.user(id).await })
+            .await
     }
 
     /// Stores the rest of a user (one `update`, upserting). The user must exist.
@@ -173,17 +180,21 @@ impl Users {
     /// over [`Users::MAX_EXTENDED_BYTES`], before any command; [`Error::NotFound`] for an
     /// unknown user (one more `find`).
     pub async fn put_extended<E: Serialize>(&self, id: &str, details: &E) -> Result<()> {
-        validate::user_id("user", id)?;
-        let details = bson::to_bson(details)?;
-        validate::encoded_size("extended user", &details, Self::MAX_EXTENDED_BYTES)?;
-        self.inner.user(id).await?;
-        self.inner
-            .collections
-            .extended_users
-            .update_one(doc! { "_id": id }, doc! { "$set": { "details": details } })
-            .upsert(true)
-            .await?;
-        Ok(())
+        observe::operation!("feed.users.put_extended")
+            .run(async move {
+                validate::user_id("user", id)?;
+                let details = bson::to_bson(details)?;
+                validate::encoded_size("extended user", &details, Self::MAX_EXTENDED_BYTES)?;
+                self.inner.user(id).await?;
+                self.inner
+                    .collections
+                    .extended_users
+                    .update_one(doc! { "_id": id }, doc! { "$set": { "details": details } })
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// The rest of a user (one `find`).
@@ -192,16 +203,20 @@ impl Users {
     ///
     /// [`Error::NotFound`] when none was stored for this user.
     pub async fn get_extended<E: DeserializeOwned>(&self, id: &str) -> Result<ExtendedUser<E>> {
-        validate::user_id("user", id)?;
-        let extended_users = &self.inner.collections.extended_users;
-        let found = extended_users
-            .find_one(doc! { "_id": id })
-            .await?
-            .ok_or_else(|| Error::NotFound {
-                what: Entity::ExtendedUser,
-                id: id.to_owned(),
-            })?;
-        bson_ext::decode(extended_users.name(), found)
+        observe::operation!("feed.users.get_extended")
+            .run(async move {
+                validate::user_id("user", id)?;
+                let extended_users = &self.inner.collections.extended_users;
+                let found = extended_users
+                    .find_one(doc! { "_id": id })
+                    .await?
+                    .ok_or_else(|| Error::NotFound {
+                        what: Entity::ExtendedUser,
+                        id: id.to_owned(),
+                    })?;
+                bson_ext::decode(extended_users.name(), found)
+            })
+            .await
     }
 
     /// Renames a user and updates every copy of their chunk before returning.
@@ -215,8 +230,12 @@ impl Users {
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename(&self, id: &str, username: &str) -> Result<PropagationStatus> {
-        let propagation = self.start_rename(id, username).await?;
-        propagation::run(&self.inner, propagation, None, None).await
+        observe::operation!("feed.users.rename")
+            .run(async move {
+                let propagation = self.start_rename(id, username).await?;
+                propagation::run(&self.inner, propagation, None, None).await
+            })
+            .await
     }
 
     /// Renames a user and leaves the copies to a background worker (a `propagate` job). Returns
@@ -226,11 +245,15 @@ impl Users {
     /// queues a new job that resumes from the recorded progress, so a long propagation never
     /// holds a claim past its lease.
     pub async fn rename_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
-        let propagation = self.start_rename(id, username).await?;
-        FeedJob::Propagate { propagation }
-            .enqueue(&self.inner.jobs)
-            .await?;
-        Ok(propagation)
+        observe::operation!("feed.users.rename_in_background")
+            .run(async move {
+                let propagation = self.start_rename(id, username).await?;
+                FeedJob::Propagate { propagation }
+                    .enqueue(&self.inner.jobs)
+                    .await?;
+                Ok(propagation)
+            })
+            .await
     }
 
     /// Records a propagation, then renames the user: if the rename fails, the record only
@@ -294,9 +317,13 @@ impl Users {
     /// Copies a user's current chunk into every document that embeds it (idempotent; for
     /// repairs).
     pub async fn propagate(&self, id: &str) -> Result<PropagationStatus> {
-        self.inner.user(id).await?;
-        let propagation = propagation::record(&self.inner, id).await?;
-        propagation::run(&self.inner, propagation, None, None).await
+        observe::operation!("feed.users.propagate")
+            .run(async move {
+                self.inner.user(id).await?;
+                let propagation = propagation::record(&self.inner, id).await?;
+                propagation::run(&self.inner, propagation, None, None).await
+            })
+            .await
     }
 
     /// Runs a recorded propagation from where it stopped, for at most `max_batches` batches
@@ -310,52 +337,62 @@ impl Users {
         propagation: ObjectId,
         max_batches: Option<usize>,
     ) -> Result<PropagationStatus> {
-        propagation::run(&self.inner, propagation, max_batches, None).await
+        observe::operation!("feed.users.run_propagation")
+            .run(async move { propagation::run(&self.inner, propagation, max_batches, None).await })
+            .await
     }
 
     /// Unfinished propagations (interrupted by a crash, a timeout or a batch limit), oldest
     /// first.
     pub async fn unfinished_propagations(&self) -> Result<Vec<ObjectId>> {
-        let records: Vec<bson::Document> = self
-            .inner
-            .collections
-            .propagations
-            .find(doc! { "done": false })
-            .sort(doc! { "_id": 1 })
-            .projection(doc! { "_id": 1 })
-            .await?
-            .try_collect()
-            .await?;
-        Ok(records
-            .iter()
-            .filter_map(|record| record.get_object_id("_id").ok())
-            .collect())
+        observe::operation!("feed.users.unfinished_propagations")
+            .run(async move {
+                let records: Vec<bson::Document> = self
+                    .inner
+                    .collections
+                    .propagations
+                    .find(doc! { "done": false })
+                    .sort(doc! { "_id": 1 })
+                    .projection(doc! { "_id": 1 })
+                    .await?
+                    .try_collect()
+                    .await?;
+                Ok(records
+                    .iter()
+                    .filter_map(|record| record.get_object_id("_id").ok())
+                    .collect())
+            })
+            .await
     }
 
     /// Finishes every unfinished propagation; run at startup or on a timer. Returns how many
     /// were finished.
     pub async fn resume_propagations(&self) -> Result<usize> {
-        let unfinished = self.unfinished_propagations().await?;
-        for propagation in &unfinished {
-            match self.run_propagation(*propagation, None).await {
-                // A user deleted since: nothing left to copy.
-                Err(Error::NotFound {
-                    what: Entity::User, ..
-                }) => {
-                    self.inner
-                        .collections
-                        .propagations
-                        .update_one(
-                            doc! { "_id": propagation },
-                            doc! { "$set": { "done": true } },
-                        )
-                        .await?;
+        observe::operation!("feed.users.resume_propagations")
+            .run(async move {
+                let unfinished = self.unfinished_propagations().await?;
+                for propagation in &unfinished {
+                    match self.run_propagation(*propagation, None).await {
+                        // A user deleted since: nothing left to copy.
+                        Err(Error::NotFound {
+                            what: Entity::User, ..
+                        }) => {
+                            self.inner
+                                .collections
+                                .propagations
+                                .update_one(
+                                    doc! { "_id": propagation },
+                                    doc! { "$set": { "done": true } },
+                                )
+                                .await?;
+                        }
+                        other => {
+                            other?;
+                        }
+                    }
                 }
-                other => {
-                    other?;
-                }
-            }
-        }
-        Ok(unfinished.len())
+                Ok(unfinished.len())
+            })
+            .await
     }
 }

@@ -19,6 +19,7 @@
 //! Lifting a block ([`FollowGraph::unblock`]) restores no follow. A dismissal is never lifted.
 
 use crate::error::{Forbidden, Invalid};
+use crate::observe;
 use std::collections::BTreeSet;
 
 use bson::{doc, Document};
@@ -43,9 +44,13 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        self.check_other(owner, user, "dismiss").await?;
-        self.backend.ensure_indexes().await?;
-        self.exclude(owner, user, DISMISS).await
+        observe::operation!("graph.dismiss")
+            .run(async move {
+                self.check_other(owner, user, "dismiss").await?;
+                self.backend.ensure_indexes().await?;
+                self.exclude(owner, user, DISMISS).await
+            })
+            .await
     }
 
     /// `owner` blocks `user`: records it, removes the direct follows between them both ways
@@ -69,15 +74,19 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        self.check_other(owner, user, "block").await?;
-        self.backend.ensure_indexes().await?;
-        // Recorded before the follows are removed: a follow that takes the follower's lock after
-        // the removal below sees the block and is refused.
-        let new = self.exclude(owner, user, BLOCK).await?;
-        // On every call, new or repeated: a repeat completes a removal that failed.
-        self.remove_direct(owner, user).await?;
-        self.remove_direct(user, owner).await?;
-        Ok(new)
+        observe::operation!("graph.block")
+            .run(async move {
+                self.check_other(owner, user, "block").await?;
+                self.backend.ensure_indexes().await?;
+                // Recorded before the follows are removed: a follow that takes the follower's lock after
+                // the removal below sees the block and is refused.
+                let new = self.exclude(owner, user, BLOCK).await?;
+                // On every call, new or repeated: a repeat completes a removal that failed.
+                self.remove_direct(owner, user).await?;
+                self.remove_direct(user, owner).await?;
+                Ok(new)
+            })
+            .await
     }
 
     /// `owner` lifts their block of `user`: direct follows between them are allowed again (none
@@ -87,10 +96,14 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
-        self.check_other(owner, user, "block").await?;
-        let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
-        // Deleting twice deletes once: a retry or a repeat is harmless.
-        self.delete_one(&self.exclusions, block).await
+        observe::operation!("graph.unblock")
+            .run(async move {
+                self.check_other(owner, user, "block").await?;
+                let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
+                // Deleting twice deletes once: a retry or a repeat is harmless.
+                self.delete_one(&self.exclusions, block).await
+            })
+            .await
     }
 
     /// Whom `owner` blocked, by user id: one page of the `{owner, kind, user}` index.
@@ -99,15 +112,19 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
-        validate::user_id("owner", owner)?;
-        let filter = doc! { "owner": owner, "kind": BLOCK };
-        let list = List::Blocked(owner);
-        let documents = page_of(&self.exclusions, filter, "user", list, &page).await?;
-        let ids: Vec<String> = documents
-            .iter()
-            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
-            .collect();
-        Ok(trim(ids, page.limit, list, String::as_str))
+        observe::operation!("graph.blocked")
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                let filter = doc! { "owner": owner, "kind": BLOCK };
+                let list = List::Blocked(owner);
+                let documents = page_of(&self.exclusions, filter, "user", list, &page).await?;
+                let ids: Vec<String> = documents
+                    .iter()
+                    .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+                    .collect();
+                Ok(trim(ids, page.limit, list, String::as_str))
+            })
+            .await
     }
 
     /// Fails with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either of `owner` and `user` blocked the other (one

@@ -5,6 +5,7 @@ use futures::TryStreamExt;
 
 use super::paging::{page_of, trim};
 use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
+use crate::observe;
 use crate::{bson_ext, validate};
 use crate::{Entity, Page, PageRequest, Result};
 
@@ -17,9 +18,13 @@ impl FollowGraph {
     /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        validate::user_id("owner", owner)?;
-        let list = List::Following(owner);
-        self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
+        observe::operation!("graph.following")
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                let list = List::Following(owner);
+                self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
+                    .await
+            })
             .await
     }
 
@@ -29,9 +34,13 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        validate::user_id("user", user)?;
-        let list = List::Followers(user);
-        self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
+        observe::operation!("graph.followers")
+            .run(async move {
+                validate::user_id("user", user)?;
+                let list = List::Followers(user);
+                self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
+                    .await
+            })
             .await
     }
 
@@ -41,27 +50,39 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
-        validate::id("group id", group)?;
-        let list = List::Members(group);
-        let documents =
-            page_of(&self.members, doc! { "group": group }, "user", list, &page).await?;
-        let ids: Vec<String> = documents
-            .iter()
-            .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
-            .collect();
-        Ok(trim(ids, page.limit, list, String::as_str))
+        observe::operation!("graph.members")
+            .run(async move {
+                validate::id("group id", group)?;
+                let list = List::Members(group);
+                let documents =
+                    page_of(&self.members, doc! { "group": group }, "user", list, &page).await?;
+                let ids: Vec<String> = documents
+                    .iter()
+                    .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+                    .collect();
+                Ok(trim(ids, page.limit, list, String::as_str))
+            })
+            .await
     }
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        validate::user_id("owner", owner)?;
-        self.subscribed(("owner", owner), ("user", users)).await
+        observe::operation!("graph.follows_any")
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                self.subscribed(("owner", owner), ("user", users)).await
+            })
+            .await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        validate::user_id("user", user)?;
-        self.subscribed(("user", user), ("owner", owners)).await
+        observe::operation!("graph.followers_among")
+            .run(async move {
+                validate::user_id("user", user)?;
+                self.subscribed(("user", user), ("owner", owners)).await
+            })
+            .await
     }
 
     /// The `other.0` of each subscription whose `fixed.0` is `fixed.1` and whose `other.0` is
@@ -91,17 +112,21 @@ impl FollowGraph {
 
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
-        validate::user_id("owner", owner)?;
-        validate::user_id("user", user)?;
-        let found = self
-            .subscriptions
-            .find_one(listed(doc! { "owner": owner, "user": user }))
-            .await?;
-        let collection = self.subscriptions.name();
-        found
-            .as_ref()
-            .map(|found| Subscription::from_document(collection, found))
-            .transpose()
+        observe::operation!("graph.subscription")
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                validate::user_id("user", user)?;
+                let found = self
+                    .subscriptions
+                    .find_one(listed(doc! { "owner": owner, "user": user }))
+                    .await?;
+                let collection = self.subscriptions.name();
+                found
+                    .as_ref()
+                    .map(|found| Subscription::from_document(collection, found))
+                    .transpose()
+            })
+            .await
     }
 
     /// A user's follower and following counts (one read of the stats document).
@@ -110,16 +135,20 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        validate::user_id("user", user)?;
-        let found = self
-            .users
-            .find_one(doc! { "_id": user })
-            .await?
-            .ok_or_else(|| not_found(Entity::User, user))?;
-        Ok(UserStats {
-            followers: bson_ext::count(&found, "followers"),
-            following: bson_ext::count(&found, "following"),
-        })
+        observe::operation!("graph.stats")
+            .run(async move {
+                validate::user_id("user", user)?;
+                let found = self
+                    .users
+                    .find_one(doc! { "_id": user })
+                    .await?
+                    .ok_or_else(|| not_found(Entity::User, user))?;
+                Ok(UserStats {
+                    followers: bson_ext::count(&found, "followers"),
+                    following: bson_ext::count(&found, "following"),
+                })
+            })
+            .await
     }
 
     async fn subscription_page(

@@ -11,6 +11,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
+use crate::observe;
 use crate::page::{invalid, Cursor, Scope};
 use crate::{bson_ext, validate, Page, PageRequest, Result};
 
@@ -105,58 +106,63 @@ impl FollowGraph {
         user: &str,
         page: PageRequest,
     ) -> Result<Page<Recommendation>> {
-        validate::user_id("user", user)?;
-        page.check()?;
-        let after = page
-            .after
-            .as_ref()
-            .map(|after| position(after, user))
-            .transpose()?;
-        let capabilities = self.backend.capabilities().await?;
-        let mut hop = if self.recommend.graph_lookup && capabilities.graph_lookup {
-            self.hop_in_one_aggregate(user).await?
-        } else {
-            self.hop_in_finds(user).await?
-        };
-        if hop.followees.is_empty() {
-            // Anyone who follows someone is registered (every route checks); anyone else may
-            // not be.
-            self.check_users(&[user]).await?;
-            return Ok(Page {
-                items: Vec::new(),
-                next: None,
-            });
-        }
-        for hub in hop.hubs.iter().take(self.recommend.hubs) {
-            for candidate in self.sample_hub(hub, user).await? {
-                hop.edges.push((hub.clone(), candidate));
-            }
-        }
-        let mut ranked = self.rank(user, hop).await?;
-        let start = match &after {
-            Some((score, last)) => ranked
-                .partition_point(|r| r.score > *score || (r.score == *score && r.user <= *last)),
-            None => 0,
-        };
-        ranked.drain(..start);
-        let kept = self.final_checks(user, ranked, page.limit + 1).await?;
-        let items: Vec<Recommendation> = kept
-            .into_iter()
-            .map(|ranked| Recommendation {
-                followed_by: ranked.via.len() as u64,
-                via: ranked
-                    .via
+        observe::operation!("graph.recommendations")
+            .run(async move {
+                validate::user_id("user", user)?;
+                page.check()?;
+                let after = page
+                    .after
+                    .as_ref()
+                    .map(|after| position(after, user))
+                    .transpose()?;
+                let capabilities = self.backend.capabilities().await?;
+                let mut hop = if self.recommend.graph_lookup && capabilities.graph_lookup {
+                    self.hop_in_one_aggregate(user).await?
+                } else {
+                    self.hop_in_finds(user).await?
+                };
+                if hop.followees.is_empty() {
+                    // Anyone who follows someone is registered (every route checks); anyone else may
+                    // not be.
+                    self.check_users(&[user]).await?;
+                    return Ok(Page {
+                        items: Vec::new(),
+                        next: None,
+                    });
+                }
+                for hub in hop.hubs.iter().take(self.recommend.hubs) {
+                    for candidate in self.sample_hub(hub, user).await? {
+                        hop.edges.push((hub.clone(), candidate));
+                    }
+                }
+                let mut ranked = self.rank(user, hop).await?;
+                let start = match &after {
+                    Some((score, last)) => ranked.partition_point(|r| {
+                        r.score > *score || (r.score == *score && r.user <= *last)
+                    }),
+                    None => 0,
+                };
+                ranked.drain(..start);
+                let kept = self.final_checks(user, ranked, page.limit + 1).await?;
+                let items: Vec<Recommendation> = kept
                     .into_iter()
-                    .take(self.recommend.reasons)
-                    .collect(),
-                user: ranked.user,
-                score: ranked.score,
-                shared_groups: ranked.shared_groups,
+                    .map(|ranked| Recommendation {
+                        followed_by: ranked.via.len() as u64,
+                        via: ranked
+                            .via
+                            .into_iter()
+                            .take(self.recommend.reasons)
+                            .collect(),
+                        user: ranked.user,
+                        score: ranked.score,
+                        shared_groups: ranked.shared_groups,
+                    })
+                    .collect();
+                Ok(Page::from_overfetch(items, page.limit, |last| {
+                    cursor(user, last.score, &last.user)
+                }))
             })
-            .collect();
-        Ok(Page::from_overfetch(items, page.limit, |last| {
-            cursor(user, last.score, &last.user)
-        }))
+            .await
     }
 
     /// Step 1 in one `aggregate`: the followees, each one's `following` from its stats

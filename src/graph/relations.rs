@@ -7,6 +7,7 @@ use mongodb::Collection;
 use super::{group_key, owner_key, FollowGraph, Kind, Origin};
 use crate::lease_lock::Lease;
 use crate::notifications::{Activity, Kind as NotificationKind};
+use crate::observe;
 use crate::Result;
 
 /// Members or followers read per query while fanning a change out over a group.
@@ -41,28 +42,32 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        self.check_pair(owner, user).await?;
-        self.backend.ensure_indexes().await?;
-        // The relation and its subscription change together under the owner's lock, so a
-        // follow and an unfollow of the same pair cannot leave them disagreeing.
-        let new = self
-            .owner_locks
-            .with_lock(&owner_key(owner), async {
-                // Under the lock a block's removal of this follow also takes: a block recorded
-                // before this check refuses the follow, one recorded after it removes it.
-                self.refuse_blocked(owner, user).await?;
-                let new = self.relate(owner, Kind::User, user).await?;
-                self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+        observe::operation!("graph.follow")
+            .run(async move {
+                self.check_pair(owner, user).await?;
+                self.backend.ensure_indexes().await?;
+                // The relation and its subscription change together under the owner's lock, so a
+                // follow and an unfollow of the same pair cannot leave them disagreeing.
+                let new = self
+                    .owner_locks
+                    .with_lock(&owner_key(owner), async {
+                        // Under the lock a block's removal of this follow also takes: a block recorded
+                        // before this check refuses the follow, one recorded after it removes it.
+                        self.refuse_blocked(owner, user).await?;
+                        let new = self.relate(owner, Kind::User, user).await?;
+                        self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+                            .await?;
+                        Ok(new)
+                    })
                     .await?;
+                // On every call, new or repeated: the notification is idempotent, so repeating a follow
+                // whose notification was lost completes it. Queued, never failing the follow.
+                if let Some(outbox) = &self.outbox {
+                    outbox.notify(follow_activity(owner, user)).await;
+                }
                 Ok(new)
             })
-            .await?;
-        // On every call, new or repeated: the notification is idempotent, so repeating a follow
-        // whose notification was lost completes it. Queued, never failing the follow.
-        if let Some(outbox) = &self.outbox {
-            outbox.notify(follow_activity(owner, user)).await;
-        }
-        Ok(new)
+            .await
     }
 
     /// `owner` stops following `user` directly; a subscription through a group stays. Returns
@@ -72,9 +77,13 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        self.check_pair(owner, user).await?;
-        self.backend.ensure_indexes().await?;
-        self.remove_direct(owner, user).await
+        observe::operation!("graph.unfollow")
+            .run(async move {
+                self.check_pair(owner, user).await?;
+                self.backend.ensure_indexes().await?;
+                self.remove_direct(owner, user).await
+            })
+            .await
     }
 
     /// Removes `owner`'s direct follow of `user` (relation, direct origin, counts, and the
@@ -108,7 +117,9 @@ impl FollowGraph {
     /// `"user"`; `"group id"`), both before any command;
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        self.change_group(group, owner, GroupChange::Follow).await
+        observe::operation!("graph.follow_group")
+            .run(async move { self.change_group(group, owner, GroupChange::Follow).await })
+            .await
     }
 
     /// `owner` stops following `group`; subscriptions with another route stay. Returns whether
@@ -118,7 +129,9 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        self.change_group(group, owner, GroupChange::Unfollow).await
+        observe::operation!("graph.unfollow_group")
+            .run(async move { self.change_group(group, owner, GroupChange::Unfollow).await })
+            .await
     }
 
     /// Adds `user` to `group`: every follower of the group now follows `user` too. Returns
@@ -128,7 +141,9 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
-        self.change_group(group, user, GroupChange::Join).await
+        observe::operation!("graph.add_member")
+            .run(async move { self.change_group(group, user, GroupChange::Join).await })
+            .await
     }
 
     /// Removes `user` from `group`: the group's followers stop following `user` unless they
@@ -138,7 +153,9 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
-        self.change_group(group, user, GroupChange::Leave).await
+        observe::operation!("graph.remove_member")
+            .run(async move { self.change_group(group, user, GroupChange::Leave).await })
+            .await
     }
 
     /// Records `change` of `user` and `group`, then adds or removes the group's origin on every

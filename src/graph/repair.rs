@@ -3,6 +3,7 @@
 use bson::doc;
 
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
+use crate::observe;
 use crate::validate;
 use crate::Result;
 
@@ -18,11 +19,15 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        validate::user_id("owner", owner)?;
-        self.check_users(&[owner]).await?;
-        self.backend.ensure_indexes().await?;
-        self.owner_locks
-            .with_lock(&owner_key(owner), self.rebuild_locked(owner))
+        observe::operation!("graph.rebuild")
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                self.check_users(&[owner]).await?;
+                self.backend.ensure_indexes().await?;
+                self.owner_locks
+                    .with_lock(&owner_key(owner), self.rebuild_locked(owner))
+                    .await
+            })
             .await
     }
 
@@ -42,29 +47,33 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        validate::user_id("user", user)?;
-        self.check_users(&[user]).await?;
-        self.backend.ensure_indexes().await?;
-        // Changes left pending on `user`'s subscriptions are finished first: afterwards they
-        // would move the counts set here.
-        self.finish_pending_to(user).await?;
-        let followers = self
-            .subscriptions
-            .count_documents(doc! { "user": user })
-            .await?;
-        self.set_count(user, subscriptions::Count::Followers, followers as i64)
-            .await?;
-        self.owner_locks
-            .with_lock(&owner_key(user), async {
-                self.finish_pending(&doc! { "owner": user }).await?;
-                let following = self
+        observe::operation!("graph.recount")
+            .run(async move {
+                validate::user_id("user", user)?;
+                self.check_users(&[user]).await?;
+                self.backend.ensure_indexes().await?;
+                // Changes left pending on `user`'s subscriptions are finished first: afterwards they
+                // would move the counts set here.
+                self.finish_pending_to(user).await?;
+                let followers = self
                     .subscriptions
-                    .count_documents(doc! { "owner": user })
+                    .count_documents(doc! { "user": user })
                     .await?;
-                self.set_count(user, subscriptions::Count::Following, following as i64)
-                    .await
+                self.set_count(user, subscriptions::Count::Followers, followers as i64)
+                    .await?;
+                self.owner_locks
+                    .with_lock(&owner_key(user), async {
+                        self.finish_pending(&doc! { "owner": user }).await?;
+                        let following = self
+                            .subscriptions
+                            .count_documents(doc! { "owner": user })
+                            .await?;
+                        self.set_count(user, subscriptions::Count::Following, following as i64)
+                            .await
+                    })
+                    .await?;
+                self.stats(user).await
             })
-            .await?;
-        self.stats(user).await
+            .await
     }
 }

@@ -6,6 +6,7 @@ use mongodb::Database;
 use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
 use crate::config::StoreConfig;
 use crate::notifications::Outbox;
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::validate;
 use crate::Result;
@@ -39,7 +40,9 @@ impl FollowGraph {
     /// told to create them creates them before its first follow, unfollow, membership change,
     /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
+        observe::operation!("graph.create_indexes")
+            .run(async move { self.backend.create_indexes().await })
+            .await
     }
 
     /// The shard key each collection should have, and why.
@@ -90,14 +93,18 @@ impl FollowGraph {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for an id blank or over
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command.
     pub async fn add_user(&self, user: &str) -> Result<()> {
-        validate::user_id("user", user)?;
-        let document = doc! {
-            "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
-        };
-        self.backend
-            .insert_once(&self.users, document)
+        observe::operation!("graph.add_user")
+            .run(async move {
+                validate::user_id("user", user)?;
+                let document = doc! {
+                    "_id": user, "followers": 0_i64, "following": 0_i64, "since": bson::DateTime::now(),
+                };
+                self.backend
+                    .insert_once(&self.users, document)
+                    .await
+                    .map(drop)
+            })
             .await
-            .map(drop)
     }
 
     /// Registers a group. Idempotent.
@@ -109,13 +116,17 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command: the graph stores ids
     /// only, so this is the one limit on what it stores.
     pub async fn add_group(&self, group: &str) -> Result<()> {
-        validate::id("group id", group)?;
-        self.backend
-            .insert_once(
-                &self.groups,
-                doc! { "_id": group, "since": bson::DateTime::now() },
-            )
+        observe::operation!("graph.add_group")
+            .run(async move {
+                validate::id("group id", group)?;
+                self.backend
+                    .insert_once(
+                        &self.groups,
+                        doc! { "_id": group, "since": bson::DateTime::now() },
+                    )
+                    .await
+                    .map(drop)
+            })
             .await
-            .map(drop)
     }
 }

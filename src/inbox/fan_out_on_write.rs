@@ -23,6 +23,7 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -290,57 +291,93 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        validate::check_user_id("owner", owner)?;
-        self.filters.get(owner).await
+        observe::operation!("inbox.filters", strategy = self.strategy().name())
+            .run(async move {
+                validate::check_user_id("owner", owner)?;
+                self.filters.get(owner).await
+            })
+            .await
     }
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        validate::check_new_message(&message)?;
-        if let Some(keyed) = super::keyed::Keyed::of(&message)? {
-            let records = self.recipients.collection();
-            return super::keyed::send_recorded(
-                &self.backend,
-                records,
-                keyed,
-                message,
-                |m| async move {
-                    let skipped = self.insert_copies(&m, &m.to, false).await?;
-                    Ok((m, skipped))
-                },
-            )
-            .await;
-        }
-        let message = Message::stamp(message);
-        let skipped = self.insert_copies(&message, &message.to, false).await?;
-        Ok(Sent { message, skipped })
+        observe::operation!(
+            "inbox.send",
+            strategy = self.strategy().name(),
+            recipients = message.to.len()
+        )
+        .run(async move {
+            validate::check_new_message(&message)?;
+            if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+                let records = self.recipients.collection();
+                return super::keyed::send_recorded(
+                    &self.backend,
+                    records,
+                    keyed,
+                    message,
+                    |m| async move {
+                        let skipped = self.insert_copies(&m, &m.to, false).await?;
+                        Ok((m, skipped))
+                    },
+                )
+                .await;
+            }
+            let message = Message::stamp(message);
+            let skipped = self.insert_copies(&message, &message.to, false).await?;
+            Ok(Sent { message, skipped })
+        })
+        .await
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        validate::check_recipients(recipients)?;
-        // Copies already there are refused by the unique index, and taken as done.
-        self.insert_copies(message, recipients, true).await
+        observe::operation!(
+            "inbox.deliver",
+            strategy = self.strategy().name(),
+            recipients = recipients.len()
+        )
+        .run(async move {
+            validate::check_recipients(recipients)?;
+            // Copies already there are refused by the unique index, and taken as done.
+            self.insert_copies(message, recipients, true).await
+        })
+        .await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        validate::check_user_id("owner", owner)?;
-        validate::check_user_id("sender", sender)?;
-        let removed = self
-            .copies
-            .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
-            .await?;
-        Ok(removed.deleted_count)
+        observe::operation!("inbox.remove_from", strategy = self.strategy().name())
+            .run(async move {
+                validate::check_user_id("owner", owner)?;
+                validate::check_user_id("sender", sender)?;
+                let removed = self
+                    .copies
+                    .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
+                    .await?;
+                Ok(removed.deleted_count)
+            })
+            .await
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
+        observe::operation!(
+            "inbox.page",
+            strategy = self.strategy().name(),
+            limit = page.limit
+        )
+        .run(async move {
+            time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
+        })
+        .await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        time_ordered::count(&self.copies, LAYOUT, owner).await
+        observe::operation!("inbox.count", strategy = self.strategy().name())
+            .run(async move { time_ordered::count(&self.copies, LAYOUT, owner).await })
+            .await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
+        observe::operation!("inbox.create_indexes", strategy = self.strategy().name())
+            .run(async move { self.backend.create_indexes().await })
+            .await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

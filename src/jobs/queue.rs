@@ -12,6 +12,7 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::lease_lock::LeaseLocks;
+use crate::observe;
 use crate::sharding::ShardKey;
 
 /// A durable job queue; cheap to clone (clones share the collections).
@@ -114,9 +115,13 @@ impl JobQueue {
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"job payload"`) for a payload over [`JobQueue::MAX_PAYLOAD_BYTES`].
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
-        let id = ObjectId::new();
-        self.enqueue_once(id, kind, payload).await?;
-        Ok(id)
+        observe::operation!("jobs.enqueue", kind)
+            .run(async move {
+                let id = ObjectId::new();
+                self.enqueue_once(id, kind, payload).await?;
+                Ok(id)
+            })
+            .await
     }
 
     /// Adds a job with the id `id` unless a job with that id is queued already: returns whether
@@ -129,22 +134,26 @@ impl JobQueue {
     ///
     /// As [`JobQueue::enqueue`].
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
-        crate::validate::id("job kind", kind)?;
-        crate::validate::encoded_size("job payload", &payload, Self::MAX_PAYLOAD_BYTES)?;
-        let job = doc! {
-            "_id": id,
-            "kind": kind,
-            "payload": payload,
-            "attempts": 0,
-            "not_before": bson::DateTime::now(),
-            "failed": false,
-        };
-        let added = self.backend.insert_once(&self.jobs, job).await?;
-        if added {
-            self.enqueued
-                .send_modify(|count| *count = count.wrapping_add(1));
-        }
-        Ok(added)
+        observe::operation!("jobs.enqueue_once", kind)
+            .run(async move {
+                crate::validate::id("job kind", kind)?;
+                crate::validate::encoded_size("job payload", &payload, Self::MAX_PAYLOAD_BYTES)?;
+                let job = doc! {
+                    "_id": id,
+                    "kind": kind,
+                    "payload": payload,
+                    "attempts": 0,
+                    "not_before": bson::DateTime::now(),
+                    "failed": false,
+                };
+                let added = self.backend.insert_once(&self.jobs, job).await?;
+                if added {
+                    self.enqueued
+                        .send_modify(|count| *count = count.wrapping_add(1));
+                }
+                Ok(added)
+            })
+            .await
     }
 
     /// Whether a job of `kind` whose `field` is `value` was queued after `id` and is not
@@ -194,23 +203,31 @@ impl JobQueue {
     /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
     /// attempt's reply was lost, a retry finds the job gone and returns `false`.
     pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
-        let deleted = self
-            .backend
-            .retry("cancel job", || async {
-                Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
+        observe::operation!("jobs.cancel")
+            .run(async move {
+                let deleted = self
+                    .backend
+                    .retry("cancel job", || async {
+                        Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
+                    })
+                    .await?;
+                Ok(deleted.deleted_count > 0)
             })
-            .await?;
-        Ok(deleted.deleted_count > 0)
+            .await
     }
 
     /// Jobs waiting or running (not failed), one `count`.
     pub async fn pending(&self) -> Result<u64> {
-        Ok(self.jobs.count_documents(doc! { "failed": false }).await?)
+        observe::operation!("jobs.pending")
+            .run(async move { Ok(self.jobs.count_documents(doc! { "failed": false }).await?) })
+            .await
     }
 
     /// Jobs given up on after [`JobQueueBuilder::max_attempts`] runs, one `count`.
     pub async fn failed(&self) -> Result<u64> {
-        Ok(self.jobs.count_documents(doc! { "failed": true }).await?)
+        observe::operation!("jobs.failed")
+            .run(async move { Ok(self.jobs.count_documents(doc! { "failed": true }).await?) })
+            .await
     }
 
     /// Waits until no job is pending (failed jobs do not count), checking every 20 ms.
@@ -219,25 +236,31 @@ impl JobQueue {
     ///
     /// [`Error::Timeout`] if jobs are still pending after `timeout`.
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        let started = tokio::time::Instant::now();
-        loop {
-            if self.pending().await? == 0 {
-                return Ok(());
-            }
-            if started.elapsed() >= timeout {
-                return Err(Error::Timeout {
-                    what: "draining the job queue",
-                    waited: timeout,
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        observe::operation!("jobs.wait_until_drained")
+            .run(async move {
+                let started = tokio::time::Instant::now();
+                loop {
+                    if self.pending().await? == 0 {
+                        return Ok(());
+                    }
+                    if started.elapsed() >= timeout {
+                        return Err(Error::Timeout {
+                            what: "draining the job queue",
+                            waited: timeout,
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+            .await
     }
 
     /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
     /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
+        observe::operation!("jobs.create_indexes")
+            .run(async move { self.backend.create_indexes().await })
+            .await
     }
 
     /// The shard key of each of the queue's collections.

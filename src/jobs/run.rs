@@ -8,6 +8,7 @@ use futures::TryStreamExt;
 
 use super::{Job, JobHandler, JobQueue};
 use crate::error::{Error, Result};
+use crate::observe;
 
 /// A worker looks at this many batches of due jobs and claims the first free one.
 const CANDIDATE_BATCHES: usize = 4;
@@ -19,13 +20,17 @@ impl JobQueue {
     /// their own that passes their handler.
     pub async fn run_pending(&self, handler: &dyn JobHandler) -> Result<usize> {
         let mut total = 0;
-        loop {
-            let ran = self.run_once(handler).await?;
-            if ran == 0 {
-                return Ok(total);
-            }
-            total += ran;
-        }
+        observe::operation!("jobs.run_pending")
+            .run(async {
+                loop {
+                    let ran = self.run_round(handler).await?;
+                    if ran == 0 {
+                        return Ok(total);
+                    }
+                    total += ran;
+                }
+            })
+            .await
     }
 
     /// Claims up to one batch of due jobs and runs them with `handler`, one after the other,
@@ -40,6 +45,14 @@ impl JobQueue {
     /// Server errors while claiming, re-reading or completing jobs; the claims are then released
     /// (or, if releasing fails too, left to their lease) and the first error is returned.
     pub async fn run_once(&self, handler: &dyn JobHandler) -> Result<usize> {
+        observe::operation!("jobs.run_once")
+            .run(self.run_round(handler))
+            .await
+    }
+
+    /// [`JobQueue::run_once`], without its span: a worker's round, which emits only for the jobs
+    /// it claims.
+    pub(super) async fn run_round(&self, handler: &dyn JobHandler) -> Result<usize> {
         let due = self.due_jobs().await?;
         if due.is_empty() {
             return Ok(0);
@@ -73,9 +86,13 @@ impl JobQueue {
         }
         let deadline = claimed_at + (self.lease - self.lease / 4);
         let claimed = taken.len();
+        observe::event!(debug, jobs = %taken.join(","), claimed, "jobs claimed");
         let outcome = match self.claimed_jobs(&taken).await {
             Ok(jobs) => self.run_claimed(handler, jobs, deadline).await,
-            Err(error) => Err(error),
+            Err(error) => {
+                observe::event!(debug, jobs = %taken.join(","), "jobs handed back unrun");
+                Err(error)
+            }
         };
         // The claims are given back whatever happened (through an outage, in the background);
         // a lock left behind only delays a retry. The first error is the one reported.
@@ -124,25 +141,52 @@ impl JobQueue {
     ) -> Result<()> {
         for (index, mut job) in jobs.into_iter().enumerate() {
             if index > 0 && Instant::now() >= deadline {
-                // The rest is released with the claim and run by a later one.
-                break;
+                // This one and the rest are released with the claim and run by a later one.
+                observe::event!(
+                    debug,
+                    job = %job.id,
+                    kind = job.kind.as_str(),
+                    "job handed back unrun"
+                );
+                continue;
             }
             job.deadline = Some(deadline);
-            match handler.handle(&job).await {
-                Ok(()) => {
-                    // A delete by `_id`: a retry finds nothing more to delete.
-                    // Background work: an outage is waited out within the budget.
-                    self.backend
-                        .retry_through_outages("complete job", || async {
-                            self.jobs.delete_one(doc! { "_id": job.id }).await?;
-                            Ok(())
-                        })
-                        .await?;
-                }
-                Err(error) => self.record_failure(&job, &error).await?,
-            }
+            // The handler's failure is recorded on the job: only a failure to record it stops
+            // the round.
+            let _handled = observe::operation!(
+                "jobs.run",
+                job = %job.id,
+                kind = job.kind.as_str(),
+                attempt = job.attempts + 1,
+                worker = observe::worker_number(),
+            )
+            .run_nested(self.run_job(handler, &job))
+            .await?;
         }
         Ok(())
+    }
+
+    /// Runs `job` and deletes it, or records its failure: the handler's outcome, after it is
+    /// recorded.
+    async fn run_job(&self, handler: &dyn JobHandler, job: &Job) -> Result<Result<()>> {
+        match handler.handle(job).await {
+            Ok(()) => {
+                // A delete by `_id`: a retry finds nothing more to delete.
+                // Background work: an outage is waited out within the budget.
+                self.backend
+                    .retry_through_outages("complete job", || async {
+                        self.jobs.delete_one(doc! { "_id": job.id }).await?;
+                        Ok(())
+                    })
+                    .await?;
+                observe::event!(debug, job = %job.id, kind = job.kind.as_str(), "job finished");
+                Ok(Ok(()))
+            }
+            Err(error) => {
+                self.record_failure(job, &error).await?;
+                Ok(Err(error))
+            }
+        }
     }
 
     async fn record_failure(&self, job: &Job, error: &Error) -> Result<()> {
@@ -161,6 +205,16 @@ impl JobQueue {
             "failed": attempts >= self.max_attempts,
             "last_error": failure_text(error),
         } };
+        observe::event!(
+            warn,
+            job = %job.id,
+            kind = job.kind.as_str(),
+            attempt = attempts,
+            error = error.kind(),
+            given_up = attempts >= self.max_attempts,
+            retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            "job failed"
+        );
         // Absolute values, not an `$inc`: a retry sets the same ones again.
         self.backend
             .retry_through_outages("record job failure", || async {

@@ -27,13 +27,18 @@ impl JobQueue {
         let queue = self.clone();
         let state = Arc::new(WorkerState::default());
         let shared = state.clone();
-        let task = tokio::spawn(async move {
+        let task = tokio::spawn(crate::observe::worker(async move {
+            crate::observe::event!(
+                debug,
+                worker = crate::observe::worker_number(),
+                "job queue worker started"
+            );
             let mut idle_sleep = queue.poll_interval;
             let mut failures_in_a_row = 0;
             // Stopped by `stop`, or by the handle being dropped (which closes the channel).
             while stopped.has_changed().is_ok() && !*stopped.borrow() {
                 enqueued.borrow_and_update();
-                let pause = match queue.run_once(&*handler).await {
+                let pause = match queue.run_round(&*handler).await {
                     Ok(0) => {
                         failures_in_a_row = 0;
                         let pause = idle_sleep;
@@ -46,6 +51,12 @@ impl JobQueue {
                         continue;
                     }
                     Err(error) => {
+                        crate::observe::event!(
+                            warn,
+                            worker = crate::observe::worker_number(),
+                            error = error.kind(),
+                            "job queue worker round failed; backing off"
+                        );
                         *shared
                             .last_error
                             .lock()
@@ -69,7 +80,7 @@ impl JobQueue {
                     _ = stopped.changed() => {}
                 }
             }
-        });
+        }));
         Worker { stop, task, state }
     }
 }

@@ -11,6 +11,7 @@ use bson::oid::ObjectId;
 
 use super::{Activity, DynNotifier, Kind};
 use crate::jobs::{Job, JobHandler, JobQueue, Worker};
+use crate::observe;
 use crate::Result;
 
 /// The kind of the outbox's jobs.
@@ -165,7 +166,9 @@ impl Outbox {
     /// Server errors of the outbox's own database; a notifier's failure is recorded on its job,
     /// which runs again later.
     pub async fn run_pending(&self) -> Result<usize> {
-        self.queue.run_pending(&self.handler()).await
+        observe::operation!("notifications.outbox.run_pending")
+            .run(async move { self.queue.run_pending(&self.handler()).await })
+            .await
     }
 
     /// Starts a worker that delivers queued notifications as they fall due (see
@@ -176,12 +179,16 @@ impl Outbox {
 
     /// Notifications waiting for delivery (one `count`).
     pub async fn pending(&self) -> Result<u64> {
-        self.queue.pending().await
+        observe::operation!("notifications.outbox.pending")
+            .run(async move { self.queue.pending().await })
+            .await
     }
 
     /// Notifications given up on after 1,000 failed runs (one `count`).
     pub async fn failed(&self) -> Result<u64> {
-        self.queue.failed().await
+        observe::operation!("notifications.outbox.failed")
+            .run(async move { self.queue.failed().await })
+            .await
     }
 
     /// The job queue that holds the notifications.

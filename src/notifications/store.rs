@@ -14,6 +14,7 @@ use super::{
     MAX_DATA_BYTES,
 };
 use crate::config::StoreConfig;
+use crate::observe;
 use crate::realtime::{self, ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::validate;
@@ -47,7 +48,9 @@ impl<D: Payload> NotificationStore<D> {
     /// Correctness does not depend on them (a group's `_id` is what keeps it single), only the
     /// speed of pages, counts and withdrawals.
     pub async fn create_indexes(&self) -> Result<()> {
-        self.groups.backend.create_indexes().await
+        observe::operation!("notifications.create_indexes")
+            .run(async move { self.groups.backend.create_indexes().await })
+            .await
     }
 
     /// The shard key of the store's collection.
@@ -62,7 +65,11 @@ impl<D: Payload> NotificationStore<D> {
     /// Shards the store's collection on [`NotificationStore::shard_keys`] when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+        observe::operation!("notifications.shard_collections")
+            .run(async move {
+                crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+            })
+            .await
     }
 
     /// Adds the event's actor to its group (opening the group if it is the first), marks the
@@ -97,28 +104,32 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) if more than 64 full groups of the window were met; [`Error::Conflict`](crate::Error::Conflict) for a key the recipient's events used with another
     /// activity, time or data, nothing written.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
-        let event = event.into();
-        check(&event.activity)?;
-        let data = event.data.as_ref().map(bson::to_bson).transpose()?;
-        if let Some(data) = &data {
-            validate::encoded_size("notification data", data, MAX_DATA_BYTES)?;
-        }
-        if event.activity.actor == event.activity.recipient {
-            return Ok(());
-        }
-        let Some(key) = &event.key else {
-            let at = event.at.unwrap_or_else(bson::DateTime::now);
-            return self.groups.notify(&event.activity, at, data).await;
-        };
-        crate::idempotency::check(Some(key))?;
-        let activity = &event.activity;
-        let content = crate::idempotency::digest(&(
-            (&activity.kind.as_str(), &activity.target, &activity.actor),
-            event.at,
-            &data,
-        ))?;
-        self.groups
-            .notify_keyed(activity, key, &content, event.at, data)
+        observe::operation!("notifications.notify")
+            .run(async move {
+                let event = event.into();
+                check(&event.activity)?;
+                let data = event.data.as_ref().map(bson::to_bson).transpose()?;
+                if let Some(data) = &data {
+                    validate::encoded_size("notification data", data, MAX_DATA_BYTES)?;
+                }
+                if event.activity.actor == event.activity.recipient {
+                    return Ok(());
+                }
+                let Some(key) = &event.key else {
+                    let at = event.at.unwrap_or_else(bson::DateTime::now);
+                    return self.groups.notify(&event.activity, at, data).await;
+                };
+                crate::idempotency::check(Some(key))?;
+                let activity = &event.activity;
+                let content = crate::idempotency::digest(&(
+                    (&activity.kind.as_str(), &activity.target, &activity.actor),
+                    event.at,
+                    &data,
+                ))?;
+                self.groups
+                    .notify_keyed(activity, key, &content, event.at, data)
+                    .await
+            })
             .await
     }
 
@@ -132,8 +143,12 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id over
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
-        check(activity)?;
-        self.groups.withdraw(activity).await
+        observe::operation!("notifications.withdraw")
+            .run(async move {
+                check(activity)?;
+                self.groups.withdraw(activity).await
+            })
+            .await
     }
 
     /// One page of `recipient`'s groups, newest first (by their newest event), in one `find`.
@@ -143,9 +158,13 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
-        validate::user_id("recipient", recipient)?;
-        page.check()?;
-        self.groups.page(recipient, page).await
+        observe::operation!("notifications.page")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                page.check()?;
+                self.groups.page(recipient, page).await
+            })
+            .await
     }
 
     /// How many of `recipient`'s groups are unseen and unread, in one command.
@@ -154,8 +173,12 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
-        validate::user_id("recipient", recipient)?;
-        self.groups.counts(recipient).await
+        observe::operation!("notifications.counts")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                self.groups.counts(recipient).await
+            })
+            .await
     }
 
     /// Marks `recipient`'s groups seen: those whose newest event is no later than `until` (the
@@ -166,9 +189,13 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
-        validate::user_id("recipient", recipient)?;
-        self.groups
-            .mark(recipient, until, doc! { "seen": true })
+        observe::operation!("notifications.mark_seen")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                self.groups
+                    .mark(recipient, until, doc! { "seen": true })
+                    .await
+            })
             .await
     }
 
@@ -183,9 +210,13 @@ impl<D: Payload> NotificationStore<D> {
         recipient: &str,
         until: Option<bson::DateTime>,
     ) -> Result<u64> {
-        validate::user_id("recipient", recipient)?;
-        self.groups
-            .mark(recipient, until, doc! { "seen": true, "read": true })
+        observe::operation!("notifications.mark_all_read")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                self.groups
+                    .mark(recipient, until, doc! { "seen": true, "read": true })
+                    .await
+            })
             .await
     }
 
@@ -196,8 +227,12 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
-        validate::user_id("recipient", recipient)?;
-        self.groups.mark_read(recipient, group).await
+        observe::operation!("notifications.mark_read")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                self.groups.mark_read(recipient, group).await
+            })
+            .await
     }
 
     /// A stream of `recipient`'s groups as actors join them, from `from` (the token of the last
@@ -249,8 +284,12 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
-        validate::user_id("recipient", recipient)?;
-        self.groups.trim(recipient, keep).await
+        observe::operation!("notifications.trim")
+            .run(async move {
+                validate::user_id("recipient", recipient)?;
+                self.groups.trim(recipient, keep).await
+            })
+            .await
     }
 }
 

@@ -23,7 +23,10 @@ impl DetectedCapabilities {
     pub(crate) async fn get(&self, database: &Database) -> Result<Capabilities> {
         self.0
             .get_or_try_init(|| async {
-                Ok(ServerInfo::detect_for(database).await?.capabilities())
+                let info = ServerInfo::detect_for(database).await?;
+                let capabilities = info.capabilities();
+                crate::observe::detected(&info, &capabilities);
+                Ok(capabilities)
             })
             .await
             .copied()

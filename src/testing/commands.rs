@@ -10,32 +10,9 @@ use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
 use mongodb::options::ClientOptions;
 
-use crate::server::PROBE_COLLECTION_PREFIX;
-
-/// Commands a [`CommandCounter`] does not record: connection handshakes, authentication,
-/// liveness checks and session cleanup, none of which the code under measurement chooses to send.
-///
-/// Names are compared ignoring ASCII case. `killCursors` and `getMore` are real round trips and
-/// are counted.
-pub const IGNORED_COMMANDS: &[&str] = &[
-    "hello",
-    "isMaster",
-    "saslStart",
-    "saslContinue",
-    "endSessions",
-    "ping",
-    "buildInfo",
-];
-
-/// Whether a command works on a capability probe's scratch collection
-/// ([`PROBE_COLLECTION_PREFIX`]): detection, like `buildInfo`, is not the measured code's doing.
-fn is_capability_probe(command: &bson::Document) -> bool {
-    command
-        .iter()
-        .next()
-        .and_then(|(_, target)| target.as_str())
-        .is_some_and(|target| target.starts_with(PROBE_COLLECTION_PREFIX))
-}
+/// Commands a [`CommandCounter`] does not record; the same that
+/// [`observe::attach`](crate::observe::attach) does not count.
+pub use crate::observe::IGNORED_COMMANDS;
 
 /// Records the name of every command a client starts, in order, so tests, benches and examples can
 /// count round trips.
@@ -63,7 +40,7 @@ fn is_capability_probe(command: &bson::Document) -> bool {
 /// ([`CommandCounter::documents_read`]): what a read cost in documents, as well as in round trips.
 ///
 /// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out, as are the
-/// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`]...), which a
+/// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`](crate::server::PROBE_COLLECTION_PREFIX)...), which a
 /// store sends once, on first use, to a server that is neither MongoDB nor FerretDB. The record
 /// holds everything the client sends, so operations running concurrently on the same client (or a
 /// `killCursors` the driver sends in the background after a cursor is dropped) show up too.
@@ -114,9 +91,7 @@ impl CommandCounter {
 
     /// Whether a command with this name is recorded (it is not one of [`IGNORED_COMMANDS`]).
     pub fn is_counted(command_name: &str) -> bool {
-        !IGNORED_COMMANDS
-            .iter()
-            .any(|ignored| ignored.eq_ignore_ascii_case(command_name))
+        crate::observe::is_counted_name(command_name)
     }
 
     /// An event handler that records into this counter, for
@@ -125,8 +100,7 @@ impl CommandCounter {
         let counter = self.clone();
         EventHandler::callback(move |event| match event {
             CommandEvent::Started(started) => {
-                let counted = !is_capability_probe(&started.command)
-                    && Self::is_counted(&started.command_name);
+                let counted = crate::observe::is_counted(&started);
                 if !counted {
                     counter.uncounted_lock().insert(started.request_id);
                     return;

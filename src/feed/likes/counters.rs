@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Likes, MAX_FIRST_UPDATE_RACES, REMOVING};
 use crate::feed::types::PostId;
+use crate::observe;
 use crate::update_batch::is_duplicate_key;
 use crate::{bson_ext, Result};
 
@@ -54,8 +55,12 @@ impl Likes {
     /// carries an operation id the counter remembers); a call made again by the caller is a new
     /// change.
     pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
-        self.check_post_exists(post).await?;
-        self.increment(post, counter.field(), delta).await
+        observe::operation!("feed.likes.add_to_counter")
+            .run(async move {
+                self.check_post_exists(post).await?;
+                self.increment(post, counter.field(), delta).await
+            })
+            .await
     }
 
     /// A post's counters: one `find`, plus one to tell a post never counted from an unknown one.
@@ -64,20 +69,24 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn counters(&self, post: PostId) -> Result<Counters> {
-        match self
-            .inner
-            .collections
-            .counters
-            .find_one(doc! { "_id": post.0 })
-            .projection(doc! { "ops": 0 })
-            .await?
-        {
-            Some(found) => bson_ext::decode(self.inner.collections.counters.name(), found),
-            None => {
-                self.check_post_exists(post).await?;
-                Ok(Counters::default())
-            }
-        }
+        observe::operation!("feed.likes.counters")
+            .run(async move {
+                match self
+                    .inner
+                    .collections
+                    .counters
+                    .find_one(doc! { "_id": post.0 })
+                    .projection(doc! { "ops": 0 })
+                    .await?
+                {
+                    Some(found) => bson_ext::decode(self.inner.collections.counters.name(), found),
+                    None => {
+                        self.check_post_exists(post).await?;
+                        Ok(Counters::default())
+                    }
+                }
+            })
+            .await
     }
 
     /// Sets a post's like count from its likes (after a crash between a like and its count, or
@@ -91,30 +100,34 @@ impl Likes {
     /// unlike, missed once): run it when no like of the post is in flight (a repair after a
     /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount(&self, post: PostId) -> Result<i64> {
-        self.check_post_exists(post).await?;
-        self.locked(post, async {
-            // Interrupted likes are finished first: counting a like not yet counted would let
-            // its own `$inc`, applied later, count it again.
-            self.settle_unlocked(post).await?;
-            let likes = self
-                .inner
-                .collections
-                .likes
-                .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
-                .await? as i64;
-            self.retry("recount", || async {
-                self.inner
-                    .collections
-                    .counters
-                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                    .upsert(true)
+        observe::operation!("feed.likes.recount")
+            .run(async move {
+                self.check_post_exists(post).await?;
+                self.locked(post, async {
+                    // Interrupted likes are finished first: counting a like not yet counted would let
+                    // its own `$inc`, applied later, count it again.
+                    self.settle_unlocked(post).await?;
+                    let likes = self
+                        .inner
+                        .collections
+                        .likes
+                        .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
+                        .await? as i64;
+                    self.retry("recount", || async {
+                        self.inner
+                            .collections
+                            .counters
+                            .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                            .upsert(true)
+                            .await?;
+                        Ok(())
+                    })
                     .await?;
-                Ok(())
+                    Ok(likes)
+                })
+                .await
             })
-            .await?;
-            Ok(likes)
-        })
-        .await
+            .await
     }
 
     /// `$inc` of one counter under the post's counter lock where updates are not atomic.

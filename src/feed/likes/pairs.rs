@@ -8,6 +8,7 @@ use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING
 use crate::feed::inner::not_found_post;
 use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
+use crate::observe;
 use crate::update_batch::is_duplicate_key;
 use crate::{bson_ext, Result};
 
@@ -32,73 +33,77 @@ impl Likes {
     /// like stays marked "not yet counted" and the next like or unlike of the pair (or
     /// [`Likes::settle`]) counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
-        crate::validate::user_id("user", user)?;
-        let (created, author) = self.post_created(post).await?;
-        self.inner.chunk_of(user).await?;
-        let id = doc! { "post": post.0, "user": user };
-        let at = self.inner.clock.now();
-        let op = ObjectId::new();
-        let like = doc! {
-            "_id": &id,
-            "post": post.0,
-            "user": user,
-            "at": at,
-            "created": created,
-            "op": op,
-            PENDING: true,
-        };
-        let mine = doc! { "_id": &id, "post": post.0, "op": op };
-        let liked = self
-            .locked(post, async {
-                let mut inserted = false;
-                for _ in 0..MAX_FIRST_UPDATE_RACES {
-                    match self.insert_like(post, &like, op).await? {
-                        Stored::Mine => {
-                            inserted = true;
-                            break;
-                        }
-                        // Removed by an unlike that finished meanwhile: the next round stores it.
-                        Stored::Gone => {}
-                        Stored::Other(stored) => {
-                            if self.finish_like(post, &stored).await? {
-                                return Ok(false);
+        observe::operation!("feed.likes.like")
+            .run(async move {
+                crate::validate::user_id("user", user)?;
+                let (created, author) = self.post_created(post).await?;
+                self.inner.chunk_of(user).await?;
+                let id = doc! { "post": post.0, "user": user };
+                let at = self.inner.clock.now();
+                let op = ObjectId::new();
+                let like = doc! {
+                    "_id": &id,
+                    "post": post.0,
+                    "user": user,
+                    "at": at,
+                    "created": created,
+                    "op": op,
+                    PENDING: true,
+                };
+                let mine = doc! { "_id": &id, "post": post.0, "op": op };
+                let liked = self
+                    .locked(post, async {
+                        let mut inserted = false;
+                        for _ in 0..MAX_FIRST_UPDATE_RACES {
+                            match self.insert_like(post, &like, op).await? {
+                                Stored::Mine => {
+                                    inserted = true;
+                                    break;
+                                }
+                                // Removed by an unlike that finished meanwhile: the next round stores it.
+                                Stored::Gone => {}
+                                Stored::Other(stored) => {
+                                    if self.finish_like(post, &stored).await? {
+                                        return Ok(false);
+                                    }
+                                    // It was being removed, and now is: the next round stores this like.
+                                }
                             }
-                            // It was being removed, and now is: the next round stores this like.
                         }
-                    }
+                        if !inserted {
+                            return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
+                        }
+                        if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
+                            // Undone, so the like is not left uncounted; if the undo fails, the like keeps
+                            // its "not yet counted" mark and whoever finds it next counts it.
+                            if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
+                                let _ = self
+                                    .retry("like undo", || async {
+                                        Ok(self
+                                            .inner
+                                            .collections
+                                            .likes
+                                            .delete_one(mine.clone())
+                                            .await?)
+                                    })
+                                    .await;
+                            }
+                            return Err(error);
+                        }
+                        // Counted: the mark goes. If this fails the like is counted already, and finishing
+                        // it again applies `op` once (the counter holds it).
+                        self.mark_counted(&mine).await?;
+                        Ok(true)
+                    })
+                    .await?;
+                // On every call, new or repeated: the notification is idempotent, so repeating a like
+                // whose notification failed completes it.
+                if let Some(outbox) = &self.inner.outbox {
+                    outbox.notify(Self::liked(post, &author, user)).await;
                 }
-                if !inserted {
-                    return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
-                }
-                if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
-                    // Undone, so the like is not left uncounted; if the undo fails, the like keeps
-                    // its "not yet counted" mark and whoever finds it next counts it.
-                    if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
-                        let _ = self
-                            .retry("like undo", || async {
-                                Ok(self
-                                    .inner
-                                    .collections
-                                    .likes
-                                    .delete_one(mine.clone())
-                                    .await?)
-                            })
-                            .await;
-                    }
-                    return Err(error);
-                }
-                // Counted: the mark goes. If this fails the like is counted already, and finishing
-                // it again applies `op` once (the counter holds it).
-                self.mark_counted(&mine).await?;
-                Ok(true)
+                Ok(liked)
             })
-            .await?;
-        // On every call, new or repeated: the notification is idempotent, so repeating a like
-        // whose notification failed completes it.
-        if let Some(outbox) = &self.inner.outbox {
-            outbox.notify(Self::liked(post, &author, user)).await;
-        }
-        Ok(liked)
+            .await
     }
 
     /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `find`
@@ -118,111 +123,122 @@ impl Likes {
     /// stays marked "removing" (and reads as absent) and the next like or unlike of the pair (or
     /// [`Likes::settle`]) removes and counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
-        crate::validate::user_id("user", user)?;
-        let (_, author) = self.post_created(post).await?;
-        self.inner.chunk_of(user).await?;
-        let id = doc! { "post": post.0, "user": user };
-        let op = ObjectId::new();
-        let unliked = self
-            .locked(post, async {
-                let pair = doc! { "_id": &id, "post": post.0 };
-                let mut unmarked = pair.clone();
-                unmarked.insert(REMOVING, doc! { "$exists": false });
-                let mut marked = None;
-                for _ in 0..MAX_FIRST_UPDATE_RACES {
-                    let before = self
-                        .retry("unlike", || async {
-                            Ok(self
-                                .inner
-                                .collections
-                                .likes
-                                .find_one_and_update(
-                                    unmarked.clone(),
-                                    doc! { "$set": { REMOVING: op } },
-                                )
-                                .await?)
-                        })
-                        .await?;
-                    if let Some(before) = before {
-                        marked = Some(before);
-                        break;
-                    }
-                    // Nothing to mark: no like, or one being removed (by this call, whose reply was
-                    // lost, or by an interrupted unlike, which this one finishes).
-                    let stored = self
-                        .retry("unlike", || async {
-                            Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
-                        })
-                        .await?;
-                    match stored {
-                        None => return Ok(false),
-                        Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
-                            marked = Some(stored);
-                            break;
+        observe::operation!("feed.likes.unlike")
+            .run(async move {
+                crate::validate::user_id("user", user)?;
+                let (_, author) = self.post_created(post).await?;
+                self.inner.chunk_of(user).await?;
+                let id = doc! { "post": post.0, "user": user };
+                let op = ObjectId::new();
+                let unliked = self
+                    .locked(post, async {
+                        let pair = doc! { "_id": &id, "post": post.0 };
+                        let mut unmarked = pair.clone();
+                        unmarked.insert(REMOVING, doc! { "$exists": false });
+                        let mut marked = None;
+                        for _ in 0..MAX_FIRST_UPDATE_RACES {
+                            let before = self
+                                .retry("unlike", || async {
+                                    Ok(self
+                                        .inner
+                                        .collections
+                                        .likes
+                                        .find_one_and_update(
+                                            unmarked.clone(),
+                                            doc! { "$set": { REMOVING: op } },
+                                        )
+                                        .await?)
+                                })
+                                .await?;
+                            if let Some(before) = before {
+                                marked = Some(before);
+                                break;
+                            }
+                            // Nothing to mark: no like, or one being removed (by this call, whose reply was
+                            // lost, or by an interrupted unlike, which this one finishes).
+                            let stored = self
+                                .retry("unlike", || async {
+                                    Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
+                                })
+                                .await?;
+                            match stored {
+                                None => return Ok(false),
+                                Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
+                                    marked = Some(stored);
+                                    break;
+                                }
+                                Some(stored) if stored.contains_key(REMOVING) => {
+                                    self.finish_like(post, &stored).await?;
+                                    return Ok(false);
+                                }
+                                // Put back by an unlike that failed meanwhile: the next round marks it.
+                                Some(_) => {}
+                            }
                         }
-                        Some(stored) if stored.contains_key(REMOVING) => {
-                            self.finish_like(post, &stored).await?;
-                            return Ok(false);
+                        let Some(marked) = marked else {
+                            return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
+                        };
+                        let counted = async {
+                            // A like never counted is counted first (once, with its own op id).
+                            if let Some(liked) = pending_op(&marked) {
+                                self.increment_unlocked(post, "likes", 1, liked).await?;
+                            }
+                            self.increment_unlocked(post, "likes", -1, op).await
+                        };
+                        if let Err(error) = counted.await {
+                            // Put back as it was; if that fails too, the mark stays and whoever finds the
+                            // like next removes and counts it.
+                            if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
+                                let mut mine = pair.clone();
+                                mine.insert(REMOVING, op);
+                                let _ = self
+                                    .retry("unlike undo", || async {
+                                        Ok(self
+                                            .inner
+                                            .collections
+                                            .likes
+                                            .update_one(
+                                                mine.clone(),
+                                                doc! { "$unset": { REMOVING: "" } },
+                                            )
+                                            .await?)
+                                    })
+                                    .await;
+                            }
+                            return Err(error);
                         }
-                        // Put back by an unlike that failed meanwhile: the next round marks it.
-                        Some(_) => {}
-                    }
+                        self.delete_removed(&pair, op).await?;
+                        Ok(true)
+                    })
+                    .await?;
+                if let Some(outbox) = &self.inner.outbox {
+                    outbox.withdraw(Self::liked(post, &author, user)).await;
                 }
-                let Some(marked) = marked else {
-                    return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
-                };
-                let counted = async {
-                    // A like never counted is counted first (once, with its own op id).
-                    if let Some(liked) = pending_op(&marked) {
-                        self.increment_unlocked(post, "likes", 1, liked).await?;
-                    }
-                    self.increment_unlocked(post, "likes", -1, op).await
-                };
-                if let Err(error) = counted.await {
-                    // Put back as it was; if that fails too, the mark stays and whoever finds the
-                    // like next removes and counts it.
-                    if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
-                        let mut mine = pair.clone();
-                        mine.insert(REMOVING, op);
-                        let _ = self
-                            .retry("unlike undo", || async {
-                                Ok(self
-                                    .inner
-                                    .collections
-                                    .likes
-                                    .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
-                                    .await?)
-                            })
-                            .await;
-                    }
-                    return Err(error);
-                }
-                self.delete_removed(&pair, op).await?;
-                Ok(true)
+                Ok(unliked)
             })
-            .await?;
-        if let Some(outbox) = &self.inner.outbox {
-            outbox.withdraw(Self::liked(post, &author, user)).await;
-        }
-        Ok(unliked)
+            .await
     }
 
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike
     /// reads as absent; one stored but not yet counted, as present.
     pub async fn is_liked(&self, post: PostId, user: &str) -> Result<bool> {
-        crate::validate::user_id("user", user)?;
-        let found = self
-            .inner
-            .collections
-            .likes
-            .find_one(doc! {
-                "_id": { "post": post.0, "user": user },
-                "post": post.0,
-                REMOVING: { "$exists": false },
+        observe::operation!("feed.likes.is_liked")
+            .run(async move {
+                crate::validate::user_id("user", user)?;
+                let found = self
+                    .inner
+                    .collections
+                    .likes
+                    .find_one(doc! {
+                        "_id": { "post": post.0, "user": user },
+                        "post": post.0,
+                        REMOVING: { "$exists": false },
+                    })
+                    .projection(doc! { "_id": 1 })
+                    .await?;
+                Ok(found.is_some())
             })
-            .projection(doc! { "_id": 1 })
-            .await?;
-        Ok(found.is_some())
+            .await
     }
 
     /// Finishes every like and unlike of `post` that a failure interrupted (see [`Likes`]): a
@@ -239,8 +255,12 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn settle(&self, post: PostId) -> Result<usize> {
-        self.check_post_exists(post).await?;
-        self.locked(post, self.settle_unlocked(post)).await
+        observe::operation!("feed.likes.settle")
+            .run(async move {
+                self.check_post_exists(post).await?;
+                self.locked(post, self.settle_unlocked(post)).await
+            })
+            .await
     }
 
     pub(super) async fn settle_unlocked(&self, post: PostId) -> Result<usize> {

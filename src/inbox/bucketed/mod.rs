@@ -32,6 +32,7 @@ use super::{
 use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::observe;
 use crate::retry::Backoff;
 use crate::sharding::ShardKey;
 use crate::{Error, Page, PageRequest, Result};
@@ -220,55 +221,75 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        validate::check_user_id("owner", owner)?;
-        let head = self
-            .buckets
-            .heads
-            .find_one(doc! { "_id": owner })
-            .projection(doc! { "muted": 1, "blocked": 1 })
-            .await?;
-        Ok(filters::read(head.as_ref()))
+        observe::operation!("inbox.filters", strategy = self.strategy().name())
+            .run(async move {
+                validate::check_user_id("owner", owner)?;
+                let head = self
+                    .buckets
+                    .heads
+                    .find_one(doc! { "_id": owner })
+                    .projection(doc! { "muted": 1, "blocked": 1 })
+                    .await?;
+                Ok(filters::read(head.as_ref()))
+            })
+            .await
     }
 
     async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        validate::check_new_message(&message)?;
-        if let Some(keyed) = super::keyed::Keyed::of(&message)? {
-            let records = self.buckets.recipients.collection().clone();
-            // Recipients holding the message already (an earlier attempt's) are skipped.
-            return super::keyed::send_recorded(
-                &self.buckets.backend,
-                &records,
-                keyed,
-                message,
-                |m| async move {
-                    let skipped = self.deliver(&m, &m.to).await?;
-                    Ok((m, skipped))
-                },
-            )
-            .await;
-        }
-        let message = Message::stamp(message);
-        let recipients = message.to.clone();
-        let skipped = self.buckets.deliver_entry(&message, recipients).await?;
-        Ok(Sent { message, skipped })
+        observe::operation!(
+            "inbox.send",
+            strategy = self.strategy().name(),
+            recipients = message.to.len()
+        )
+        .run(async move {
+            validate::check_new_message(&message)?;
+            if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+                let records = self.buckets.recipients.collection().clone();
+                // Recipients holding the message already (an earlier attempt's) are skipped.
+                return super::keyed::send_recorded(
+                    &self.buckets.backend,
+                    &records,
+                    keyed,
+                    message,
+                    |m| async move {
+                        let skipped = self.deliver(&m, &m.to).await?;
+                        Ok((m, skipped))
+                    },
+                )
+                .await;
+            }
+            let message = Message::stamp(message);
+            let recipients = message.to.clone();
+            let skipped = self.buckets.deliver_entry(&message, recipients).await?;
+            Ok(Sent { message, skipped })
+        })
+        .await
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        validate::check_recipients(recipients)?;
-        let (holders, mut blocked) = self
-            .buckets
-            .holders(message.id, &message.from, recipients)
-            .await?;
-        let remaining: Vec<String> = recipients
-            .iter()
-            .filter(|recipient| !holders.contains(recipient.as_str()))
-            .filter(|recipient| !blocked.contains(recipient))
-            .cloned()
-            .collect();
-        if !remaining.is_empty() {
-            blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
-        }
-        Ok(blocked)
+        observe::operation!(
+            "inbox.deliver",
+            strategy = self.strategy().name(),
+            recipients = recipients.len()
+        )
+        .run(async move {
+            validate::check_recipients(recipients)?;
+            let (holders, mut blocked) = self
+                .buckets
+                .holders(message.id, &message.from, recipients)
+                .await?;
+            let remaining: Vec<String> = recipients
+                .iter()
+                .filter(|recipient| !holders.contains(recipient.as_str()))
+                .filter(|recipient| !blocked.contains(recipient))
+                .cloned()
+                .collect();
+            if !remaining.is_empty() {
+                blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
+            }
+            Ok(blocked)
+        })
+        .await
     }
 
     fn max_message_bytes(&self) -> usize {
@@ -276,29 +297,43 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        validate::check_user_id("owner", owner)?;
-        validate::check_user_id("sender", sender)?;
-        Err(Error::Unsupported {
-            limit: crate::error::Limit::Strategy,
-            feature: "removing messages from a bucketed inbox",
-            reason: "every bucket but the newest is full, and positions (and cursors) depend on \
-                     it; removing a message would shift them"
-                .to_owned(),
-        })
+        observe::operation!("inbox.remove_from", strategy = self.strategy().name())
+            .run(async move {
+                validate::check_user_id("owner", owner)?;
+                validate::check_user_id("sender", sender)?;
+                Err(Error::Unsupported {
+                    limit: crate::error::Limit::Strategy,
+                    feature: "removing messages from a bucketed inbox",
+                    reason: "every bucket but the newest is full, and positions (and cursors) depend on \
+                             it; removing a message would shift them"
+                        .to_owned(),
+                })
+            })
+            .await
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        self.buckets.page(owner, page).await
+        observe::operation!(
+            "inbox.page",
+            strategy = self.strategy().name(),
+            limit = page.limit
+        )
+        .run(async move { self.buckets.page(owner, page).await })
+        .await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        self.buckets.count(owner).await
+        observe::operation!("inbox.count", strategy = self.strategy().name())
+            .run(async move { self.buckets.count(owner).await })
+            .await
     }
 
     /// The unique `{owner, sequence}` index is what keeps a bucket from being opened twice, so
     /// a store that was not told to create it creates it before its first write.
     async fn create_indexes(&self) -> Result<()> {
-        self.buckets.backend.create_indexes().await
+        observe::operation!("inbox.create_indexes", strategy = self.strategy().name())
+            .run(async move { self.buckets.backend.create_indexes().await })
+            .await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
