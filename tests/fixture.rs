@@ -3,7 +3,7 @@
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongo_social::server::{ServerFlavor, ServerInfo, PROBE_COLLECTION_PREFIX};
+use mongo_social::server::{ServerFlavor, ServerInfo, Topology, PROBE_COLLECTION_PREFIX};
 use mongo_social::testing::{self, CommandCounter, LocalServer};
 
 #[tokio::test]
@@ -221,6 +221,15 @@ async fn detects_what_the_local_server_is_and_can_do() {
             assert!(capabilities.text_search && capabilities.graph_lookup);
             assert!(capabilities.filters_beyond_id);
             assert!(!capabilities.change_streams && !capabilities.transactions);
+        }
+        LocalServer::DocumentDbSharded => {
+            // DocumentDB's gateway answers as a `mongos` and reports no `gitVersion`.
+            assert_eq!(info.flavor, ServerFlavor::Other, "{info:?}");
+            assert_eq!(info.topology, Topology::Sharded, "{}", info.describe());
+            assert!(capabilities.sharding && capabilities.atomic_updates);
+            assert!(capabilities.slice_projection && capabilities.find_and_modify_projection);
+            assert!(capabilities.graph_lookup, "{}", info.describe());
+            assert!(!capabilities.change_streams, "{}", info.describe());
         }
         other => panic!("no expectations for {other:?}"),
     }
