@@ -66,7 +66,9 @@ pub(super) fn start() -> Result<Started, String> {
             OsString::from(port.to_string()),
         ]
     })?;
-    let uri = running.uri.replacen("mongodb://", &format!("mongodb://{USER}@"), 1)
+    let uri = running
+        .uri
+        .replacen("mongodb://", &format!("mongodb://{USER}@"), 1)
         + "?authMechanism=SCRAM-SHA-256&directConnection=true";
     Ok(Started {
         uri,
