@@ -56,7 +56,6 @@
 //! owner to be copied again (its reads go back to the source meanwhile) rather than failing the
 //! caller. `prune` marks its owner for a new copy, since retention drops different messages in
 //! different strategies (buckets drop whole buckets).
-
 //!
 //! # Comments
 //!
