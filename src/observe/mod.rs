@@ -10,9 +10,10 @@
 //!
 //! Without it, the crate emits nothing and the calls that would emit compile to nothing (the
 //! operations' futures are returned as they are); [`attach`] leaves a client's options as they
-//! are. The `tracing` crate itself is still in the dependency tree without the feature: the
-//! MongoDB driver's DNS resolver (`hickory-resolver`, of its default `dns-resolver` feature, for
-//! `mongodb+srv://` addresses) depends on it. The feature adds no other crate.
+//! are, and the feature adds no crate: a build without it and without the default
+//! `dns-resolver` feature has no `tracing` in its dependency tree (CI checks it). With
+//! `dns-resolver` (on by default, for `mongodb+srv://` addresses) the driver's DNS resolver,
+//! `hickory-resolver`, brings `tracing` in on its own account.
 //!
 //! # What is emitted
 //!
