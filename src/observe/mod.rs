@@ -315,6 +315,16 @@ pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilit
     let _ = (info, capabilities);
 }
 
+/// Records `value` as the field `name` of the current operation's span, where the span declared
+/// it (`name = ::tracing::field::Empty` in [`operation!`]): a count known only at the end (the
+/// items a migration's copy of one unit copied). Without the `tracing` feature: nothing.
+pub(crate) fn record(name: &'static str, value: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::Span::current().record(name, value);
+    #[cfg(not(feature = "tracing"))]
+    let _ = (name, value);
+}
+
 /// Without the `tracing` feature: nothing.
 #[cfg(not(feature = "tracing"))]
 #[inline(always)]
