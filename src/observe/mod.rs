@@ -61,7 +61,7 @@
 //! |---|---|
 //! | `strategy` | the inbox strategy ([`inbox::Strategy::name`](crate::inbox::Strategy::name): `fan-out-on-read`, ...), or the comment strategy ([`comments::Strategy::name`](crate::comments::Strategy::name): `per-comment`, `embedded`, `hybrid-pages`) |
 //! | `recipients`, `limit` | how many recipients a send or delivery names; a page's limit |
-//! | `items` | how many messages or comments an import was given; how many a `migrate.copy` copied (recorded when it ends) |
+//! | `items` | how many messages or comments an import was given; how many a `migrate.copy` copied (recorded when it ends; empty when the unit was copied already, or the copy stopped) |
 //! | `migration` | a migration's kind: `inbox` ([`InboxMigration`](crate::migrate::InboxMigration)) or `comments` ([`CommentMigration`](crate::migrate::CommentMigration)) |
 //! | `kind` | a job's kind, as the application named it |
 //! | `commands` | how many commands the operation sent, counted as [`attach`] says; empty without it |
