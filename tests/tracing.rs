@@ -1,7 +1,7 @@
 //! The `tracing` feature against the real server: each operation's span with its fields (the
 //! command count equal to what [`CommandCounter`] saw), an error's kind as the outcome, a retry
-//! after the fault proxy drops a reply with its connection, and a job run (and re-run) by a
-//! worker, followed by its id.
+//! after the fault proxy drops a reply with its connection, a job run (and re-run) by a
+//! worker, followed by its id, the comment stores' spans, and a migration's step.
 //!
 //! Each test runs on a current-thread runtime with its own capturing subscriber as the thread's
 //! default, so the spans of a worker spawned by the test are captured too, and tests running
@@ -14,9 +14,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bson::doc;
+use mongo_social::comments::{
+    Author, CommentStore, DynCommentStore, Embedded, HybridPages, NewComment, Order, PerComment,
+};
 use mongo_social::delivery::Delivery;
 use mongo_social::graph::FollowGraph;
+use mongo_social::inbox::DynInboxTransfer;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
+use mongo_social::migrate::InboxMigration;
 use mongo_social::testing::{self, fault_proxy::FaultProxy, CommandCounter};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage, PageRequest,
@@ -563,4 +568,209 @@ async fn a_delivery_counts_the_commands_of_the_operations_it_runs() {
     assert_eq!(followers, 3);
     assert_eq!(field(&pages[0].fields, "first_page"), "true");
     assert_eq!(field(&pages[1].fields, "last_page"), "true");
+}
+
+// --- Comments --------------------------------------------------------------------------------
+
+type Comments = Arc<DynCommentStore>;
+
+fn comment_stores(db: &Database) -> [(&'static str, Comments); 3] {
+    [
+        ("per-comment", Arc::new(PerComment::new(db))),
+        ("embedded", Arc::new(Embedded::new(db))),
+        ("hybrid-pages", Arc::new(HybridPages::new(db))),
+    ]
+}
+
+/// A comment posted and a page read, with every comment strategy: one span each, named
+/// `comments.<operation>`, with the strategy, the page's limit, the commands the
+/// `CommandCounter` saw and the outcome; no discussion id, user id, text or link recorded.
+#[tokio::test]
+async fn a_comment_post_and_a_page_read_are_spans_with_their_commands_and_outcome() {
+    let (capture, _guard) = Capture::install();
+    let counter = CommandCounter::new();
+    let client = counted_client(&counter).await;
+    let db = fresh_db(&client, "tracing_comments").await;
+
+    for (strategy, store) in comment_stores(&db) {
+        assert_eq!(store.strategy().name(), strategy);
+        store.create_indexes().await.expect("indexes");
+        store
+            .create_discussion("disc-q9")
+            .await
+            .expect("discussion");
+
+        capture.clear();
+        let comment = NewComment::new(Author::new("author-z4", "Zedaro"), "text-k8");
+        let (posted, commands) = counter.measure(store.post("disc-q9", comment)).await;
+        let posted = posted.expect("post");
+        let (_, post) = capture.only_span("comments.post");
+        assert_eq!(field(&post.fields, "strategy"), strategy);
+        assert_eq!(field(&post.fields, "outcome"), "ok");
+        assert!(!commands.is_empty(), "{strategy}: a post sends commands");
+        assert_eq!(
+            field(&post.fields, "commands"),
+            commands.len().to_string(),
+            "{strategy}: {commands:?}"
+        );
+
+        capture.clear();
+        let (page, commands) = counter
+            .measure(store.chronological("disc-q9", Order::OldestFirst, PageRequest::first(10)))
+            .await;
+        let page = page.expect("page");
+        assert_eq!(page.items.len(), 1, "{strategy}");
+        assert_eq!(page.items[0].link, posted.link, "{strategy}");
+        let (_, read) = capture.only_span("comments.chronological");
+        assert_eq!(field(&read.fields, "strategy"), strategy);
+        assert_eq!(field(&read.fields, "limit"), "10");
+        assert_eq!(field(&read.fields, "outcome"), "ok");
+        assert_eq!(
+            field(&read.fields, "commands"),
+            commands.len().to_string(),
+            "{strategy}: {commands:?}"
+        );
+
+        let values = capture.all_values();
+        // An embedded comment's link is its path (`0`), too short to look for.
+        let link = Some(posted.link.as_str()).filter(|link| link.len() >= 4);
+        for secret in ["disc-q9", "author-z4", "Zedaro", "text-k8"]
+            .into_iter()
+            .chain(link)
+        {
+            assert!(
+                !values.iter().any(|value| value.contains(secret)),
+                "{strategy}: `{secret}` recorded: {values:?}"
+            );
+        }
+    }
+}
+
+/// A refused comment: the span's outcome is the error's kind, and no command was sent.
+#[tokio::test]
+async fn a_refused_comment_is_the_outcome_of_its_span() {
+    let (capture, _guard) = Capture::install();
+    let counter = CommandCounter::new();
+    let client = counted_client(&counter).await;
+    let db = fresh_db(&client, "tracing_refused_comment").await;
+    let store = PerComment::new(&db);
+    let blank = NewComment::new(Author::new("u1", "Rick"), "   ");
+    let (posted, commands) = counter.measure(store.post("d1", blank)).await;
+    let error = posted.expect_err("a blank comment is refused");
+    assert!(error.is_invalid_input(), "{error}");
+    assert!(commands.is_empty(), "{commands:?}");
+    let (_, post) = capture.only_span("comments.post");
+    assert_eq!(field(&post.fields, "strategy"), "per-comment");
+    assert_eq!(field(&post.fields, "outcome"), "invalid_input");
+    assert_eq!(field(&post.fields, "commands"), "0");
+}
+
+// --- Migrations ------------------------------------------------------------------------------
+
+/// An inbox migration started and its copy run: `migrate.start` and `migrate.run_pending`
+/// spans of migration `inbox`, one `migrate.copy` span per owner inside the run (the items it
+/// copied adding up to what the progress says), each holding the target's `inbox.import`; then
+/// a send to the migrating store, a `migrate.inbox.send` span holding the source's
+/// `inbox.send` span and counting the target's write too.
+#[tokio::test]
+async fn a_migration_step_is_spans_with_the_items_copied() {
+    let (capture, _guard) = Capture::install();
+    let counter = CommandCounter::new();
+    let client = counted_client(&counter).await;
+    let db = fresh_db(&client, "tracing_migrate").await;
+    let source: Arc<DynInboxTransfer<String>> = Arc::new(
+        FanOutOnRead::<String>::builder(&db)
+            .collection_prefix("src_")
+            .build()
+            .expect("source"),
+    );
+    let target: Arc<DynInboxTransfer<String>> = Arc::new(
+        FanOutOnWrite::<String>::builder(&db)
+            .collection_prefix("dst_")
+            .build()
+            .expect("target"),
+    );
+    source.create_indexes().await.expect("indexes");
+    for to in [vec!["rcpt-a1", "rcpt-b2"], vec!["rcpt-b2"]] {
+        source
+            .send(NewMessage::new("sender-x1", to, "hi-7".to_string()))
+            .await
+            .expect("send");
+    }
+    let migration = InboxMigration::builder(&db, "trace", source, target)
+        .build()
+        .expect("migration");
+
+    capture.clear();
+    migration.start().await.expect("start");
+    let (_, start) = capture.only_span("migrate.start");
+    assert_eq!(field(&start.fields, "migration"), "inbox");
+    assert_eq!(field(&start.fields, "outcome"), "ok");
+
+    capture.clear();
+    let (ran, commands) = counter.measure(migration.run_pending()).await;
+    assert!(ran.expect("the copy runs") >= 2, "a listing and copies");
+    let (run_index, run) = capture.only_span("migrate.run_pending");
+    assert_eq!(field(&run.fields, "migration"), "inbox");
+    assert_eq!(field(&run.fields, "outcome"), "ok");
+    assert_eq!(
+        field(&run.fields, "commands"),
+        commands.len().to_string(),
+        "{commands:?}"
+    );
+    let copies = capture.spans("migrate.copy");
+    assert!(!copies.is_empty(), "{:#?}", capture.lock().spans);
+    let mut items = 0;
+    for (index, copy) in &copies {
+        assert!(capture.within(Some(*index), run_index), "{copy:?}");
+        assert_eq!(field(&copy.fields, "migration"), "inbox");
+        assert_eq!(field(&copy.fields, "outcome"), "ok");
+        items += field(&copy.fields, "items")
+            .parse::<u64>()
+            .expect("a number");
+    }
+    let imports = capture.spans("inbox.import");
+    assert!(!imports.is_empty());
+    for (index, import) in &imports {
+        assert!(
+            copies
+                .iter()
+                .any(|(copy, _)| capture.within(Some(*index), *copy)),
+            "{import:?}"
+        );
+        assert_eq!(field(&import.fields, "strategy"), "fan-out-on-write");
+    }
+    assert!(migration.is_copied().await.expect("copied"));
+    let progress = migration.progress().await.expect("progress");
+    assert!(progress.messages_copied > 0, "{progress:?}");
+    assert_eq!(items, progress.messages_copied);
+
+    capture.clear();
+    let store = migration.store();
+    let (sent, commands) = counter
+        .measure(store.send(NewMessage::new(
+            "sender-x1",
+            ["rcpt-a1"],
+            "hi-8".to_string(),
+        )))
+        .await;
+    sent.expect("send");
+    let (send_index, send) = capture.only_span("migrate.inbox.send");
+    assert_eq!(field(&send.fields, "recipients"), "1");
+    assert_eq!(field(&send.fields, "outcome"), "ok");
+    assert_eq!(
+        field(&send.fields, "commands"),
+        commands.len().to_string(),
+        "{commands:?}"
+    );
+    let (source_send, _) = capture.only_span("inbox.send");
+    assert!(capture.within(Some(source_send), send_index));
+
+    let values = capture.all_values();
+    for secret in ["sender-x1", "rcpt-a1", "rcpt-b2", "hi-7", "hi-8"] {
+        assert!(
+            !values.iter().any(|value| value.contains(secret)),
+            "`{secret}` recorded: {values:?}"
+        );
+    }
 }

@@ -14,6 +14,7 @@ use crate::comments::{
     Strategy, ThreadedComments, Vote, VotedComments,
 };
 use crate::error::{Error, Invalid, Limit};
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -363,22 +364,28 @@ impl CommentStore for MigratingComments {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        match self.writes(discussion).await? {
-            Writes::Source => self.source().create_discussion(discussion).await,
-            Writes::Target => self.target().create_discussion(discussion).await,
-            Writes::Both => {
-                self.source().create_discussion(discussion).await?;
-                self.inner
-                    .mirror(vec![discussion.to_owned()], |_| {
-                        self.target().create_discussion(discussion)
-                    })
-                    .await
-            }
-        }
+        observe::operation!("migrate.comments.create_discussion")
+            .run(async move {
+                match self.writes(discussion).await? {
+                    Writes::Source => self.source().create_discussion(discussion).await,
+                    Writes::Target => self.target().create_discussion(discussion).await,
+                    Writes::Both => {
+                        self.source().create_discussion(discussion).await?;
+                        self.inner
+                            .mirror(vec![discussion.to_owned()], |_| {
+                                self.target().create_discussion(discussion)
+                            })
+                            .await
+                    }
+                }
+            })
+            .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        self.add(discussion, None, comment).await
+        observe::operation!("migrate.comments.post")
+            .run(async move { self.add(discussion, None, comment).await })
+            .await
     }
 
     async fn chronological(
@@ -387,51 +394,75 @@ impl CommentStore for MigratingComments {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        self.page(discussion, None, &page, |store, _, page| async move {
-            store.chronological(discussion, order, page).await
-        })
-        .await
+        observe::operation!("migrate.comments.chronological", limit = page.limit)
+            .run(async move {
+                self.page(discussion, None, &page, |store, _, page| async move {
+                    store.chronological(discussion, order, page).await
+                })
+                .await
+            })
+            .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        let reader = self.reader(discussion).await?;
-        let found = match reader {
-            Reader::Source => self.source().get(discussion, link).await?,
-            _ => {
-                let moved = self.link_for(&reader, discussion, link).await?;
-                self.target().get(discussion, &moved).await?
-            }
-        };
-        self.one(discussion, found, &reader).await
+        observe::operation!("migrate.comments.get")
+            .run(async move {
+                let reader = self.reader(discussion).await?;
+                let found = match reader {
+                    Reader::Source => self.source().get(discussion, link).await?,
+                    _ => {
+                        let moved = self.link_for(&reader, discussion, link).await?;
+                        self.target().get(discussion, &moved).await?
+                    }
+                };
+                self.one(discussion, found, &reader).await
+            })
+            .await
     }
 
     /// Returns the source's comment as edited (the target's, once finished).
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        self.write_at(discussion, link, false, |store, link| async move {
-            store.edit(discussion, &link, text).await
-        })
-        .await
+        observe::operation!("migrate.comments.edit")
+            .run(async move {
+                self.write_at(discussion, link, false, |store, link| async move {
+                    store.edit(discussion, &link, text).await
+                })
+                .await
+            })
+            .await
     }
 
     /// What the source did (the target's strategy may tombstone what the source removes, and
     /// the other way round: each store keeps its own rule).
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        self.write_at(discussion, link, true, |store, link| async move {
-            store.delete(discussion, &link).await
-        })
-        .await
+        observe::operation!("migrate.comments.delete")
+            .run(async move {
+                self.write_at(discussion, link, true, |store, link| async move {
+                    store.delete(discussion, &link).await
+                })
+                .await
+            })
+            .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        match self.reader(discussion).await? {
-            Reader::Source => self.source().count(discussion).await,
-            _ => self.target().count(discussion).await,
-        }
+        observe::operation!("migrate.comments.count")
+            .run(async move {
+                match self.reader(discussion).await? {
+                    Reader::Source => self.source().count(discussion).await,
+                    _ => self.target().count(discussion).await,
+                }
+            })
+            .await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.source().create_indexes().await?;
-        self.target().create_indexes().await
+        observe::operation!("migrate.comments.create_indexes")
+            .run(async move {
+                self.source().create_indexes().await?;
+                self.target().create_indexes().await
+            })
+            .await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
@@ -450,29 +481,41 @@ impl VotedComments for MigratingComments {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        self.write_at(discussion, link, false, |store, link| async move {
-            store.vote(discussion, &link, user, vote).await
-        })
-        .await
+        observe::operation!("migrate.comments.vote")
+            .run(async move {
+                self.write_at(discussion, link, false, |store, link| async move {
+                    store.vote(discussion, &link, user, vote).await
+                })
+                .await
+            })
+            .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.write_at(discussion, link, true, |store, link| async move {
-            store.retract_vote(discussion, &link, user).await
-        })
-        .await
+        observe::operation!("migrate.comments.retract_vote")
+            .run(async move {
+                self.write_at(discussion, link, true, |store, link| async move {
+                    store.retract_vote(discussion, &link, user).await
+                })
+                .await
+            })
+            .await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        let reader = self.reader(discussion).await?;
-        match reader {
-            Reader::Source => self.source().vote_of(discussion, link, user).await,
-            _ => match self.link_for(&reader, discussion, link).await {
-                Ok(moved) => self.target().vote_of(discussion, &moved, user).await,
-                Err(Error::NotFound { .. }) => Ok(None),
-                Err(error) => Err(error),
-            },
-        }
+        observe::operation!("migrate.comments.vote_of")
+            .run(async move {
+                let reader = self.reader(discussion).await?;
+                match reader {
+                    Reader::Source => self.source().vote_of(discussion, link, user).await,
+                    _ => match self.link_for(&reader, discussion, link).await {
+                        Ok(moved) => self.target().vote_of(discussion, &moved, user).await,
+                        Err(Error::NotFound { .. }) => Ok(None),
+                        Err(error) => Err(error),
+                    },
+                }
+            })
+            .await
     }
 
     async fn ranked(
@@ -482,25 +525,33 @@ impl VotedComments for MigratingComments {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        self.page(
-            discussion,
-            parent,
-            &page,
-            |store, parent, page| async move {
-                store
-                    .ranked(discussion, parent.as_deref(), sort, page)
-                    .await
-            },
-        )
-        .await
+        observe::operation!("migrate.comments.ranked", limit = page.limit)
+            .run(async move {
+                self.page(
+                    discussion,
+                    parent,
+                    &page,
+                    |store, parent, page| async move {
+                        store
+                            .ranked(discussion, parent.as_deref(), sort, page)
+                            .await
+                    },
+                )
+                .await
+            })
+            .await
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        let settled = self.source().settle_votes(discussion).await?;
-        if self.inner.units.in_scope(discussion) {
-            self.target().settle_votes(discussion).await?;
-        }
-        Ok(settled)
+        observe::operation!("migrate.comments.settle_votes")
+            .run(async move {
+                let settled = self.source().settle_votes(discussion).await?;
+                if self.inner.units.in_scope(discussion) {
+                    self.target().settle_votes(discussion).await?;
+                }
+                Ok(settled)
+            })
+            .await
     }
 }
 
@@ -511,7 +562,9 @@ impl ThreadedComments for MigratingComments {
     /// As the stores', and [`Error::Unsupported`] (`"replies"`) where either strategy has no
     /// threads, before anything is written.
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        self.add(discussion, Some(parent), comment).await
+        observe::operation!("migrate.comments.reply")
+            .run(async move { self.add(discussion, Some(parent), comment).await })
+            .await
     }
 
     async fn thread_page(
@@ -520,13 +573,17 @@ impl ThreadedComments for MigratingComments {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        self.page(discussion, None, &page, |store, _, page| async move {
-            match store.threaded() {
-                Some(threads) => threads.thread_page(discussion, order, page).await,
-                None => Err(no_threads(store.strategy())),
-            }
-        })
-        .await
+        observe::operation!("migrate.comments.thread_page", limit = page.limit)
+            .run(async move {
+                self.page(discussion, None, &page, |store, _, page| async move {
+                    match store.threaded() {
+                        Some(threads) => threads.thread_page(discussion, order, page).await,
+                        None => Err(no_threads(store.strategy())),
+                    }
+                })
+                .await
+            })
+            .await
     }
 
     async fn sub_thread(
@@ -535,19 +592,23 @@ impl ThreadedComments for MigratingComments {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        self.page(
-            discussion,
-            Some(link),
-            &page,
-            |store, link, page| async move {
-                match (store.threaded(), link) {
-                    (Some(threads), Some(link)) => {
-                        threads.sub_thread(discussion, &link, page).await
-                    }
-                    _ => Err(no_threads(store.strategy())),
-                }
-            },
-        )
-        .await
+        observe::operation!("migrate.comments.sub_thread", limit = page.limit)
+            .run(async move {
+                self.page(
+                    discussion,
+                    Some(link),
+                    &page,
+                    |store, link, page| async move {
+                        match (store.threaded(), link) {
+                            (Some(threads), Some(link)) => {
+                                threads.sub_thread(discussion, &link, page).await
+                            }
+                            _ => Err(no_threads(store.strategy())),
+                        }
+                    },
+                )
+                .await
+            })
+            .await
     }
 }

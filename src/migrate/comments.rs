@@ -18,6 +18,7 @@ use crate::comments::{DynCommentTransfer, HeldComment};
 use crate::error::{Error, Result};
 use crate::jobs::Worker;
 use crate::lease_lock::LeaseLocks;
+use crate::observe;
 use crate::retry::RetryPolicy;
 
 /// How long a migrating store's lock of a discussion lasts if its holder dies.
@@ -251,13 +252,17 @@ impl CommentMigration {
     /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
     /// strategy has no threads.
     pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
+        observe::operation!("migrate.start", migration = "comments")
+            .run(async move { self.inner.start().await })
+            .await
     }
 
     /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
     /// [`crate::JobQueue::run_pending`]).
     pub async fn run_pending(&self) -> Result<usize> {
-        engine::run_pending(&self.inner).await
+        observe::operation!("migrate.run_pending", migration = "comments")
+            .run(async move { engine::run_pending(&self.inner).await })
+            .await
     }
 
     /// Runs the copy in the background until the returned worker is stopped or dropped.
@@ -267,15 +272,19 @@ impl CommentMigration {
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<CommentProgress> {
-        let tally = self.inner.tally().await?;
-        Ok(CommentProgress {
-            discussions_done: tally.done,
-            discussions_total: tally.total,
-            listed: tally.listed,
-            comments_copied: tally.items,
-            rate: tally.rate,
-            time_left: tally.time_left,
-        })
+        observe::operation!("migrate.progress", migration = "comments")
+            .run(async move {
+                let tally = self.inner.tally().await?;
+                Ok(CommentProgress {
+                    discussions_done: tally.done,
+                    discussions_total: tally.total,
+                    listed: tally.listed,
+                    comments_copied: tally.items,
+                    rate: tally.rate,
+                    time_left: tally.time_left,
+                })
+            })
+            .await
     }
 
     /// Whether every discussion is listed and copied, and no copy is waiting.
@@ -290,7 +299,9 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] before every discussion is copied, or after an abort.
     pub async fn cut_over(&self) -> Result<()> {
-        self.inner.cut_over().await
+        observe::operation!("migrate.cut_over", migration = "comments")
+            .run(async move { self.inner.cut_over().await })
+            .await
     }
 
     /// Ends the migration: the source is no longer written, every read and write goes to the
@@ -301,7 +312,9 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] before every discussion is copied, or after an abort.
     pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
+        observe::operation!("migrate.finish", migration = "comments")
+            .run(async move { self.inner.finish().await })
+            .await
     }
 
     /// Stops the migration: writes and reads go to the source alone again, and what the target
@@ -313,7 +326,9 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] after [`CommentMigration::finish`].
     pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
+        observe::operation!("migrate.abort", migration = "comments")
+            .run(async move { self.inner.abort().await })
+            .await
     }
 }
 

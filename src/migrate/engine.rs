@@ -15,6 +15,7 @@ use super::state::{Phase, States, UnitState};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::jobs::{Job, JobHandler, JobQueue, Worker};
+use crate::observe;
 use crate::retry::RetryPolicy;
 
 /// Units given a copy job per listing job.
@@ -452,28 +453,37 @@ impl<U: Units> Copier<U> {
     /// Copies one unit, again while writes or a failed check say the copy is not the
     /// source's.
     async fn copy(&self, unit: &str) -> Result<()> {
-        let engine = &self.0;
-        if engine.states.phase().await? != Some(Phase::Copying) {
-            return Ok(());
-        }
-        if engine.states.units(&[unit.to_owned()]).await?.get(unit) == Some(&UnitState::Ready) {
-            return Ok(());
-        }
-        for _ in 0..COPY_ATTEMPTS {
-            let dirty = engine.states.start_copy(unit).await?;
-            let epoch = engine.states.epoch().await?;
-            let items = engine.units.copy(unit).await?;
-            if !engine.units.verified(unit).await? {
-                continue;
-            }
-            if engine.states.epoch().await? != epoch {
-                // A change that may reach any unit ran meanwhile: it may have missed this copy.
-                continue;
-            }
-            if engine.states.finish_copy(unit, dirty, items).await? {
+        observe::operation!(
+            "migrate.copy",
+            migration = self.0.units.kind().trim_start_matches("migrate-"),
+            items = ::tracing::field::Empty
+        )
+        .run(async move {
+            let engine = &self.0;
+            if engine.states.phase().await? != Some(Phase::Copying) {
                 return Ok(());
             }
-        }
-        Err(Error::contention("copy a migration's unit", COPY_ATTEMPTS))
+            if engine.states.units(&[unit.to_owned()]).await?.get(unit) == Some(&UnitState::Ready) {
+                return Ok(());
+            }
+            for _ in 0..COPY_ATTEMPTS {
+                let dirty = engine.states.start_copy(unit).await?;
+                let epoch = engine.states.epoch().await?;
+                let items = engine.units.copy(unit).await?;
+                if !engine.units.verified(unit).await? {
+                    continue;
+                }
+                if engine.states.epoch().await? != epoch {
+                    // A change that may reach any unit ran meanwhile: it may have missed this copy.
+                    continue;
+                }
+                if engine.states.finish_copy(unit, dirty, items).await? {
+                    observe::record("items", items);
+                    return Ok(());
+                }
+            }
+            Err(Error::contention("copy a migration's unit", COPY_ATTEMPTS))
+        })
+        .await
     }
 }

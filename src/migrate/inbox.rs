@@ -14,6 +14,7 @@ use super::Reads;
 use crate::error::{Error, Result};
 use crate::inbox::{DynInboxTransfer, HeldMessage, Payload};
 use crate::jobs::Worker;
+use crate::observe;
 use crate::retry::RetryPolicy;
 
 /// Messages imported at a time.
@@ -179,13 +180,17 @@ impl<P: Payload> InboxMigration<P> {
     /// [`Error::Precondition`] when the target holds messages and the migration had not started
     /// (a target must start empty; an aborted migration empties it).
     pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
+        observe::operation!("migrate.start", migration = "inbox")
+            .run(async move { self.inner.start().await })
+            .await
     }
 
     /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
     /// [`crate::JobQueue::run_pending`]).
     pub async fn run_pending(&self) -> Result<usize> {
-        engine::run_pending(&self.inner).await
+        observe::operation!("migrate.run_pending", migration = "inbox")
+            .run(async move { engine::run_pending(&self.inner).await })
+            .await
     }
 
     /// Runs the copy in the background until the returned worker is stopped or dropped.
@@ -195,15 +200,19 @@ impl<P: Payload> InboxMigration<P> {
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<Progress> {
-        let tally = self.inner.tally().await?;
-        Ok(Progress {
-            owners_done: tally.done,
-            owners_total: tally.total,
-            listed: tally.listed,
-            messages_copied: tally.items,
-            rate: tally.rate,
-            time_left: tally.time_left,
-        })
+        observe::operation!("migrate.progress", migration = "inbox")
+            .run(async move {
+                let tally = self.inner.tally().await?;
+                Ok(Progress {
+                    owners_done: tally.done,
+                    owners_total: tally.total,
+                    listed: tally.listed,
+                    messages_copied: tally.items,
+                    rate: tally.rate,
+                    time_left: tally.time_left,
+                })
+            })
+            .await
     }
 
     /// Whether every owner of the source is listed and copied, and no copy is waiting.
@@ -218,7 +227,9 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`] before every owner is copied, or after an abort.
     pub async fn cut_over(&self) -> Result<()> {
-        self.inner.cut_over().await
+        observe::operation!("migrate.cut_over", migration = "inbox")
+            .run(async move { self.inner.cut_over().await })
+            .await
     }
 
     /// Ends the migration: the source is no longer written, every read and write goes to the
@@ -228,7 +239,9 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`] before every owner is copied, or after an abort.
     pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
+        observe::operation!("migrate.finish", migration = "inbox")
+            .run(async move { self.inner.finish().await })
+            .await
     }
 
     /// Stops the migration: writes go to the source alone again, reads too, and the target is
@@ -239,7 +252,9 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`] after [`InboxMigration::finish`].
     pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
+        observe::operation!("migrate.abort", migration = "inbox")
+            .run(async move { self.inner.abort().await })
+            .await
     }
 }
 

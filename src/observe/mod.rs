@@ -25,23 +25,50 @@
 //! `delivery.post`, `jobs.enqueue`, `jobs.run_pending`, and so on for each public `async`
 //! method of [`FollowGraph`](crate::graph::FollowGraph), [`FeedStore`](crate::FeedStore) and its
 //! parts, [`NotificationStore`](crate::NotificationStore) and its outbox,
-//! [`Delivery`](crate::Delivery) and [`JobQueue`](crate::jobs::JobQueue). Not yet: the comment
-//! stores, the inbox transfer ([`InboxTransfer`](crate::inbox::InboxTransfer)) and the
-//! migration ([`migrate`](crate::migrate)); what they send counts for an enclosing operation,
-//! and their retries and lock waits are events all the same. The span's target is
+//! [`Delivery`](crate::Delivery) and [`JobQueue`](crate::jobs::JobQueue);
+//! `comments.post`, `comments.chronological`, `comments.vote`, `comments.ranked`,
+//! `comments.reply`, `comments.thread_page`, `comments.sub_thread`, `comments.ranked_thread`,
+//! ... for every [`CommentStore`](crate::CommentStore),
+//! [`VotedComments`](crate::comments::VotedComments) and
+//! [`ThreadedComments`](crate::ThreadedComments) operation of every comment strategy (named
+//! after the trait's method); the transfers' `comments.discussions`, `comments.export`,
+//! `comments.import`, `comments.purge`, `comments.purge_all`
+//! ([`CommentTransfer`](crate::comments::CommentTransfer)) and `inbox.owners`,
+//! `inbox.export`, `inbox.import`, `inbox.purge`, `inbox.purge_all`
+//! ([`InboxTransfer`](crate::inbox::InboxTransfer)); and the migrations'
+//! ([`migrate`](crate::migrate)) `migrate.start`, `migrate.run_pending`, `migrate.progress`,
+//! `migrate.cut_over`, `migrate.finish`, `migrate.abort`, of
+//! [`InboxMigration`](crate::migrate::InboxMigration) and
+//! [`CommentMigration`](crate::migrate::CommentMigration) alike, and `migrate.copy`, the copy
+//! of one owner or discussion as the migration's job runs it (inside that job's `jobs.run`).
+//!
+//! The stores of a running migration ([`MigratingInbox`](crate::migrate::MigratingInbox),
+//! [`MigratingComments`](crate::migrate::MigratingComments)) have spans of their own, named
+//! `migrate.inbox.<operation>` and `migrate.comments.<operation>` (`migrate.inbox.send`,
+//! `migrate.inbox.page`, `migrate.comments.post`, ...), with the source's and the target's
+//! `inbox.*` or `comments.*` spans inside. One operation of the application's is then one span,
+//! which counts every command it cost (the migration's state reads, the source's write, the
+//! target's, even where that is a [`send_stamped`](crate::inbox::InboxTransfer::send_stamped),
+//! which has no span of its own) and whose outcome is what the application got; the inner
+//! spans, with their strategies, say which store did what. The inner stores' spans alone would
+//! leave the state reads uncounted and a mirrored write as two unrelated spans.
+//!
+//! A span's target is
 //! the module that defines the operation (`mongo_social::inbox::fan_out_on_read`, ...), so
 //! `RUST_LOG=mongo_social=debug` takes them all and `RUST_LOG=mongo_social::graph=debug` one
 //! module's. Its fields:
 //!
 //! | field | what |
 //! |---|---|
-//! | `strategy` | the inbox strategy ([`inbox::Strategy::name`](crate::inbox::Strategy::name): `fan-out-on-read`, ...) |
+//! | `strategy` | the inbox strategy ([`inbox::Strategy::name`](crate::inbox::Strategy::name): `fan-out-on-read`, ...), or the comment strategy ([`comments::Strategy::name`](crate::comments::Strategy::name): `per-comment`, `embedded`, `hybrid-pages`) |
 //! | `recipients`, `limit` | how many recipients a send or delivery names; a page's limit |
+//! | `items` | how many messages or comments an import was given; how many a `migrate.copy` copied (recorded when it ends; empty when the unit was copied already, or the copy stopped) |
+//! | `migration` | a migration's kind: `inbox` ([`InboxMigration`](crate::migrate::InboxMigration)) or `comments` ([`CommentMigration`](crate::migrate::CommentMigration)) |
 //! | `kind` | a job's kind, as the application named it |
 //! | `commands` | how many commands the operation sent, counted as [`attach`] says; empty without it |
 //! | `outcome` | `ok`, or the failure's [`Error::kind`](crate::Error::kind) (`invalid_input`, `unreachable`, ...) |
 //!
-//! User ids, payloads and filters are never recorded; ids the library made are, where they let
+//! User ids, discussion ids, comments' links, payloads and filters are never recorded; ids the library made are, where they let
 //! background work be followed (a job's id, the id of a post being delivered). An operation
 //! that runs another (a delivery job sending to inboxes) holds the other's span as its child,
 //! and counts its commands too.
@@ -314,6 +341,16 @@ pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilit
     }
     #[cfg(not(feature = "tracing"))]
     let _ = (info, capabilities);
+}
+
+/// Records `value` as the field `name` of the current operation's span, where the span declared
+/// it (`name = ::tracing::field::Empty` in [`operation!`]): a count known only at the end (the
+/// items a migration's copy of one unit copied). Without the `tracing` feature: nothing.
+pub(crate) fn record(name: &'static str, value: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::Span::current().record(name, value);
+    #[cfg(not(feature = "tracing"))]
+    let _ = (name, value);
 }
 
 /// Without the `tracing` feature: nothing.

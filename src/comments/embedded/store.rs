@@ -12,6 +12,7 @@ use crate::comments::{
     discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
     NewComment, Order, Strategy, ThreadedComments,
 };
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::update_batch::is_duplicate_key;
 use crate::{Entity, Error, Page, PageRequest, Result};
@@ -37,6 +38,8 @@ impl CommentStore for Embedded {
     /// not exist. An existing document keeps its own fields (and gets an empty `comments` array,
     /// replacing any field of that name); one that has comments already is left alone.
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        observe::operation!("comments.create_discussion", strategy = STRATEGY.name())
+            .run(async move {
         validate::check_discussion(discussion)?;
         // Guarded: on servers without atomic updates, creating the fields of an existing
         // document must not interleave with a post to it.
@@ -74,17 +77,23 @@ impl CommentStore for Embedded {
                 self.backend.retry("create discussion", attempt),
             )
             .await
+    })
+            .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        let again = self.create_discussions.then(|| comment.clone());
-        match (self.post_to_created(discussion, comment).await, again) {
-            (Err(error), Some(comment)) if validate::is_no_discussion(&error) => {
-                self.create_discussion(discussion).await?;
-                self.post_to_created(discussion, comment).await
-            }
-            (posted, _) => posted,
-        }
+        observe::operation!("comments.post", strategy = STRATEGY.name())
+            .run(async move {
+                let again = self.create_discussions.then(|| comment.clone());
+                match (self.post_to_created(discussion, comment).await, again) {
+                    (Err(error), Some(comment)) if validate::is_no_discussion(&error) => {
+                        self.create_discussion(discussion).await?;
+                        self.post_to_created(discussion, comment).await
+                    }
+                    (posted, _) => posted,
+                }
+            })
+            .await
     }
 
     async fn chronological(
@@ -93,53 +102,67 @@ impl CommentStore for Embedded {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        validate::check_page(discussion, &page)?;
-        let after = match &page.after {
-            None => None,
-            Some(cursor) => {
-                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
-                Some((posted.timestamp_millis(), id))
+        observe::operation!(
+            "comments.chronological",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            let after = match &page.after {
+                None => None,
+                Some(cursor) => {
+                    let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
+                    Some((posted.timestamp_millis(), id))
+                }
+            };
+            let window = self
+                .window(discussion, Range::All)
+                .await?
+                .ok_or_else(|| validate::no_discussion(discussion))?;
+            let mut entries = window.threaded(Order::OldestFirst);
+            let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
+            entries.sort_by_key(key);
+            if order == Order::NewestFirst {
+                entries.reverse();
             }
-        };
-        let window = self
-            .window(discussion, Range::All)
-            .await?
-            .ok_or_else(|| validate::no_discussion(discussion))?;
-        let mut entries = window.threaded(Order::OldestFirst);
-        let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
-        entries.sort_by_key(key);
-        if order == Order::NewestFirst {
-            entries.reverse();
-        }
-        Ok(page_after(
-            entries,
-            page.limit,
-            false,
-            |e| match &after {
-                None => true,
-                Some(after) if order == Order::OldestFirst => key(e) > *after,
-                Some(after) => key(e) < *after,
-            },
-            |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
-        ))
+            Ok(page_after(
+                entries,
+                page.limit,
+                false,
+                |e| match &after {
+                    None => true,
+                    Some(after) if order == Order::OldestFirst => key(e) > *after,
+                    Some(after) => key(e) < *after,
+                },
+                |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
+            ))
+        })
+        .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        validate::check_discussion(discussion)?;
-        let path = tree::parse_path(link, self.max_depth)?;
-        let window = self
-            .window_with(discussion, &path, link, Entity::Comment)
-            .await?;
-        Ok(window
-            .node(&path)
-            .expect("checked by window_with")
-            .comment(&path))
+        observe::operation!("comments.get", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_discussion(discussion)?;
+                let path = tree::parse_path(link, self.max_depth)?;
+                let window = self
+                    .window_with(discussion, &path, link, Entity::Comment)
+                    .await?;
+                Ok(window
+                    .node(&path)
+                    .expect("checked by window_with")
+                    .comment(&path))
+            })
+            .await
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        validate::check_edit(discussion, text, self.max_comment_bytes)?;
-        let now = bson::DateTime::now();
-        self.change_comment(discussion, link, |path, node| {
+        observe::operation!("comments.edit", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_edit(discussion, text, self.max_comment_bytes)?;
+                let now = bson::DateTime::now();
+                self.change_comment(discussion, link, |path, node| {
             if node.deleted {
                 return Err(Error::NotFound {
                     what: crate::Entity::DeletedComment,
@@ -174,11 +197,16 @@ impl CommentStore for Embedded {
             })
         })
         .await
+            })
+            .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
-        let deletion = self
+        observe::operation!("comments.delete", strategy = STRATEGY.name())
+            .run(async move {
+                let withdrawal =
+                    reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
+                let deletion = self
             .change_comment(discussion, link, |path, node| {
                 if node.deleted {
                     return Ok(Change::Done(Deletion::Tombstoned));
@@ -198,27 +226,35 @@ impl CommentStore for Embedded {
                 })
             })
             .await?;
-        if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
-            outbox.withdraw(activity).await;
-        }
-        Ok(deletion)
+                if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
+                    outbox.withdraw(activity).await;
+                }
+                Ok(deletion)
+            })
+            .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        validate::check_discussion(discussion)?;
-        let found = self
-            .discussions
-            .find_one(doc! { "_id": discussion })
-            .projection(doc! { "slots": 1, "count": 1 })
-            .await?
-            .filter(created)
-            .ok_or_else(|| validate::no_discussion(discussion))?;
-        Ok(count_field(&found, "count") as u64)
+        observe::operation!("comments.count", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_discussion(discussion)?;
+                let found = self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .projection(doc! { "slots": 1, "count": 1 })
+                    .await?
+                    .filter(created)
+                    .ok_or_else(|| validate::no_discussion(discussion))?;
+                Ok(count_field(&found, "count") as u64)
+            })
+            .await
     }
 
     /// The votes' index (every other operation finds the discussion by `_id`).
     async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
+        observe::operation!("comments.create_indexes", strategy = STRATEGY.name())
+            .run(async move { self.backend.create_indexes().await })
+            .await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

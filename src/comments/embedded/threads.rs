@@ -14,6 +14,7 @@ use crate::comments::{
     Sort, Thread, ThreadedComments,
 };
 use crate::error::Invalid;
+use crate::observe;
 use crate::page::{invalid, Scope};
 use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
 
@@ -39,43 +40,62 @@ fn after_path(view: View, order: Order, scope: Scope, path: &[usize]) -> Cursor 
 #[async_trait]
 impl ThreadedComments for Embedded {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-        let parent_path = tree::parse_path(parent, self.max_depth)?;
-        check_reply_target(self.outbox.as_ref(), discussion, parent)?;
-        if parent_path.len() > self.max_depth {
-            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                depth: parent_path.len(),
-                limit: format!("this store nests replies at most {} deep", self.max_depth),
-            }));
-        }
-        let keyed = Keyed::of(discussion, Some(parent), &comment)?;
-        if let Some(keyed) = &keyed {
-            // A repeat: one `find`, nothing written (and nothing notified again).
-            if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
-                return Ok(node.comment(&path));
-            }
-        }
-        let mut node = Node::new(comment);
-        let mut keyed_growth = 0;
-        if let Some(keyed) = &keyed {
-            node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
-            keyed_growth = 24;
-        }
-        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-            + ELEMENT_OVERHEAD
-            + keyed_growth) as i64;
-        let mut parent_author = String::new();
-        let index = self
-            .backend
-            .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
-                for _ in 0..ATTEMPTS {
-                    if let Some(keyed) = &keyed {
-                        // Stored by a concurrent attempt with the key (checked under the
-                        // discussion's lock where writers take turns).
-                        if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
-                            let parent_node = self
+        observe::operation!("comments.reply", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+                let parent_path = tree::parse_path(parent, self.max_depth)?;
+                check_reply_target(self.outbox.as_ref(), discussion, parent)?;
+                if parent_path.len() > self.max_depth {
+                    return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
+                        depth: parent_path.len(),
+                        limit: format!("this store nests replies at most {} deep", self.max_depth),
+                    }));
+                }
+                let keyed = Keyed::of(discussion, Some(parent), &comment)?;
+                if let Some(keyed) = &keyed {
+                    // A repeat: one `find`, nothing written (and nothing notified again).
+                    if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
+                        return Ok(node.comment(&path));
+                    }
+                }
+                let mut node = Node::new(comment);
+                let mut keyed_growth = 0;
+                if let Some(keyed) = &keyed {
+                    node.id = keyed.id;
+                    node.idempotency_key = Some(keyed.key.clone());
+                    node.content_digest = Some(keyed.content.clone());
+                    keyed_growth = 24;
+                }
+                let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+                    + ELEMENT_OVERHEAD
+                    + keyed_growth) as i64;
+                let mut parent_author = String::new();
+                let index = self
+                    .backend
+                    .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
+                        for _ in 0..ATTEMPTS {
+                            if let Some(keyed) = &keyed {
+                                // Stored by a concurrent attempt with the key (checked under the
+                                // discussion's lock where writers take turns).
+                                if let Some((path, stored)) =
+                                    self.keyed_comment(discussion, keyed).await?
+                                {
+                                    let parent_node = self
+                                        .window_for_write(
+                                            discussion,
+                                            &parent_path,
+                                            parent,
+                                            Entity::ParentComment,
+                                        )
+                                        .await?;
+                                    if let Some(parent_node) = parent_node.node(&parent_path) {
+                                        parent_author = parent_node.author.id.clone();
+                                    }
+                                    let index = path.last().copied().unwrap_or_default();
+                                    return Ok((index, stored.posted));
+                                }
+                            }
+                            let window = self
                                 .window_for_write(
                                     discussion,
                                     &parent_path,
@@ -83,103 +103,104 @@ impl ThreadedComments for Embedded {
                                     Entity::ParentComment,
                                 )
                                 .await?;
-                            if let Some(parent_node) = parent_node.node(&parent_path) {
-                                parent_author = parent_node.author.id.clone();
+                            let parent_node =
+                                window.node(&parent_path).expect("checked by window_with");
+                            parent_author = parent_node.author.id.clone();
+                            let siblings = &parent_node.replies;
+                            // This reply's own earlier attempt, whose reply was lost, took its position.
+                            if let Some(index) =
+                                siblings.iter().position(|sibling| sibling.id == node.id)
+                            {
+                                return Ok((index, siblings[index].posted));
                             }
-                            let index = path.last().copied().unwrap_or_default();
-                            return Ok((index, stored.posted));
-                        }
-                    }
-                    let window = self
-                        .window_for_write(discussion, &parent_path, parent, Entity::ParentComment)
-                        .await?;
-                    let parent_node = window.node(&parent_path).expect("checked by window_with");
-                    parent_author = parent_node.author.id.clone();
-                    let siblings = &parent_node.replies;
-                    // This reply's own earlier attempt, whose reply was lost, took its position.
-                    if let Some(index) = siblings.iter().position(|sibling| sibling.id == node.id) {
-                        return Ok((index, siblings[index].posted));
-                    }
-                    let index = siblings.len();
-                    // Stamped for this attempt at position `index`, never before the reply
-                    // there before it: the reply that takes a position carries the stamp made
-                    // for it, so positions and posting times agree.
-                    node.posted = now_or_after(siblings.last().map(|sibling| sibling.posted));
-                    let pushed = bson::to_bson(&node)?;
-                    let field = tree::field_path(&parent_path);
-                    let mut filter = self.with_room(discussion, growth);
-                    // The reply goes to position `index` only if no one took it meanwhile.
-                    filter.insert(
-                        format!("{field}.replies.{index}"),
-                        doc! { "$exists": false },
-                    );
-                    filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
-                    let mut push = doc! { format!("{field}.replies"): pushed };
-                    if let Some(keyed) = &keyed {
-                        push.insert(KEYED, keyed.id);
-                        filter.insert(KEYED, doc! { "$ne": keyed.id });
-                    }
-                    let update = doc! {
-                        "$push": push,
-                        "$inc": { "count": 1_i64, "bytes": growth },
-                    };
-                    // Pushed at `index` only while it is free: a retry after a lost reply
-                    // matches nothing, and the next round finds the reply there.
-                    let mut tries = 0;
-                    let (id, posted) = (node.id, node.posted);
-                    let (parent_path, parent) = (&parent_path, parent);
-                    let landed = self
-                        .backend
-                        .retry("reply to comment", || {
-                            tries += 1;
-                            let again = tries > 1;
-                            let action =
-                                self.discussions.update_one(filter.clone(), update.clone());
-                            async move {
-                                if again {
-                                    let window = self
-                                        .window_with(
-                                            discussion,
-                                            parent_path,
-                                            parent,
-                                            Entity::ParentComment,
-                                        )
-                                        .await?;
-                                    let siblings = window.node(parent_path).map(|n| &n.replies);
-                                    if let Some(sibling) = siblings.and_then(|s| {
-                                        s.iter().position(|s| s.id == id).map(|i| (i, s))
-                                    }) {
-                                        return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                            let index = siblings.len();
+                            // Stamped for this attempt at position `index`, never before the reply
+                            // there before it: the reply that takes a position carries the stamp made
+                            // for it, so positions and posting times agree.
+                            node.posted =
+                                now_or_after(siblings.last().map(|sibling| sibling.posted));
+                            let pushed = bson::to_bson(&node)?;
+                            let field = tree::field_path(&parent_path);
+                            let mut filter = self.with_room(discussion, growth);
+                            // The reply goes to position `index` only if no one took it meanwhile.
+                            filter.insert(
+                                format!("{field}.replies.{index}"),
+                                doc! { "$exists": false },
+                            );
+                            filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
+                            let mut push = doc! { format!("{field}.replies"): pushed };
+                            if let Some(keyed) = &keyed {
+                                push.insert(KEYED, keyed.id);
+                                filter.insert(KEYED, doc! { "$ne": keyed.id });
+                            }
+                            let update = doc! {
+                                "$push": push,
+                                "$inc": { "count": 1_i64, "bytes": growth },
+                            };
+                            // Pushed at `index` only while it is free: a retry after a lost reply
+                            // matches nothing, and the next round finds the reply there.
+                            let mut tries = 0;
+                            let (id, posted) = (node.id, node.posted);
+                            let (parent_path, parent) = (&parent_path, parent);
+                            let landed = self
+                                .backend
+                                .retry("reply to comment", || {
+                                    tries += 1;
+                                    let again = tries > 1;
+                                    let action =
+                                        self.discussions.update_one(filter.clone(), update.clone());
+                                    async move {
+                                        if again {
+                                            let window = self
+                                                .window_with(
+                                                    discussion,
+                                                    parent_path,
+                                                    parent,
+                                                    Entity::ParentComment,
+                                                )
+                                                .await?;
+                                            let siblings =
+                                                window.node(parent_path).map(|n| &n.replies);
+                                            if let Some(sibling) = siblings.and_then(|s| {
+                                                s.iter().position(|s| s.id == id).map(|i| (i, s))
+                                            }) {
+                                                return Ok(Some((
+                                                    sibling.0,
+                                                    sibling.1[sibling.0].posted,
+                                                )));
+                                            }
+                                        }
+                                        Ok((action.await?.matched_count == 1)
+                                            .then_some((index, posted)))
                                     }
-                                }
-                                Ok((action.await?.matched_count == 1).then_some((index, posted)))
+                                })
+                                .await?;
+                            if let Some(landed) = landed {
+                                return Ok(landed);
                             }
-                        })
-                        .await?;
-                    if let Some(landed) = landed {
-                        return Ok(landed);
-                    }
-                    if tries == 1 {
-                        self.refusal(discussion, growth).await??;
-                    }
-                }
-                Err(Error::contention("embedded write", ATTEMPTS))
+                            if tries == 1 {
+                                self.refusal(discussion, growth).await??;
+                            }
+                        }
+                        Err(Error::contention("embedded write", ATTEMPTS))
+                    })
+                    .await?;
+                let (index, posted) = index;
+                node.posted = posted;
+                let mut path = parent_path;
+                path.push(index);
+                let reply = node.comment(&path);
+                notify_reply(
+                    self.outbox.as_ref(),
+                    discussion,
+                    parent,
+                    &parent_author,
+                    &reply,
+                )
+                .await;
+                Ok(reply)
             })
-            .await?;
-        let (index, posted) = index;
-        node.posted = posted;
-        let mut path = parent_path;
-        path.push(index);
-        let reply = node.comment(&path);
-        notify_reply(
-            self.outbox.as_ref(),
-            discussion,
-            parent,
-            &parent_author,
-            &reply,
-        )
-        .await;
-        Ok(reply)
+            .await
     }
 
     async fn thread_page(
@@ -188,51 +209,59 @@ impl ThreadedComments for Embedded {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        validate::check_page(discussion, &page)?;
-        let scope = cursor::discussion(discussion);
-        let after = match &page.after {
-            None => None,
-            Some(cursor) => Some(cursor_path(
-                cursor,
-                View::Threaded,
-                order,
-                scope,
-                self.max_depth,
-            )?),
-        };
-        // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
-        // the cursor's own thread on) are enough for a page and a look past it.
-        let len = page.fetch();
-        let range = match (order, &after) {
-            (Order::OldestFirst, None) => Range::From { first: 0, len },
-            (Order::OldestFirst, Some(path)) => Range::From {
-                first: path[0],
-                len,
-            },
-            (Order::NewestFirst, None) => Range::Last { len },
-            (Order::NewestFirst, Some(path)) => {
-                let first = (path[0] + 1).saturating_sub(len);
-                Range::From {
-                    first,
-                    len: path[0] + 1 - first,
+        observe::operation!(
+            "comments.thread_page",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            let scope = cursor::discussion(discussion);
+            let after = match &page.after {
+                None => None,
+                Some(cursor) => Some(cursor_path(
+                    cursor,
+                    View::Threaded,
+                    order,
+                    scope,
+                    self.max_depth,
+                )?),
+            };
+            // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
+            // the cursor's own thread on) are enough for a page and a look past it.
+            let len = page.fetch();
+            let range = match (order, &after) {
+                (Order::OldestFirst, None) => Range::From { first: 0, len },
+                (Order::OldestFirst, Some(path)) => Range::From {
+                    first: path[0],
+                    len,
+                },
+                (Order::NewestFirst, None) => Range::Last { len },
+                (Order::NewestFirst, Some(path)) => {
+                    let first = (path[0] + 1).saturating_sub(len);
+                    Range::From {
+                        first,
+                        len: path[0] + 1 - first,
+                    }
                 }
-            }
-        };
-        let window = self
-            .window(discussion, range)
-            .await?
-            .ok_or_else(|| validate::no_discussion(discussion))?;
-        Ok(page_after(
-            window.threaded(order),
-            page.limit,
-            window.more_beyond(order),
-            |e| {
-                after.as_ref().is_none_or(|after| {
-                    tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
-                })
-            },
-            |e| after_path(View::Threaded, order, scope, &e.path),
-        ))
+            };
+            let window = self
+                .window(discussion, range)
+                .await?
+                .ok_or_else(|| validate::no_discussion(discussion))?;
+            Ok(page_after(
+                window.threaded(order),
+                page.limit,
+                window.more_beyond(order),
+                |e| {
+                    after.as_ref().is_none_or(|after| {
+                        tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
+                    })
+                },
+                |e| after_path(View::Threaded, order, scope, &e.path),
+            ))
+        })
+        .await
     }
 
     async fn sub_thread(
@@ -241,36 +270,44 @@ impl ThreadedComments for Embedded {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        validate::check_page(discussion, &page)?;
-        let root = tree::parse_path(link, self.max_depth)?;
-        let scope = cursor::sub_thread(discussion, link);
-        let after = match &page.after {
-            None => None,
-            Some(cursor) => {
-                let order = Order::OldestFirst;
-                let path = cursor_path(cursor, View::SubThread, order, scope, self.max_depth)?;
-                if !path.starts_with(&root) {
-                    return Err(invalid("not a position in this sub-thread"));
+        observe::operation!(
+            "comments.sub_thread",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            let root = tree::parse_path(link, self.max_depth)?;
+            let scope = cursor::sub_thread(discussion, link);
+            let after = match &page.after {
+                None => None,
+                Some(cursor) => {
+                    let order = Order::OldestFirst;
+                    let path = cursor_path(cursor, View::SubThread, order, scope, self.max_depth)?;
+                    if !path.starts_with(&root) {
+                        return Err(invalid("not a position in this sub-thread"));
+                    }
+                    Some(path)
                 }
-                Some(path)
-            }
-        };
-        let window = self
-            .window_with(discussion, &root, link, Entity::Comment)
-            .await?;
-        let mut entries = Vec::new();
-        let mut path = root.clone();
-        window
-            .node(&root)
-            .expect("checked by window_with")
-            .preorder(&mut path, &mut entries);
-        Ok(page_after(
-            entries,
-            page.limit,
-            false,
-            |e| after.as_ref().is_none_or(|after| e.path > *after),
-            |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
-        ))
+            };
+            let window = self
+                .window_with(discussion, &root, link, Entity::Comment)
+                .await?;
+            let mut entries = Vec::new();
+            let mut path = root.clone();
+            window
+                .node(&root)
+                .expect("checked by window_with")
+                .preorder(&mut path, &mut entries);
+            Ok(page_after(
+                entries,
+                page.limit,
+                false,
+                |e| after.as_ref().is_none_or(|after| e.path > *after),
+                |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
+            ))
+        })
+        .await
     }
 
     /// One `find` of the discussion's document, every level ranked here as
@@ -284,21 +321,29 @@ impl ThreadedComments for Embedded {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        validate::check_page(discussion, &page)?;
-        let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
-        let window = self
-            .window(discussion, Range::All)
-            .await?
-            .ok_or_else(|| validate::no_discussion(discussion))?;
-        let level = (window.first..).zip(&window.nodes).collect();
-        Ok(ranked_level(
-            discussion,
-            sort,
-            &[],
-            level,
-            after,
-            page.limit,
-            depth,
-        ))
+        observe::operation!(
+            "comments.ranked_thread",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
+            let window = self
+                .window(discussion, Range::All)
+                .await?
+                .ok_or_else(|| validate::no_discussion(discussion))?;
+            let level = (window.first..).zip(&window.nodes).collect();
+            Ok(ranked_level(
+                discussion,
+                sort,
+                &[],
+                level,
+                after,
+                page.limit,
+                depth,
+            ))
+        })
+        .await
     }
 }

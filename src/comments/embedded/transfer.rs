@@ -14,6 +14,7 @@ use crate::comments::transfer::{self, CommentTransfer, HeldComment};
 use crate::comments::tree::{format_path, Node};
 use crate::comments::VotedComments;
 use crate::error::Invalid;
+use crate::observe;
 use crate::{Error, Result};
 
 /// The fields a discussion's document holds for its comments (the rest is the application's).
@@ -31,178 +32,207 @@ const FIELDS: [&str; 8] = [
 #[async_trait]
 impl CommentTransfer for Embedded {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        transfer::ids_after(
-            &self.discussions,
-            doc! { "slots": { "$exists": true } },
-            after,
-        )
-        .await
+        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
+            .run(async move {
+                transfer::ids_after(
+                    &self.discussions,
+                    doc! { "slots": { "$exists": true } },
+                    after,
+                )
+                .await
+            })
+            .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let window = self
-            .backend
-            .retry("export comments", || self.window(discussion, Range::All))
-            .await?;
-        let Some(window) = window else {
-            return Ok(Vec::new());
-        };
-        let mut entries = window.threaded(crate::comments::Order::OldestFirst);
-        entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
-        let comments = entries
-            .iter()
-            .map(|entry| HeldComment::of(entry.comment()))
-            .collect();
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::parents_first(transfer::with_voters(
-            comments, votes,
-        )))
+        observe::operation!("comments.export", strategy = super::STRATEGY.name())
+            .run(async move {
+                self.settle_votes(discussion).await?;
+                let window = self
+                    .backend
+                    .retry("export comments", || self.window(discussion, Range::All))
+                    .await?;
+                let Some(window) = window else {
+                    return Ok(Vec::new());
+                };
+                let mut entries = window.threaded(crate::comments::Order::OldestFirst);
+                entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
+                let comments = entries
+                    .iter()
+                    .map(|entry| HeldComment::of(entry.comment()))
+                    .collect();
+                let votes = self.votes.all(discussion).await?;
+                Ok(transfer::parents_first(transfer::with_voters(
+                    comments, votes,
+                )))
+            })
+            .await
     }
 
     /// Builds the comment tree in the export's order (each comment after its earlier
     /// siblings: an export of this strategy keeps its position paths) and writes it with the
     /// discussion's counts in one `update`, keeping the document's other fields.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        let mut top: Vec<Node> = Vec::new();
-        let mut paths: HashMap<&str, Vec<usize>> = HashMap::new();
-        let mut links = Vec::with_capacity(comments.len());
-        for comment in comments {
-            let mut node = Node::new(crate::comments::NewComment::new(
-                comment.author.clone(),
-                comment.text.clone(),
-            ));
-            node.posted = comment.posted;
-            node.edited = comment.edited;
-            node.deleted = comment.deleted;
-            node.ups = comment.votes.ups as i64;
-            node.downs = comment.votes.downs as i64;
-            let path = match &comment.parent {
-                None => {
-                    top.push(node);
-                    vec![top.len() - 1]
-                }
-                Some(parent) => {
-                    let parent_path = paths.get(parent.as_str()).cloned().ok_or_else(|| {
-                        crate::bson_ext::corrupt(
-                            self.discussions.name(),
-                            Some(discussion.into()),
-                            format!(
-                                "an export whose reply {} comes before its parent",
-                                comment.link
-                            ),
-                        )
-                    })?;
-                    if parent_path.len() > self.max_depth {
-                        return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                            depth: parent_path.len(),
-                            limit: format!(
-                                "this store nests replies at most {} deep",
-                                self.max_depth
-                            ),
-                        }));
+        observe::operation!(
+            "comments.import",
+            strategy = super::STRATEGY.name(),
+            items = comments.len()
+        )
+        .run(async move {
+            let mut top: Vec<Node> = Vec::new();
+            let mut paths: HashMap<&str, Vec<usize>> = HashMap::new();
+            let mut links = Vec::with_capacity(comments.len());
+            for comment in comments {
+                let mut node = Node::new(crate::comments::NewComment::new(
+                    comment.author.clone(),
+                    comment.text.clone(),
+                ));
+                node.posted = comment.posted;
+                node.edited = comment.edited;
+                node.deleted = comment.deleted;
+                node.ups = comment.votes.ups as i64;
+                node.downs = comment.votes.downs as i64;
+                let path = match &comment.parent {
+                    None => {
+                        top.push(node);
+                        vec![top.len() - 1]
                     }
-                    let siblings = &mut node_at(&mut top, &parent_path).replies;
-                    siblings.push(node);
-                    let mut path = parent_path;
-                    path.push(siblings.len() - 1);
-                    path
-                }
+                    Some(parent) => {
+                        let parent_path = paths.get(parent.as_str()).cloned().ok_or_else(|| {
+                            crate::bson_ext::corrupt(
+                                self.discussions.name(),
+                                Some(discussion.into()),
+                                format!(
+                                    "an export whose reply {} comes before its parent",
+                                    comment.link
+                                ),
+                            )
+                        })?;
+                        if parent_path.len() > self.max_depth {
+                            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
+                                depth: parent_path.len(),
+                                limit: format!(
+                                    "this store nests replies at most {} deep",
+                                    self.max_depth
+                                ),
+                            }));
+                        }
+                        let siblings = &mut node_at(&mut top, &parent_path).replies;
+                        siblings.push(node);
+                        let mut path = parent_path;
+                        path.push(siblings.len() - 1);
+                        path
+                    }
+                };
+                links.push(format_path(&path));
+                paths.insert(comment.link.as_str(), path);
+            }
+            let existing = self
+                .backend
+                .retry("read discussion", || async {
+                    Ok(self
+                        .discussions
+                        .find_one(doc! { "_id": discussion })
+                        .await?)
+                })
+                .await?;
+            let mut own = existing.unwrap_or_default();
+            for field in FIELDS {
+                own.remove(field);
+            }
+            own.insert("_id", discussion);
+            let count = comments.iter().filter(|c| !c.deleted).count() as i64;
+            let mut fields = doc! {
+                "comments": bson::to_bson(&top)?,
+                "count": count,
+                "slots": top.len() as i64,
+                KEYED: [],
+                super::super::votes::VOTE_OPS: [],
             };
-            links.push(format_path(&path));
-            paths.insert(comment.link.as_str(), path);
-        }
-        let existing = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .await?)
-            })
-            .await?;
-        let mut own = existing.unwrap_or_default();
-        for field in FIELDS {
-            own.remove(field);
-        }
-        own.insert("_id", discussion);
-        let count = comments.iter().filter(|c| !c.deleted).count() as i64;
-        let mut fields = doc! {
-            "comments": bson::to_bson(&top)?,
-            "count": count,
-            "slots": top.len() as i64,
-            KEYED: [],
-            super::super::votes::VOTE_OPS: [],
-        };
-        if let Some(last) = top.iter().map(|n| n.posted).max() {
-            fields.insert(LAST_POSTED, last);
-        }
-        let mut whole = own.clone();
-        whole.extend(fields.clone());
-        let bytes = bson::to_vec(&whole)?.len();
-        if bytes > self.max_document_bytes {
-            return Err(Error::InvalidInput(Invalid::TooLarge {
-                what: "discussion",
-                size: bytes,
-                limit: self.max_document_bytes,
-            }));
-        }
-        fields.insert("bytes", bytes as i64);
-        self.votes.purge(Some(discussion)).await?;
-        let mut update = doc! { "$set": fields };
-        if top.is_empty() {
-            update.insert("$unset", doc! { LAST_POSTED: "" });
-        }
-        // A `$set` of the whole tree: repeating it writes the same.
-        self.backend
-            .retry("import comments", || async {
-                self.discussions
-                    .update_one(doc! { "_id": discussion }, update.clone())
-                    .upsert(true)
-                    .await?;
-                Ok(())
-            })
-            .await?;
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+            if let Some(last) = top.iter().map(|n| n.posted).max() {
+                fields.insert(LAST_POSTED, last);
+            }
+            let mut whole = own.clone();
+            whole.extend(fields.clone());
+            let bytes = bson::to_vec(&whole)?.len();
+            if bytes > self.max_document_bytes {
+                return Err(Error::InvalidInput(Invalid::TooLarge {
+                    what: "discussion",
+                    size: bytes,
+                    limit: self.max_document_bytes,
+                }));
+            }
+            fields.insert("bytes", bytes as i64);
+            self.votes.purge(Some(discussion)).await?;
+            let mut update = doc! { "$set": fields };
+            if top.is_empty() {
+                update.insert("$unset", doc! { LAST_POSTED: "" });
+            }
+            // A `$set` of the whole tree: repeating it writes the same.
+            self.backend
+                .retry("import comments", || async {
+                    self.discussions
+                        .update_one(doc! { "_id": discussion }, update.clone())
+                        .upsert(true)
+                        .await?;
+                    Ok(())
+                })
+                .await?;
+            self.votes
+                .import(discussion, &transfer::votes_under(comments, &links))
+                .await?;
+            Ok(links)
+        })
+        .await
     }
 
     /// Removes the comment fields from the discussion's document, and the document where it
     /// holds nothing else.
     async fn purge(&self, discussion: &str) -> Result<()> {
-        let unset: Document = FIELDS
-            .iter()
-            .filter(|f| **f != "_id")
-            .map(|f| (f.to_string(), bson::Bson::from("")))
-            .collect();
-        self.backend
-            .retry("purge discussion", || async {
-                self.discussions
-                    .update_one(doc! { "_id": discussion }, doc! { "$unset": unset.clone() })
+        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
+            .run(async move {
+                let unset: Document = FIELDS
+                    .iter()
+                    .filter(|f| **f != "_id")
+                    .map(|f| (f.to_string(), bson::Bson::from("")))
+                    .collect();
+                self.backend
+                    .retry("purge discussion", || async {
+                        self.discussions
+                            .update_one(
+                                doc! { "_id": discussion },
+                                doc! { "$unset": unset.clone() },
+                            )
+                            .await?;
+                        let left = self
+                            .discussions
+                            .find_one(doc! { "_id": discussion })
+                            .await?;
+                        if left.is_some_and(|left| left.len() == 1) {
+                            self.discussions
+                                .delete_one(
+                                    doc! { "_id": discussion, "slots": { "$exists": false } },
+                                )
+                                .await?;
+                        }
+                        Ok(())
+                    })
                     .await?;
-                let left = self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .await?;
-                if left.is_some_and(|left| left.len() == 1) {
-                    self.discussions
-                        .delete_one(doc! { "_id": discussion, "slots": { "$exists": false } })
-                        .await?;
-                }
-                Ok(())
+                self.votes.purge(Some(discussion)).await
             })
-            .await?;
-        self.votes.purge(Some(discussion)).await
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        let discussions: Vec<String> = self.discussions(None).await?.try_collect().await?;
-        for discussion in &discussions {
-            self.purge(discussion).await?;
-        }
-        self.votes.purge(None).await
+        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
+            .run(async move {
+                let discussions: Vec<String> = self.discussions(None).await?.try_collect().await?;
+                for discussion in &discussions {
+                    self.purge(discussion).await?;
+                }
+                self.votes.purge(None).await
+            })
+            .await
     }
 
     async fn is_empty(&self) -> Result<bool> {

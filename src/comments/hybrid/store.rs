@@ -11,6 +11,7 @@ use crate::comments::{
     discussion_lock, validate, Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order,
     Strategy, ThreadedComments,
 };
+use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Error, PageRequest, Result};
 
@@ -41,75 +42,85 @@ impl CommentStore for HybridPages {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        validate::check_discussion(discussion)?;
-        self.registry
-            .create(discussion, doc! { "last_page": 0_i64 })
+        observe::operation!("comments.create_discussion", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_discussion(discussion)?;
+                self.registry
+                    .create(discussion, doc! { "last_page": 0_i64 })
+                    .await
+            })
             .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-        let keyed = Keyed::of(discussion, None, &comment)?;
-        let slug = match &keyed {
-            // Derived from the key: every attempt of one keyed post looks for, and pushes, the
-            // same slug.
-            Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
-            None => new_slug(),
-        };
-        if let Some(keyed) = &keyed {
-            // A repeat: one `find`, nothing written.
-            if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
-                return Ok(entry.comment());
-            }
-        }
-        let mut entry = Entry {
-            slug,
-            posted: bson::DateTime::now(),
-            author: comment.author,
-            text: comment.text,
-            edited: None,
-            deleted: false,
-            ups: 0,
-            downs: 0,
-            idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
-            content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
-        };
-        validate::check_stored(&entry, self.max_comment_bytes)?;
-        // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
-        // the reads need are made before the first write.
-        self.backend.ensure_indexes().await?;
-        let post = async {
-            if let Some(keyed) = &keyed {
-                // Under the key's lock: a concurrent attempt that got there first is found.
-                if let Some(stored) = self.keyed_entry(discussion, &entry.slug, keyed).await? {
-                    return Ok(stored);
+        observe::operation!("comments.post", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+                let keyed = Keyed::of(discussion, None, &comment)?;
+                let slug = match &keyed {
+                    // Derived from the key: every attempt of one keyed post looks for, and pushes, the
+                    // same slug.
+                    Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
+                    None => new_slug(),
+                };
+                if let Some(keyed) = &keyed {
+                    // A repeat: one `find`, nothing written.
+                    if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
+                        return Ok(entry.comment());
+                    }
                 }
-            }
-            self.backend
-                .exclusive_one(
-                    &discussion_lock(STRATEGY, discussion),
-                    self.push(discussion, &mut entry),
-                )
-                .await?;
-            Ok(entry.clone())
-        };
-        let posted = match &keyed {
-            // A page's `comments.slug` is unique within that page only, and a keyed post's
-            // attempts could land on two pages: they take turns on the key, on every server.
-            Some(keyed) => {
-                let key = format!(
-                    "{}:key:{}",
-                    discussion_lock(STRATEGY, discussion),
-                    keyed.id.to_hex()
-                );
-                self.backend
-                    .lease_locks(LOCK_LEASE)
-                    .with_lock(&key, post)
-                    .await?
-            }
-            None => post.await?,
-        };
-        Ok(posted.comment())
+                let mut entry = Entry {
+                    slug,
+                    posted: bson::DateTime::now(),
+                    author: comment.author,
+                    text: comment.text,
+                    edited: None,
+                    deleted: false,
+                    ups: 0,
+                    downs: 0,
+                    idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
+                    content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
+                };
+                validate::check_stored(&entry, self.max_comment_bytes)?;
+                // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
+                // the reads need are made before the first write.
+                self.backend.ensure_indexes().await?;
+                let post = async {
+                    if let Some(keyed) = &keyed {
+                        // Under the key's lock: a concurrent attempt that got there first is found.
+                        if let Some(stored) =
+                            self.keyed_entry(discussion, &entry.slug, keyed).await?
+                        {
+                            return Ok(stored);
+                        }
+                    }
+                    self.backend
+                        .exclusive_one(
+                            &discussion_lock(STRATEGY, discussion),
+                            self.push(discussion, &mut entry),
+                        )
+                        .await?;
+                    Ok(entry.clone())
+                };
+                let posted = match &keyed {
+                    // A page's `comments.slug` is unique within that page only, and a keyed post's
+                    // attempts could land on two pages: they take turns on the key, on every server.
+                    Some(keyed) => {
+                        let key = format!(
+                            "{}:key:{}",
+                            discussion_lock(STRATEGY, discussion),
+                            keyed.id.to_hex()
+                        );
+                        self.backend
+                            .lease_locks(LOCK_LEASE)
+                            .with_lock(&key, post)
+                            .await?
+                    }
+                    None => post.await?,
+                };
+                Ok(posted.comment())
+            })
+            .await
     }
 
     async fn chronological(
@@ -118,41 +129,55 @@ impl CommentStore for HybridPages {
         order: Order,
         page: PageRequest,
     ) -> Result<crate::Page<Comment>> {
-        validate::check_page(discussion, &page)?;
-        let after = match &page.after {
-            None => None,
-            Some(cursor) => Some(parse_place(cursor, order, discussion)?),
-        };
-        // One more comment than the page, to know whether another page follows.
-        let entries = self.walk(discussion, order, after, page.fetch()).await?;
-        if entries.is_empty()
-            && page.after.is_none()
-            && self.registry.find(discussion).await?.is_none()
-        {
-            return Err(validate::no_discussion(discussion));
-        }
-        Ok(cursor::page_from(
-            entries,
-            page.limit,
-            |(_, entry)| entry.comment(),
-            |(place, _)| after_place(order, discussion, *place),
-        ))
+        observe::operation!(
+            "comments.chronological",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            let after = match &page.after {
+                None => None,
+                Some(cursor) => Some(parse_place(cursor, order, discussion)?),
+            };
+            // One more comment than the page, to know whether another page follows.
+            let entries = self.walk(discussion, order, after, page.fetch()).await?;
+            if entries.is_empty()
+                && page.after.is_none()
+                && self.registry.find(discussion).await?.is_none()
+            {
+                return Err(validate::no_discussion(discussion));
+            }
+            Ok(cursor::page_from(
+                entries,
+                page.limit,
+                |(_, entry)| entry.comment(),
+                |(place, _)| after_place(order, discussion, *place),
+            ))
+        })
+        .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        let (page, index) = self.locate(discussion, link).await?;
-        Ok(page.comments[index].comment())
+        observe::operation!("comments.get", strategy = STRATEGY.name())
+            .run(async move {
+                let (page, index) = self.locate(discussion, link).await?;
+                Ok(page.comments[index].comment())
+            })
+            .await
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        validate::check_edit(discussion, text, self.max_comment_bytes)?;
-        let now = bson::DateTime::now();
-        let edited = |entry: &Entry| Entry {
-            text: text.to_owned(),
-            edited: Some(now),
-            ..entry.clone()
-        };
-        let changed = self
+        observe::operation!("comments.edit", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_edit(discussion, text, self.max_comment_bytes)?;
+                let now = bson::DateTime::now();
+                let edited = |entry: &Entry| Entry {
+                    text: text.to_owned(),
+                    edited: Some(now),
+                    ..entry.clone()
+                };
+                let changed = self
             .change(
                 discussion,
                 link,
@@ -161,16 +186,20 @@ impl CommentStore for HybridPages {
                 0,
             )
             .await?;
-        let entry = changed.map_err(|_| Error::NotFound {
-            what: crate::Entity::DeletedComment,
-            id: link.to_owned(),
-        })?;
-        Ok(edited(&entry).comment())
+                let entry = changed.map_err(|_| Error::NotFound {
+                    what: crate::Entity::DeletedComment,
+                    id: link.to_owned(),
+                })?;
+                Ok(edited(&entry).comment())
+            })
+            .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        // Deleting a tombstone again changes nothing and reports the same.
-        let _was_deleted_already = self
+        observe::operation!("comments.delete", strategy = STRATEGY.name())
+            .run(async move {
+                // Deleting a tombstone again changes nothing and reports the same.
+                let _was_deleted_already = self
             .change(
                 discussion,
                 link,
@@ -180,29 +209,37 @@ impl CommentStore for HybridPages {
             )
             .await?
             .is_err();
-        Ok(Deletion::Tombstoned)
+                Ok(Deletion::Tombstoned)
+            })
+            .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        validate::check_discussion(discussion)?;
-        let pages: Vec<Document> = self
-            .pages
-            .find(doc! { "discussion_id": discussion })
-            .projection(doc! { "visible": 1 })
-            .await?
-            .try_collect()
-            .await?;
-        if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
-            return Err(validate::no_discussion(discussion));
-        }
-        Ok(pages
-            .iter()
-            .map(|page| number(page, "visible").max(0) as u64)
-            .sum())
+        observe::operation!("comments.count", strategy = STRATEGY.name())
+            .run(async move {
+                validate::check_discussion(discussion)?;
+                let pages: Vec<Document> = self
+                    .pages
+                    .find(doc! { "discussion_id": discussion })
+                    .projection(doc! { "visible": 1 })
+                    .await?
+                    .try_collect()
+                    .await?;
+                if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
+                    return Err(validate::no_discussion(discussion));
+                }
+                Ok(pages
+                    .iter()
+                    .map(|page| number(page, "visible").max(0) as u64)
+                    .sum())
+            })
+            .await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
+        observe::operation!("comments.create_indexes", strategy = STRATEGY.name())
+            .run(async move { self.backend.create_indexes().await })
+            .await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -11,145 +11,170 @@ use futures::TryStreamExt;
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
 use crate::comments::transfer::{self, CommentTransfer, HeldComment};
 use crate::comments::VotedComments;
+use crate::observe;
 use crate::Result;
 
 #[async_trait]
 impl CommentTransfer for HybridPages {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
+            .run(async move {
         transfer::ids_after(&self.registry.discussions, doc! {}, after).await
+    })
+            .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let pages: Vec<Document> = self
-            .backend
-            .retry("export comments", || async {
-                Ok(self
-                    .pages
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "page": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
+        observe::operation!("comments.export", strategy = super::STRATEGY.name())
+            .run(async move {
+                self.settle_votes(discussion).await?;
+                let pages: Vec<Document> = self
+                    .backend
+                    .retry("export comments", || async {
+                        Ok(self
+                            .pages
+                            .find(doc! { "discussion_id": discussion })
+                            .sort(doc! { "page": 1 })
+                            .await?
+                            .try_collect()
+                            .await?)
+                    })
+                    .await?;
+                let mut comments = Vec::new();
+                for page in pages {
+                    let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
+                    comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
+                }
+                let votes = self.votes.all(discussion).await?;
+                Ok(transfer::with_voters(comments, votes))
             })
-            .await?;
-        let mut comments = Vec::new();
-        for page in pages {
-            let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
-            comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
-        }
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::with_voters(comments, votes))
+            .await
     }
 
     /// Refuses a reply (this strategy has no threads) before anything is written. Keeps a
     /// comment's slug where it is one of this strategy's; fills pages of `page_size` in the
     /// export's order.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        transfer::refuse_replies(discussion, comments)?;
-        let mut slugs: HashSet<String> = HashSet::new();
-        let mut entries = Vec::with_capacity(comments.len());
-        for comment in comments {
-            let mut slug = if check_slug(&comment.link).is_ok() {
-                comment.link.clone()
-            } else {
-                derived_slug(&comment.link, 0)
-            };
-            let mut salt = 1;
-            while !slugs.insert(slug.clone()) {
-                slug = derived_slug(&comment.link, salt);
-                salt += 1;
+        observe::operation!(
+            "comments.import",
+            strategy = super::STRATEGY.name(),
+            items = comments.len()
+        )
+        .run(async move {
+            transfer::refuse_replies(discussion, comments)?;
+            let mut slugs: HashSet<String> = HashSet::new();
+            let mut entries = Vec::with_capacity(comments.len());
+            for comment in comments {
+                let mut slug = if check_slug(&comment.link).is_ok() {
+                    comment.link.clone()
+                } else {
+                    derived_slug(&comment.link, 0)
+                };
+                let mut salt = 1;
+                while !slugs.insert(slug.clone()) {
+                    slug = derived_slug(&comment.link, salt);
+                    salt += 1;
+                }
+                entries.push(Entry {
+                    slug,
+                    posted: comment.posted,
+                    author: comment.author.clone(),
+                    text: comment.text.clone(),
+                    edited: comment.edited,
+                    deleted: comment.deleted,
+                    ups: comment.votes.ups as i64,
+                    downs: comment.votes.downs as i64,
+                    idempotency_key: None,
+                    content_digest: None,
+                });
             }
-            entries.push(Entry {
-                slug,
-                posted: comment.posted,
-                author: comment.author.clone(),
-                text: comment.text.clone(),
-                edited: comment.edited,
-                deleted: comment.deleted,
-                ups: comment.votes.ups as i64,
-                downs: comment.votes.downs as i64,
-                idempotency_key: None,
-                content_digest: None,
-            });
-        }
-        let links: Vec<String> = entries.iter().map(|e| e.slug.clone()).collect();
-        let mut pages = Vec::new();
-        let mut floor = None;
-        let mut last_page = 0_i64;
-        for (number, chunk) in entries.chunks(self.page_size.max(1)).enumerate() {
-            let number = number as i64;
-            let last_posted = chunk.iter().map(|e| e.posted).max();
-            let mut page = doc! {
-                "_id": page_id(discussion, number),
-                "discussion_id": discussion,
-                "page": number,
-                "count": chunk.len() as i64,
-                "visible": chunk.iter().filter(|e| !e.deleted).count() as i64,
-                super::super::votes::VOTE_OPS: [],
-                "comments": bson::to_bson(chunk)?,
-            };
-            if let Some(last_posted) = last_posted {
-                page.insert(LAST_POSTED, last_posted);
+            let links: Vec<String> = entries.iter().map(|e| e.slug.clone()).collect();
+            let mut pages = Vec::new();
+            let mut floor = None;
+            let mut last_page = 0_i64;
+            for (number, chunk) in entries.chunks(self.page_size.max(1)).enumerate() {
+                let number = number as i64;
+                let last_posted = chunk.iter().map(|e| e.posted).max();
+                let mut page = doc! {
+                    "_id": page_id(discussion, number),
+                    "discussion_id": discussion,
+                    "page": number,
+                    "count": chunk.len() as i64,
+                    "visible": chunk.iter().filter(|e| !e.deleted).count() as i64,
+                    super::super::votes::VOTE_OPS: [],
+                    "comments": bson::to_bson(chunk)?,
+                };
+                if let Some(last_posted) = last_posted {
+                    page.insert(LAST_POSTED, last_posted);
+                }
+                if number > 0 {
+                    floor = pages
+                        .last()
+                        .and_then(|p: &Document| p.get_datetime(LAST_POSTED).ok().copied());
+                }
+                last_page = number;
+                pages.push(page);
             }
-            if number > 0 {
-                floor = pages
-                    .last()
-                    .and_then(|p: &Document| p.get_datetime(LAST_POSTED).ok().copied());
+            self.purge(discussion).await?;
+            let mut counter = doc! { "last_page": last_page };
+            if let Some(floor) = floor {
+                counter.insert(FLOOR, floor);
             }
-            last_page = number;
-            pages.push(page);
-        }
-        self.purge(discussion).await?;
-        let mut counter = doc! { "last_page": last_page };
-        if let Some(floor) = floor {
-            counter.insert(FLOOR, floor);
-        }
-        self.backend
-            .retry("register discussion", || async {
-                self.registry
-                    .discussions
-                    .update_one(doc! { "_id": discussion }, doc! { "$set": counter.clone() })
-                    .upsert(true)
-                    .await?;
-                Ok(())
-            })
-            .await?;
-        if !pages.is_empty() {
-            self.backend.insert_many_once(&self.pages, pages).await?;
-        }
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+            self.backend
+                .retry("register discussion", || async {
+                    self.registry
+                        .discussions
+                        .update_one(doc! { "_id": discussion }, doc! { "$set": counter.clone() })
+                        .upsert(true)
+                        .await?;
+                    Ok(())
+                })
+                .await?;
+            if !pages.is_empty() {
+                self.backend.insert_many_once(&self.pages, pages).await?;
+            }
+            self.votes
+                .import(discussion, &transfer::votes_under(comments, &links))
+                .await?;
+            Ok(links)
+        })
+        .await
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
-        self.backend
-            .retry("purge discussion", || async {
-                self.pages
-                    .delete_many(doc! { "discussion_id": discussion })
+        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
+            .run(async move {
+                self.backend
+                    .retry("purge discussion", || async {
+                        self.pages
+                            .delete_many(doc! { "discussion_id": discussion })
+                            .await?;
+                        self.registry
+                            .discussions
+                            .update_one(
+                                doc! { "_id": discussion },
+                                doc! { "$set": { "last_page": 0_i64 }, "$unset": { FLOOR: "" } },
+                            )
+                            .await?;
+                        Ok(())
+                    })
                     .await?;
-                self.registry
-                    .discussions
-                    .update_one(
-                        doc! { "_id": discussion },
-                        doc! { "$set": { "last_page": 0_i64 }, "$unset": { FLOOR: "" } },
-                    )
-                    .await?;
-                Ok(())
+                self.votes.purge(Some(discussion)).await
             })
-            .await?;
-        self.votes.purge(Some(discussion)).await
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.pages, &self.registry.discussions],
-        )
-        .await?;
-        self.votes.purge(None).await
+        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
+            .run(async move {
+                crate::inbox::transfer::delete_all(
+                    &self.backend,
+                    &[&self.pages, &self.registry.discussions],
+                )
+                .await?;
+                self.votes.purge(None).await
+            })
+            .await
     }
 
     async fn is_empty(&self) -> Result<bool> {

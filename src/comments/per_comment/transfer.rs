@@ -13,6 +13,7 @@ use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::transfer::{self, CommentTransfer, HeldComment};
 use crate::comments::{slug, CommentStore, VotedComments};
+use crate::observe;
 use crate::Result;
 
 /// Comments inserted at a time by an import.
@@ -21,147 +22,172 @@ const IMPORT_CHUNK: usize = 500;
 #[async_trait]
 impl CommentTransfer for PerComment {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
+            .run(async move {
         transfer::ids_after(&self.registry.discussions, doc! {}, after).await
+    })
+            .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let stored: Vec<Document> = self
-            .backend
-            .retry("export comments", || async {
-                Ok(self
-                    .comments
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "posted": 1, "_id": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
+        observe::operation!("comments.export", strategy = super::STRATEGY.name())
+            .run(async move {
+                self.settle_votes(discussion).await?;
+                let stored: Vec<Document> = self
+                    .backend
+                    .retry("export comments", || async {
+                        Ok(self
+                            .comments
+                            .find(doc! { "discussion_id": discussion })
+                            .sort(doc! { "posted": 1, "_id": 1 })
+                            .await?
+                            .try_collect()
+                            .await?)
+                    })
+                    .await?;
+                let comments = stored
+                    .into_iter()
+                    .map(|document| {
+                        let stored: Stored =
+                            crate::bson_ext::decode(self.comments.name(), document)?;
+                        Ok(HeldComment::of(stored.comment()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let votes = self.votes.all(discussion).await?;
+                Ok(transfer::parents_first(transfer::with_voters(
+                    comments, votes,
+                )))
             })
-            .await?;
-        let comments = stored
-            .into_iter()
-            .map(|document| {
-                let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
-                Ok(HeldComment::of(stored.comment()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::parents_first(transfer::with_voters(
-            comments, votes,
-        )))
+            .await
     }
 
     /// Keeps a comment's slug path where it is one of this strategy's (from another
     /// [`PerComment`] store); otherwise gives it a slug part derived from its source link.
     /// Steps follow the export's order, so the threaded view reads as the source's.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        let mut built: HashMap<&str, Stored> = HashMap::new();
-        let mut parts: HashSet<String> = HashSet::new();
-        let mut documents = Vec::with_capacity(comments.len());
-        let mut links = Vec::with_capacity(comments.len());
-        let mut last_micros = i64::MIN;
-        for comment in comments {
-            let parent = match &comment.parent {
-                Some(parent) => Some(built.get(parent.as_str()).ok_or_else(|| {
-                    crate::bson_ext::corrupt(
-                        self.comments.name(),
-                        None,
-                        format!(
-                            "an export whose reply {} comes before its parent",
-                            comment.link
-                        ),
-                    )
-                })?),
-                None => None,
-            };
-            let kept = slug::parse_slug(&comment.link)
-                .ok()
-                .and_then(|steps| steps.last().map(|part| part.to_string()))
-                .filter(|part| {
-                    let expected = match parent {
-                        Some(parent) => format!("{}/{part}", parent.slug),
-                        None => part.clone(),
-                    };
-                    expected == comment.link
-                });
-            let mut part = kept.unwrap_or_else(|| derived_part(&comment.link, 0));
-            let mut salt = 1;
-            while !parts.insert(part.clone()) {
-                part = derived_part(&comment.link, salt);
-                salt += 1;
+        observe::operation!(
+            "comments.import",
+            strategy = super::STRATEGY.name(),
+            items = comments.len()
+        )
+        .run(async move {
+            let mut built: HashMap<&str, Stored> = HashMap::new();
+            let mut parts: HashSet<String> = HashSet::new();
+            let mut documents = Vec::with_capacity(comments.len());
+            let mut links = Vec::with_capacity(comments.len());
+            let mut last_micros = i64::MIN;
+            for comment in comments {
+                let parent = match &comment.parent {
+                    Some(parent) => Some(built.get(parent.as_str()).ok_or_else(|| {
+                        crate::bson_ext::corrupt(
+                            self.comments.name(),
+                            None,
+                            format!(
+                                "an export whose reply {} comes before its parent",
+                                comment.link
+                            ),
+                        )
+                    })?),
+                    None => None,
+                };
+                let kept = slug::parse_slug(&comment.link)
+                    .ok()
+                    .and_then(|steps| steps.last().map(|part| part.to_string()))
+                    .filter(|part| {
+                        let expected = match parent {
+                            Some(parent) => format!("{}/{part}", parent.slug),
+                            None => part.clone(),
+                        };
+                        expected == comment.link
+                    });
+                let mut part = kept.unwrap_or_else(|| derived_part(&comment.link, 0));
+                let mut salt = 1;
+                while !parts.insert(part.clone()) {
+                    part = derived_part(&comment.link, salt);
+                    salt += 1;
+                }
+                let micros = (comment.posted.timestamp_millis() * 1_000).max(last_micros + 1);
+                last_micros = micros;
+                let step = slug::step(micros, &part);
+                let (slug_path, full_slug, thread_key, parent_slug) = match parent {
+                    None => (
+                        part.clone(),
+                        step.clone(),
+                        slug::reversed_step(&step),
+                        String::new(),
+                    ),
+                    Some(parent) => (
+                        format!("{}/{part}", parent.slug),
+                        format!("{}/{step}", parent.full_slug),
+                        format!("{}/{step}", parent.thread_key),
+                        parent.slug.clone(),
+                    ),
+                };
+                let stored = Stored {
+                    id: ObjectId::new(),
+                    discussion_id: discussion.to_owned(),
+                    parent_id: parent.map(|p| p.id),
+                    parent: parent_slug,
+                    slug: slug_path,
+                    full_slug,
+                    thread_key,
+                    posted: comment.posted,
+                    author: comment.author.clone(),
+                    text: comment.text.clone(),
+                    edited: comment.edited,
+                    deleted: comment.deleted,
+                    ranking: Ranking::of(comment.votes, comment.posted),
+                    idempotency_key: None,
+                    content_digest: None,
+                };
+                self.check_key(discussion, &stored)?;
+                links.push(stored.slug.clone());
+                documents.push(bson::to_document(&stored)?);
+                built.insert(comment.link.as_str(), stored);
             }
-            let micros = (comment.posted.timestamp_millis() * 1_000).max(last_micros + 1);
-            last_micros = micros;
-            let step = slug::step(micros, &part);
-            let (slug_path, full_slug, thread_key, parent_slug) = match parent {
-                None => (
-                    part.clone(),
-                    step.clone(),
-                    slug::reversed_step(&step),
-                    String::new(),
-                ),
-                Some(parent) => (
-                    format!("{}/{part}", parent.slug),
-                    format!("{}/{step}", parent.full_slug),
-                    format!("{}/{step}", parent.thread_key),
-                    parent.slug.clone(),
-                ),
-            };
-            let stored = Stored {
-                id: ObjectId::new(),
-                discussion_id: discussion.to_owned(),
-                parent_id: parent.map(|p| p.id),
-                parent: parent_slug,
-                slug: slug_path,
-                full_slug,
-                thread_key,
-                posted: comment.posted,
-                author: comment.author.clone(),
-                text: comment.text.clone(),
-                edited: comment.edited,
-                deleted: comment.deleted,
-                ranking: Ranking::of(comment.votes, comment.posted),
-                idempotency_key: None,
-                content_digest: None,
-            };
-            self.check_key(discussion, &stored)?;
-            links.push(stored.slug.clone());
-            documents.push(bson::to_document(&stored)?);
-            built.insert(comment.link.as_str(), stored);
-        }
-        self.purge(discussion).await?;
-        self.create_discussion(discussion).await?;
-        self.backend.ensure_indexes().await?;
-        for chunk in documents.chunks(IMPORT_CHUNK) {
-            self.backend
-                .insert_many_once(&self.comments, chunk.to_vec())
+            self.purge(discussion).await?;
+            self.create_discussion(discussion).await?;
+            self.backend.ensure_indexes().await?;
+            for chunk in documents.chunks(IMPORT_CHUNK) {
+                self.backend
+                    .insert_many_once(&self.comments, chunk.to_vec())
+                    .await?;
+            }
+            self.votes
+                .import(discussion, &transfer::votes_under(comments, &links))
                 .await?;
-        }
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+            Ok(links)
+        })
+        .await
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
-        self.backend
-            .retry("purge discussion", || async {
-                self.comments
-                    .delete_many(doc! { "discussion_id": discussion })
+        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
+            .run(async move {
+                self.backend
+                    .retry("purge discussion", || async {
+                        self.comments
+                            .delete_many(doc! { "discussion_id": discussion })
+                            .await?;
+                        Ok(())
+                    })
                     .await?;
-                Ok(())
+                self.votes.purge(Some(discussion)).await
             })
-            .await?;
-        self.votes.purge(Some(discussion)).await
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.comments, &self.registry.discussions],
-        )
-        .await?;
-        self.votes.purge(None).await
+        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
+            .run(async move {
+                crate::inbox::transfer::delete_all(
+                    &self.backend,
+                    &[&self.comments, &self.registry.discussions],
+                )
+                .await?;
+                self.votes.purge(None).await
+            })
+            .await
     }
 
     async fn is_empty(&self) -> Result<bool> {

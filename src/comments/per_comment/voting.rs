@@ -11,6 +11,7 @@ use super::{PerComment, STRATEGY};
 use crate::comments::cursor;
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use crate::comments::{discussion_lock, slug, validate, Comment, Sort, Vote, VotedComments, Votes};
+use crate::observe;
 use crate::page::invalid;
 use crate::{bson_ext, Entity, Page, PageRequest, Result};
 
@@ -126,18 +127,28 @@ impl VotedComments for PerComment {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        self.votes
-            .set(self, discussion, link, user, vote.value())
+        observe::operation!("comments.vote", strategy = STRATEGY.name())
+            .run(async move {
+                self.votes
+                    .set(self, discussion, link, user, vote.value())
+                    .await
+            })
             .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes.set(self, discussion, link, user, 0).await
+        observe::operation!("comments.retract_vote", strategy = STRATEGY.name())
+            .run(async move { self.votes.set(self, discussion, link, user, 0).await })
+            .await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes
-            .get(|link| self.check_link(link), discussion, link, user)
+        observe::operation!("comments.vote_of", strategy = STRATEGY.name())
+            .run(async move {
+                self.votes
+                    .get(|link| self.check_link(link), discussion, link, user)
+                    .await
+            })
             .await
     }
 
@@ -148,55 +159,65 @@ impl VotedComments for PerComment {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        validate::check_page(discussion, &page)?;
-        if let Some(parent) = parent {
-            slug::parse_slug(parent)?;
-        }
-        let field = sort_field(sort);
-        let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
-        if let Some(cursor) = &page.after {
-            let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
-            if !slug::is_sort_key(&after) {
-                return Err(invalid("not a thread position"));
+        observe::operation!(
+            "comments.ranked",
+            strategy = STRATEGY.name(),
+            limit = page.limit
+        )
+        .run(async move {
+            validate::check_page(discussion, &page)?;
+            if let Some(parent) = parent {
+                slug::parse_slug(parent)?;
             }
-            // The bound on the key alone lets the index scan start at the cursor; the `$or`
-            // then breaks ties by posting order.
-            filter.insert(field, doc! { "$lte": key });
-            filter.insert(
-                "$or",
-                vec![
-                    doc! { field: { "$lt": key } },
-                    doc! { field: key, "full_slug": { "$gt": after } },
-                ],
-            );
-        }
-        let ranked = self
-            .page(
-                discussion,
-                &page,
-                filter,
-                doc! { field: -1, "full_slug": 1 },
-                |stored| {
-                    cursor::after_ranked(
-                        STRATEGY,
-                        sort,
-                        discussion,
-                        parent,
-                        stored.ranking.key(sort),
-                        &stored.full_slug,
-                    )
-                },
-            )
-            .await?;
-        if let (Some(parent), true, None) = (parent, ranked.items.is_empty(), &page.after) {
-            // An empty first page: no replies, or no such parent.
-            self.find_link(discussion, parent, Entity::ParentComment)
+            let field = sort_field(sort);
+            let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
+            if let Some(cursor) = &page.after {
+                let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
+                if !slug::is_sort_key(&after) {
+                    return Err(invalid("not a thread position"));
+                }
+                // The bound on the key alone lets the index scan start at the cursor; the `$or`
+                // then breaks ties by posting order.
+                filter.insert(field, doc! { "$lte": key });
+                filter.insert(
+                    "$or",
+                    vec![
+                        doc! { field: { "$lt": key } },
+                        doc! { field: key, "full_slug": { "$gt": after } },
+                    ],
+                );
+            }
+            let ranked = self
+                .page(
+                    discussion,
+                    &page,
+                    filter,
+                    doc! { field: -1, "full_slug": 1 },
+                    |stored| {
+                        cursor::after_ranked(
+                            STRATEGY,
+                            sort,
+                            discussion,
+                            parent,
+                            stored.ranking.key(sort),
+                            &stored.full_slug,
+                        )
+                    },
+                )
                 .await?;
-        }
-        Ok(ranked)
+            if let (Some(parent), true, None) = (parent, ranked.items.is_empty(), &page.after) {
+                // An empty first page: no replies, or no such parent.
+                self.find_link(discussion, parent, Entity::ParentComment)
+                    .await?;
+            }
+            Ok(ranked)
+        })
+        .await
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        self.votes.settle(self, discussion).await
+        observe::operation!("comments.settle_votes", strategy = STRATEGY.name())
+            .run(async move { self.votes.settle(self, discussion).await })
+            .await
     }
 }

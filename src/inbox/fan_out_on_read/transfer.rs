@@ -15,6 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::FanOutOnRead;
 use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
 use crate::inbox::{validate, Message, Payload};
+use crate::observe;
 use crate::Result;
 
 /// Whether the array `field` of `document` names `owner`.
@@ -37,113 +38,135 @@ const STATE_ARRAYS: [&str; 5] = [
 impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
     /// One `aggregate` unwinding every message's recipients.
     async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
+        observe::operation!(
+            "inbox.owners",
+            strategy = crate::inbox::InboxStore::strategy(self).name()
+        )
+        .run(async move {
+            crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
+        })
+        .await
     }
 
     /// One `find` of the messages naming the owner, by `(sent, id)`, read in batches.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        validate::check_user_id("owner", owner)?;
-        let collection = self.messages.name().to_owned();
-        let owner = owner.to_owned();
-        let cursor = self
-            .messages
-            .find(doc! { "to": &owner })
-            .sort(doc! { "sent": 1, "id": 1 })
-            .await?;
-        Ok(cursor
-            .map_err(crate::Error::from)
-            .and_then(move |document| {
-                let held = (|| {
-                    let mut message = HeldMessage::from_document(&collection, &document, "id")?;
-                    message.read = names(&document, "read_by", &owner);
-                    message.starred = names(&document, "starred_by", &owner);
-                    message.muted = names(&document, "muted_for", &owner);
-                    message.blocked = names(&document, "blocked_for", &owner);
-                    message.gone = if document.contains_key("retracted") {
-                        Some(Gone::Retracted)
-                    } else if names(&document, "gone_for", &owner) {
-                        Some(Gone::Deleted)
-                    } else {
-                        None
-                    };
-                    Ok(message)
-                })();
-                async move { held }
-            })
-            .boxed())
+        observe::operation!(
+            "inbox.export",
+            strategy = crate::inbox::InboxStore::strategy(self).name()
+        )
+        .run(async move {
+            validate::check_user_id("owner", owner)?;
+            let collection = self.messages.name().to_owned();
+            let owner = owner.to_owned();
+            let cursor = self
+                .messages
+                .find(doc! { "to": &owner })
+                .sort(doc! { "sent": 1, "id": 1 })
+                .await?;
+            Ok(cursor
+                .map_err(crate::Error::from)
+                .and_then(move |document| {
+                    let held = (|| {
+                        let mut message = HeldMessage::from_document(&collection, &document, "id")?;
+                        message.read = names(&document, "read_by", &owner);
+                        message.starred = names(&document, "starred_by", &owner);
+                        message.muted = names(&document, "muted_for", &owner);
+                        message.blocked = names(&document, "blocked_for", &owner);
+                        message.gone = if document.contains_key("retracted") {
+                            Some(Gone::Retracted)
+                        } else if names(&document, "gone_for", &owner) {
+                            Some(Gone::Deleted)
+                        } else {
+                            None
+                        };
+                        Ok(message)
+                    })();
+                    async move { held }
+                })
+                .boxed())
+        })
+        .await
     }
 
     /// One `update` of upserting statements (as many commands as the server takes them in):
     /// each sets the message once and adds the owner to its recipients and state arrays.
     /// Repeating it adds nothing (`$setOnInsert`, `$addToSet`).
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        validate::check_user_id("owner", owner)?;
-        let mut statements = Vec::with_capacity(messages.len());
-        for message in messages {
-            let mut insert = message.message_document();
-            insert.remove("to");
-            let mut recipients: Vec<Bson> = message.to.iter().map(Bson::from).collect();
-            if !message.to.iter().any(|r| r == owner) {
-                recipients.push(Bson::from(owner));
-            }
-            let mut add = doc! { "to": { "$each": recipients } };
-            for (field, on) in [
-                ("read_by", message.read),
-                ("starred_by", message.starred),
-                ("muted_for", message.muted),
-                ("blocked_for", message.blocked),
-                ("gone_for", message.gone == Some(Gone::Deleted)),
-            ] {
-                if on {
-                    add.insert(field, owner);
+        observe::operation!(
+            "inbox.import",
+            strategy = crate::inbox::InboxStore::strategy(self).name(),
+            items = messages.len()
+        )
+        .run(async move {
+            validate::check_user_id("owner", owner)?;
+            let mut statements = Vec::with_capacity(messages.len());
+            for message in messages {
+                let mut insert = message.message_document();
+                insert.remove("to");
+                let mut recipients: Vec<Bson> = message.to.iter().map(Bson::from).collect();
+                if !message.to.iter().any(|r| r == owner) {
+                    recipients.push(Bson::from(owner));
                 }
-            }
-            // The payload is the message's, the same for every owner, but a tombstone of one
-            // owner (deleted for them) lacks it: set by whoever has it.
-            let mut set = Document::new();
-            if message.gone.is_none() {
-                for field in ["message", "edited"] {
-                    if let Some(value) = insert.remove(field) {
-                        set.insert(field, value);
+                let mut add = doc! { "to": { "$each": recipients } };
+                for (field, on) in [
+                    ("read_by", message.read),
+                    ("starred_by", message.starred),
+                    ("muted_for", message.muted),
+                    ("blocked_for", message.blocked),
+                    ("gone_for", message.gone == Some(Gone::Deleted)),
+                ] {
+                    if on {
+                        add.insert(field, owner);
                     }
                 }
-            }
-            let mut update = doc! { "$setOnInsert": insert, "$addToSet": add };
-            if !set.is_empty() {
-                update.insert("$set", set);
-            }
-            if message.gone != Some(Gone::Deleted) {
-                // Shown again where a purge had hidden it.
-                update.insert("$pull", doc! { "gone_for": owner });
-            }
-            if message.gone == Some(Gone::Retracted) {
-                // A retraction is the sender's, for every recipient: the shared message goes.
-                update.insert("$set", doc! { "retracted": message.sent });
-                if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
-                    set_on_insert.remove("message");
+                // The payload is the message's, the same for every owner, but a tombstone of one
+                // owner (deleted for them) lacks it: set by whoever has it.
+                let mut set = Document::new();
+                if message.gone.is_none() {
+                    for field in ["message", "edited"] {
+                        if let Some(value) = insert.remove(field) {
+                            set.insert(field, value);
+                        }
+                    }
                 }
-                update.insert("$unset", doc! { "message": "" });
+                let mut update = doc! { "$setOnInsert": insert, "$addToSet": add };
+                if !set.is_empty() {
+                    update.insert("$set", set);
+                }
+                if message.gone != Some(Gone::Deleted) {
+                    // Shown again where a purge had hidden it.
+                    update.insert("$pull", doc! { "gone_for": owner });
+                }
+                if message.gone == Some(Gone::Retracted) {
+                    // A retraction is the sender's, for every recipient: the shared message goes.
+                    update.insert("$set", doc! { "retracted": message.sent });
+                    if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
+                        set_on_insert.remove("message");
+                    }
+                    update.insert("$unset", doc! { "message": "" });
+                }
+                statements.push((doc! { "_id": message.id.0 }, update));
             }
-            statements.push((doc! { "_id": message.id.0 }, update));
-        }
-        for attempt in 0..2 {
-            let mut batch = self.backend.update_batch(self.messages.name());
-            for (filter, update) in &statements {
-                batch.push(filter.clone(), update.clone(), true)?;
+            for attempt in 0..2 {
+                let mut batch = self.backend.update_batch(self.messages.name());
+                for (filter, update) in &statements {
+                    batch.push(filter.clone(), update.clone(), true)?;
+                }
+                let outcome = batch.run().await?;
+                // Two first upserts of one message (another owner's import, a live send): the
+                // other created it, and the statement applies to it now.
+                if outcome.duplicate_key.is_empty() || attempt == 1 {
+                    return Ok(());
+                }
+                statements = outcome
+                    .duplicate_key
+                    .iter()
+                    .map(|&i| statements[i].clone())
+                    .collect();
             }
-            let outcome = batch.run().await?;
-            // Two first upserts of one message (another owner's import, a live send): the
-            // other created it, and the statement applies to it now.
-            if outcome.duplicate_key.is_empty() || attempt == 1 {
-                return Ok(());
-            }
-            statements = outcome
-                .duplicate_key
-                .iter()
-                .map(|&i| statements[i].clone())
-                .collect();
-        }
-        Ok(())
+            Ok(())
+        })
+        .await
     }
 
     /// One `delete_many` of the messages naming the owner alone; one `update_many` hiding the
@@ -151,32 +174,46 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
     /// recipient keeps them as they were, recipient list included; one `delete_one` of the
     /// owner's lists.
     async fn purge(&self, owner: &str) -> Result<()> {
-        validate::check_user_id("owner", owner)?;
-        let mut pull = Document::new();
-        for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
-            pull.insert(*field, owner);
-        }
-        let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
-        self.backend
-            .retry("purge owner", || async {
-                self.messages.delete_many(doc! { "to": [owner] }).await?;
-                self.messages
-                    .update_many(doc! { "to": owner }, hide.clone())
-                    .await?;
-                self.filters
-                    .collection()
-                    .delete_one(doc! { "_id": owner })
-                    .await?;
-                Ok(())
-            })
-            .await
+        observe::operation!(
+            "inbox.purge",
+            strategy = crate::inbox::InboxStore::strategy(self).name()
+        )
+        .run(async move {
+            validate::check_user_id("owner", owner)?;
+            let mut pull = Document::new();
+            for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
+                pull.insert(*field, owner);
+            }
+            let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
+            self.backend
+                .retry("purge owner", || async {
+                    self.messages.delete_many(doc! { "to": [owner] }).await?;
+                    self.messages
+                        .update_many(doc! { "to": owner }, hide.clone())
+                        .await?;
+                    self.filters
+                        .collection()
+                        .delete_one(doc! { "_id": owner })
+                        .await?;
+                    Ok(())
+                })
+                .await
+        })
+        .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.messages, self.filters.collection()],
+        observe::operation!(
+            "inbox.purge_all",
+            strategy = crate::inbox::InboxStore::strategy(self).name()
         )
+        .run(async move {
+            crate::inbox::transfer::delete_all(
+                &self.backend,
+                &[&self.messages, self.filters.collection()],
+            )
+            .await
+        })
         .await
     }
 
