@@ -42,13 +42,21 @@ impl ShardKey {
 /// Create the strategy's indexes first: `shardCollection` needs an index that starts with the key
 /// (it creates one on an empty collection).
 ///
+/// A collection whose uniqueness rests on a unique index other than `_id` (a follow edge, a
+/// comment's slug) cannot be sharded on DocumentDB 0.106 over Citus: the engine refuses
+/// (`cannot create constraint`), since Citus keeps a unique constraint only on a table's
+/// distribution column, and the engine's unique indexes do not include it. Such a collection is
+/// left whole (unsharded: it lives on one node, and every query on it reaches one shard) rather
+/// than losing its uniqueness; with the `tracing` feature a `warn` event names it. MongoDB shards
+/// it as declared: each such key is a prefix of its collection's unique index.
+///
 /// # Errors
 ///
 /// [`Error::Unsupported`] when the server is not a `mongos` (a standalone server, a replica set,
 /// or FerretDB): sharding is a deployment decision, so this never pretends to succeed.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
-    let info = ServerInfo::detect_for(database).await?;
-    if info.topology != Topology::Sharded {
+    if Topology::detect(database.client()).await? != Topology::Sharded {
+        let info = ServerInfo::detect_for(database).await?;
         return Err(Error::Unsupported {
             limit: crate::error::Limit::Server,
             feature: "sharding",
@@ -69,10 +77,18 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         let shard = |key: Document| {
             admin.run_command(doc! { "shardCollection": namespace.as_str(), "key": key })
         };
-        match shard(key.key.clone()).await {
+        let sharded = match shard(key.key.clone()).await {
+            Err(error) if refuses_ranged_keys(&error) => shard(key.hashed().key).await,
+            other => other,
+        };
+        match sharded {
             Ok(_) => {}
-            Err(error) if refuses_ranged_keys(&error) => {
-                shard(key.hashed().key).await?;
+            Err(error) if refuses_unique_indexes(&error) => {
+                crate::observe::event!(
+                    warn,
+                    collection = %namespace,
+                    "left unsharded: the engine cannot keep its unique index on a sharded collection"
+                );
             }
             Err(error) => return Err(error.into()),
         }
@@ -89,6 +105,12 @@ fn is_unknown_command(error: &mongodb::error::Error) -> bool {
 /// that use hashed are supported").
 fn refuses_ranged_keys(error: &mongodb::error::Error) -> bool {
     matches!(command_error(error), Some((2, message)) if message.contains("hashed"))
+}
+
+/// DocumentDB over Citus refusing to shard a collection with a unique index other than `_id`
+/// (`CommandNotSupported`, "cannot create constraint on ...").
+fn refuses_unique_indexes(error: &mongodb::error::Error) -> bool {
+    matches!(command_error(error), Some((115, message)) if message.contains("cannot create constraint"))
 }
 
 fn command_error(error: &mongodb::error::Error) -> Option<(i32, &str)> {

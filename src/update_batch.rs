@@ -13,7 +13,7 @@ use mongodb::Database;
 use crate::error::transient::{is_transient_code, is_transient_write_error};
 use crate::error::{Error, Result};
 use crate::retry::{Backoff, RetryPolicy};
-use crate::server::DetectedCapabilities;
+use crate::server::{Capabilities, DetectedCapabilities};
 
 /// Bytes of statements per command: well under the 16 MiB command limit, leaving room for the
 /// command's own fields.
@@ -403,11 +403,19 @@ pub(crate) fn is_duplicate_key(error: &mongodb::error::Error) -> bool {
 ///
 /// Idempotent under retries: the document gets its `_id` here if it has none, so a retried insert
 /// meets the first one's key; and a duplicate key met by a retry, when the stored document is
-/// `document` itself, is the first attempt's insert whose reply was lost: `true`.
+/// `document` itself, is the first attempt's insert whose reply was lost: `true`. A duplicate key
+/// on the first attempt is another writer's document, unless the driver may have sent that
+/// attempt twice itself on a server that applies such a repeat again
+/// ([`Capabilities::retried_writes_applied_once`] false); then it is read back as a retry's is.
+///
+/// The read-back's filter is the whole document, so that it names the collection's shard key
+/// (whatever it is) and reaches one shard; `{_id}` alone where the server evaluates no other
+/// filter in its engine ([`Capabilities::filters_beyond_id`] false: FerretDB 1.x, unsharded).
 pub(crate) async fn insert_once_with(
     policy: &RetryPolicy,
     collection: &mongodb::Collection<Document>,
     mut document: Document,
+    capabilities: &Capabilities,
 ) -> crate::error::Result<bool> {
     if !document.contains_key("_id") {
         document.insert("_id", bson::oid::ObjectId::new());
@@ -421,12 +429,15 @@ pub(crate) async fn insert_once_with(
             match collection.insert_one(attempt).await {
                 Ok(_) => Ok(true),
                 Err(error) if is_duplicate_key(&error) => {
-                    if first {
+                    if first && capabilities.retried_writes_applied_once {
                         return Ok(false);
                     }
-                    let stored = collection
-                        .find_one(doc! { "_id": document.get("_id") })
-                        .await?;
+                    let filter = if capabilities.filters_beyond_id {
+                        document.clone()
+                    } else {
+                        doc! { "_id": document.get("_id") }
+                    };
+                    let stored = collection.find_one(filter).await?;
                     Ok(stored.as_ref() == Some(document))
                 }
                 Err(error) => Err(error.into()),

@@ -2,6 +2,7 @@
 //! strategy's own checks.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::sync::Arc;
 
 use bson::{doc, Document};
@@ -55,7 +56,7 @@ macro_rules! conformance {
                 let db =
                     testing::test_db(&format!("comments_{}_{test}", stringify!($design))).await;
                 let store = super::$design(&db.db);
-                store.create_indexes().await.expect("create indexes");
+                store.set_up().await.expect("create indexes");
                 (db, store)
             }
 
@@ -132,7 +133,7 @@ macro_rules! conformance {
                 let store = super::$design(&client.database(t.db.name()));
                 let impatient = proxy.impatient_client().await.database(t.db.name());
                 let impatient = super::$with_retry(&impatient, testing::impatient_retry());
-                store.create_indexes().await.expect("create indexes");
+                store.set_up().await.expect("create indexes");
                 suite::survives_outage(store, impatient, &proxy).await;
                 super::$after(&t.db).await;
             }
@@ -193,7 +194,7 @@ macro_rules! conformance {
                 let store = super::$design(&client.database(t.db.name()));
                 let impatient = proxy.impatient_client().await.database(t.db.name());
                 let impatient = super::$with_retry(&impatient, testing::impatient_retry());
-                store.create_indexes().await.expect("create indexes");
+                store.set_up().await.expect("create indexes");
                 votes::votes_survive_outage(store, impatient, &proxy).await;
             }
 
@@ -235,7 +236,7 @@ macro_rules! conformance {
             #[tokio::test]
             async fn indexes_and_shard_keys() {
                 let (t, store) = store("indexes_and_shard_keys").await;
-                store.create_indexes().await.expect("create indexes again");
+                store.set_up().await.expect("create indexes again");
                 for key in store.shard_keys() {
                     let first = key.key.keys().next().unwrap().as_str();
                     assert!(
@@ -285,7 +286,7 @@ async fn per_comment_refuses_replies_past_the_index_key_limit() {
         .max_key_bytes(200)
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
     let threads = store.threaded().unwrap();
     let mut link = store.post(DISCUSSION, new("root")).await.unwrap().link;
@@ -321,7 +322,7 @@ async fn per_comment_refuses_replies_past_the_index_key_limit() {
 async fn per_comment_reply_racing_delete_is_never_orphaned() {
     let t = testing::test_db("per_comment_reply_race").await;
     let store = Arc::new(PerComment::new(&t.db));
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
     let threads = store.threaded().unwrap();
     let mut tasks = Vec::new();
@@ -556,7 +557,7 @@ async fn embedded_concurrent_replies_get_their_own_links() {
 async fn hybrid_pages_are_capped_and_never_duplicated() {
     let t = testing::test_db("hybrid_cap").await;
     let store = Arc::new(HybridPages::builder(&t.db).page_size(7).build().unwrap());
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let dyn_store: Arc<dyn CommentStore> = store.clone();
     suite::concurrent_posters(dyn_store, 6, 12).await;
     let pages = store.page_counts(DISCUSSION).await.unwrap();
@@ -605,7 +606,7 @@ async fn hybrid_posters_on_one_page_never_deadlock() {
             .build()
             .unwrap(),
     );
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
     let (posters, each) = (16, 25);
     let tasks: Vec<_> = (0..posters)
@@ -654,7 +655,7 @@ async fn hybrid_posters_on_one_page_never_deadlock() {
 async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
     let t = testing::test_db("hybrid_manual_pages").await;
     let store = HybridPages::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion(DISCUSSION).await.unwrap();
     let start = bson::DateTime::now().timestamp_millis() - 3_600_000;
     let mut n = 0;
@@ -729,7 +730,7 @@ async fn hybrid_reads_pages_overfilled_by_the_manuals_algorithm() {
 async fn per_comment_ranked_thread_matches_per_level_reads() {
     let t = testing::test_db("comments_per_comment_ranked_thread").await;
     let store = PerComment::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     // The top level's index range, then one `find` per level of replies.
     votes::ranked_thread_matches_per_level_reads(&store, store.as_threaded(), &t.commands, |d| {
         1 + d
@@ -741,7 +742,7 @@ async fn per_comment_ranked_thread_matches_per_level_reads() {
 async fn embedded_ranked_thread_matches_per_level_reads() {
     let t = testing::test_db("comments_embedded_ranked_thread").await;
     let store = Embedded::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     // The discussion's document, once.
     votes::ranked_thread_matches_per_level_reads(&store, store.as_threaded(), &t.commands, |_| 1)
         .await;
@@ -791,7 +792,7 @@ async fn a_first_post_creates_its_discussion_when_the_store_is_built_to() {
         ),
     ];
     for (name, creating, plain) in stores {
-        creating.create_indexes().await.unwrap();
+        creating.set_up().await.unwrap();
         let error = plain.post("not-created", new("hello")).await.unwrap_err();
         assert!(error.is_not_found(), "{name}: {error}");
         // Nothing written: no comment (or, where counting needs it, no discussion).

@@ -4,6 +4,7 @@
 //! cursor made for one scope (a discussion, an owner, a feed, a list, a recipient, a search, a
 //! watch) is refused by a read of another with `Invalid::Cursor`.
 
+use mongo_social::testing::SetUp;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
@@ -149,7 +150,7 @@ async fn inbox_cursors_are_url_safe_and_bound_to_their_owner() {
     for strategy in 0..3 {
         let t = testing::test_db(&format!("cursors_inbox_{strategy}")).await;
         let inbox = inboxes(&t.db).swap_remove(strategy);
-        inbox.create_indexes().await.unwrap();
+        inbox.set_up().await.unwrap();
         send_mail(&*inbox).await;
         let what = format!("{} inbox", inbox.strategy());
         let inbox = &*inbox;
@@ -176,14 +177,14 @@ async fn timeline_cursors_are_url_safe_and_bound_to_their_owner() {
     for strategy in 0..3 {
         let t = testing::test_db(&format!("cursors_timeline_{strategy}")).await;
         let graph = Arc::new(FollowGraph::new(&t.db));
-        graph.create_indexes().await.unwrap();
+        graph.set_up().await.unwrap();
         let inbox = inboxes(&t.db).swap_remove(strategy);
-        inbox.create_indexes().await.unwrap();
+        inbox.set_up().await.unwrap();
         let what = format!("timeline over a {} inbox", inbox.strategy());
         let delivery = Delivery::builder(&t.db, graph.clone(), inbox.clone())
             .build()
             .unwrap();
-        delivery.create_indexes().await.unwrap();
+        delivery.set_up().await.unwrap();
         send_mail(&**delivery.inbox()).await;
         let delivery = &delivery;
         let read = |owner: &'static str| {
@@ -258,7 +259,7 @@ async fn comment_cursors_are_url_safe_and_bound_to_their_discussion() {
     for strategy in 0..3 {
         let t = testing::test_db(&format!("cursors_comments_{strategy}")).await;
         let store = comment_stores(&t.db).swap_remove(strategy);
-        store.create_indexes().await.unwrap();
+        store.set_up().await.unwrap();
         let firsts = discussions(&*store).await;
         let store = &*store;
         let strategy = store.strategy();
@@ -393,7 +394,7 @@ async fn feed_store(t: &TestDb) -> FeedStore<()> {
         .follows(follows)
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     for user in ["ann", "bob", "cat"] {
         store
             .users()
@@ -476,7 +477,7 @@ const ODD: [&str; 5] = ["u.1", "u 2", "ü/3", "%2E4", "u~5+&=?#"];
 async fn graph_cursors_are_url_safe_and_bound_to_their_list() {
     let t = testing::test_db("cursors_graph").await;
     let graph = &FollowGraph::new(&t.db);
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     for user in ODD
         .iter()
         .chain(&["ann", "bob", "cat", "x.1", "x.2", "x.3"])
@@ -551,7 +552,7 @@ async fn graph_cursors_are_url_safe_and_bound_to_their_list() {
 async fn recommendation_cursors_are_url_safe_and_bound_to_their_reader() {
     let t = testing::test_db("cursors_recommend").await;
     let graph = &FollowGraph::new(&t.db);
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let people = ["ann", "bob", "b.1", "b 2", "c.1", "c/2", "c~3", "c%2E4"];
     for user in people {
         graph.add_user(user).await.unwrap();
@@ -597,7 +598,7 @@ async fn next<T>(updates: &mut Updates<T>) -> Result<Update<T>> {
 
 async fn notifications(t: &TestDb) -> NotificationStore<()> {
     let store = NotificationStore::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     for (recipient, posts) in [("ann", 5), ("bob", 3)] {
         for i in 0..posts {
             let activity = Activity::new(recipient, Kind::Like, format!("post.{i}"), "joe");

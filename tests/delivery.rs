@@ -2,6 +2,7 @@
 //! exactly once, a worker killed mid-job, dormant followers, every inbox strategy, bad input.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,11 +54,11 @@ async fn delivery(
     ) -> mongo_social::delivery::DeliveryBuilder<String>,
 ) -> (Arc<FollowGraph>, Delivery<String>) {
     let graph = Arc::new(FollowGraph::new(&t.db));
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let delivery = configure(Delivery::builder(&t.db, graph.clone(), inbox))
         .build()
         .unwrap();
-    delivery.create_indexes().await.unwrap();
+    delivery.set_up().await.unwrap();
     (graph, delivery)
 }
 
@@ -625,11 +626,8 @@ async fn reopen_reads_what_was_delivered() {
     let second = Delivery::builder(&t.db, graph, Arc::new(FanOutOnWrite::new(&t.db)))
         .build()
         .unwrap();
-    second
-        .create_indexes()
-        .await
-        .expect("indexes on the next start");
-    second.create_indexes().await.expect("indexes again");
+    second.set_up().await.expect("indexes on the next start");
+    second.set_up().await.expect("indexes again");
     for fan in &fans {
         let page = second.timeline(fan, PageRequest::first(5)).await.unwrap();
         assert_eq!(page.items, std::slice::from_ref(&posted), "{fan}");

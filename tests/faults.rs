@@ -1,5 +1,6 @@
 //! The fault-injecting proxy against the real server, and the stores riding out its faults.
 
+use mongo_social::testing::SetUp;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -121,7 +122,7 @@ async fn a_worker_rides_out_an_outage() {
         .build()
         .expect("queue");
     assert_eq!(queue.lease(), Duration::from_secs(60));
-    queue.create_indexes().await.expect("indexes");
+    queue.set_up().await.expect("indexes");
     let mut ids = Vec::new();
     for i in 0..JOBS {
         ids.push(
@@ -211,7 +212,7 @@ async fn the_graph_survives_an_outage() {
     let proxy = FaultProxy::to_test_server();
     let client = proxy.client_with(|_| {}).await;
     let graph = Arc::new(FollowGraph::new(&client.database(test.db.name())));
-    graph.create_indexes().await.expect("indexes");
+    graph.set_up().await.expect("indexes");
     let impatient = proxy.impatient_client().await.database(test.db.name());
     let impatient = FollowGraph::builder(&impatient)
         .retry_policy(testing::impatient_retry())
@@ -337,7 +338,7 @@ async fn likes_survive_an_outage() {
         .capabilities(test.info.capabilities())
         .build()
         .expect("store");
-    store.create_indexes().await.expect("indexes");
+    store.set_up().await.expect("indexes");
     let users: Vec<String> = (0..USERS).map(|i| format!("u{i}")).collect();
     for user in &users {
         store

@@ -1,6 +1,7 @@
 //! The social feed against the real server (`MONGODB_URI`, or the fixture's FerretDB).
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,7 +39,7 @@ async fn store_with(
     let store = configure(FeedStore::builder(&t.db).capabilities(t.info.capabilities()))
         .build()
         .expect("build store");
-    store.create_indexes().await.expect("create indexes");
+    store.set_up().await.expect("create indexes");
     t.commands.reset();
     (t, store)
 }
@@ -711,7 +712,7 @@ async fn killed_worker_job_is_finished_by_another_after_the_lease() {
         .poll_interval(Duration::from_millis(20))
         .build()
         .unwrap();
-    queue.create_indexes().await.unwrap();
+    queue.set_up().await.unwrap();
 
     let stuck = Arc::new(Recorder {
         block: true,
@@ -1123,7 +1124,7 @@ async fn failing_job_is_retried_then_marked_failed() {
         .retry_delay(Duration::from_millis(1))
         .build()
         .unwrap();
-    queue.create_indexes().await.unwrap();
+    queue.set_up().await.unwrap();
     let job = queue.enqueue("doomed", doc! {}).await.unwrap();
     let mut runs = 0;
     let started = Instant::now();
@@ -1215,7 +1216,7 @@ async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
         .batch(4)
         .build()
         .unwrap();
-    queue.create_indexes().await.unwrap();
+    queue.set_up().await.unwrap();
     for n in 0..4 {
         queue.enqueue("slow", doc! { "n": n }).await.unwrap();
     }
@@ -1795,11 +1796,8 @@ async fn reopen_reads_what_was_written() {
         .capabilities(t.info.capabilities())
         .build()
         .unwrap();
-    second
-        .create_indexes()
-        .await
-        .expect("indexes on the next start");
-    second.create_indexes().await.expect("indexes again");
+    second.set_up().await.expect("indexes on the next start");
+    second.set_up().await.expect("indexes again");
     assert_eq!(second.posts().get(written.id).await.unwrap(), written);
     assert_eq!(
         read_feed(&second, &FeedKind::Latest, 10).await,

@@ -223,8 +223,13 @@ async fn detects_what_the_local_server_is_and_can_do() {
             assert!(!capabilities.change_streams && !capabilities.transactions);
         }
         LocalServer::DocumentDbSharded => {
-            // DocumentDB's gateway answers as a `mongos` and reports no `gitVersion`.
-            assert_eq!(info.flavor, ServerFlavor::Other, "{info:?}");
+            // DocumentDB's gateway answers as a `mongos`, recognised by its `hello`.
+            assert_eq!(info.flavor, ServerFlavor::DocumentDb, "{info:?}");
+            assert_eq!(
+                capabilities.max_update_statements, 16,
+                "the engine's tuning"
+            );
+            assert!(capabilities.write_commands_are_transactions);
             assert_eq!(info.topology, Topology::Sharded, "{}", info.describe());
             assert!(capabilities.sharding && capabilities.atomic_updates);
             assert!(capabilities.slice_projection && capabilities.find_and_modify_projection);

@@ -2,6 +2,7 @@
 //! counts under concurrency, bad input, and command counts.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use mongo_social::{Entity, Error, PageRequest};
 async fn graph(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
     let t = testing::test_db(&format!("graph_{test}")).await;
     let graph = FollowGraph::new(&t.db);
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     (t, Arc::new(graph))
 }
 
@@ -754,7 +755,7 @@ async fn the_graph_is_the_feeds_follow_source() {
         .follows(graph.clone())
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     for id in ["ann", "bob", "cat", "dan"] {
         store.users().create(NewUser::new(id, id)).await.unwrap();
     }
@@ -790,11 +791,8 @@ async fn reopen_reads_what_was_written() {
     first.follow("a", "b").await.unwrap();
     first.follow_group("a", "g").await.unwrap();
     let second = FollowGraph::new(&t.db);
-    second
-        .create_indexes()
-        .await
-        .expect("indexes on the next start");
-    second.create_indexes().await.expect("indexes again");
+    second.set_up().await.expect("indexes on the next start");
+    second.set_up().await.expect("indexes again");
     let read: Vec<String> = following(&second, "a", 1)
         .await
         .into_iter()

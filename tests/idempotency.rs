@@ -3,6 +3,7 @@
 //! that writes nothing; concurrent first attempts store one thing; a repeat after a lost reply
 //! stores one. And notifications that cannot be delivered never fail the write that caused them.
 
+use mongo_social::testing::SetUp;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,7 +94,7 @@ async fn inbox_repeats_return_the_first_send_and_write_nothing() {
     for (name, make) in inboxes() {
         let t = testing::test_db(&format!("idem_inbox_repeat_{name}")).await;
         let inbox = make(&t.db);
-        inbox.create_indexes().await.unwrap();
+        inbox.set_up().await.unwrap();
         let first = inbox.send(hello("k1")).await.unwrap();
         let again = writes_nothing(&t, inbox.send(hello("k1"))).await.unwrap();
         assert_eq!(again, first, "{name}");
@@ -120,7 +121,7 @@ async fn inbox_concurrent_first_sends_store_one_message() {
     for (name, make) in inboxes() {
         let t = testing::test_db(&format!("idem_inbox_concurrent_{name}")).await;
         let inbox = make(&t.db);
-        inbox.create_indexes().await.unwrap();
+        inbox.set_up().await.unwrap();
         let sends: Vec<_> = (0..8)
             .map(|_| {
                 let inbox = inbox.clone();
@@ -144,7 +145,7 @@ async fn inbox_repeat_after_a_lost_reply_stores_one() {
         let t = testing::test_db(&format!("idem_inbox_lost_{name}")).await;
         let (proxy, through) = proxied(&t).await;
         let inbox = make(&t.db);
-        inbox.create_indexes().await.unwrap();
+        inbox.set_up().await.unwrap();
         let flaky = make(&through);
         flaky.count("bob").await.unwrap(); // connected, capabilities known
         proxy.lose_replies_for(Duration::from_millis(400));
@@ -186,7 +187,7 @@ async fn comment_store(
 ) -> (TestDb, Arc<dyn CommentStore>) {
     let t = testing::test_db(test).await;
     let store = make(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion("d").await.unwrap();
     (t, store)
 }
@@ -343,7 +344,7 @@ async fn comment_repeat_after_a_lost_reply_stores_one() {
 
 async fn feed(t: &TestDb, db: &Database) -> FeedStore<()> {
     let feed: FeedStore<()> = FeedStore::builder(db).build().unwrap();
-    feed.create_indexes().await.unwrap();
+    feed.set_up().await.unwrap();
     if feed.users().get("ann").await.is_err() {
         feed.users()
             .create(NewUser::new("ann", "ann"))
@@ -425,7 +426,7 @@ fn mention(actor: &str, key: &str) -> Event<String> {
 async fn event_repeats_conflicts_and_concurrency() {
     let t = testing::test_db("idem_events").await;
     let store: NotificationStore<String> = NotificationStore::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.notify(mention("bob", "k1")).await.unwrap();
     writes_nothing(&t, store.notify(mention("bob", "k1")))
         .await
@@ -483,7 +484,7 @@ async fn unreachable_notifications(t: &TestDb) -> (FaultProxy, Arc<NotificationS
     let proxy = FaultProxy::to_test_server();
     let db = proxy.impatient_client().await.database(t.db.name());
     let store = Arc::new(NotificationStore::new(&db));
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     proxy.refuse_for(Duration::from_secs(600));
     proxy.cut();
     (proxy, store)
@@ -524,7 +525,7 @@ async fn a_reply_whose_notification_fails_is_stored_once_and_notified_later() {
     ];
     let mut replies = Vec::new();
     for (store, outbox, discussion) in stores {
-        store.create_indexes().await.unwrap();
+        store.set_up().await.unwrap();
         store.create_discussion(discussion).await.unwrap();
         let top = store
             .post(discussion, say("ann", "hello", "top"))
@@ -584,7 +585,7 @@ async fn follows_and_likes_whose_notification_fails_succeed_and_notify_later() {
         .notifier(notifications.clone())
         .build()
         .unwrap();
-    feed.create_indexes().await.unwrap();
+    feed.set_up().await.unwrap();
     feed.users()
         .create(NewUser::new("ann", "ann"))
         .await

@@ -2,6 +2,7 @@
 //! strategy's own checks.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,7 +79,7 @@ macro_rules! conformance {
             async fn store(test: &str) -> (TestDb, Arc<DynInboxStore<Note>>) {
                 let db = testing::test_db(&format!("{}_{test}", stringify!($strategy))).await;
                 let store = super::$strategy(&db.db);
-                store.create_indexes().await.expect("create indexes");
+                store.set_up().await.expect("create indexes");
                 (db, store)
             }
 
@@ -165,7 +166,7 @@ macro_rules! conformance {
                 let store = super::$strategy(&client.database(db.db.name()));
                 let impatient = proxy.impatient_client().await.database(db.db.name());
                 let impatient = super::$with_retry(&impatient, testing::impatient_retry());
-                store.create_indexes().await.expect("create indexes");
+                store.set_up().await.expect("create indexes");
                 inbox_suite::survives_outage(store, impatient, &proxy).await;
             }
 
@@ -212,7 +213,7 @@ async fn strategies_switch_at_runtime() {
         Arc::new(BucketedFanOut::new(&db.db)),
     ];
     for store in &stores {
-        store.create_indexes().await.expect("indexes");
+        store.set_up().await.expect("indexes");
         store
             .send(NewMessage::new(
                 "joe",
@@ -240,7 +241,7 @@ async fn cursors_of_other_strategies_are_refused() {
         bucketed(&db.db),
     ];
     for store in &stores {
-        store.create_indexes().await.expect("indexes");
+        store.set_up().await.expect("indexes");
     }
     inbox_suite::foreign_cursors(&stores).await;
 }
@@ -349,7 +350,7 @@ async fn buckets_never_overfill_under_concurrency() {
             .build()
             .unwrap(),
     );
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let tasks = (0..8).map(|s| {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
@@ -396,7 +397,7 @@ async fn buckets_never_overfill_under_concurrency() {
 async fn first_bucket_holds_exactly_bucket_size() {
     let db = testing::test_db("first_bucket_exact").await;
     let store = BucketedFanOut::new(&db.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     inbox_suite::send_sequence(&store, "joe", &["bob"], 101).await;
     assert_eq!(
         bucket_sizes(&db, "bob")
@@ -416,7 +417,7 @@ async fn bucketed_message_limit_is_exact_and_typed() {
         .bucket_size(50)
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let limit = store.max_message_bytes();
     let too_big = "x".repeat(limit);
     let refused = store.send(NewMessage::new("joe", ["bob"], too_big)).await;
@@ -476,7 +477,7 @@ async fn lagging_head_is_resynchronised() {
         .bucket_size(2)
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let mut sent = inbox_suite::send_sequence(&store, "joe", &["bob"], 80).await;
     db.collection::<Document>("inbox_heads")
         .delete_many(doc! {})
@@ -502,7 +503,7 @@ async fn owners_whose_names_nest_keep_their_buckets_apart() {
         .bucket_size(2)
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let owners = [
         "b",
         "bo",
@@ -564,7 +565,7 @@ async fn expired_recipient_lock_is_taken_over() {
         return;
     }
     let store = BucketedFanOut::new(&db.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let long_ago = bson::DateTime::from_millis(bson::DateTime::now().timestamp_millis() - 60_000);
     db.collection::<Document>("inbox_locks")
         .insert_one(doc! { "_id": "bob", "token": bson::oid::ObjectId::new(), "expires": long_ago })
@@ -623,7 +624,7 @@ async fn long_recipient_lists_are_stored_once(
     send_inserts: Option<usize>,
     every_send_recorded: bool,
 ) {
-    store.create_indexes().await.expect("indexes");
+    store.set_up().await.expect("indexes");
     let group: Vec<String> = (0..5).map(|i| format!("member{i}")).collect();
     let pair = ["member0", "member1"];
     let short = store
@@ -753,7 +754,7 @@ async fn default_inline_limit_is_sixteen(
     entries: &str,
     every_send_recorded: bool,
 ) {
-    store.create_indexes().await.expect("indexes");
+    store.set_up().await.expect("indexes");
     let members = |n: usize| -> Vec<String> { (0..n).map(|i| format!("member{i}")).collect() };
     let to_sixteen = store
         .send(NewMessage::new("joe", members(16), "to 16".to_owned()))
@@ -883,7 +884,7 @@ mod lifecycle {
                     let name = format!("lc_{}_{test}", stringify!($strategy));
                     let db = testing::test_db(&name).await;
                     let store = super::$strategy(&db.db, Retention::default());
-                    store.create_indexes().await.expect("create indexes");
+                    store.set_up().await.expect("create indexes");
                     (db, store)
                 }
 
@@ -920,8 +921,8 @@ mod lifecycle {
                         &db.db,
                         Retention::default().max_age(Duration::from_secs(24 * 3600)),
                     );
-                    keep.create_indexes().await.expect("indexes");
-                    aged.create_indexes().await.expect("indexes");
+                    keep.set_up().await.expect("indexes");
+                    aged.set_up().await.expect("indexes");
                     lifecycle_suite::retention(&*keep, &*aged, &db.commands).await;
                 }
 
@@ -973,7 +974,7 @@ mod lifecycle {
                                 .unwrap(),
                         ),
                     };
-                    store.create_indexes().await.expect("create indexes");
+                    store.set_up().await.expect("create indexes");
                     lifecycle_suite::survives_outage(store, impatient, &proxy).await;
                 }
 
@@ -1011,7 +1012,7 @@ mod lifecycle {
 async fn concurrent_sends_to_groups_finish() {
     let db = testing::test_db("concurrent_group_sends").await;
     let store = BucketedFanOut::<String>::new(&db.db);
-    store.create_indexes().await.expect("indexes");
+    store.set_up().await.expect("indexes");
     let group =
         |sender: usize| -> Vec<String> { (0..50).map(|i| format!("g{sender}member{i}")).collect() };
     let sends = (0..4).map(|sender| {
@@ -1057,7 +1058,7 @@ async fn payloads_that_look_like_expressions_stay_data() {
         Arc::new(FanOutOnRead::new(&db.db)),
     ];
     for store in &stores {
-        store.create_indexes().await.expect("indexes");
+        store.set_up().await.expect("indexes");
         let texts = ["$5 off", "$$ROOT", "$messages", "{ $inc: 1 }"];
         let sends = texts.iter().enumerate().map(|(i, text)| {
             let store = store.clone();

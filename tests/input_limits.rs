@@ -8,6 +8,7 @@
 //! on a fresh command count, and compares: no `insert`, `update`, `delete` or `findAndModify`
 //! was sent, and no document (or collection) changed.
 
+use mongo_social::testing::SetUp;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -138,7 +139,7 @@ fn message(from: &str, to: &[&str], payload: String) -> NewMessage<String> {
 /// for one document is called: the message itself where the list stays in it
 /// ([`FanOutOnRead`]), the shared `"recipient list"` elsewhere.
 async fn inbox_limits(t: &TestDb, store: Arc<DynInboxLifecycle<String>>, list_what: &str) {
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let sent = store
         .send(message("ann", &["bob"], "hello".to_owned()))
         .await
@@ -263,7 +264,7 @@ async fn comment_limits(
     store: &dyn CommentStore,
     threaded: Option<&dyn ThreadedComments>,
 ) {
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.create_discussion("d1").await.unwrap();
     let posted = store.post("d1", comment("ann", "first")).await.unwrap();
 
@@ -384,7 +385,7 @@ async fn a_reply_the_notifier_would_refuse_is_refused_first() {
     // The longest discussion id there may be: valid itself, too long with a link after it.
     let discussion = "d".repeat(MAX_ID_BYTES);
     for store in [&per_comment as &dyn ThreadedComments, &embedded] {
-        store.create_indexes().await.unwrap();
+        store.set_up().await.unwrap();
         store.create_discussion(&discussion).await.unwrap();
         let parent = store
             .post(&discussion, comment("ann", "first"))
@@ -408,7 +409,7 @@ async fn a_reply_the_notifier_would_refuse_is_refused_first() {
 async fn follow_graph_checks_ids_first() {
     let t = testing::test_db("limits_graph").await;
     let graph = FollowGraph::new(&t.db);
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     for user in ["ann", "bob"] {
         graph.add_user(user).await.unwrap();
     }
@@ -488,7 +489,7 @@ async fn feed_store_checks_sizes_and_ids_first() {
         .capabilities(t.info.capabilities())
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store
         .users()
         .create(NewUser::new("ann", "ann"))
@@ -598,7 +599,7 @@ async fn feed_store_checks_sizes_and_ids_first() {
 async fn notification_store_checks_sizes_and_ids_first() {
     let t = testing::test_db("limits_notifications").await;
     let store: NotificationStore<String> = NotificationStore::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let like = |recipient: &str, target: &str, actor: &str| {
         Activity::new(recipient, Kind::Like, target, actor)
     };
@@ -690,7 +691,7 @@ async fn notification_store_checks_sizes_and_ids_first() {
 async fn job_queue_checks_sizes_and_ids_first() {
     let t = testing::test_db("limits_jobs").await;
     let queue = JobQueue::new(&t.db);
-    queue.create_indexes().await.unwrap();
+    queue.set_up().await.unwrap();
     queue.enqueue("greet", doc! { "who": "bob" }).await.unwrap();
 
     too_large(&t, "enqueue, 17 MiB payload", "job payload", async {
@@ -718,12 +719,12 @@ async fn job_queue_checks_sizes_and_ids_first() {
 async fn delivery_checks_sizes_and_ids_first() {
     let t = testing::test_db("limits_delivery").await;
     let graph = Arc::new(FollowGraph::new(&t.db));
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let inbox = Arc::new(FanOutOnWrite::<String>::new(&t.db));
     let delivery = Delivery::builder(&t.db, graph.clone(), inbox)
         .build()
         .unwrap();
-    delivery.create_indexes().await.unwrap();
+    delivery.set_up().await.unwrap();
     for user in ["ann", "bob"] {
         graph.add_user(user).await.unwrap();
     }

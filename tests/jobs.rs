@@ -3,6 +3,7 @@
 //! are counted in commands, never timed.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +50,7 @@ async fn queue(t: &TestDb) -> JobQueue {
         .max_poll_interval(MAX)
         .build()
         .unwrap();
-    queue.create_indexes().await.unwrap();
+    queue.set_up().await.unwrap();
     queue
 }
 
@@ -135,7 +136,7 @@ async fn delivery_and_feed_workers_back_off_and_stop_when_dropped() {
         Delivery::builder(&t.db, graph, Arc::new(FanOutOnWrite::new(&t.db)))
             .build()
             .unwrap();
-    delivery.create_indexes().await.unwrap();
+    delivery.set_up().await.unwrap();
     t.commands.reset();
     let worker = delivery.start_worker();
     tokio::time::sleep(window).await;
@@ -158,7 +159,7 @@ async fn delivery_and_feed_workers_back_off_and_stop_when_dropped() {
         .capabilities(t.info.capabilities())
         .build()
         .unwrap();
-    feed.create_indexes().await.unwrap();
+    feed.set_up().await.unwrap();
     t.commands.reset();
     let worker = feed.start_worker();
     tokio::time::sleep(window).await;

@@ -3,6 +3,7 @@
 //! compared; a copy killed and resumed; an abort; a cursor in flight at the cut-over; links
 //! given out before the move; a pair refused (threads into a strategy without them).
 
+use mongo_social::testing::SetUp;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,7 +62,7 @@ fn said(by: usize, text: String) -> NewComment {
 /// 30 comments in each discussion: replies where the store threads and `threads` says so,
 /// every seventh edited, every ninth deleted, votes by three users.
 async fn history(store: &Store, threads: bool) {
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     for discussion in DISCUSSIONS {
         store.create_discussion(discussion).await.unwrap();
         let mut links: Vec<String> = Vec::new();
@@ -254,10 +255,14 @@ async fn copy_all(
     writing: &[tokio::task::JoinHandle<usize>],
     what: &str,
 ) {
+    // Rounds are counted once the writers are done (they always finish): the copy must finish
+    // within a bounded number of rounds after that, however slow the writes.
     let mut rounds = 0;
     while writing.iter().any(|w| !w.is_finished()) || !migration.is_copied().await.unwrap() {
         migration.run_pending().await.unwrap();
-        rounds += 1;
+        if writing.iter().all(|w| w.is_finished()) {
+            rounds += 1;
+        }
         assert!(rounds < 4000, "{what}: the copy never finished");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -520,7 +525,14 @@ async fn threads_into_a_strategy_without_them_are_refused_before_anything_is_wri
                 feature: "replies",
                 limit: Limit::Strategy,
                 reason,
-            }) => assert!(reason.contains("d0"), "{reason}"),
+            }) => assert!(
+                // Every discussion has replies; which one is named is the engine's scan order
+                // (on a sharded collection, whichever shard answers first).
+                DISCUSSIONS
+                    .iter()
+                    .any(|d| reason.contains(&format!("discussion {d} "))),
+                "{reason}"
+            ),
             other => panic!("expected the pair refused, got {other:?}"),
         }
         assert!(target.is_empty().await.unwrap());
@@ -619,7 +631,7 @@ async fn every_strategy_imports_every_ones_export_once_and_same_strategies_keep_
             let (to, target) = stores(&t.db, &format!("xt{i}{j}_")).remove(j);
             let name = format!("{from} -> {to}");
             history(&source, to != "hybrid-pages").await;
-            target.create_indexes().await.unwrap();
+            target.set_up().await.unwrap();
             let mut listed = Vec::new();
             let mut discussions = source.discussions(None).await.unwrap();
             while let Some(d) = futures::TryStreamExt::try_next(&mut discussions)

@@ -2,6 +2,7 @@
 //! withdrawals, seen and read state, paging, full groups, bad input and command counts.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,7 @@ type Store = NotificationStore<String>;
 async fn store(test: &str) -> (testing::TestDb, Store) {
     let t = testing::test_db(&format!("notify_{test}")).await;
     let store = NotificationStore::new(&t.db);
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     (t, store)
 }
 
@@ -438,7 +439,7 @@ async fn notifications_survive_an_outage() {
         .capabilities(test.info.capabilities())
         .build()
         .unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     let impatient = proxy.impatient_client().await.database(test.db.name());
     let impatient: Store = NotificationStore::builder(&impatient)
         .capabilities(test.info.capabilities())
@@ -630,7 +631,7 @@ async fn feed_likes_notify_the_author() {
         .notifier(store.clone())
         .build()
         .unwrap();
-    feed.create_indexes().await.unwrap();
+    feed.set_up().await.unwrap();
     let users = feed.users();
     users.create(NewUser::new("ann", "ann")).await.unwrap();
     let fans: Vec<String> = (0..32).map(|i| format!("fan{i:02}")).collect();

@@ -2,6 +2,7 @@
 //! restart takes the server away from every test running beside it in the same process (they
 //! share the fixture's one server), so no other test may run while it happens.
 
+use mongo_social::testing::SetUp;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,7 @@ async fn writers_ride_out_a_postgresql_restart() {
     const EACH: usize = 30;
     let t = testing::test_db("postgresql_restart").await;
     let inbox = Arc::new(FanOutOnWrite::<String>::new(&t.db));
-    inbox.create_indexes().await.expect("indexes");
+    inbox.set_up().await.expect("indexes");
     let writers: Vec<_> = (0..WRITERS)
         .map(|writer| {
             let inbox = inbox.clone();

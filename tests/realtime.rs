@@ -2,6 +2,7 @@
 //! change streams, resumed tokens and dropped connections.
 
 use mongo_social::error::Invalid;
+use mongo_social::testing::SetUp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,7 +104,7 @@ async fn read_until(
 async fn concurrent_joins_are_reported_once_and_resume_from_a_token() {
     let t = testing::test_db("watch_notifications").await;
     let store: Arc<Store> = Arc::new(NotificationStore::new(&t.db));
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.notify(like("old", "zed")).await.unwrap(); // before the watch: not reported
     next_millisecond().await;
     for mode in modes("concurrent_joins_are_reported_once", &t, true).await {
@@ -190,7 +191,7 @@ async fn a_token_from_another_watch_is_refused() {
 async fn polling_costs_one_find_per_poll() {
     let t = testing::test_db("watch_poll_cost").await;
     let store: Arc<Store> = Arc::new(NotificationStore::new(&t.db));
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store.notify(like("p0", "amy")).await.unwrap(); // capabilities detected
     next_millisecond().await;
     let mut updates = store.watch("ann", None, options(Mode::Polling));
@@ -271,7 +272,7 @@ async fn a_feed_watch_reports_posts_as_they_enter() {
         ("bob2", "ann2"),
     ]));
     let feed: FeedStore<()> = FeedStore::builder(&t.db).follows(follows).build().unwrap();
-    feed.create_indexes().await.unwrap();
+    feed.set_up().await.unwrap();
     for user in ["ann0", "ann1", "ann2", "bob0", "bob1", "bob2", "cat"] {
         feed.users().create(NewUser::new(user, user)).await.unwrap();
     }
@@ -351,7 +352,7 @@ async fn inbox_watches_report_every_arrival_once() {
     ];
     let modes = modes("inbox_watches_report_every_arrival_once", &t, true).await;
     for (name, store) in stores {
-        store.create_indexes().await.unwrap();
+        store.set_up().await.unwrap();
         for mode in &modes {
             let owner = format!("{name}-{mode:?}");
             store.mute(&owner, "muted").await.unwrap();
@@ -438,13 +439,13 @@ async fn a_timeline_watch_reports_copies_and_celebrity_posts() {
     use mongo_social::{FanOutOnWrite, FollowGraph};
     let t = testing::test_db("watch_timeline").await;
     let graph = Arc::new(FollowGraph::new(&t.db));
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let inbox = Arc::new(FanOutOnWrite::<String>::new(&t.db));
     let delivery: Delivery<String> = Delivery::builder(&t.db, graph.clone(), inbox.clone())
         .celebrity_followers(Some(3))
         .build()
         .unwrap();
-    delivery.create_indexes().await.unwrap();
+    delivery.set_up().await.unwrap();
     for user in ["star", "pal", "fan1", "fan2", "fan3"] {
         graph.add_user(user).await.unwrap();
         delivery.touch(user).await.unwrap();

@@ -4,6 +4,7 @@
 //! server has `$graphLookup` (one `aggregate`, or `find`s), and they must agree.
 
 use mongo_social::error::{Forbidden, Invalid};
+use mongo_social::testing::SetUp;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -37,7 +38,7 @@ fn graph_with(t: &testing::TestDb, options: RecommendOptions) -> Arc<FollowGraph
 async fn setup(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
     let t = testing::test_db(&format!("recommend_{test}")).await;
     let graph = graph_with(&t, RecommendOptions::default());
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     (t, graph)
 }
 
@@ -112,7 +113,7 @@ async fn ranks_friends_of_friends_with_their_reasons() {
     for graph_lookup in paths(&t, "ranks_friends_of_friends_with_their_reasons") {
         t.db.drop().await.unwrap();
         let graph = graph_with(&t, RecommendOptions::default().graph_lookup(graph_lookup));
-        graph.create_indexes().await.unwrap();
+        graph.set_up().await.unwrap();
         small_graph(&graph).await;
         t.commands.reset();
         let page = graph
@@ -197,7 +198,7 @@ async fn the_two_reads_agree() {
         .hubs(2);
     let by_finds = graph_with(&t, options.graph_lookup(false));
     let by_aggregate = graph_with(&t, options);
-    by_finds.create_indexes().await.unwrap();
+    by_finds.set_up().await.unwrap();
     let mut ids: Vec<String> = (0..24).map(|i| format!("u{i:02}")).collect();
     ids.push("me".into());
     for id in &ids {
@@ -237,7 +238,7 @@ async fn shared_groups_boost_the_rank() {
             .reasons(1)
             .graph_lookup(graph_lookup);
         let graph = graph_with(&t, options);
-        graph.create_indexes().await.unwrap();
+        graph.set_up().await.unwrap();
         small_graph(&graph).await;
         for group in ["rust", "mongo"] {
             graph.add_group(group).await.unwrap();
@@ -430,7 +431,7 @@ async fn a_celebrity_and_a_hub_cost_a_bounded_read() {
         .per_followee(4)
         .hubs(1);
     let setup_graph = graph_with(&t, options);
-    setup_graph.create_indexes().await.unwrap();
+    setup_graph.set_up().await.unwrap();
     let fans: Vec<String> = (0..120).map(|i| format!("fan{i:03}")).collect();
     let many: Vec<String> = (0..30).map(|i| format!("m{i:02}")).collect();
     let mut ids = vec!["me", "star", "hub", "a", "b", "c"];
@@ -513,7 +514,7 @@ async fn a_reader_following_most_candidates_takes_few_rounds() {
         &t,
         RecommendOptions::default().followees(2).graph_lookup(false),
     );
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let followed: Vec<String> = (0..40).map(|i| format!("c{i:02}")).collect();
     let others = ["d0", "d1"];
     let mut ids = vec!["me", "a", "b"];
@@ -558,7 +559,7 @@ async fn a_racing_follow_never_yields_someone_followed() {
     for graph_lookup in paths(&t, "a_racing_follow_never_yields_someone_followed") {
         t.db.drop().await.unwrap();
         let graph = graph_with(&t, RecommendOptions::default().graph_lookup(graph_lookup));
-        graph.create_indexes().await.unwrap();
+        graph.set_up().await.unwrap();
         let candidates: Vec<String> = (0..16).map(|i| format!("c{i:02}")).collect();
         let mut ids = vec!["me", "ann", "bob", "cat"];
         ids.extend(candidates.iter().map(String::as_str));

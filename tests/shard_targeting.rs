@@ -2,7 +2,14 @@
 //! shard keys the stores declare (`shard_keys()`): targeted to one shard, to a few, or broadcast
 //! to all. Runs on any server (no cluster needed: routing follows from the filter and the key).
 //! A broadcast is allowed only where the routing table of docs/INBOXES.md says it is by design.
+//!
+//! On a sharded deployment (the `documentdb-sharded` CI leg: DocumentDB over Citus behind its
+//! gateway) the stores' collections are sharded by their own `shard_collections` (`set_up`),
+//! and every filter is also `explain`ed: the engine's plan must reach one shard where the
+//! classifier says targeted, every shard where it says broadcast, and at most `n` where it
+//! says `n`. The classifier stays the fast check every server runs; the engine proves it.
 
+use mongo_social::testing::SetUp;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,11 +19,13 @@ use mongo_social::comments::{
 use mongo_social::delivery::Delivery;
 use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser, SearchOrder};
 use mongo_social::graph::{FollowGraph, FollowList};
+use mongo_social::server::Topology;
 use mongo_social::sharding::{Routing, ShardKey};
-use mongo_social::testing::routing::{route_commands, RoutedCommand};
+use mongo_social::testing::routing::{engine_routing, route_commands, RoutedCommand};
 use mongo_social::testing::{self, CommandCounter};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
+    BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage,
+    PageRequest,
 };
 use mongodb::Database;
 
@@ -31,8 +40,10 @@ async fn database(name: &str) -> (Database, CommandCounter) {
 
 /// The routing of what `commands` recorded, printed as a table; panics on a broadcast that is
 /// not in `by_design` (`(command, collection)` pairs), and on a `by_design` entry that did not
-/// happen, so the list cannot go stale.
-fn check(
+/// happen, so the list cannot go stale. On a sharded deployment, then asks the engine (see the
+/// module docs).
+async fn check(
+    db: &Database,
     store: &str,
     commands: &CommandCounter,
     keys: &[ShardKey],
@@ -65,11 +76,48 @@ fn check(
             "{store}: {command} {collection} is listed as broadcast by design but was targeted"
         );
     }
+    if testing::server_info().await.topology == Topology::Sharded {
+        agrees_with_engine(db, store, commands, keys).await;
+    }
     routed
 }
 
-async fn inbox_operations(inbox: &DynInboxStore<String>) {
-    inbox.create_indexes().await.unwrap();
+/// Each filter's routing as the engine plans it, against the classifier's: one shard for a
+/// targeted filter, every shard of its collection for a broadcast, at most `n` for `n` values.
+/// A collection the engine keeps whole (one shard: see `sharding::shard_collections`) reaches
+/// its one shard whatever the filter, and is printed as such.
+async fn agrees_with_engine(
+    db: &Database,
+    store: &str,
+    commands: &CommandCounter,
+    keys: &[ShardKey],
+) {
+    let routed = engine_routing(db, &commands.commands(), keys)
+        .await
+        .expect("explain");
+    assert!(!routed.is_empty(), "{store}: nothing was explained");
+    let mut sharded = 0;
+    for read in &routed {
+        println!("  engine: {read}");
+        if read.shards == 1 {
+            continue;
+        }
+        sharded += 1;
+        match read.classified {
+            Routing::Targeted => assert_eq!(read.reached, 1, "{store}: {read}"),
+            Routing::Broadcast => assert_eq!(read.reached, read.shards, "{store}: {read}"),
+            Routing::Shards(n) => assert!(read.reached <= n, "{store}: {read}"),
+            _ => {}
+        }
+    }
+    assert!(
+        sharded > 0,
+        "{store}: no filter was on a sharded collection"
+    );
+}
+
+async fn inbox_operations(inbox: &DynInboxLifecycle<String>) {
+    inbox.set_up().await.unwrap();
     let many: Vec<String> = (0..120).map(|i| format!("u{i:03}")).collect();
     let mut sent = Vec::new();
     for round in 0..3 {
@@ -104,6 +152,8 @@ async fn inbox_operations(inbox: &DynInboxStore<String>) {
         .await
         .unwrap();
     inbox.count("bob").await.unwrap();
+    inbox.unread_count("bob").await.unwrap();
+    inbox.mark_read("bob", sent[1].id).await.unwrap();
     assert_eq!(group.to.len(), 120);
 }
 
@@ -123,16 +173,21 @@ async fn inbox_commands_are_targeted() {
     };
     for (name, by_design) in [
         // Fan-out on read is sharded by sender: an inbox is everyone's messages *to* the
-        // owner, on every shard. The README's table of strategies says so (all shards).
+        // owner, on every shard. The README's table of strategies says so (all shards); so is
+        // a mark of the owner's state on a message, which names it by id, not by sender.
         (
             "fan_out_on_read",
-            &[("find", "inbox"), ("aggregate", "inbox")][..],
+            &[
+                ("find", "inbox"),
+                ("aggregate", "inbox"),
+                ("update", "inbox"),
+            ][..],
         ),
         ("fan_out_on_write", &[][..]),
         ("bucketed", bucketed),
     ] {
         let (db, commands) = database(&format!("routing_inbox_{name}")).await;
-        let inbox: Arc<DynInboxStore<String>> = match name {
+        let inbox: Arc<DynInboxLifecycle<String>> = match name {
             "fan_out_on_read" => Arc::new(FanOutOnRead::new(&db)),
             "fan_out_on_write" => Arc::new(
                 FanOutOnWrite::builder(&db)
@@ -149,7 +204,7 @@ async fn inbox_commands_are_targeted() {
             ),
         };
         inbox_operations(&*inbox).await;
-        check(name, &commands, &inbox.shard_keys(), by_design);
+        check(&db, name, &commands, &inbox.shard_keys(), by_design).await;
     }
 }
 
@@ -166,7 +221,7 @@ async fn comment_commands_are_targeted() {
     for (name, make) in stores {
         let (db, commands) = database(&format!("routing_comments_{name}")).await;
         let store = make(&db);
-        store.create_indexes().await.unwrap();
+        store.set_up().await.unwrap();
         store.create_discussion("d1").await.unwrap();
         let author = Author::new("u1", "Ann");
         let mut links = Vec::new();
@@ -230,7 +285,7 @@ async fn comment_commands_are_targeted() {
                 .unwrap();
         }
         store.settle_votes("d1").await.unwrap();
-        check(name, &commands, &store.shard_keys(), &[]);
+        check(&db, name, &commands, &store.shard_keys(), &[]).await;
     }
 }
 
@@ -238,7 +293,7 @@ async fn comment_commands_are_targeted() {
 async fn graph_commands_are_targeted() {
     let (db, commands) = database("routing_graph").await;
     let graph = FollowGraph::new(&db);
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     for user in ["a", "b", "c", "d"] {
         graph.add_user(user).await.unwrap();
     }
@@ -255,6 +310,7 @@ async fn graph_commands_are_targeted() {
     graph.remove_member("g", "c").await.unwrap();
     graph.rebuild("a").await.unwrap();
     check(
+        &db,
         "graph",
         &commands,
         &graph.shard_keys(),
@@ -264,7 +320,8 @@ async fn graph_commands_are_targeted() {
             ("find", "subscriptions"),
             ("find", "follows"),
         ],
-    );
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -277,7 +334,7 @@ async fn recommendation_commands_are_targeted() {
         .recommendations(options)
         .build()
         .unwrap();
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     for user in ["a", "b", "c", "d", "e", "f", "g"] {
         graph.add_user(user).await.unwrap();
     }
@@ -309,24 +366,26 @@ async fn recommendation_commands_are_targeted() {
     graph.blocked("g", PageRequest::first(10)).await.unwrap();
     graph.follow("a", "d").await.unwrap();
     check(
+        &db,
         "recommendations",
         &commands,
         &graph.shard_keys(),
         // The group boost asks which groups the reader is in: memberships are sharded by group.
         &[("find", "group_members")],
-    );
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn delivery_commands_are_targeted() {
     let (db, commands) = database("routing_delivery").await;
     let graph = Arc::new(FollowGraph::new(&db));
-    graph.create_indexes().await.unwrap();
+    graph.set_up().await.unwrap();
     let inbox: Arc<DynInboxStore<String>> = Arc::new(FanOutOnWrite::new(&db));
     let delivery = Delivery::builder(&db, graph.clone(), inbox.clone())
         .build()
         .unwrap();
-    delivery.create_indexes().await.unwrap();
+    delivery.set_up().await.unwrap();
     for user in ["ann", "bob", "cat"] {
         graph.add_user(user).await.unwrap();
         delivery.touch(user).await.unwrap();
@@ -345,6 +404,7 @@ async fn delivery_commands_are_targeted() {
     keys.extend(inbox.shard_keys());
     keys.extend(delivery.jobs().shard_keys());
     check(
+        &db,
         "delivery",
         &commands,
         &keys,
@@ -355,7 +415,8 @@ async fn delivery_commands_are_targeted() {
             // Claiming due jobs asks every shard of the queue (see `JobQueue::shard_keys`).
             ("find", "delivery_jobs"),
         ],
-    );
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -363,7 +424,7 @@ async fn feed_commands_are_targeted() {
     let (db, commands) = database("routing_feed").await;
     let follows = Arc::new(FollowList::from_pairs([("bob", "ann")]));
     let store: FeedStore<()> = FeedStore::builder(&db).follows(follows).build().unwrap();
-    store.create_indexes().await.unwrap();
+    store.set_up().await.unwrap();
     store
         .users()
         .create(NewUser::new("ann", "ann"))
@@ -416,5 +477,5 @@ async fn feed_commands_are_targeted() {
         // can name a word.
         by_design.push(("aggregate", "posts"));
     }
-    check("feed", &commands, &store.shard_keys(), &by_design);
+    check(&db, "feed", &commands, &store.shard_keys(), &by_design).await;
 }

@@ -7,6 +7,7 @@
 //! default, so the spans of a worker spawned by the test are captured too, and tests running
 //! side by side do not see each other's.
 
+use mongo_social::testing::SetUp;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -257,7 +258,7 @@ async fn a_send_and_a_page_read_are_spans_with_their_commands_and_outcome() {
 
     for (strategy, inbox) in inboxes(&db) {
         capture.clear();
-        inbox.create_indexes().await.expect("indexes");
+        inbox.set_up().await.expect("indexes");
         if strategy == "fan-out-on-read" {
             // Detection ran in the first operation of the first store: the capabilities the
             // server lacks are reported once, at `info`, inside that operation's span.
@@ -455,7 +456,7 @@ async fn a_job_is_followed_by_its_id_across_runs_of_a_worker() {
         .retry_delay(Duration::from_millis(50))
         .build()
         .expect("queue");
-    queue.create_indexes().await.expect("indexes");
+    queue.set_up().await.expect("indexes");
     let id = queue
         .enqueue("test-kind", doc! { "n": 1 })
         .await
@@ -519,7 +520,7 @@ async fn a_delivery_counts_the_commands_of_the_operations_it_runs() {
     let client = counted_client(&counter).await;
     let db = fresh_db(&client, "tracing_delivery").await;
     let graph = Arc::new(FollowGraph::new(&db));
-    graph.create_indexes().await.expect("graph indexes");
+    graph.set_up().await.expect("graph indexes");
     let inbox: Inbox = Arc::new(FanOutOnWrite::new(&db));
     for user in ["author", "fan-1", "fan-2", "fan-3"] {
         graph.add_user(user).await.expect("user");
@@ -528,7 +529,7 @@ async fn a_delivery_counts_the_commands_of_the_operations_it_runs() {
         .batch(2)
         .build()
         .expect("delivery");
-    delivery.create_indexes().await.expect("indexes");
+    delivery.set_up().await.expect("indexes");
     for fan in ["fan-1", "fan-2", "fan-3"] {
         delivery.follow(fan, "author").await.expect("follow");
         delivery.touch(fan).await.expect("active");
@@ -594,7 +595,7 @@ async fn a_comment_post_and_a_page_read_are_spans_with_their_commands_and_outcom
 
     for (strategy, store) in comment_stores(&db) {
         assert_eq!(store.strategy().name(), strategy);
-        store.create_indexes().await.expect("indexes");
+        store.set_up().await.expect("indexes");
         store
             .create_discussion("disc-q9")
             .await
@@ -690,7 +691,7 @@ async fn a_migration_step_is_spans_with_the_items_copied() {
             .build()
             .expect("target"),
     );
-    source.create_indexes().await.expect("indexes");
+    source.set_up().await.expect("indexes");
     for to in [vec!["rcpt-a1", "rcpt-b2"], vec!["rcpt-b2"]] {
         source
             .send(NewMessage::new("sender-x1", to, "hi-7".to_string()))

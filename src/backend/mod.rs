@@ -166,7 +166,9 @@ impl Backend {
         collection: &Collection<Document>,
         document: Document,
     ) -> Result<bool> {
-        crate::update_batch::insert_once_with(&self.retry, collection, document).await
+        let capabilities = self.capabilities().await?;
+        crate::update_batch::insert_once_with(&self.retry, collection, document, &capabilities)
+            .await
     }
 
     /// Inserts `documents` in one unordered `insert` under the store's retry policy, a

@@ -167,6 +167,24 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// The shard key each of the strategy's collections should have; every one leads with the
     /// discussion, as the manual advises.
     fn shard_keys(&self) -> Vec<ShardKey>;
+
+    /// The database the store lives in.
+    fn database(&self) -> &mongodb::Database;
+
+    /// Shards the strategy's collections on [`CommentStore::shard_keys`], when connected to a
+    /// `mongos` (or a front end that answers as one); see [`crate::sharding::shard_collections`]
+    /// for the key forms each engine takes and what happens elsewhere. Create the indexes first.
+    ///
+    /// ```no_run
+    /// # async fn demo(comments: &mongo_social::PerComment) -> mongo_social::Result<()> {
+    /// use mongo_social::prelude::*;
+    /// comments.create_indexes().await?;
+    /// comments.shard_collections().await?;
+    /// # Ok(()) }
+    /// ```
+    async fn shard_collections(&self) -> Result<()> {
+        crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+    }
 }
 
 /// Up and down votes on comments, and the pages they rank: what every [`CommentStore`] does besides

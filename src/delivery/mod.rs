@@ -381,6 +381,23 @@ impl<P: Payload> Delivery<P> {
         keys
     }
 
+    /// Shards the delivery's collections ([`Delivery::shard_keys`]: its outbox, activity and
+    /// jobs) and its inbox store's when connected to a `mongos` (or a front end that answers as
+    /// one); see [`crate::sharding::shard_collections`]. Create the indexes first. The graph it
+    /// reads is sharded by its own [`FollowGraph::shard_collections`](crate::FollowGraph::shard_collections).
+    pub async fn shard_collections(&self) -> Result<()> {
+        observe::operation!("delivery.shard_collections")
+            .run(async move {
+                crate::sharding::shard_collections(
+                    self.inner.backend.database(),
+                    &self.shard_keys(),
+                )
+                .await?;
+                self.inner.inbox.shard_collections().await
+            })
+            .await
+    }
+
     /// Posts `payload` from `author` to their followers: the author's copies are written now,
     /// the followers' by the workers. Returns the message as posted (`to` is empty: it goes to
     /// whoever follows the author when its fan-out runs).

@@ -135,12 +135,18 @@ pub(super) async fn refresh_hot(inner: &Inner) -> Result<usize> {
         }
     }
     let ids: Vec<ObjectId> = likes.keys().copied().collect();
-    let filter = doc! { "_id": { "$in": ids }, "created": { "$gte": since, "$lte": now } };
     let feed = FeedKind::Hot;
-    let items = scored_posts(inner, filter, None, &feed, |post| {
-        likes.get(&post.0).copied().unwrap_or(0)
-    })
-    .await?;
+    // No `find` when nothing was liked: an empty `$in` on the shard key crashes DocumentDB
+    // over Citus.
+    let items = if ids.is_empty() {
+        Vec::new()
+    } else {
+        let filter = doc! { "_id": { "$in": ids }, "created": { "$gte": since, "$lte": now } };
+        scored_posts(inner, filter, None, &feed, |post| {
+            likes.get(&post.0).copied().unwrap_or(0)
+        })
+        .await?
+    };
     let len = items.len();
     replace_feed(inner, &feed, items).await?;
     Ok(len)

@@ -45,6 +45,27 @@ impl FollowGraph {
             .await
     }
 
+    /// Shards the graph's collections on [`FollowGraph::shard_keys`] when connected to a
+    /// `mongos` (or a front end that answers as one); see
+    /// [`crate::sharding::shard_collections`] for the key forms each engine takes. Create the
+    /// indexes first. On DocumentDB the collections whose uniqueness rests on a unique index
+    /// (follows, members, subscriptions, exclusions) stay whole; see `docs/SHARDING.md`.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: &mongo_social::FollowGraph) -> mongo_social::Result<()> {
+    /// graph.create_indexes().await?;
+    /// graph.shard_collections().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn shard_collections(&self) -> Result<()> {
+        observe::operation!("graph.shard_collections")
+            .run(async move {
+                crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
+                    .await
+            })
+            .await
+    }
+
     /// The shard key each collection should have, and why.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         vec![

@@ -263,6 +263,17 @@ impl JobQueue {
             .await
     }
 
+    /// Shards the queue's collections on [`JobQueue::shard_keys`] when connected to a `mongos`
+    /// (or a front end that answers as one); see [`crate::sharding::shard_collections`].
+    pub async fn shard_collections(&self) -> Result<()> {
+        observe::operation!("jobs.shard_collections")
+            .run(async move {
+                crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
+                    .await
+            })
+            .await
+    }
+
     /// The shard key of each of the queue's collections.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         vec![

@@ -105,6 +105,11 @@ impl JobQueue {
     /// The claimed jobs that are still due: a job completed (or failed and postponed) by another
     /// worker between our `find` and our claim is gone (or not due) now.
     async fn claimed_jobs(&self, taken: &[String]) -> Result<Vec<Job>> {
+        // An empty `$in` on a shard key crashes DocumentDB 0.106 over Citus (a segfault),
+        // and matches nothing anywhere: no command.
+        if taken.is_empty() {
+            return Ok(Vec::new());
+        }
         let ids: Vec<ObjectId> = taken
             .iter()
             .filter_map(|key| ObjectId::parse_str(key).ok())

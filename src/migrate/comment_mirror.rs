@@ -465,6 +465,10 @@ impl CommentStore for MigratingComments {
             .await
     }
 
+    fn database(&self) -> &mongodb::Database {
+        self.source().database()
+    }
+
     fn shard_keys(&self) -> Vec<ShardKey> {
         let mut keys = self.source().shard_keys();
         keys.extend(self.target().shard_keys());

@@ -420,6 +420,11 @@ impl<U: Units> JobHandler for Copier<U> {
 impl<U: Units> Copier<U> {
     /// Lists the next units of the source after the checkpoint, enqueues a copy job for each,
     /// and moves the checkpoint; enqueues itself again while units remain.
+    ///
+    /// Then reads the same range once more: a unit whose first write landed after the first
+    /// read, but whose writer looked at the checkpoint before it moved (and so left the unit to
+    /// the listing, [`Engine::copy_new`]), would otherwise be passed over unseen. A write after
+    /// the checkpoint moved is seen by its writer as passed; one before, by the second read.
     async fn list(&self) -> Result<()> {
         let engine = &self.0;
         if engine.states.phase().await? != Some(Phase::Copying) {
@@ -429,7 +434,7 @@ impl<U: Units> Copier<U> {
         if done {
             return Ok(());
         }
-        let units = engine.units.list(after, LIST_CHUNK).await?;
+        let units = engine.units.list(after.clone(), LIST_CHUNK).await?;
         let kind = engine.copy_kind();
         for unit in &units {
             engine
@@ -439,6 +444,24 @@ impl<U: Units> Copier<U> {
         }
         let finished = units.len() < LIST_CHUNK;
         engine.states.listed(&units, finished).await?;
+        let last = units.last().cloned();
+        let late: Vec<String> = engine
+            .units
+            .list(after, LIST_CHUNK)
+            .await?
+            .into_iter()
+            .filter(|unit| !units.contains(unit))
+            .filter(|unit| finished || last.as_ref().is_some_and(|last| unit <= last))
+            .collect();
+        if !late.is_empty() {
+            engine.states.listed_new(&late).await?;
+            for unit in &late {
+                engine
+                    .jobs
+                    .enqueue_once(job_id(&kind, unit), &kind, doc! { "owner": unit })
+                    .await?;
+            }
+        }
         if !finished {
             let next = units.last().cloned().unwrap_or_default();
             let kind = engine.list_kind();

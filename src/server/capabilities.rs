@@ -112,6 +112,19 @@ pub struct Capabilities {
     /// `{_id, owner}` or `{owner, sequence}` 0.7 to 1 s (`examples/ferretdb_pushdown.rs`).
     /// Stores address their hot documents by `_id` alone where this is false.
     pub filters_beyond_id: bool,
+    /// A write the driver sends again after a lost reply is applied once. The driver retries
+    /// a write by itself only on a replica set or through a `mongos` (retryable writes), where
+    /// MongoDB recognises the repeat by its session's transaction number; where it does not
+    /// retry (a standalone server) this holds too. DocumentDB's gateway over Citus applied such
+    /// a repeated `insert` a second time (measured: `per_comment::survives_outage`, the fault
+    /// proxy dropping replies, stored a comment twice in about half the runs; never with
+    /// `retryWrites=false`; a repeated `$push` of a hybrid page stored a comment twice too), so
+    /// it is false there and for any other server that answers as a `mongos` or replica set
+    /// member. Connect to such a server with `retryWrites=false` in the URI (Azure's connection
+    /// strings for Cosmos DB vCore carry it): the library's own retries are written to apply
+    /// once. As a second guard, its inserts that must land once read back by `_id` after a
+    /// duplicate key there, to tell their own first attempt from another writer's document.
+    pub retried_writes_applied_once: bool,
 }
 
 impl Capabilities {
@@ -147,6 +160,7 @@ impl Capabilities {
             graph_lookup: joins_on_shards,
             sharding,
             filters_beyond_id: true,
+            retried_writes_applied_once: true,
         };
         match flavor {
             ServerFlavor::MongoDb => mongodb,
@@ -169,13 +183,17 @@ impl Capabilities {
                 graph_lookup: false,
                 sharding,
                 filters_beyond_id: false,
+                retried_writes_applied_once: true,
             },
-            // Probed: FerretDB 2.x (DocumentDB on PostgreSQL: atomic updates through row locks)
-            // and any other wire server.
-            ServerFlavor::FerretDb { .. } | ServerFlavor::Other => {
+            // Probed: FerretDB 2.x and DocumentDB's gateway (the DocumentDB engine on
+            // PostgreSQL: atomic updates through row locks), and any other wire server.
+            ServerFlavor::FerretDb { .. } | ServerFlavor::DocumentDb | ServerFlavor::Other => {
                 let probes = probes.copied().unwrap_or_default();
-                // FerretDB 2.x is DocumentDB: a command is one transaction.
-                let documentdb = matches!(flavor, ServerFlavor::FerretDb { .. });
+                // FerretDB 2.x and the gateway are DocumentDB: a command is one transaction.
+                let documentdb = matches!(
+                    flavor,
+                    ServerFlavor::FerretDb { .. } | ServerFlavor::DocumentDb
+                );
                 Self {
                     atomic_updates: true,
                     max_update_statements: if documentdb {
@@ -205,6 +223,9 @@ impl Capabilities {
                     // Not probed (a cost is no cheap probe): the wire servers we know of use
                     // their indexes.
                     filters_beyond_id: true,
+                    // Not probed (a lost reply is no cheap probe): only where the driver does
+                    // not retry writes by itself.
+                    retried_writes_applied_once: topology == Topology::Standalone,
                 }
             }
         }
@@ -236,6 +257,10 @@ impl Capabilities {
             (self.pipeline_updates, "update pipelines"),
             (self.filters_beyond_id, "filters beyond `_id` in the engine"),
             (self.graph_lookup, "$graphLookup"),
+            (
+                self.retried_writes_applied_once,
+                "retried writes applied once",
+            ),
         ]
         .into_iter()
         .filter_map(|(has, name)| (!has).then_some(name))

@@ -27,6 +27,12 @@ pub enum ServerFlavor {
         /// FerretDB's own version, such as `v1.24.2` or `v2.5.0`.
         version: String,
     },
+    /// DocumentDB's own gateway (`pg_documentdb_gw`) in front of the DocumentDB engine on
+    /// PostgreSQL, alone or sharded over Citus: the open-source DocumentDB and, by the same
+    /// design, Azure Cosmos DB for MongoDB vCore. Its `buildInfo` has no `gitVersion` and no
+    /// FerretDB fields, and its `hello` has an `internal` field no MongoDB reply has. The engine
+    /// is the one under FerretDB 2.x, so the same tunings apply; what its operators do is probed.
+    DocumentDb,
     /// Another server speaking the MongoDB wire protocol (mongo-java-server, for one): its
     /// `buildInfo` has no `gitVersion`. What it can do is probed, not assumed.
     Other,
@@ -87,14 +93,8 @@ impl ServerInfo {
     pub async fn detect_for(database: &Database) -> Result<Self> {
         let admin = database.client().database("admin");
         let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
-        let (hello, has_hello) = match admin.run_command(doc! { "hello": 1 }).await {
-            Ok(hello) => (hello, true),
-            Err(error) if is_command_error(&error) => {
-                (admin.run_command(doc! { "isMaster": 1 }).await?, false)
-            }
-            Err(error) => return Err(error.into()),
-        };
-        let probes = if is_probed(&flavor_of(&build)) {
+        let (hello, has_hello) = hello(database.client()).await?;
+        let probes = if is_probed(&flavor_of(&build, &hello)) {
             Some(Probes::run(database).await)
         } else {
             None
@@ -115,14 +115,8 @@ impl ServerInfo {
         has_hello: bool,
         probes: Option<&Probes>,
     ) -> Self {
-        let flavor = flavor_of(build);
-        let topology = if hello.get_str("msg") == Ok("isdbgrid") {
-            Topology::Sharded
-        } else if hello.contains_key("setName") {
-            Topology::ReplicaSet
-        } else {
-            Topology::Standalone
-        };
+        let flavor = flavor_of(build, hello);
+        let topology = topology_of(hello);
         let max_document_bytes = hello
             .get("maxBsonObjectSize")
             .and_then(bson_to_usize)
@@ -169,6 +163,9 @@ impl ServerInfo {
             ServerFlavor::FerretDb { version } => {
                 format!("FerretDB {version} (MongoDB {} wire)", self.version)
             }
+            ServerFlavor::DocumentDb => {
+                format!("DocumentDB's gateway (MongoDB {} wire)", self.version)
+            }
             ServerFlavor::Other => format!(
                 "a MongoDB-wire server reporting {} (not MongoDB: no gitVersion in buildInfo)",
                 self.version
@@ -196,12 +193,13 @@ pub(super) fn is_probed(flavor: &ServerFlavor) -> bool {
     match flavor {
         ServerFlavor::MongoDb => false,
         ServerFlavor::FerretDb { version } => !version.starts_with("v1."),
-        ServerFlavor::Other => true,
+        ServerFlavor::DocumentDb | ServerFlavor::Other => true,
     }
 }
 
-/// MongoDB, FerretDB 1.x or 2.x, or another server, from a `buildInfo` reply.
-pub(super) fn flavor_of(build: &Document) -> ServerFlavor {
+/// MongoDB, FerretDB 1.x or 2.x, DocumentDB's gateway or another server, from the replies to
+/// `buildInfo` and `hello` (or `isMaster`).
+pub(super) fn flavor_of(build: &Document, hello: &Document) -> ServerFlavor {
     let ferretdb = build.get_str("ferretdbVersion").ok().or_else(|| {
         build
             .get_document("ferretdb")
@@ -213,7 +211,40 @@ pub(super) fn flavor_of(build: &Document) -> ServerFlavor {
             version: version.to_owned(),
         },
         None if build.contains_key("gitVersion") => ServerFlavor::MongoDb,
+        // The gateway's `hello` carries its topology document under `internal`.
+        None if hello.contains_key("internal") => ServerFlavor::DocumentDb,
         None => ServerFlavor::Other,
+    }
+}
+
+/// The server's reply to `hello`, or to `isMaster` where it has no `hello` (with `false`).
+async fn hello(client: &Client) -> Result<(Document, bool)> {
+    let admin = client.database("admin");
+    match admin.run_command(doc! { "hello": 1 }).await {
+        Ok(hello) => Ok((hello, true)),
+        Err(error) if is_command_error(&error) => {
+            Ok((admin.run_command(doc! { "isMaster": 1 }).await?, false))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// How the deployment is laid out, from a `hello` (or `isMaster`) reply.
+fn topology_of(hello: &Document) -> Topology {
+    if hello.get_str("msg") == Ok("isdbgrid") {
+        Topology::Sharded
+    } else if hello.contains_key("setName") {
+        Topology::ReplicaSet
+    } else {
+        Topology::Standalone
+    }
+}
+
+impl Topology {
+    /// The topology of the deployment `client` reaches: one `hello` (or `isMaster`), without
+    /// the rest of [`ServerInfo::detect`].
+    pub async fn detect(client: &Client) -> Result<Self> {
+        Ok(topology_of(&hello(client).await?.0))
     }
 }
 

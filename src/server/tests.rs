@@ -222,7 +222,7 @@ fn ferretdb_2_is_not_taken_for_mongodb() {
         graph_lookup: true,
         pipeline_updates: true,
     };
-    assert!(is_probed(&flavor_of(&build)));
+    assert!(is_probed(&flavor_of(&build, &hello)));
     let server = info(build, hello, true, Some(probes));
     assert_eq!(
         server.flavor,
@@ -313,4 +313,38 @@ fn mongo_java_server_is_probed() {
     assert!(!unprobed.unordered_update_batches && !unprobed.find_and_modify_projection);
     assert!(!unprobed.change_streams);
     assert!(!unprobed.graph_lookup);
+}
+
+#[test]
+fn documentdb_gateway_is_recognised() {
+    // Recorded from DocumentDB 0.106's gateway in front of Citus (scripts/documentdb-cluster):
+    // no `gitVersion`, no FerretDB fields, `msg: isdbgrid` and an `internal` document.
+    let build = doc! {
+        "version": "7.0.0", "versionArray": [7, 0, 0, 0], "bits": 64,
+        "maxBsonObjectSize": 16_777_216, "ok": 1.0,
+    };
+    let hello = doc! {
+        "isWritablePrimary": true, "msg": "isdbgrid", "maxBsonObjectSize": 16_777_216,
+        "maxMessageSizeBytes": 48_000_000, "maxWriteBatchSize": 25_000,
+        "localTime": bson::DateTime::now(), "logicalSessionTimeoutMinutes": 30,
+        "minWireVersion": 0, "maxWireVersion": 21, "readOnly": false, "connectionId": 3,
+        "saslSupportedMechs": ["SCRAM-SHA-256"], "internal": {}, "ok": 1.0,
+    };
+    assert!(is_probed(&flavor_of(&build, &hello)));
+    let server = info(build.clone(), hello.clone(), true, Some(Probes::default()));
+    assert_eq!(server.flavor, ServerFlavor::DocumentDb);
+    assert_eq!(server.topology, Topology::Sharded);
+    let capabilities = server.capabilities();
+    // The DocumentDB engine's tunings, as under FerretDB 2.x.
+    assert_eq!(capabilities.max_update_statements, 16);
+    assert_eq!(capabilities.update_commands_in_flight, 4);
+    assert!(capabilities.write_commands_are_transactions);
+    assert!(server
+        .describe()
+        .starts_with("DocumentDB's gateway (MongoDB 7.0.0 wire), sharded"));
+
+    // Without the `internal` field the same `buildInfo` is an unknown server.
+    let mut plain = hello;
+    plain.remove("internal");
+    assert_eq!(flavor_of(&build, &plain), ServerFlavor::Other);
 }

@@ -1172,7 +1172,10 @@ pub async fn interrupted_votes_count_once(
 
     // Up to down, claimed, not counted.
     votes
-        .update_one(doc! { "_id": pair("u1") }, mark(-1, -1, 1))
+        .update_one(
+            doc! { "_id": pair("u1"), "discussion_id": DISCUSSION },
+            mark(-1, -1, 1),
+        )
         .await
         .unwrap();
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
@@ -1197,13 +1200,19 @@ pub async fn interrupted_votes_count_once(
     // Down to up, counted, its mark not cleared.
     let counted = mark(1, 1, -1);
     votes
-        .update_one(doc! { "_id": pair("u1") }, counted.clone())
+        .update_one(
+            doc! { "_id": pair("u1"), "discussion_id": DISCUSSION },
+            counted.clone(),
+        )
         .await
         .unwrap();
     assert_eq!(store.settle_votes(DISCUSSION).await.unwrap(), 1);
     assert_eq!(votes_of(store, link).await, Votes { ups: 1, downs: 0 });
     votes
-        .update_one(doc! { "_id": pair("u1") }, counted)
+        .update_one(
+            doc! { "_id": pair("u1"), "discussion_id": DISCUSSION },
+            counted,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1218,7 +1227,10 @@ pub async fn interrupted_votes_count_once(
 
     // A retraction, claimed, not counted: settled.
     votes
-        .update_one(doc! { "_id": pair("u1") }, mark(0, -1, 0))
+        .update_one(
+            doc! { "_id": pair("u1"), "discussion_id": DISCUSSION },
+            mark(0, -1, 0),
+        )
         .await
         .unwrap();
     assert_eq!(store.vote_of(DISCUSSION, link, "u1").await.unwrap(), None);

@@ -4,6 +4,7 @@
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
 
+use super::SetUp;
 use crate::error::Invalid;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -835,15 +836,15 @@ pub async fn bad_input(
 /// on the same database (the application's next start), creates its indexes again, reads what
 /// was written and takes more.
 pub async fn reopen(first: &dyn CommentStore, second: &dyn CommentStore) {
-    first.create_indexes().await.expect("create indexes");
+    first.set_up().await.expect("create indexes");
     create(first).await;
     let mut posted = post_many(first, 12).await;
     second
-        .create_indexes()
+        .set_up()
         .await
         .expect("create indexes on the next start");
     second
-        .create_indexes()
+        .set_up()
         .await
         .expect("create indexes again, same store");
     create(second).await;

@@ -69,7 +69,11 @@ pub(super) fn start() -> Result<Started, String> {
     let uri = running
         .uri
         .replacen("mongodb://", &format!("mongodb://{USER}@"), 1)
-        + "?authMechanism=SCRAM-SHA-256&directConnection=true";
+        // Without the driver's own write retries, which the gateway applies twice (see
+        // `Capabilities::retried_writes_applied_once`): as Azure's Cosmos DB vCore strings say.
+        // One new connection at a time: the gateway binds its listening socket anew after each
+        // accepted connection and resets connections that arrive in between.
+        + "?authMechanism=SCRAM-SHA-256&directConnection=true&retryWrites=false&maxConnecting=1";
     Ok(Started {
         uri,
         dir: running.dir,

@@ -4,6 +4,7 @@
 //! panics with a description when the store misbehaves. `tests/inbox.rs` runs every check against
 //! every strategy; a new strategy gets the whole suite by adding one line there.
 
+use super::SetUp;
 use crate::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -625,14 +626,14 @@ pub async fn foreign_cursors(stores: &[Arc<Store>]) {
 /// same database (the application's next start), creates its indexes again, reads what was
 /// written and takes more.
 pub async fn reopen(first: &Store, second: &Store) {
-    first.create_indexes().await.expect("create indexes");
+    first.set_up().await.expect("create indexes");
     let mut sent = send_sequence(first, "joe", &["bob", "ann"], 3).await;
     second
-        .create_indexes()
+        .set_up()
         .await
         .expect("create indexes on the next start");
     second
-        .create_indexes()
+        .set_up()
         .await
         .expect("create indexes again, same store");
     sent.extend(send_sequence(second, "joe", &["bob"], 2).await);

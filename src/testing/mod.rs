@@ -88,6 +88,7 @@ mod local_server;
 mod mongo_java_server;
 #[doc(hidden)]
 pub mod routing;
+mod set_up;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -101,6 +102,7 @@ use mongodb::{Client, Collection, Database};
 use crate::server::ServerInfo;
 
 pub use commands::{CommandCounter, KeptCommand, IGNORED_COMMANDS};
+pub use set_up::SetUp;
 
 /// The `_id` a [`BucketedFanOut`](crate::BucketedFanOut) gives `owner`'s bucket `sequence`, for
 /// benches and tests that write or inspect buckets directly.
@@ -564,15 +566,36 @@ pub async fn test_db(name: &str) -> TestDb {
     let client = client_with(|options| commands.attach(options)).await;
     let info = server_info().await.clone();
     let db = client.database(&database_name(name));
-    db.drop()
-        .await
-        .unwrap_or_else(|error| panic!("cannot drop test database {}: {error}", db.name()));
+    drop_database(&db).await;
     commands.reset();
     TestDb {
         client,
         db,
         info,
         commands,
+    }
+}
+
+/// Drops `db`, tried up to five times: DocumentDB over Citus fails a `dropDatabase` now and then
+/// with a deadlock between its nodes (code 112) or a reset connection, and a second try passes.
+///
+/// # Panics
+///
+/// If the fifth try fails too.
+async fn drop_database(db: &Database) {
+    const TRIES: u32 = 5;
+    for attempt in 1..=TRIES {
+        match db.drop().await {
+            Ok(()) => return,
+            Err(error) if attempt < TRIES => {
+                say(&format!(
+                    "dropping test database {} failed (try {attempt} of {TRIES}): {error}",
+                    db.name()
+                ));
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+            Err(error) => panic!("cannot drop test database {}: {error}", db.name()),
+        }
     }
 }
 

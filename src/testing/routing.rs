@@ -4,10 +4,16 @@
 //! ([`CommandCounter::keeping_commands`](super::CommandCounter::keeping_commands)), then [`route_commands`] classifies each command on a
 //! collection with a declared key by its filter ([`ShardKey::routing`]). This needs no sharded
 //! cluster: `mongos` routes by the same rule, from the filter and the key.
+//!
+//! Where a sharded engine is at hand, [`engine_routing`] asks it instead: each routed command
+//! (each statement of a write) is `explain`ed as the read that routes the same way, and the
+//! engine's plan says how many shards it reached. `tests/shard_targeting.rs` asserts the two
+//! agree on the sharded CI leg.
 
 use std::fmt;
 
-use bson::{Bson, Document};
+use bson::{doc, Bson, Document};
+use mongodb::Database;
 
 use crate::sharding::{Routing, ShardKey};
 
@@ -50,18 +56,8 @@ pub fn route_command(name: &str, command: &Document, keys: &[ShardKey]) -> Optio
     let collection = command.get_str(name).ok()?;
     let key = keys.iter().find(|key| key.collection == collection)?;
     let routing = match name {
-        "find" => filter_routing(key, command.get_document("filter").ok()),
-        "count" | "distinct" | "findAndModify" => {
-            filter_routing(key, command.get_document("query").ok())
-        }
-        "aggregate" => {
-            let first_match = command
-                .get_array("pipeline")
-                .ok()
-                .and_then(|pipeline| pipeline.first())
-                .and_then(Bson::as_document)
-                .and_then(|stage| stage.get_document("$match").ok());
-            filter_routing(key, first_match)
+        "find" | "count" | "distinct" | "findAndModify" | "aggregate" => {
+            filter_routing(key, read_filter(name, command))
         }
         "update" => statements_routing(key, command.get_array("updates").ok(), "q"),
         "delete" => statements_routing(key, command.get_array("deletes").ok(), "q"),
@@ -112,6 +108,176 @@ fn union(routings: impl Iterator<Item = Routing>) -> Routing {
         0 | 1 => Routing::Targeted,
         n => Routing::Shards(n),
     }
+}
+
+/// One read the engine explained, with where the classifier and the engine send it.
+#[derive(Clone, Debug)]
+pub struct EngineRouting {
+    /// The command the library sent (`find`, `update`, ...) and its collection.
+    pub command: String,
+    /// The collection.
+    pub collection: String,
+    /// The filter the engine routed.
+    pub filter: Document,
+    /// Where [`ShardKey::routing`] sends it.
+    pub classified: Routing,
+    /// How many shards the engine's plan reached.
+    pub reached: usize,
+    /// How many shards the engine's plan for the whole collection (an empty filter) reaches: 1
+    /// for a collection the engine keeps whole.
+    pub shards: usize,
+}
+
+impl fmt::Display for EngineRouting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {}: classified {:?}, engine reached {} of {} shard(s)",
+            self.command, self.collection, self.filter, self.classified, self.reached, self.shards
+        )
+    }
+}
+
+/// Every filter of `commands` on a collection with a key in `keys`, routed by the classifier
+/// and by the engine behind `database`: a `find`, `count` or `aggregate` is `explain`ed as sent;
+/// each statement of an `update` or `delete`, and a `findAndModify`, as the `find` of its filter
+/// (DocumentDB's gateway explains reads only; a write's filter is routed as the same filter's
+/// read is: Citus prunes shards by the distribution column in both). Inserts are left out: each
+/// document goes to the shard of its own key, and there is no filter to explain.
+///
+/// # Errors
+///
+/// The server's refusal of an `explain`.
+pub async fn engine_routing(
+    database: &Database,
+    commands: &[(String, Document)],
+    keys: &[ShardKey],
+) -> mongodb::error::Result<Vec<EngineRouting>> {
+    let mut shards_of = std::collections::HashMap::new();
+    let mut routed = Vec::new();
+    for (name, command) in commands {
+        let Ok(collection) = command.get_str(name) else {
+            continue;
+        };
+        let Some(key) = keys.iter().find(|key| key.collection == collection) else {
+            continue;
+        };
+        let reads: Vec<(Document, Document)> = match name.as_str() {
+            "find" | "count" | "aggregate" | "findAndModify" => {
+                let filter = read_filter(name, command).cloned().unwrap_or_default();
+                let read = if name == "findAndModify" {
+                    doc! { "find": collection, "filter": &filter }
+                } else {
+                    bare(command)
+                };
+                vec![(read, filter)]
+            }
+            "update" | "delete" => {
+                let field = if name == "update" {
+                    "updates"
+                } else {
+                    "deletes"
+                };
+                command
+                    .get_array(field)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Bson::as_document)
+                    .map(|statement| {
+                        let filter = statement.get_document("q").cloned().unwrap_or_default();
+                        (doc! { "find": collection, "filter": &filter }, filter)
+                    })
+                    .collect()
+            }
+            _ => continue,
+        };
+        for (read, filter) in reads {
+            let shards = match shards_of.get(collection) {
+                Some(&shards) => shards,
+                None => {
+                    let whole = doc! { "find": collection, "filter": {} };
+                    let shards = shards_reached(&explain(database, whole).await?);
+                    shards_of.insert(collection.to_owned(), shards);
+                    shards
+                }
+            };
+            routed.push(EngineRouting {
+                command: name.clone(),
+                collection: collection.to_owned(),
+                classified: key.routing(&filter),
+                reached: shards_reached(&explain(database, read).await?),
+                shards,
+                filter,
+            });
+        }
+    }
+    Ok(routed)
+}
+
+/// The filter a read is routed by: a `find`'s filter, an `aggregate`'s first `$match`, the query
+/// of a `count`, `distinct` or `findAndModify`.
+fn read_filter<'a>(name: &str, command: &'a Document) -> Option<&'a Document> {
+    match name {
+        "find" => command.get_document("filter").ok(),
+        "aggregate" => command
+            .get_array("pipeline")
+            .ok()
+            .and_then(|pipeline| pipeline.first())
+            .and_then(Bson::as_document)
+            .and_then(|stage| stage.get_document("$match").ok()),
+        _ => command.get_document("query").ok(),
+    }
+}
+
+async fn explain(database: &Database, command: Document) -> mongodb::error::Result<Document> {
+    database
+        .run_command(doc! { "explain": command, "verbosity": "queryPlanner" })
+        .await
+}
+
+/// `command` as a client sent it, without what the driver adds, for `explain`.
+fn bare(command: &Document) -> Document {
+    let mut bare = command.clone();
+    for field in [
+        "$db",
+        "lsid",
+        "$clusterTime",
+        "txnNumber",
+        "$readPreference",
+        "cursor",
+    ] {
+        bare.remove(field);
+    }
+    if bare.contains_key("aggregate") {
+        bare.insert("cursor", doc! {});
+    }
+    bare
+}
+
+/// How many shards a plan reaches: `shardCount` of DocumentDB's gateway (its `SHARD_MERGE`
+/// stage), the `Task Count` of a Citus plan (FerretDB in front of DocumentDB), or the `shards` a
+/// `mongos` lists; a plan with none of them ran on one shard.
+pub fn shards_reached(plan: &Document) -> usize {
+    fn search(value: &Bson) -> Option<usize> {
+        match value {
+            Bson::Document(document) => document.iter().find_map(|(key, inner)| {
+                let count = match key.as_str() {
+                    "shardCount" | "Task Count" => match inner {
+                        Bson::Double(n) => Some(*n as usize),
+                        Bson::Int32(n) => usize::try_from(*n).ok(),
+                        Bson::Int64(n) => usize::try_from(*n).ok(),
+                        _ => None,
+                    },
+                    "shards" => inner.as_array().map(Vec::len),
+                    _ => None,
+                };
+                count.or_else(|| search(inner))
+            }),
+            Bson::Array(items) => items.iter().find_map(search),
+            _ => None,
+        }
+    }
+    search(&Bson::Document(plan.clone())).unwrap_or(1)
 }
 
 #[cfg(test)]

@@ -257,6 +257,10 @@ impl CommentStore for Embedded {
             .await
     }
 
+    fn database(&self) -> &mongodb::Database {
+        self.backend.database()
+    }
+
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
             ShardKey::new(

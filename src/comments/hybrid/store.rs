@@ -242,6 +242,10 @@ impl CommentStore for HybridPages {
             .await
     }
 
+    fn database(&self) -> &mongodb::Database {
+        self.backend.database()
+    }
+
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
             ShardKey::new(

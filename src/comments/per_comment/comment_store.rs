@@ -262,6 +262,10 @@ impl CommentStore for PerComment {
             .await
     }
 
+    fn database(&self) -> &mongodb::Database {
+        self.backend.database()
+    }
+
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
             ShardKey::new(

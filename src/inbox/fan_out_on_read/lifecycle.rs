@@ -76,6 +76,11 @@ impl<P: Payload> FanOutOnRead<P> {
 
     /// Runs `update` on `owner`'s document of message `id` that `filter` matches, retried, that
     /// document locked where updates are not atomic. Returns how many matched (0 or 1).
+    ///
+    /// Sent as a multi-document update although it changes one document: the filter names two
+    /// `_id`s (the shared document and the owner's delivered copy) and not the sender, the shard
+    /// key, which a sharded cluster requires of a single-document update (MongoDB before 7.1,
+    /// DocumentDB) and a multi-document one does not.
     async fn update_one(
         &self,
         owner: &str,
@@ -86,7 +91,7 @@ impl<P: Payload> FanOutOnRead<P> {
         let work = self.backend.retry("update message", || async {
             Ok(self
                 .messages
-                .update_one(filter.clone(), update.clone())
+                .update_many(filter.clone(), update.clone())
                 .await?
                 .matched_count)
         });

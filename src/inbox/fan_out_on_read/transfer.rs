@@ -145,7 +145,18 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
                     }
                     update.insert("$unset", doc! { "message": "" });
                 }
-                statements.push((doc! { "_id": message.id.0 }, update));
+                // The sender (the shard key) beside `_id`: an upsert must name its shard on a
+                // sharded cluster. Its `from` then comes from the filter.
+                let filter = self
+                    .backend
+                    .by_id(message.id.0.into(), &doc! { "from": &message.from })
+                    .await?;
+                if filter.contains_key("from") {
+                    if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
+                        set_on_insert.remove("from");
+                    }
+                }
+                statements.push((filter, update));
             }
             for attempt in 0..2 {
                 let mut batch = self.backend.update_batch(self.messages.name());

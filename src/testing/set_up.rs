@@ -1,0 +1,67 @@
+//! [`SetUp`]: what the conformance suites do to a store before a test uses it.
+
+use async_trait::async_trait;
+
+use crate::server::Topology;
+use crate::{
+    BucketedFanOut, Delivery, DynCommentStore, DynInboxLifecycle, DynInboxStore, Embedded,
+    FanOutOnRead, FanOutOnWrite, FeedStore, FollowGraph, HybridPages, JobQueue, NotificationStore,
+    Payload, PerComment, Result,
+};
+
+/// Readies a store for a test: its indexes, then, when the server is a sharded deployment (a
+/// `mongos`, or DocumentDB's gateway over Citus), its collections sharded on its declared keys
+/// through its own `shard_collections`. So every suite that sets its stores up this way runs on
+/// sharded collections there, and on plain collections everywhere else.
+///
+/// ```no_run
+/// # async fn demo(db: &mongodb::Database) -> mongo_social::Result<()> {
+/// use mongo_social::testing::SetUp;
+/// let graph = mongo_social::FollowGraph::builder(db).build()?;
+/// graph.set_up().await?;
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait SetUp {
+    /// `create_indexes`, then `shard_collections` on a sharded deployment.
+    async fn set_up(&self) -> Result<()>;
+}
+
+/// Whether the suites shard what they set up: the server is a sharded deployment.
+async fn sharded() -> bool {
+    super::server_info().await.topology == Topology::Sharded
+}
+
+macro_rules! set_up {
+    ($($payload:ident)? => $store:ty $(, $prelude:path)?) => {
+        #[async_trait]
+        impl$(<$payload: Payload>)? SetUp for $store {
+            async fn set_up(&self) -> Result<()> {
+                $(#[allow(unused_imports)] use $prelude;)?
+                self.create_indexes().await?;
+                if sharded().await {
+                    self.shard_collections().await?;
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+set_up!(P => FanOutOnRead<P>, crate::InboxStore);
+set_up!(P => FanOutOnWrite<P>, crate::InboxStore);
+set_up!(P => BucketedFanOut<P>, crate::InboxStore);
+set_up!(P => DynInboxStore<P>);
+set_up!(P => DynInboxLifecycle<P>);
+set_up!(P => crate::inbox::DynInboxTransfer<P>);
+set_up!(=> PerComment, crate::CommentStore);
+set_up!(=> Embedded, crate::CommentStore);
+set_up!(=> HybridPages, crate::CommentStore);
+set_up!(=> DynCommentStore);
+set_up!(=> FollowGraph);
+set_up!(=> JobQueue);
+set_up!(P => Delivery<P>);
+set_up!(P => NotificationStore<P>);
+set_up!(P => FeedStore<P>);
+set_up!(=> dyn crate::ThreadedComments);
+set_up!(=> crate::comments::DynCommentTransfer);
