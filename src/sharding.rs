@@ -39,16 +39,22 @@ impl ShardKey {
 /// refuses it, and the key's [hashed form](ShardKey::hashed) is sent instead: reads and writes
 /// by the key's first field still reach one shard; a range over that field does not.
 ///
-/// Create the strategy's indexes first: `shardCollection` needs an index that starts with the key
-/// (it creates one on an empty collection).
+/// On a new deployment call it before the store's indexes exist (before `create_indexes` and
+/// before the first write, which creates them): each collection is then created sharded
+/// (MongoDB also creates the index on its key), and its indexes, unique ones included, are
+/// built on the sharded collection. On a deployment that already holds documents, MongoDB
+/// needs an index that starts with the key before it shards a collection: create the indexes
+/// first there.
 ///
-/// A collection whose uniqueness rests on a unique index other than `_id` (a follow edge, a
-/// comment's slug) cannot be sharded on DocumentDB 0.106 over Citus: the engine refuses
-/// (`cannot create constraint`), since Citus keeps a unique constraint only on a table's
-/// distribution column, and the engine's unique indexes do not include it. Such a collection is
-/// left whole (unsharded: it lives on one node, and every query on it reaches one shard) rather
-/// than losing its uniqueness; with the `tracing` feature a `warn` event names it. MongoDB shards
-/// it as declared: each such key is a prefix of its collection's unique index.
+/// A collection that already has a unique index other than `_id` (a follow edge, a comment's
+/// slug) cannot be sharded afterwards on DocumentDB 0.106 over Citus: the engine refuses
+/// (`cannot create constraint`), since Citus keeps a constraint on a distributed table only
+/// with its distribution column, which an index made before sharding lacks. One made after
+/// sharding has it: the engine keeps it unique per shard-key value, and since every unique index
+/// of the crate starts with its collection's key field, that is uniqueness itself. A refused
+/// collection is left whole (unsharded: it lives on one node, and every query on it reaches one
+/// shard) rather than losing its uniqueness; with the `tracing` feature a `warn` event names it.
+/// MongoDB shards it either way: each such key is a prefix of its collection's unique index.
 ///
 /// # Errors
 ///
@@ -87,7 +93,7 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
                 crate::observe::event!(
                     warn,
                     collection = %namespace,
-                    "left unsharded: the engine cannot keep its unique index on a sharded collection"
+                    "left unsharded: the engine cannot shard a collection that already has a unique index; shard before creating indexes"
                 );
             }
             Err(error) => return Err(error.into()),

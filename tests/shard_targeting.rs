@@ -84,8 +84,9 @@ async fn check(
 
 /// Each filter's routing as the engine plans it, against the classifier's: one shard for a
 /// targeted filter, every shard of its collection for a broadcast, at most `n` for `n` values.
-/// A collection the engine keeps whole (one shard: see `sharding::shard_collections`) reaches
-/// its one shard whatever the filter, and is printed as such.
+/// Every collection with a declared key is sharded (`set_up` shards before it creates the
+/// indexes, so unique indexes do not keep a collection whole): a plan on one shard of one is a
+/// collection the engine left unsharded, and fails.
 async fn agrees_with_engine(
     db: &Database,
     store: &str,
@@ -96,13 +97,13 @@ async fn agrees_with_engine(
         .await
         .expect("explain");
     assert!(!routed.is_empty(), "{store}: nothing was explained");
-    let mut sharded = 0;
     for read in &routed {
         println!("  engine: {read}");
-        if read.shards == 1 {
-            continue;
-        }
-        sharded += 1;
+        assert!(
+            read.shards > 1,
+            "{store}: {} is not sharded ({read})",
+            read.collection
+        );
         match read.classified {
             Routing::Targeted => assert_eq!(read.reached, 1, "{store}: {read}"),
             Routing::Broadcast => assert_eq!(read.reached, read.shards, "{store}: {read}"),
@@ -110,10 +111,6 @@ async fn agrees_with_engine(
             _ => {}
         }
     }
-    assert!(
-        sharded > 0,
-        "{store}: no filter was on a sharded collection"
-    );
 }
 
 async fn inbox_operations(inbox: &DynInboxLifecycle<String>) {
@@ -478,4 +475,86 @@ async fn feed_commands_are_targeted() {
         by_design.push(("aggregate", "posts"));
     }
     check(&db, "feed", &commands, &store.shard_keys(), &by_design).await;
+}
+
+/// How many shards the engine's plan for the whole of `collection` reaches: 1 for a collection
+/// it keeps whole.
+async fn shards_of(db: &Database, collection: &str, keys: &[ShardKey]) -> usize {
+    let find = (
+        "find".to_owned(),
+        bson::doc! { "find": collection, "filter": {} },
+    );
+    let routed = engine_routing(db, &[find], keys).await.expect("explain");
+    routed[0].shards
+}
+
+/// Unique indexes on sharded collections: sharded before its indexes exist (a new deployment,
+/// as `set_up` does), the graph's subscriptions are sharded and still refuse a second document
+/// for one pair; indexed first, they are refused by the engine's `shardCollection`, and
+/// `shard_collections` leaves them whole, unique, rather than fail or drop the index.
+#[tokio::test]
+async fn unique_indexes_hold_on_sharded_collections() {
+    if testing::skip_unless(
+        testing::server_info().await.topology == Topology::Sharded,
+        "unique_indexes_hold_on_sharded_collections",
+        "needs a sharded deployment (the documentdb-sharded leg)",
+    ) {
+        return;
+    }
+    for (name, shard_first) in [("shard_first", true), ("indexes_first", false)] {
+        let (db, _) = database(&format!("routing_unique_{name}")).await;
+        let graph = FollowGraph::new(&db);
+        if shard_first {
+            graph.shard_collections().await.unwrap();
+            graph.create_indexes().await.unwrap();
+        } else {
+            graph.create_indexes().await.unwrap();
+            graph
+                .shard_collections()
+                .await
+                .expect("a refusal is not an error");
+        }
+        let keys = graph.shard_keys();
+        let subscriptions = keys
+            .iter()
+            .find(|key| key.key == bson::doc! { "owner": 1, "user": 1 })
+            .expect("the subscriptions' key")
+            .collection
+            .clone();
+        let shards = shards_of(&db, &subscriptions, &keys).await;
+        if shard_first {
+            assert!(shards > 1, "{name}: sharded, {shards} shard(s)");
+        } else {
+            assert_eq!(shards, 1, "{name}: left whole");
+        }
+        let raw = db.collection::<bson::Document>(&subscriptions);
+        raw.insert_one(bson::doc! { "owner": "ann", "user": "bob", "origins": [] })
+            .await
+            .unwrap();
+        let again = raw
+            .insert_one(bson::doc! { "owner": "ann", "user": "bob", "origins": [] })
+            .await
+            .expect_err("a second document for one pair");
+        assert!(
+            matches!(
+                &*again.kind,
+                mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(error))
+                    if error.code == 11000
+            ),
+            "{name}: a duplicate key error, not {again}"
+        );
+        // The same user followed by other owners: other shard-key values, other shards.
+        for owner in ["cat", "dan", "eve", "fay"] {
+            raw.insert_one(bson::doc! { "owner": owner, "user": "bob", "origins": [] })
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            raw.count_documents(bson::doc! { "user": "bob" })
+                .await
+                .unwrap(),
+            5,
+            "{name}"
+        );
+    }
 }

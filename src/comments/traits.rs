@@ -173,13 +173,14 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 
     /// Shards the strategy's collections on [`CommentStore::shard_keys`], when connected to a
     /// `mongos` (or a front end that answers as one); see [`crate::sharding::shard_collections`]
-    /// for the key forms each engine takes and what happens elsewhere. Create the indexes first.
+    /// for the key forms each engine takes, the order (on a new deployment, before the indexes)
+    /// and what happens elsewhere.
     ///
     /// ```no_run
     /// # async fn demo(comments: &mongo_social::PerComment) -> mongo_social::Result<()> {
     /// use mongo_social::prelude::*;
-    /// comments.create_indexes().await?;
     /// comments.shard_collections().await?;
+    /// comments.create_indexes().await?;
     /// # Ok(()) }
     /// ```
     async fn shard_collections(&self) -> Result<()> {

@@ -383,7 +383,8 @@ impl<P: Payload> Delivery<P> {
 
     /// Shards the delivery's collections ([`Delivery::shard_keys`]: its outbox, activity and
     /// jobs) and its inbox store's when connected to a `mongos` (or a front end that answers as
-    /// one); see [`crate::sharding::shard_collections`]. Create the indexes first. The graph it
+    /// one); see [`crate::sharding::shard_collections`] (on a new deployment, before the
+    /// indexes). The graph it
     /// reads is sharded by its own [`FollowGraph::shard_collections`](crate::FollowGraph::shard_collections).
     pub async fn shard_collections(&self) -> Result<()> {
         observe::operation!("delivery.shard_collections")

@@ -47,14 +47,14 @@ impl FollowGraph {
 
     /// Shards the graph's collections on [`FollowGraph::shard_keys`] when connected to a
     /// `mongos` (or a front end that answers as one); see
-    /// [`crate::sharding::shard_collections`] for the key forms each engine takes. Create the
-    /// indexes first. On DocumentDB the collections whose uniqueness rests on a unique index
-    /// (follows, members, subscriptions, exclusions) stay whole; see `docs/SHARDING.md`.
+    /// [`crate::sharding::shard_collections`] for the key forms each engine takes. On a new
+    /// deployment shard before creating the indexes: on DocumentDB a collection whose unique
+    /// index (follows, members, subscriptions, exclusions) exists already stays whole.
     ///
     /// ```no_run
     /// # async fn demo(graph: &mongo_social::FollowGraph) -> mongo_social::Result<()> {
-    /// graph.create_indexes().await?;
     /// graph.shard_collections().await?;
+    /// graph.create_indexes().await?;
     /// # Ok(()) }
     /// ```
     pub async fn shard_collections(&self) -> Result<()> {

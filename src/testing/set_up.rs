@@ -9,10 +9,11 @@ use crate::{
     Payload, PerComment, Result,
 };
 
-/// Readies a store for a test: its indexes, then, when the server is a sharded deployment (a
-/// `mongos`, or DocumentDB's gateway over Citus), its collections sharded on its declared keys
-/// through its own `shard_collections`. So every suite that sets its stores up this way runs on
-/// sharded collections there, and on plain collections everywhere else.
+/// Readies a store for a test as a new deployment would: when the server is a sharded deployment
+/// (a `mongos`, or DocumentDB's gateway over Citus), its collections sharded on its declared keys
+/// through its own `shard_collections`, before they exist; then its indexes. So every suite that
+/// sets its stores up this way runs on sharded collections there, unique indexes included, and
+/// on plain collections everywhere else.
 ///
 /// ```no_run
 /// # async fn demo(db: &mongodb::Database) -> mongo_social::Result<()> {
@@ -23,7 +24,7 @@ use crate::{
 /// ```
 #[async_trait]
 pub trait SetUp {
-    /// `create_indexes`, then `shard_collections` on a sharded deployment.
+    /// `shard_collections` on a sharded deployment, then `create_indexes`.
     async fn set_up(&self) -> Result<()>;
 }
 
@@ -38,11 +39,10 @@ macro_rules! set_up {
         impl$(<$payload: Payload>)? SetUp for $store {
             async fn set_up(&self) -> Result<()> {
                 $(#[allow(unused_imports)] use $prelude;)?
-                self.create_indexes().await?;
                 if sharded().await {
                     self.shard_collections().await?;
                 }
-                Ok(())
+                self.create_indexes().await
             }
         }
     };
