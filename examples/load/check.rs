@@ -177,6 +177,11 @@ pub async fn check(config: &Config, ledger: &Ledger) -> BoxResult<Verdict> {
     let stores = run::stores(&db, config, RetryPolicy::default())?;
     let mut verdict = Verdict::default();
     check_inboxes(config, &stores, ledger, &mut verdict).await?;
+    // Votes a failure cut off part-way are finished before the comments (and their counts)
+    // are read: a count `settle_votes` completes must be in what the tallies are checked against.
+    for discussion in config.discussion_ids() {
+        verdict.votes_settled += stores.comments.settle_votes(&discussion).await?;
+    }
     let comments = check_comments(config, &stores, ledger, &mut verdict).await?;
     check_votes(config, &stores, ledger, &comments, &mut verdict).await?;
     Ok(verdict)
@@ -431,9 +436,6 @@ async fn check_votes(
     discussions: &Discussions,
     verdict: &mut Verdict,
 ) -> BoxResult<()> {
-    for discussion in config.discussion_ids() {
-        verdict.votes_settled += stores.comments.settle_votes(&discussion).await?;
-    }
     // Each pair's calls, in the order its (only) client made them.
     let mut pairs: BTreeMap<(&str, &str, &str), Vec<&run::VoteRecord>> = BTreeMap::new();
     for vote in &ledger.votes {
