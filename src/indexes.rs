@@ -5,7 +5,9 @@
 //! `createIndexes` command per index: FerretDB 1.24 drops the connection (a bare I/O error) when
 //! one `createIndexes` names several indexes that all exist already, which is what the second
 //! start of an application against existing data does. On MongoDB an index that exists is left
-//! alone either way.
+//! alone either way. Each command is retried under the store's [`RetryPolicy`] on a transient
+//! failure (a connection lost at a start is no reason to fail it): creating an index that exists
+//! is accepted as done, so a repeat is harmless.
 //!
 //! Stores whose writes rely on a unique index to be correct (a bucket or page that must not be
 //! opened twice, a follow or a username that must not be recorded twice) call
@@ -21,6 +23,7 @@ use tokio::sync::OnceCell;
 
 use crate::error::Result;
 use crate::server::Capabilities;
+use crate::RetryPolicy;
 
 /// An index, and the servers it is for (`None`: every server).
 type Wanted = (
@@ -56,8 +59,12 @@ impl Indexes {
 
     /// Creates every index the server with `capabilities` takes, one `createIndexes` command
     /// each (see the [module docs](self)), and remembers that they exist.
-    pub(crate) async fn create(&self, capabilities: &Capabilities) -> Result<()> {
-        self.create_each(capabilities).await?;
+    pub(crate) async fn create(
+        &self,
+        capabilities: &Capabilities,
+        policy: &RetryPolicy,
+    ) -> Result<()> {
+        self.create_each(capabilities, policy).await?;
         // A concurrent `ensure` may be setting it too; either way they exist now.
         let _ = self.created.set(());
         Ok(())
@@ -65,17 +72,25 @@ impl Indexes {
 
     /// Creates the indexes unless this store (or a clone) already did; concurrent callers wait
     /// for one creation. A failed creation is tried again by the next call.
-    pub(crate) async fn ensure(&self, capabilities: &Capabilities) -> Result<()> {
+    pub(crate) async fn ensure(
+        &self,
+        capabilities: &Capabilities,
+        policy: &RetryPolicy,
+    ) -> Result<()> {
         self.created
-            .get_or_try_init(|| self.create_each(capabilities))
+            .get_or_try_init(|| self.create_each(capabilities, policy))
             .await
             .map(drop)
     }
 
-    async fn create_each(&self, capabilities: &Capabilities) -> Result<()> {
+    async fn create_each(&self, capabilities: &Capabilities, policy: &RetryPolicy) -> Result<()> {
         for (collection, model, available) in &self.wanted {
             if available.is_none_or(|available| available(capabilities)) {
-                collection.create_index(model.clone()).await?;
+                crate::retry::retry(policy, "create index", || async {
+                    collection.create_index(model.clone()).await?;
+                    Ok(())
+                })
+                .await?;
             }
         }
         Ok(())

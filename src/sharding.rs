@@ -4,7 +4,9 @@ use bson::{doc, Document};
 use mongodb::Database;
 
 use crate::error::{Error, Result};
+use crate::retry::retry;
 use crate::server::{ServerInfo, Topology};
+use crate::RetryPolicy;
 
 /// The shard key one collection should have, with the reason it was chosen.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,12 +58,20 @@ impl ShardKey {
 /// shard) rather than losing its uniqueness; with the `tracing` feature a `warn` event names it.
 /// MongoDB shards it either way: each such key is a prefix of its collection's unique index.
 ///
+/// Each command is retried on a transient failure under the default [`RetryPolicy`]: a repeat
+/// of `enableSharding` or of a `shardCollection` with the same key is accepted as done.
+///
 /// # Errors
 ///
 /// [`Error::Unsupported`] when the server is not a `mongos` (a standalone server, a replica set,
 /// or FerretDB): sharding is a deployment decision, so this never pretends to succeed.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
-    if Topology::detect(database.client()).await? != Topology::Sharded {
+    let policy = RetryPolicy::default();
+    let topology = retry(&policy, "detect topology", || {
+        Topology::detect(database.client())
+    })
+    .await?;
+    if topology != Topology::Sharded {
         let info = ServerInfo::detect_for(database).await?;
         return Err(Error::Unsupported {
             limit: crate::error::Limit::Server,
@@ -70,33 +80,41 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         });
     }
     let admin = database.client().database("admin");
-    match admin
-        .run_command(doc! { "enableSharding": database.name() })
-        .await
-    {
-        Ok(_) => {}
-        Err(error) if is_unknown_command(&error) => {}
-        Err(error) => return Err(error.into()),
-    }
+    retry(&policy, "enable sharding", || async {
+        match admin
+            .run_command(doc! { "enableSharding": database.name() })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) if is_unknown_command(&error) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    })
+    .await?;
     for key in keys {
         let namespace = format!("{}.{}", database.name(), key.collection);
         let shard = |key: Document| {
             admin.run_command(doc! { "shardCollection": namespace.as_str(), "key": key })
         };
-        let sharded = match shard(key.key.clone()).await {
-            Err(error) if refuses_ranged_keys(&error) => shard(key.hashed().key).await,
-            other => other,
-        };
-        match sharded {
-            Ok(_) => {}
-            Err(error) if refuses_unique_indexes(&error) => {
-                crate::observe::event!(
-                    warn,
-                    collection = %namespace,
-                    "left unsharded: the engine cannot shard a collection that already has a unique index; shard before creating indexes"
-                );
+        // Whether the collection is sharded (`false`: refused for its unique indexes).
+        let sharded = retry(&policy, "shard collection", || async {
+            let sharded = match shard(key.key.clone()).await {
+                Err(error) if refuses_ranged_keys(&error) => shard(key.hashed().key).await,
+                other => other,
+            };
+            match sharded {
+                Ok(_) => Ok(true),
+                Err(error) if refuses_unique_indexes(&error) => Ok(false),
+                Err(error) => Err(error.into()),
             }
-            Err(error) => return Err(error.into()),
+        })
+        .await?;
+        if !sharded {
+            crate::observe::event!(
+                warn,
+                collection = %namespace,
+                "left unsharded: the engine cannot shard a collection that already has a unique index; shard before creating indexes"
+            );
         }
     }
     Ok(())

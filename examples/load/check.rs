@@ -183,7 +183,7 @@ pub async fn check(config: &Config, ledger: &Ledger) -> BoxResult<Verdict> {
         verdict.votes_settled += stores.comments.settle_votes(&discussion).await?;
     }
     let comments = check_comments(config, &stores, ledger, &mut verdict).await?;
-    check_votes(config, &stores, ledger, &comments, &mut verdict).await?;
+    check_votes(&stores, ledger, &comments, &mut verdict).await?;
     Ok(verdict)
 }
 
@@ -430,7 +430,6 @@ fn value(vote: Option<Vote>) -> i8 {
 }
 
 async fn check_votes(
-    config: &Config,
     stores: &Stores,
     ledger: &Ledger,
     discussions: &Discussions,

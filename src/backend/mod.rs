@@ -183,12 +183,16 @@ impl Backend {
 
     /// Creates every index, one `createIndexes` command each (see [`crate::indexes`]).
     pub(crate) async fn create_indexes(&self) -> Result<()> {
-        self.indexes.create(&self.capabilities().await?).await
+        self.indexes
+            .create(&self.capabilities().await?, &self.retry)
+            .await
     }
 
     /// Creates the indexes unless this store (or a clone) already did.
     pub(crate) async fn ensure_indexes(&self) -> Result<()> {
-        self.indexes.ensure(&self.capabilities().await?).await
+        self.indexes
+            .ensure(&self.capabilities().await?, &self.retry)
+            .await
     }
 
     /// An empty batch of update statements for `collection`, sent under the store's policy and
