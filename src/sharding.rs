@@ -43,20 +43,18 @@ impl ShardKey {
 ///
 /// On a new deployment call it before the store's indexes exist (before `create_indexes` and
 /// before the first write, which creates them): each collection is then created sharded
-/// (MongoDB also creates the index on its key), and its indexes, unique ones included, are
-/// built on the sharded collection. On a deployment that already holds documents, MongoDB
-/// needs an index that starts with the key before it shards a collection: create the indexes
-/// first there.
+/// (MongoDB also creates the index on its key), and its indexes are built on the sharded
+/// collection. On a deployment that already holds documents, MongoDB needs an index that
+/// starts with the key before it shards a collection: create the indexes first there.
 ///
-/// A collection that already has a unique index other than `_id` (a follow edge, a comment's
-/// slug) cannot be sharded afterwards on DocumentDB 0.106 over Citus: the engine refuses
-/// (`cannot create constraint`), since Citus keeps a constraint on a distributed table only
-/// with its distribution column, which an index made before sharding lacks. One made after
-/// sharding has it: the engine keeps it unique per shard-key value, and since every unique index
-/// of the crate starts with its collection's key field, that is uniqueness itself. A refused
-/// collection is left whole (unsharded: it lives on one node, and every query on it reaches one
-/// shard) rather than losing its uniqueness; with the `tracing` feature a `warn` event names it.
-/// MongoDB shards it either way: each such key is a prefix of its collection's unique index.
+/// Unique indexes other than `_id` (a follow edge, a comment's slug) each start with their
+/// collection's key field, as MongoDB requires on a sharded collection. DocumentDB over Citus
+/// keeps them on sharded collections when Citus runs as DocumentDB's distributed configuration
+/// sets it (`citus.allow_unsafe_constraints`: the engine's unique indexes carry the shard-key
+/// value inside their expression, where Citus cannot see it). Without that setting the engine
+/// refuses to shard a collection that has one (`cannot create constraint`); the other
+/// collections are sharded, and the refusal is reported (below), the refused ones left whole
+/// and unique.
 ///
 /// Each command is retried on a transient failure under the default [`RetryPolicy`]: a repeat
 /// of `enableSharding` or of a `shardCollection` with the same key is accepted as done.
@@ -64,7 +62,10 @@ impl ShardKey {
 /// # Errors
 ///
 /// [`Error::Unsupported`] when the server is not a `mongos` (a standalone server, a replica set,
-/// or FerretDB): sharding is a deployment decision, so this never pretends to succeed.
+/// or FerretDB): sharding is a deployment decision, so this never pretends to succeed. The
+/// same error, after every other collection is sharded, when the engine refused collections
+/// for their unique indexes (`feature` `"sharding a collection with a unique index"`; the
+/// `reason` names them). Calling again after the deployment is fixed shards what is left.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
     let policy = RetryPolicy::default();
     let topology = retry(&policy, "detect topology", || {
@@ -91,6 +92,7 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         }
     })
     .await?;
+    let mut refused = Vec::new();
     for key in keys {
         let namespace = format!("{}.{}", database.name(), key.collection);
         let shard = |key: Document| {
@@ -110,14 +112,22 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         })
         .await?;
         if !sharded {
-            crate::observe::event!(
-                warn,
-                collection = %namespace,
-                "left unsharded: the engine cannot shard a collection that already has a unique index; shard before creating indexes"
-            );
+            refused.push(namespace);
         }
     }
-    Ok(())
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unsupported {
+        limit: crate::error::Limit::Server,
+        feature: "sharding a collection with a unique index",
+        reason: format!(
+            "the engine refused to shard {} (\"cannot create constraint\": DocumentDB over Citus \
+             needs citus.allow_unsafe_constraints, as its distributed configuration sets it); \
+             they are left unsharded, their unique indexes kept",
+            refused.join(", ")
+        ),
+    })
 }
 
 /// `CommandNotFound` or `CommandNotSupported`: the server has no such command.
@@ -131,8 +141,9 @@ fn refuses_ranged_keys(error: &mongodb::error::Error) -> bool {
     matches!(command_error(error), Some((2, message)) if message.contains("hashed"))
 }
 
-/// DocumentDB over Citus refusing to shard a collection with a unique index other than `_id`
-/// (`CommandNotSupported`, "cannot create constraint on ...").
+/// DocumentDB over Citus, without `citus.allow_unsafe_constraints`, refusing to shard a
+/// collection with a unique index other than `_id` (`CommandNotSupported`, "cannot create
+/// constraint on ...").
 fn refuses_unique_indexes(error: &mongodb::error::Error) -> bool {
     matches!(command_error(error), Some((115, message)) if message.contains("cannot create constraint"))
 }
@@ -302,6 +313,32 @@ mod tests {
 
     fn key(pattern: Document) -> ShardKey {
         ShardKey::declared("c", pattern)
+    }
+
+    /// An error reply as the server sent it.
+    fn reply(code: i32, message: &str) -> mongodb::error::Error {
+        let command: mongodb::error::CommandError =
+            bson::from_document(doc! { "code": code, "codeName": "", "errmsg": message }).unwrap();
+        mongodb::error::ErrorKind::Command(command).into()
+    }
+
+    /// The refusals `shard_collections` acts on, as DocumentDB 0.106's gateway sent them.
+    #[test]
+    fn recorded_refusals_are_recognised() {
+        let unique = reply(115, "cannot create constraint on \"documents_254\"");
+        assert!(refuses_unique_indexes(&unique));
+        assert!(!refuses_ranged_keys(&unique));
+        let ranged = reply(2, "only shard keys that use hashed are supported");
+        assert!(refuses_ranged_keys(&ranged));
+        assert!(!refuses_unique_indexes(&ranged));
+        assert!(is_unknown_command(&reply(
+            59,
+            "no such command: 'enableSharding'"
+        )));
+        assert!(!refuses_unique_indexes(&reply(
+            115,
+            "something else unsupported"
+        )));
     }
 
     #[test]
