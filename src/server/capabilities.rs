@@ -94,7 +94,9 @@ pub struct Capabilities {
     /// [`FollowGraph::recommendations`](crate::graph::FollowGraph::recommendations) uses them
     /// (a join on another collection by a computed field, `$unwind` keeping empty arrays). On
     /// MongoDB through `mongos` before 5.1 they cannot read a sharded collection, so they count
-    /// as missing there. FerretDB 1.x has neither stage.
+    /// as missing there; so they do on every other server's sharded deployment (DocumentDB
+    /// refuses `$graphLookup` from a sharded collection, and a probe would have to shard one).
+    /// FerretDB 1.x has neither stage.
     pub graph_lookup: bool,
     /// An `update` whose `u` is an aggregation pipeline (MongoDB 4.2 and later), so an update
     /// can compute a value from the document it changes in its own atomic step: a bucketed push
@@ -218,7 +220,9 @@ impl Capabilities {
                     partial_indexes: probes.partial_indexes,
                     change_streams: probes.change_streams,
                     pipeline_updates: probes.pipeline_updates,
-                    graph_lookup: probes.graph_lookup && joins_on_shards,
+                    // The probe reads an unsharded collection; on a sharded deployment the
+                    // graph's are sharded, and DocumentDB refuses `$graphLookup` from them.
+                    graph_lookup: probes.graph_lookup && !sharding,
                     sharding,
                     // Not probed (a cost is no cheap probe): the wire servers we know of use
                     // their indexes.

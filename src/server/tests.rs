@@ -331,7 +331,11 @@ fn documentdb_gateway_is_recognised() {
         "saslSupportedMechs": ["SCRAM-SHA-256"], "internal": {}, "ok": 1.0,
     };
     assert!(is_probed(&flavor_of(&build, &hello)));
-    let server = info(build.clone(), hello.clone(), true, Some(Probes::default()));
+    let probes = Probes {
+        graph_lookup: true,
+        ..Probes::default()
+    };
+    let server = info(build.clone(), hello.clone(), true, Some(probes));
     assert_eq!(server.flavor, ServerFlavor::DocumentDb);
     assert_eq!(server.topology, Topology::Sharded);
     let capabilities = server.capabilities();
@@ -339,6 +343,10 @@ fn documentdb_gateway_is_recognised() {
     assert_eq!(capabilities.max_update_statements, 16);
     assert_eq!(capabilities.update_commands_in_flight, 4);
     assert!(capabilities.write_commands_are_transactions);
+    assert!(
+        !capabilities.graph_lookup,
+        "its probe joined an unsharded collection; it refuses $graphLookup from a sharded one"
+    );
     assert!(server
         .describe()
         .starts_with("DocumentDB's gateway (MongoDB 7.0.0 wire), sharded"));
