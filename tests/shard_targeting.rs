@@ -106,9 +106,9 @@ async fn agrees_with_engine(
             "{store}: {} is not sharded ({read})",
             read.collection
         );
-        if routed_by_or(read, keys) {
-            // DocumentDB routes by the shard key's conditions at the top of a filter only: an
-            // `$or` whose branches each name the key is asked of every shard, where `mongos`
+        if or_branch_lists_keys(read, keys) {
+            // DocumentDB routes an `$or` by its branches when each fixes the key by equality,
+            // and asks every shard when a branch lists several values (`$in`), where `mongos`
             // asks the union of the branches' shards (docs/SHARDING.md).
             assert_eq!(read.reached, read.shards, "{store}: {read}");
             continue;
@@ -122,16 +122,22 @@ async fn agrees_with_engine(
     }
 }
 
-/// Whether the classifier routes `read` by the branches of its `$or` alone: without the `$or`
-/// the filter would reach every shard.
-fn routed_by_or(read: &EngineRouting, keys: &[ShardKey]) -> bool {
+/// Whether the classifier routes `read` by the branches of its `$or` alone (without the `$or`
+/// the filter would reach every shard), one of them listing several values of the key.
+fn or_branch_lists_keys(read: &EngineRouting, keys: &[ShardKey]) -> bool {
     let Some(key) = keys.iter().find(|key| key.collection == read.collection) else {
         return false;
     };
     let mut rest = read.filter.clone();
-    rest.remove("$or").is_some()
-        && read.classified != Routing::Broadcast
+    let Some(bson::Bson::Array(branches)) = rest.remove("$or") else {
+        return false;
+    };
+    read.classified != Routing::Broadcast
         && key.routing(&rest) == Routing::Broadcast
+        && branches
+            .iter()
+            .filter_map(bson::Bson::as_document)
+            .any(|branch| matches!(key.routing(branch), Routing::Shards(_)))
 }
 
 async fn inbox_operations(inbox: &DynInboxLifecycle<String>) {
