@@ -47,9 +47,9 @@ impl FollowGraph {
 
     /// Shards the graph's collections on [`FollowGraph::shard_keys`] when connected to a
     /// `mongos` (or a front end that answers as one); see
-    /// [`crate::sharding::shard_collections`] for the key forms each engine takes. On a new
-    /// deployment shard before creating the indexes: on DocumentDB a collection whose unique
-    /// index (follows, members, subscriptions, exclusions) exists already stays whole.
+    /// [`crate::sharding::shard_collections`] for the key forms each engine takes, the order
+    /// (on a new deployment, before the indexes) and the unique indexes (follows, members,
+    /// subscriptions, exclusions) on DocumentDB.
     ///
     /// ```no_run
     /// # async fn demo(graph: &mongo_social::FollowGraph) -> mongo_social::Result<()> {
