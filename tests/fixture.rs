@@ -101,7 +101,7 @@ async fn counter_attaches_to_any_client() {
     let counter = CommandCounter::new();
     let client = testing::client_with(|options| counter.attach(options)).await;
     let db = client.database(&testing::database_name("fixture_counter_attach"));
-    db.drop().await.unwrap();
+    testing::drop_database(&db).await;
     counter.reset();
     db.collection::<Document>("items")
         .find_one(doc! {})
@@ -147,7 +147,7 @@ async fn long_test_names_give_valid_distinct_databases() {
         .insert_one(doc! { "ok": true })
         .await
         .unwrap();
-    t.db.drop().await.unwrap();
+    testing::drop_database(&t.db).await;
 }
 
 #[tokio::test]

@@ -36,7 +36,7 @@ async fn database(name: &str) -> (Database, CommandCounter) {
     let commands = CommandCounter::keeping_commands();
     let client = testing::client_with(|options| commands.attach(options)).await;
     let db = client.database(&testing::database_name(name));
-    db.drop().await.unwrap();
+    testing::drop_database(&db).await;
     (db, commands)
 }
 

@@ -578,11 +578,12 @@ pub async fn test_db(name: &str) -> TestDb {
 
 /// Drops `db`, tried up to five times: DocumentDB over Citus fails a `dropDatabase` now and then
 /// with a deadlock between its nodes (code 112) or a reset connection, and a second try passes.
+/// [`test_db`] drops its database this way; a test with a client of its own uses it directly.
 ///
 /// # Panics
 ///
 /// If the fifth try fails too.
-async fn drop_database(db: &Database) {
+pub async fn drop_database(db: &Database) {
     const TRIES: u32 = 5;
     for attempt in 1..=TRIES {
         match db.drop().await {
