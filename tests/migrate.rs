@@ -315,6 +315,27 @@ mod online {
         })
     }
 
+    /// What a migration that did not finish left: its jobs and its units not ready.
+    async fn stuck_copy(db: &Database, name: &str) -> String {
+        let jobs: Vec<bson::Document> = db
+            .collection(&format!("{name}_jobs"))
+            .find(bson::doc! {})
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let units: Vec<bson::Document> = db
+            .collection(&format!("{name}_migration"))
+            .find(bson::doc! { "state": { "$ne": "ready" } })
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        format!("jobs {jobs:?}; units not ready {units:?}")
+    }
+
     /// Every owner's inbox in the target is the source's, page by page, state and all.
     async fn same_everywhere(source: &Store, target: &Store, owners: &[String], what: &str) {
         for owner in owners {
@@ -339,15 +360,25 @@ mod online {
             migration.start().await.unwrap();
             let store = migration.store();
             let writing = writers(store.clone(), store.clone(), owners.clone(), 60);
-            // Rounds are counted once the writers are done (they always finish): the copy must
-            // finish within a bounded number of rounds after that, however slow the writes.
+            // Once the writers are done (they always finish), nothing marks a unit dirty: the
+            // copy must finish within a bounded number of rounds that run jobs, however slow
+            // the writes were. A copy job that lost to the writers waits out the queue's
+            // backoff (1 s doubling, at most 300 s); rounds with nothing due do not count, and
+            // only a wait past the longest backoff with nothing run is a hang.
             let mut rounds = 0;
+            let mut idle_since = std::time::Instant::now();
             while !writing.is_finished() || !migration.is_copied().await.unwrap() {
-                migration.run_pending().await.unwrap();
-                if writing.is_finished() {
-                    rounds += 1;
+                let ran = migration.run_pending().await.unwrap();
+                if ran > 0 {
+                    idle_since = std::time::Instant::now();
+                    if writing.is_finished() {
+                        rounds += 1;
+                    }
                 }
-                assert!(rounds < 2000, "{name}: the copy never finished");
+                if rounds >= 200 || idle_since.elapsed() > Duration::from_secs(310) {
+                    let stuck = stuck_copy(&t.db, &format!("m{pair}")).await;
+                    panic!("{name}: the copy never finished after {rounds} rounds: {stuck}");
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             assert_eq!(writing.await.unwrap(), 60);

@@ -24,6 +24,10 @@ const LIST_CHUNK: usize = 200;
 /// its job fails and is retried later by the queue.
 const COPY_ATTEMPTS: usize = 5;
 
+/// How long a state document's turn lasts where updates are not atomic (see
+/// [`super::state`]): one update's time, taken over after it if its holder died.
+const STATE_LOCK_LEASE: Duration = Duration::from_secs(30);
+
 /// When reads move from the source to the target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -110,7 +114,13 @@ impl Config {
 
     /// The engine moving `units`: its state in `<name>_migration`, its jobs in `<name>_jobs`.
     pub(super) fn build<U>(&self, units: U) -> Result<Engine<U>> {
-        let backend = Backend::new(&self.database, None, self.retry, None);
+        let locks = self.collection("locks")?;
+        let backend = Backend::new(
+            &self.database,
+            Some((locks.name(), STATE_LOCK_LEASE)),
+            self.retry,
+            None,
+        );
         let states = States::new(backend, self.collection("migration")?);
         let jobs = JobQueue::builder(&self.database)
             .collection("jobs", format!("{}_jobs", self.name))

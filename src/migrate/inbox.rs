@@ -133,7 +133,8 @@ impl<P: Payload> InboxMigrationBuilder<P> {
     }
 
     /// Builds the migration: its state in the collection `<name>_migration`, its jobs in
-    /// `<name>_jobs`.
+    /// `<name>_jobs`, and where the server's updates are not atomic, its state documents'
+    /// turns in `<name>_locks`.
     ///
     /// # Errors
     ///

@@ -2,6 +2,13 @@
 //! how far the units were listed) and one per unit (an inbox's owner, a discussion) whose copy
 //! started, in one collection. A unit's document keeps the unit's name in its `owner` field
 //! (the name the inbox migration gave it first).
+//!
+//! The state machine leans on single-document atomicity: a write's dirty mark and a copy's
+//! conditional finish must not overwrite each other. Where the server's updates are not atomic
+//! (FerretDB 1.x reads, modifies and writes back whole documents), every update of a state
+//! document takes that document's turn through [`Backend::exclusive`] (a leased lock in the
+//! migration's `<name>_locks` collection, keyed by the document's `_id`); elsewhere the
+//! updates run as they are, at no extra command.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -165,16 +172,19 @@ impl States {
         let names: Vec<&str> = from.iter().map(|p| p.name()).collect();
         let matched = self
             .backend
-            .retry("set migration phase", || async {
-                Ok(self
-                    .collection
-                    .update_one(
-                        doc! { "_id": MIGRATION, "phase": { "$in": &names } },
-                        doc! { "$set": { "phase": to.name() } },
-                    )
-                    .await?
-                    .matched_count)
-            })
+            .exclusive(
+                &[MIGRATION.to_owned()],
+                self.backend.retry("set migration phase", || async {
+                    Ok(self
+                        .collection
+                        .update_one(
+                            doc! { "_id": MIGRATION, "phase": { "$in": &names } },
+                            doc! { "$set": { "phase": to.name() } },
+                        )
+                        .await?
+                        .matched_count)
+                }),
+            )
             .await?;
         *self.phase.lock().expect("phase cache") = None;
         Ok(matched == 1 || self.phase().await? == Some(to))
@@ -238,32 +248,38 @@ impl States {
             return Ok(());
         }
         let ids: Vec<String> = owners.iter().map(|o| owner_id(o)).collect();
-        let mut filter = doc! { "_id": { "$in": ids } };
+        let mut filter = doc! { "_id": { "$in": &ids } };
         if let Some(state) = state {
             filter.insert("state", state);
         }
         self.backend
-            .retry("mark owners", || async {
-                self.collection
-                    .update_many(filter.clone(), update.clone())
-                    .await?;
-                Ok(())
-            })
+            .exclusive(
+                &ids,
+                self.backend.retry("mark owners", || async {
+                    self.collection
+                        .update_many(filter.clone(), update.clone())
+                        .await?;
+                    Ok(())
+                }),
+            )
             .await
     }
 
     /// Moves the epoch: a change that may reach any owner (a retraction, an edit) happened.
     pub(super) async fn bump_epoch(&self) -> Result<()> {
         self.backend
-            .retry("move migration epoch", || async {
-                self.collection
-                    .update_one(
-                        doc! { "_id": MIGRATION },
-                        doc! { "$inc": { "epoch": 1_i64 } },
-                    )
-                    .await?;
-                Ok(())
-            })
+            .exclusive(
+                &[MIGRATION.to_owned()],
+                self.backend.retry("move migration epoch", || async {
+                    self.collection
+                        .update_one(
+                            doc! { "_id": MIGRATION },
+                            doc! { "$inc": { "epoch": 1_i64 } },
+                        )
+                        .await?;
+                    Ok(())
+                }),
+            )
             .await
     }
 
@@ -282,22 +298,26 @@ impl States {
 
     /// Starts (or restarts) `owner`'s copy: its state `copying`; returns its dirty count.
     pub(super) async fn start_copy(&self, owner: &str) -> Result<i64> {
+        let id = owner_id(owner);
         let found = self
             .backend
-            .retry("start owner copy", || async {
-                Ok(self
-                    .collection
-                    .find_one_and_update(
-                        doc! { "_id": owner_id(owner) },
-                        doc! {
-                            "$set": { "state": "copying", "owner": owner },
-                            "$setOnInsert": { "dirty": 0_i64, "messages": 0_i64 },
-                        },
-                    )
-                    .upsert(true)
-                    .return_document(mongodb::options::ReturnDocument::After)
-                    .await?)
-            })
+            .exclusive(
+                std::slice::from_ref(&id),
+                self.backend.retry("start owner copy", || async {
+                    Ok(self
+                        .collection
+                        .find_one_and_update(
+                            doc! { "_id": &id },
+                            doc! {
+                                "$set": { "state": "copying", "owner": owner },
+                                "$setOnInsert": { "dirty": 0_i64, "messages": 0_i64 },
+                            },
+                        )
+                        .upsert(true)
+                        .return_document(mongodb::options::ReturnDocument::After)
+                        .await?)
+                }),
+            )
             .await?;
         Ok(found
             .as_ref()
@@ -308,22 +328,26 @@ impl States {
     /// Marks `owner` ready if no write marked it dirty since [`States::start_copy`] returned
     /// `dirty`: `false` when one did (the copy is to be done again).
     pub(super) async fn finish_copy(&self, owner: &str, dirty: i64, messages: u64) -> Result<bool> {
+        let id = owner_id(owner);
         let matched = self
             .backend
-            .retry("finish owner copy", || async {
-                Ok(self
-                    .collection
-                    .update_one(
-                        doc! { "_id": owner_id(owner), "state": "copying", "dirty": dirty },
-                        doc! { "$set": {
-                            "state": "ready",
-                            "messages": messages as i64,
-                            "copied": bson::DateTime::now(),
-                        } },
-                    )
-                    .await?
-                    .matched_count)
-            })
+            .exclusive(
+                std::slice::from_ref(&id),
+                self.backend.retry("finish owner copy", || async {
+                    Ok(self
+                        .collection
+                        .update_one(
+                            doc! { "_id": &id, "state": "copying", "dirty": dirty },
+                            doc! { "$set": {
+                                "state": "ready",
+                                "messages": messages as i64,
+                                "copied": bson::DateTime::now(),
+                            } },
+                        )
+                        .await?
+                        .matched_count)
+                }),
+            )
             .await?;
         Ok(matched == 1)
     }
@@ -357,12 +381,15 @@ impl States {
             set.insert("listed_after", after);
         }
         self.backend
-            .retry("record listing", || async {
-                self.collection
-                    .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
-                    .await?;
-                Ok(())
-            })
+            .exclusive(
+                &[MIGRATION.to_owned()],
+                self.backend.retry("record listing", || async {
+                    self.collection
+                        .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
+                        .await?;
+                    Ok(())
+                }),
+            )
             .await
     }
 
