@@ -171,20 +171,16 @@ impl States {
     pub(super) async fn set_phase(&self, from: &[Phase], to: Phase) -> Result<bool> {
         let names: Vec<&str> = from.iter().map(|p| p.name()).collect();
         let matched = self
-            .backend
-            .exclusive(
-                &[MIGRATION.to_owned()],
-                self.backend.retry("set migration phase", || async {
-                    Ok(self
-                        .collection
-                        .update_one(
-                            doc! { "_id": MIGRATION, "phase": { "$in": &names } },
-                            doc! { "$set": { "phase": to.name() } },
-                        )
-                        .await?
-                        .matched_count)
-                }),
-            )
+            .in_turn(&[MIGRATION.to_owned()], "set migration phase", || async {
+                Ok(self
+                    .collection
+                    .update_one(
+                        doc! { "_id": MIGRATION, "phase": { "$in": &names } },
+                        doc! { "$set": { "phase": to.name() } },
+                    )
+                    .await?
+                    .matched_count)
+            })
             .await?;
         *self.phase.lock().expect("phase cache") = None;
         Ok(matched == 1 || self.phase().await? == Some(to))
@@ -252,35 +248,27 @@ impl States {
         if let Some(state) = state {
             filter.insert("state", state);
         }
-        self.backend
-            .exclusive(
-                &ids,
-                self.backend.retry("mark owners", || async {
-                    self.collection
-                        .update_many(filter.clone(), update.clone())
-                        .await?;
-                    Ok(())
-                }),
-            )
-            .await
+        self.in_turn(&ids, "mark owners", || async {
+            self.collection
+                .update_many(filter.clone(), update.clone())
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Moves the epoch: a change that may reach any owner (a retraction, an edit) happened.
     pub(super) async fn bump_epoch(&self) -> Result<()> {
-        self.backend
-            .exclusive(
-                &[MIGRATION.to_owned()],
-                self.backend.retry("move migration epoch", || async {
-                    self.collection
-                        .update_one(
-                            doc! { "_id": MIGRATION },
-                            doc! { "$inc": { "epoch": 1_i64 } },
-                        )
-                        .await?;
-                    Ok(())
-                }),
-            )
-            .await
+        self.in_turn(&[MIGRATION.to_owned()], "move migration epoch", || async {
+            self.collection
+                .update_one(
+                    doc! { "_id": MIGRATION },
+                    doc! { "$inc": { "epoch": 1_i64 } },
+                )
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// The migration's epoch.
@@ -300,24 +288,20 @@ impl States {
     pub(super) async fn start_copy(&self, owner: &str) -> Result<i64> {
         let id = owner_id(owner);
         let found = self
-            .backend
-            .exclusive(
-                std::slice::from_ref(&id),
-                self.backend.retry("start owner copy", || async {
-                    Ok(self
-                        .collection
-                        .find_one_and_update(
-                            doc! { "_id": &id },
-                            doc! {
-                                "$set": { "state": "copying", "owner": owner },
-                                "$setOnInsert": { "dirty": 0_i64, "messages": 0_i64 },
-                            },
-                        )
-                        .upsert(true)
-                        .return_document(mongodb::options::ReturnDocument::After)
-                        .await?)
-                }),
-            )
+            .in_turn(std::slice::from_ref(&id), "start owner copy", || async {
+                Ok(self
+                    .collection
+                    .find_one_and_update(
+                        doc! { "_id": &id },
+                        doc! {
+                            "$set": { "state": "copying", "owner": owner },
+                            "$setOnInsert": { "dirty": 0_i64, "messages": 0_i64 },
+                        },
+                    )
+                    .upsert(true)
+                    .return_document(mongodb::options::ReturnDocument::After)
+                    .await?)
+            })
             .await?;
         Ok(found
             .as_ref()
@@ -330,24 +314,20 @@ impl States {
     pub(super) async fn finish_copy(&self, owner: &str, dirty: i64, messages: u64) -> Result<bool> {
         let id = owner_id(owner);
         let matched = self
-            .backend
-            .exclusive(
-                std::slice::from_ref(&id),
-                self.backend.retry("finish owner copy", || async {
-                    Ok(self
-                        .collection
-                        .update_one(
-                            doc! { "_id": &id, "state": "copying", "dirty": dirty },
-                            doc! { "$set": {
-                                "state": "ready",
-                                "messages": messages as i64,
-                                "copied": bson::DateTime::now(),
-                            } },
-                        )
-                        .await?
-                        .matched_count)
-                }),
-            )
+            .in_turn(std::slice::from_ref(&id), "finish owner copy", || async {
+                Ok(self
+                    .collection
+                    .update_one(
+                        doc! { "_id": &id, "state": "copying", "dirty": dirty },
+                        doc! { "$set": {
+                            "state": "ready",
+                            "messages": messages as i64,
+                            "copied": bson::DateTime::now(),
+                        } },
+                    )
+                    .await?
+                    .matched_count)
+            })
             .await?;
         Ok(matched == 1)
     }
@@ -380,17 +360,13 @@ impl States {
         if let Some(after) = owners.last() {
             set.insert("listed_after", after);
         }
-        self.backend
-            .exclusive(
-                &[MIGRATION.to_owned()],
-                self.backend.retry("record listing", || async {
-                    self.collection
-                        .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
-                        .await?;
-                    Ok(())
-                }),
-            )
-            .await
+        self.in_turn(&[MIGRATION.to_owned()], "record listing", || async {
+            self.collection
+                .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Records `owners` as pending where they have no state yet (one `insert`, duplicates
@@ -443,6 +419,18 @@ impl States {
                     .await?;
                 Ok(())
             })
+            .await
+    }
+
+    /// Runs `write`, an update of the state documents `ids`, retried on transient failures, in
+    /// those documents' turn where the server's updates are not atomic (see the module docs).
+    async fn in_turn<T, F, Fut>(&self, ids: &[String], what: &'static str, write: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.backend
+            .exclusive(ids, self.backend.retry(what, write))
             .await
     }
 
