@@ -172,22 +172,15 @@ async fn a_worker_rides_out_an_outage() {
     // Well inside the 60-second lease: the failed jobs' claims were released.
     let draining = std::time::Instant::now();
     if let Err(error) = queue.wait_until_drained(Duration::from_secs(30)).await {
-        let left: Vec<bson::Document> = test
-            .collection::<bson::Document>("jobs")
-            .find(doc! {})
-            .await
-            .expect("jobs")
-            .try_collect()
-            .await
-            .expect("jobs");
-        let claims: Vec<bson::Document> = test
-            .collection::<bson::Document>("jobs_locks")
-            .find(doc! {})
-            .await
-            .expect("locks")
-            .try_collect()
-            .await
-            .expect("locks");
+        let everything = |name: &'static str| {
+            let collection = test.collection::<bson::Document>(name);
+            async move {
+                let found: Vec<bson::Document> =
+                    collection.find(doc! {}).await?.try_collect().await?;
+                mongodb::error::Result::Ok(found)
+            }
+        };
+        let (left, claims) = (everything("jobs").await, everything("jobs_locks").await);
         panic!(
             "every job finishes after the outage, long before its lease: {error}; worker's last \
              error {:?}; jobs left {left:?}; claims {claims:?}",
