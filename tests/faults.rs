@@ -12,8 +12,11 @@ use futures::TryStreamExt;
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
+use mongo_social::server::ServerInfo;
 use mongo_social::testing::{self, fault_proxy::FaultProxy};
 use mongo_social::PageRequest;
+use mongodb::event::command::CommandEvent;
+use mongodb::event::EventHandler;
 
 #[tokio::test]
 async fn proxy_forwards_cuts_refuses_and_stops() {
@@ -462,4 +465,58 @@ async fn likes_survive_an_outage() {
                 .await,
         "an impatient user gave up during the outage"
     );
+}
+
+/// A reply lost while the server is detected (to `buildInfo`, and where the server is probed,
+/// to a probe's `createIndexes`) is retried, never taken for a missing capability: detection
+/// through a proxy that loses those replies finds what detection finds directly.
+#[tokio::test]
+async fn detection_rides_out_lost_replies() {
+    let direct = testing::server_info().await.capabilities();
+    for lost in ["buildInfo", "createIndexes"] {
+        let proxy = Arc::new(FaultProxy::to_test_server());
+        let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (trigger, seen) = (proxy.clone(), fired.clone());
+        let client = proxy
+            .client_with(|options| {
+                // The event comes before the command is sent: replies are lost from then on,
+                // until the first is.
+                options.command_event_handler = Some(EventHandler::callback(move |event| {
+                    if let CommandEvent::Started(started) = event {
+                        if started.command_name == lost && !seen.swap(true, Ordering::SeqCst) {
+                            trigger.lose_replies_for(Duration::from_secs(60));
+                        }
+                    }
+                }))
+            })
+            .await;
+        let until_one_is_lost = tokio::spawn({
+            let proxy = proxy.clone();
+            async move {
+                while proxy.replies_lost() == 0 {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                proxy.lose_replies_for(Duration::ZERO);
+            }
+        });
+        let name = testing::database_name("detection_rides_out_lost_replies");
+        let detected = ServerInfo::detect_for(&client.database(&name))
+            .await
+            .unwrap_or_else(|error| panic!("detected after losing the reply to {lost}: {error}"));
+        until_one_is_lost.abort();
+        if testing::skip_unless(
+            fired.load(Ordering::SeqCst),
+            "detection_rides_out_lost_replies (a probe's lost reply)",
+            "the server is not probed (MongoDB, FerretDB 1.x): its version tells what it can do",
+        ) {
+            continue;
+        }
+        assert!(proxy.replies_lost() > 0, "the reply to {lost} was lost");
+        assert_eq!(
+            detected.capabilities(),
+            direct,
+            "the capabilities detected through the lost reply to {lost}"
+        );
+        let _ = client.database(&name).drop().await;
+    }
 }

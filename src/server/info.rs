@@ -7,6 +7,7 @@ use super::capabilities::Capabilities;
 use super::probes::Probes;
 use super::reply::bson_to_usize;
 use crate::error::Result;
+use crate::retry::{retry, RetryPolicy};
 
 /// The database [`ServerInfo::detect`] probes in, when it is given a client and no database.
 const PROBE_DATABASE: &str = "mongo_social_probe";
@@ -88,23 +89,36 @@ impl ServerInfo {
     /// between servers (`$slice` projection forms, a projection in `findAndModify`,
     /// per-statement errors in an unordered `update`, `$first` in `$group`, `$graphLookup`, a
     /// `text` index and whether `$text` requires every quoted phrase, change streams), and drops
-    /// it. About ten commands, once per store. A probe that
-    /// fails (for example, for lack of privileges) counts as the capability missing.
+    /// it. About ten commands, once per store. A probe that the server refuses (for example, for
+    /// lack of privileges) counts as the capability missing.
+    ///
+    /// Detection changes nothing of the application's (the probes write only to their scratch
+    /// collection, a new one on each attempt), so it is retried as a whole on transient
+    /// failures (a lost connection, as DocumentDB's gateway gives some new connections, or a
+    /// deadlock) under the default [`RetryPolicy`]: a probe that could not tell is never taken
+    /// for a missing capability.
+    ///
+    /// # Errors
+    ///
+    /// The server unreachable, or failing past the retry budget.
     pub async fn detect_for(database: &Database) -> Result<Self> {
-        let admin = database.client().database("admin");
-        let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
-        let (hello, has_hello) = hello(database.client()).await?;
-        let probes = if is_probed(&flavor_of(&build, &hello)) {
-            Some(Probes::run(database).await)
-        } else {
-            None
-        };
-        Ok(Self::from_replies(
-            &build,
-            &hello,
-            has_hello,
-            probes.as_ref(),
-        ))
+        retry(&RetryPolicy::default(), "detect the server", || async {
+            let admin = database.client().database("admin");
+            let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
+            let (hello, has_hello) = hello(database.client()).await?;
+            let probes = if is_probed(&flavor_of(&build, &hello)) {
+                Some(Probes::run(database).await?)
+            } else {
+                None
+            };
+            Ok(Self::from_replies(
+                &build,
+                &hello,
+                has_hello,
+                probes.as_ref(),
+            ))
+        })
+        .await
     }
 
     /// The server described by its replies to `buildInfo` and `hello` (or `isMaster`), and by
