@@ -479,31 +479,20 @@ async fn detection_rides_out_lost_replies() {
         let (trigger, seen) = (proxy.clone(), fired.clone());
         let client = proxy
             .client_with(|options| {
-                // The event comes before the command is sent: replies are lost from then on,
-                // until the first is.
+                // The event comes before the command is sent: its reply is the next one.
                 options.command_event_handler = Some(EventHandler::callback(move |event| {
                     if let CommandEvent::Started(started) = event {
                         if started.command_name == lost && !seen.swap(true, Ordering::SeqCst) {
-                            trigger.lose_replies_for(Duration::from_secs(60));
+                            trigger.lose_next_reply();
                         }
                     }
                 }))
             })
             .await;
-        let until_one_is_lost = tokio::spawn({
-            let proxy = proxy.clone();
-            async move {
-                while proxy.replies_lost() == 0 {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                proxy.lose_replies_for(Duration::ZERO);
-            }
-        });
         let name = testing::database_name("detection_rides_out_lost_replies");
         let detected = ServerInfo::detect_for(&client.database(&name))
             .await
             .unwrap_or_else(|error| panic!("detected after losing the reply to {lost}: {error}"));
-        until_one_is_lost.abort();
         if testing::skip_unless(
             fired.load(Ordering::SeqCst),
             "detection_rides_out_lost_replies (a probe's lost reply)",

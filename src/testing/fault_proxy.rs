@@ -4,8 +4,8 @@
 //! fixture uses. A test points a client at it ([`FaultProxy::client_with`]) and tells it to cut
 //! every open connection ([`FaultProxy::cut`]), refuse new ones for a while
 //! ([`FaultProxy::refuse_for`], [`FaultProxy::outage`]), lose the server's replies so that a
-//! command runs but its caller never learns it did ([`FaultProxy::lose_replies_for`]), or delay
-//! traffic ([`FaultProxy::delay`]).
+//! command runs but its caller never learns it did ([`FaultProxy::lose_replies_for`],
+//! [`FaultProxy::lose_next_reply`]), or delay traffic ([`FaultProxy::delay`]).
 //!
 //! The proxy runs on its own thread with its own single-threaded runtime, so it outlives no test
 //! runtime and needs none; dropping it closes every connection and stops the thread. It holds at
@@ -47,6 +47,8 @@ struct Faults {
     /// Until then, a connection on which the server replies is closed instead: the command ran,
     /// its reply is lost.
     lose_replies_until: Option<Instant>,
+    /// The next reply the server sends (on any connection) is lost, as above.
+    lose_next_reply: bool,
     /// Every chunk of bytes is held this long before it is forwarded.
     delay: Duration,
 }
@@ -194,6 +196,14 @@ impl FaultProxy {
     /// fault that tests whether a retried write is applied once.
     pub fn lose_replies_for(&self, duration: Duration) {
         self.shared.faults().lose_replies_until = Some(Instant::now() + duration);
+    }
+
+    /// Loses the next reply the server sends, on whichever connection it comes: the command it
+    /// answers has run on the server, and the driver sees a network error. Called as a command
+    /// starts (from a command event handler), it loses that command's reply unless another
+    /// reply arrives first.
+    pub fn lose_next_reply(&self) {
+        self.shared.faults().lose_next_reply = true;
     }
 
     /// An outage: every open connection cut, new ones refused for `duration`.
@@ -385,10 +395,14 @@ async fn forward(
             Ok(read) => read,
         };
         if direction == Direction::Reply {
-            let losing = shared
-                .faults()
-                .lose_replies_until
-                .is_some_and(|until| Instant::now() < until);
+            let losing = {
+                let mut faults = shared.faults();
+                let lose_next = std::mem::take(&mut faults.lose_next_reply);
+                lose_next
+                    || faults
+                        .lose_replies_until
+                        .is_some_and(|until| Instant::now() < until)
+            };
             if losing {
                 shared.replies_lost.fetch_add(1, Ordering::Relaxed);
                 return;
