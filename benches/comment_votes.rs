@@ -257,7 +257,7 @@ impl Subject {
 
 struct Env {
     rt: Runtime,
-    commands: mongo_social::testing::CommandCounter,
+    commands: mongo_social_lab::CommandCounter,
     config: Config,
     subjects: Vec<Subject>,
 }

@@ -63,7 +63,7 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
-use mongo_social::testing::CommandCounter;
+use mongo_social_lab::CommandCounter;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 

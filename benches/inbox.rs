@@ -66,10 +66,10 @@ use bson::Document;
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::inbox::Strategy;
-use mongo_social::testing::CommandCounter;
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
 };
+use mongo_social_lab::CommandCounter;
 use mongodb::{Client, Database};
 use tokio::runtime::Runtime;
 

@@ -38,10 +38,10 @@ use bson::{doc, Document};
 use criterion::{BenchmarkId, Throughput};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::inbox::{DynInboxLifecycle, UpTo};
-use mongo_social::testing::CommandCounter;
 use mongo_social::{
     BucketedFanOut, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage, PageRequest, ServerInfo,
 };
+use mongo_social_lab::CommandCounter;
 use mongodb::{Collection, Database, IndexModel};
 
 #[path = "support/bench_env.rs"]

@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use mongo_social::graph::{FollowGraph, RecommendOptions};
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
-use mongo_social::testing::CommandCounter;
 use mongo_social::PageRequest;
+use mongo_social_lab::CommandCounter;
 use mongodb::Database;
 use tokio::runtime::Runtime;
 

@@ -13,8 +13,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use mongo_social::inbox::{DynInboxLifecycle, Retention, UpTo};
-use mongo_social::testing::CommandCounter;
 use mongo_social::{BucketedFanOut, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest};
+use mongo_social_lab::CommandCounter;
 
 mod common;
 

@@ -13,8 +13,8 @@
 use async_trait::async_trait;
 use bson::doc;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
-use mongo_social::testing;
 use mongo_social::{FanOutOnWrite, InboxStore, NewMessage, PageRequest};
+use mongo_social_lab as testing;
 use mongodb::options::ClientOptions;
 use mongodb::Client;
 use tracing_subscriber::fmt::format::FmtSpan;

@@ -54,9 +54,8 @@ pub mod sharding;
 mod update_batch;
 mod validate;
 
-#[cfg(feature = "testing")]
-#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub mod testing;
+#[doc(hidden)]
+pub mod test_support;
 
 /// The `bson` crate this crate is built on (2.x), whose types its public fields use
 /// ([`bson::DateTime`], [`bson::oid::ObjectId`]): name them through it, and an application

@@ -2,7 +2,7 @@
 //! strategy's own checks.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::sync::Arc;
 
 use bson::{doc, Document};
@@ -10,10 +10,10 @@ use futures::FutureExt;
 use mongo_social::comments::{
     Author, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order, PerComment,
 };
-use mongo_social::testing::comment_votes_suite as votes;
-use mongo_social::testing::comments_suite::{self as suite, DISCUSSION};
-use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{Error, PageRequest, RetryPolicy};
+use mongo_social_lab::comment_votes_suite as votes;
+use mongo_social_lab::comments_suite::{self as suite, DISCUSSION};
+use mongo_social_lab::{self as testing, TestDb};
 use mongodb::Database;
 
 fn per_comment(db: &Database) -> Arc<dyn CommentStore> {
@@ -128,7 +128,7 @@ macro_rules! conformance {
                     "_survives_outage"
                 ))
                 .await;
-                let proxy = FaultProxy::to_test_server();
+                let proxy = testing::fault_proxy();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$design(&client.database(t.db.name()));
                 let impatient = proxy.impatient_client().await.database(t.db.name());
@@ -189,7 +189,7 @@ macro_rules! conformance {
                 let t =
                     testing::test_db(concat!("comments_", stringify!($design), "_votes_outage"))
                         .await;
-                let proxy = FaultProxy::to_test_server();
+                let proxy = testing::fault_proxy();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$design(&client.database(t.db.name()));
                 let impatient = proxy.impatient_client().await.database(t.db.name());

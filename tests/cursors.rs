@@ -4,7 +4,7 @@
 //! cursor made for one scope (a discussion, an owner, a feed, a list, a recipient, a search, a
 //! watch) is refused by a read of another with `Invalid::Cursor`.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
@@ -21,11 +21,11 @@ use mongo_social::graph::{FollowGraph, FollowList};
 use mongo_social::notifications::{Activity, Event, Kind, NotificationStore};
 use mongo_social::realtime::{Mode, ResumeToken, WatchOptions};
 use mongo_social::realtime::{Update, Updates};
-use mongo_social::testing::{self, TestDb};
 use mongo_social::{
     BucketedFanOut, Cursor, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, NewMessage, Page,
     PageRequest, Result,
 };
+use mongo_social_lab::{self as testing, TestDb};
 use url::Url;
 
 /// Unreserved in a URL (RFC 3986): `A-Z a-z 0-9 - . _ ~`.

@@ -2,7 +2,7 @@
 //! exactly once, a worker killed mid-job, dormant followers, every inbox strategy, bad input.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,11 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::delivery::Delivery;
 use mongo_social::graph::FollowGraph;
-use mongo_social::testing::{self, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, InboxStore,
     NewMessage, PageRequest,
 };
+use mongo_social_lab::{self as testing, TestDb};
 
 /// `n` followers of `author`, written straight into the graph's collections (the documented
 /// layout) so that thousands take a second to set up; each follower seen now.

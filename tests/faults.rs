@@ -1,6 +1,6 @@
 //! The fault-injecting proxy against the real server, and the stores riding out its faults.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,14 +13,14 @@ use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::server::ServerInfo;
-use mongo_social::testing::{self, fault_proxy::FaultProxy};
 use mongo_social::PageRequest;
+use mongo_social_lab::{self as testing, fault_proxy::FaultProxy};
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
 
 #[tokio::test]
 async fn proxy_forwards_cuts_refuses_and_stops() {
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let client = proxy
         .client_with(|options| options.server_selection_timeout = Some(Duration::from_secs(1)))
         .await;
@@ -120,7 +120,7 @@ impl JobHandler for RecordJobs {
 async fn a_worker_rides_out_an_outage() {
     const JOBS: usize = 60;
     let test = testing::test_db("worker_rides_out_an_outage").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let client = proxy
         .client_with(|options| options.server_selection_timeout = Some(Duration::from_millis(500)))
         .await;
@@ -235,7 +235,7 @@ async fn the_graph_survives_an_outage() {
     const USERS: usize = 6;
     const ROUNDS: usize = 24;
     let test = testing::test_db("graph_survives_an_outage").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let client = proxy.client_with(|_| {}).await;
     let graph = Arc::new(FollowGraph::new(&client.database(test.db.name())));
     graph.set_up().await.expect("indexes");
@@ -358,7 +358,7 @@ async fn likes_survive_an_outage() {
     const POSTS: usize = 3;
     const ROUNDS: usize = 30;
     let test = testing::test_db("likes_survive_an_outage").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let client = proxy.client_with(|_| {}).await;
     let store: FeedStore<Document> = FeedStore::builder(&client.database(test.db.name()))
         .capabilities(test.info.capabilities())
@@ -474,7 +474,7 @@ async fn likes_survive_an_outage() {
 async fn detection_rides_out_lost_replies() {
     let direct = testing::server_info().await.capabilities();
     for lost in ["buildInfo", "createIndexes"] {
-        let proxy = Arc::new(FaultProxy::to_test_server());
+        let proxy = Arc::new(testing::fault_proxy());
         let fired = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (trigger, seen) = (proxy.clone(), fired.clone());
         let client = proxy

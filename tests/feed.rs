@@ -1,7 +1,7 @@
 //! The social feed against the real server (`MONGODB_URI`, or the fixture's FerretDB).
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,8 +16,8 @@ use mongo_social::feed::{
 };
 use mongo_social::graph::FollowList;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
-use mongo_social::testing::{self, TestDb};
 use mongo_social::{Cursor, Entity, Error, PageRequest, Post, PostId};
+use mongo_social_lab::{self as testing, TestDb};
 use serde::{Deserialize, Serialize};
 
 const HOUR_MS: i64 = 60 * 60 * 1000;

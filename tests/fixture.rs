@@ -4,7 +4,7 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::server::{ServerFlavor, ServerInfo, Topology, PROBE_COLLECTION_PREFIX};
-use mongo_social::testing::{self, CommandCounter, LocalServer};
+use mongo_social_lab::{self as testing, CommandCounter, LocalServer};
 
 #[tokio::test]
 async fn uri_resolves_and_ping_works() {

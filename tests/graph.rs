@@ -2,15 +2,15 @@
 //! counts under concurrency, bad input, and command counts.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
 use bson::{doc, Document};
 use mongo_social::graph::{FollowGraph, Origin, RebuildReport, Subscription};
-use mongo_social::testing;
 use mongo_social::{Entity, Error, PageRequest};
+use mongo_social_lab as testing;
 
 async fn graph(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
     let t = testing::test_db(&format!("graph_{test}")).await;

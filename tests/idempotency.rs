@@ -3,7 +3,7 @@
 //! that writes nothing; concurrent first attempts store one thing; a repeat after a lost reply
 //! stores one. And notifications that cannot be delivered never fail the write that caused them.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,11 +13,11 @@ use mongo_social::comments::{
 };
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::notifications::{Activity, Event, Kind, NotificationStore};
-use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, FollowGraph,
     NewMessage, PageRequest,
 };
+use mongo_social_lab::{self as testing, fault_proxy::FaultProxy, TestDb};
 use mongodb::Database;
 
 /// Commands that write.
@@ -58,7 +58,7 @@ fn is_conflict<T: std::fmt::Debug>(result: mongo_social::Result<T>, what: Entity
 
 /// A proxy to the test server and a database of `t` through it.
 async fn proxied(t: &TestDb) -> (FaultProxy, Database) {
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let db = proxy.client_with(|_| {}).await.database(t.db.name());
     (proxy, db)
 }
@@ -481,7 +481,7 @@ async fn event_repeat_after_a_lost_reply_applies_once() {
 
 /// A notification store behind a proxy refusing every connection, until `heal`.
 async fn unreachable_notifications(t: &TestDb) -> (FaultProxy, Arc<NotificationStore<String>>) {
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let db = proxy.impatient_client().await.database(t.db.name());
     let store = Arc::new(NotificationStore::new(&db));
     store.set_up().await.unwrap();

@@ -2,7 +2,7 @@
 //! strategy's own checks.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +11,12 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::inbox::{InboxLifecycle, UpTo};
-use mongo_social::testing::inbox_suite::{self, Note};
-use mongo_social::testing::{self, fault_proxy::FaultProxy, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, MessageId,
     NewMessage, PageRequest, RetryPolicy,
 };
+use mongo_social_lab::inbox_suite::{self, Note};
+use mongo_social_lab::{self as testing, TestDb};
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 
@@ -161,7 +161,7 @@ macro_rules! conformance {
             async fn survives_outage() {
                 let name = concat!(stringify!($strategy), "_survives_outage");
                 let db = testing::test_db(name).await; // fresh, empty
-                let proxy = FaultProxy::to_test_server();
+                let proxy = testing::fault_proxy();
                 let client = proxy.client_with(|_| {}).await;
                 let store = super::$strategy(&client.database(db.db.name()));
                 let impatient = proxy.impatient_client().await.database(db.db.name());
@@ -832,7 +832,7 @@ async fn recipient_lists_need_their_own_collection() {
 /// check in a fresh database.
 mod lifecycle {
     use mongo_social::inbox::{DynInboxLifecycle, Retention};
-    use mongo_social::testing::lifecycle_suite;
+    use mongo_social_lab::lifecycle_suite;
 
     use super::*;
 
@@ -949,7 +949,7 @@ mod lifecycle {
                 async fn survives_outage() {
                     let name = concat!("lc_", stringify!($strategy), "_outage");
                     let db = testing::test_db(name).await;
-                    let proxy = FaultProxy::to_test_server();
+                    let proxy = testing::fault_proxy();
                     let client = proxy.client_with(|_| {}).await;
                     let store =
                         super::$strategy(&client.database(db.db.name()), Retention::default());

@@ -8,7 +8,7 @@
 //! on a fresh command count, and compares: no `insert`, `update`, `delete` or `findAndModify`
 //! was sent, and no document (or collection) changed.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -20,11 +20,11 @@ use mongo_social::feed::{FeedKind, FeedStore, Media, NewPost, NewUser};
 use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::JobQueue;
 use mongo_social::notifications::{self, Activity, Event, Kind, NotificationStore};
-use mongo_social::testing::{self, TestDb};
 use mongo_social::{
     BucketedFanOut, DynInboxLifecycle, Embedded, Error, FanOutOnRead, FanOutOnWrite, HybridPages,
     NewMessage, PageRequest, PerComment, MAX_ID_BYTES,
 };
+use mongo_social_lab::{self as testing, TestDb};
 
 /// The size of an oversized input: more than any document holds.
 const HUGE: usize = 17 * 1024 * 1024;

@@ -3,7 +3,7 @@
 //! are counted in commands, never timed.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +14,8 @@ use mongo_social::delivery::Delivery;
 use mongo_social::feed::FeedStore;
 use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
-use mongo_social::testing::{self, TestDb};
 use mongo_social::FanOutOnWrite;
+use mongo_social_lab::{self as testing, TestDb};
 
 /// Counts the jobs it runs.
 #[derive(Debug, Default)]

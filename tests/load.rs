@@ -15,7 +15,8 @@ mod run;
 
 use std::time::Duration;
 
-use mongo_social::{testing, RetryPolicy};
+use mongo_social::RetryPolicy;
+use mongo_social_lab as testing;
 use run::{Config, Op, Outcome};
 
 /// The benchmark, small enough for a test on FerretDB 1.x: pages of 10 over inboxes seeded with

@@ -1,13 +1,13 @@
 //! Moving inboxes between strategies: every strategy's export imported into every other
 //! strategy leaves each owner's inbox as it was, state and all.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::sync::Arc;
 
 use futures::TryStreamExt;
 use mongo_social::inbox::{DynInboxTransfer, HeldMessage, UpTo};
-use mongo_social::testing;
 use mongo_social::{BucketedFanOut, FanOutOnRead, FanOutOnWrite, Message, NewMessage, PageRequest};
+use mongo_social_lab as testing;
 use mongodb::Database;
 
 type Store = Arc<DynInboxTransfer<String>>;

@@ -3,7 +3,7 @@
 //! compared; a copy killed and resumed; an abort; a cursor in flight at the cut-over; links
 //! given out before the move; a pair refused (threads into a strategy without them).
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use mongo_social::comments::{
 use mongo_social::error::{Invalid, Limit};
 use mongo_social::migrate::{CommentMigration, MigratingComments, Reads};
 use mongo_social::prelude::*;
-use mongo_social::{testing, Error, PageRequest};
+use mongo_social::{Error, PageRequest};
+use mongo_social_lab as testing;
 use mongodb::Database;
 
 type Store = Arc<DynCommentTransfer>;

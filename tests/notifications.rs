@@ -2,7 +2,7 @@
 //! withdrawals, seen and read state, paging, full groups, bad input and command counts.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,8 @@ use std::time::Duration;
 use bson::{doc, Document};
 use futures::future::join_all;
 use mongo_social::notifications::{Activity, Event, Group, Kind, NotificationStore};
-use mongo_social::testing;
 use mongo_social::{Entity, Error, PageRequest};
+use mongo_social_lab as testing;
 
 type Store = NotificationStore<String>;
 
@@ -428,12 +428,11 @@ async fn command_counts() {
 /// decides whether it is there.
 #[tokio::test]
 async fn notifications_survive_an_outage() {
-    use mongo_social::testing::fault_proxy::FaultProxy;
     const ACTORS: usize = 6;
     const TARGETS: usize = 3;
     const ROUNDS: usize = 21;
     let test = testing::test_db("notify_outage").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let database = proxy.client_with(|_| {}).await.database(test.db.name());
     let store: Store = NotificationStore::builder(&database)
         .capabilities(test.info.capabilities())

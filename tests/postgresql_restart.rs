@@ -2,13 +2,13 @@
 //! restart takes the server away from every test running beside it in the same process (they
 //! share the fixture's one server), so no other test may run while it happens.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mongo_social::testing;
 use mongo_social::PageRequest;
+use mongo_social_lab as testing;
 
 /// A PostgreSQL restarting under FerretDB 2 (as after a backend crash) is an outage like any
 /// other: FerretDB answers `InternalError` ("unexpected EOF", "the database system is not yet

@@ -2,7 +2,7 @@
 //! change streams, resumed tokens and dropped connections.
 
 use mongo_social::error::Invalid;
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use mongo_social::notifications::{Activity, Group, Kind, NotificationStore};
 use mongo_social::realtime::{Mode, ResumeToken, Update, Updates, WatchOptions};
-use mongo_social::testing;
 use mongo_social::Error;
+use mongo_social_lab as testing;
 
 type Store = NotificationStore<()>;
 
@@ -216,9 +216,8 @@ async fn polling_costs_one_find_per_poll() {
 
 #[tokio::test]
 async fn a_watch_survives_dropped_connections() {
-    use mongo_social::testing::fault_proxy::FaultProxy;
     let t = testing::test_db("watch_outage").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let database = proxy.client_with(|_| {}).await.database(t.db.name());
     let watched: Store = NotificationStore::builder(&database)
         .capabilities(t.info.capabilities())

@@ -4,13 +4,13 @@
 //! server has `$graphLookup` (one `aggregate`, or `find`s), and they must agree.
 
 use mongo_social::error::{Forbidden, Invalid};
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mongo_social::graph::{FollowGraph, Origin, RecommendOptions};
-use mongo_social::testing;
 use mongo_social::{Entity, Error, PageRequest, Recommendation};
+use mongo_social_lab as testing;
 
 /// The ways a read can go on this server: with `$graphLookup` where it has it, and with `find`s.
 fn paths(t: &testing::TestDb, test: &str) -> Vec<bool> {

@@ -9,7 +9,7 @@
 //! classifier says targeted, every shard where it says broadcast, and at most `n` where it
 //! says `n`. The classifier stays the fast check every server runs; the engine proves it.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,14 +21,12 @@ use mongo_social::feed::{FeedKind, FeedStore, NewPost, NewUser, SearchOrder};
 use mongo_social::graph::{FollowGraph, FollowList};
 use mongo_social::server::Topology;
 use mongo_social::sharding::{Routing, ShardKey};
-use mongo_social::testing::routing::{
-    engine_routing, route_commands, EngineRouting, RoutedCommand,
-};
-use mongo_social::testing::{self, CommandCounter};
 use mongo_social::{
     BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage,
     PageRequest,
 };
+use mongo_social_lab::routing::{engine_routing, route_commands, EngineRouting, RoutedCommand};
+use mongo_social_lab::{self as testing, CommandCounter};
 use mongodb::Database;
 
 /// A fresh database on a client whose counter keeps every command.

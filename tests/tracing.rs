@@ -7,7 +7,7 @@
 //! default, so the spans of a worker spawned by the test are captured too, and tests running
 //! side by side do not see each other's.
 
-use mongo_social::testing::SetUp;
+use mongo_social_lab::SetUp;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,10 +23,10 @@ use mongo_social::graph::FollowGraph;
 use mongo_social::inbox::DynInboxTransfer;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
 use mongo_social::migrate::InboxMigration;
-use mongo_social::testing::{self, fault_proxy::FaultProxy, CommandCounter};
 use mongo_social::{
     BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, NewMessage, PageRequest,
 };
+use mongo_social_lab::{self as testing, CommandCounter};
 use mongodb::{Client, Database};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -366,7 +366,7 @@ async fn a_retry_after_a_lost_connection_is_an_event_of_the_operation() {
         .drop()
         .await
         .expect("drop the test database");
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let counter = CommandCounter::new();
     let client = proxy
         .client_with(|options| {

@@ -19,10 +19,10 @@ use mongo_social::graph::FollowGraph;
 use mongo_social::inbox::UpTo;
 use mongo_social::jobs::JobQueue;
 use mongo_social::notifications::{Activity, Kind, NotificationStore};
-use mongo_social::testing::{self, fault_proxy::FaultProxy};
 use mongo_social::{
     BucketedFanOut, DynInboxLifecycle, Error, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
 };
+use mongo_social_lab::{self as testing, fault_proxy::FaultProxy};
 use mongodb::Database;
 
 /// The client's server selection timeout.
@@ -34,7 +34,7 @@ const WITHIN: Duration = Duration::from_secs(5);
 
 /// A database on a proxy that refuses every connection for the rest of the test.
 async fn unreachable(name: &str) -> (FaultProxy, Database) {
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     proxy.refuse_for(Duration::from_secs(3600));
     let client = proxy
         .client_with(|options| options.server_selection_timeout = Some(SELECTION))

@@ -16,8 +16,8 @@ use mongo_social::comments::{Author, Comment, Order, Sort, Thread, Vote};
 use mongo_social::error::{Forbidden, Invalid, Limit};
 use mongo_social::notifications::{Counts, Group, Kind};
 use mongo_social::prelude::*;
-use mongo_social::testing::{self, fault_proxy::FaultProxy};
 use mongo_social::{Entity, Error, Message, Page, PageRequest, RetryPolicy};
+use mongo_social_lab as testing;
 use reqwest::{Client, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -557,7 +557,7 @@ async fn a_session_covers_every_route() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_create_returns_the_same_message_once() {
     let t = testing::test_db("web_service_retried").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let retry = RetryPolicy::default();
     let client = proxy.client_with(|options| retry.apply_to(options)).await;
     let app = App::new(&client.database(t.db.name()), retry).unwrap();
@@ -619,7 +619,7 @@ async fn a_retried_create_returns_the_same_message_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_database_answers_503_unreachable() {
     let t = testing::test_db("web_service_killed").await;
-    let proxy = FaultProxy::to_test_server();
+    let proxy = testing::fault_proxy();
     let retry = RetryPolicy::default().budget(Duration::from_secs(2));
     let client = proxy.client_with(|options| retry.apply_to(options)).await;
     let app = App::new(&client.database(t.db.name()), retry).unwrap();

@@ -47,19 +47,18 @@ pub fn runs(groups: &Option<Vec<String>>, group: &str) -> bool {
 pub fn connect() -> (
     tokio::runtime::Runtime,
     mongodb::Client,
-    mongo_social::testing::CommandCounter,
+    mongo_social_lab::CommandCounter,
     mongo_social::ServerInfo,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let commands = mongo_social::testing::CommandCounter::new();
+    let commands = mongo_social_lab::CommandCounter::new();
     let (client, info) = rt.block_on(async {
-        let mut options =
-            mongodb::options::ClientOptions::parse(mongo_social::testing::server_uri())
-                .await
-                .expect("parse the server URI");
+        let mut options = mongodb::options::ClientOptions::parse(mongo_social_lab::server_uri())
+            .await
+            .expect("parse the server URI");
         commands.attach(&mut options);
         let client = mongodb::Client::with_options(options).expect("client");
         let info = mongo_social::ServerInfo::detect(&client)

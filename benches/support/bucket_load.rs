@@ -52,7 +52,7 @@ pub async fn load_buckets(
             .collect::<Vec<Bson>>();
         let last_sent = bson::DateTime::from_millis(start + (first + chunk.len() - 1) as i64);
         buckets.push(doc! {
-            "_id": mongo_social::testing::bucket_id(owner, sequence as i64),
+            "_id": mongo_social_lab::bucket_id(owner, sequence as i64),
             "owner": owner,
             "sequence": sequence as i64,
             "count": entries.len() as i64,

@@ -78,7 +78,7 @@ impl CommandLog {
     fn record(&self, event: CommandEvent) {
         match event {
             CommandEvent::Started(started) => {
-                if !mongo_social::testing::CommandCounter::is_counted(&started.command_name) {
+                if !mongo_social_lab::CommandCounter::is_counted(&started.command_name) {
                     return;
                 }
                 let collection = started

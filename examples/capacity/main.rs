@@ -25,7 +25,7 @@ const GROWTH_SECTION: &str = "\n## How costs grow with an inbox\n";
 #[tokio::main]
 async fn main() -> Result<(), measure::Error> {
     let out = std::env::args().nth(1);
-    let uri = mongo_social::testing::server_uri();
+    let uri = mongo_social_lab::server_uri();
     let client = mongodb::Client::with_uri_str(uri).await?;
     let info = ServerInfo::detect(&client).await?;
     println!("server: {}", info.describe());

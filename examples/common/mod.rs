@@ -2,8 +2,8 @@
 //! Each example uses part of it, so unused items are expected per example.
 #![allow(dead_code)]
 
-use mongo_social::testing::{self, CommandCounter};
 use mongo_social::{Message, ServerInfo};
+use mongo_social_lab::{self as testing, CommandCounter};
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 

@@ -81,7 +81,7 @@ pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<Vec<Ro
     let subjects = comment_subjects::subjects(|name| {
         let db = bench
             .client
-            .database(&mongo_social::testing::database_name(&format!(
+            .database(&mongo_social_lab::database_name(&format!(
                 "cmp_comments_{}",
                 name.replace([' ', '-'], "_")
             )));

@@ -74,7 +74,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Instant;
 
-use mongo_social::testing::{self, CommandCounter};
+use mongo_social_lab::{self as testing, CommandCounter};
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};
 

@@ -14,11 +14,11 @@ use mongo_social::comments::{
     Strategy as CommentStrategy, Vote,
 };
 use mongo_social::inbox::{DynInboxLifecycle, Strategy as InboxStrategy, UpTo};
-use mongo_social::testing::{self, fault_proxy::FaultProxy, CommandCounter};
 use mongo_social::{
     BucketedFanOut, Cursor, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage, PageRequest,
     RetryPolicy, ServerInfo,
 };
+use mongo_social_lab::{self as testing, fault_proxy::FaultProxy, CommandCounter};
 use mongodb::options::{ClientOptions, ServerAddress};
 use mongodb::Client;
 

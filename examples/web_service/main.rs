@@ -11,9 +11,9 @@
 //! curl 'localhost:3000/users/bob/inbox?limit=20'
 //! ```
 //!
-//! It uses `MONGODB_URI` when set, otherwise the local test server the `testing` feature starts
-//! (a temporary database that goes when the process stops): see "Serving it over HTTP" in
-//! `docs/WEB.md` for keeping that fixture out of an application's production build.
+//! It uses `MONGODB_URI` when set, otherwise a local development server that this repository's
+//! test lab starts (a temporary database that goes when the process stops); an application
+//! reads `MONGODB_URI` (see "A local database for the development binary" in `docs/WEB.md`).
 
 mod app;
 
@@ -25,7 +25,7 @@ use mongo_social::RetryPolicy;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `MONGODB_URI` if set; otherwise a private local server, started for this process.
-    let uri = mongo_social::testing::server_uri();
+    let uri = mongo_social_lab::server_uri();
     // The driver's timeouts bounded by the stores' retry budget: a database that cannot be
     // reached answers 503 within it.
     let retry = RetryPolicy::default().budget(Duration::from_secs(5));

@@ -171,7 +171,7 @@
 //! other's. An operation that runs another counts the other's commands too.
 //!
 //! Not counted: the commands the driver sends by itself (handshakes, authentication,
-//! monitoring: [`IGNORED_COMMANDS`]) and the capability probes', which the `testing` feature's
+//! monitoring: [`IGNORED_COMMANDS`]) and the capability probes', which `mongo-social-testing`'s
 //! `CommandCounter` leaves out too; and, unlike that counter (which records every command its
 //! client sends), a command sent from another task: a `killCursors` the driver sends in the
 //! background after a cursor is dropped early. `commands` is recorded once [`attach`] has been
@@ -181,15 +181,13 @@
 #[cfg(feature = "tracing")]
 mod enabled;
 
-#[cfg(any(feature = "tracing", feature = "testing"))]
 use mongodb::event::command::CommandStartedEvent;
 use mongodb::options::ClientOptions;
 
-#[cfg(any(feature = "tracing", feature = "testing"))]
 use crate::server::PROBE_COLLECTION_PREFIX;
 
-/// Commands that are not counted as an operation's (by [`attach`]'s handler, and by the
-/// `testing` feature's `CommandCounter`): connection handshakes, authentication, liveness
+/// Commands that are not counted as an operation's (by [`attach`]'s handler, and by
+/// `mongo-social-testing`'s `CommandCounter`): connection handshakes, authentication, liveness
 /// checks and session cleanup, none of which an operation chooses to send.
 ///
 /// Names are compared ignoring ASCII case. `killCursors` and `getMore` are real round trips and
@@ -205,8 +203,12 @@ pub const IGNORED_COMMANDS: &[&str] = &[
 ];
 
 /// Whether a command with this name is counted (it is not one of [`IGNORED_COMMANDS`]).
-#[cfg(any(feature = "tracing", feature = "testing"))]
-pub(crate) fn is_counted_name(command_name: &str) -> bool {
+///
+/// ```
+/// assert!(mongo_social::observe::is_counted_name("find"));
+/// assert!(!mongo_social::observe::is_counted_name("isMaster"));
+/// ```
+pub fn is_counted_name(command_name: &str) -> bool {
     !IGNORED_COMMANDS
         .iter()
         .any(|ignored| ignored.eq_ignore_ascii_case(command_name))
@@ -214,9 +216,9 @@ pub(crate) fn is_counted_name(command_name: &str) -> bool {
 
 /// Whether a started command counts as an operation's: not one of [`IGNORED_COMMANDS`], and not
 /// a capability probe's (on a collection named [`PROBE_COLLECTION_PREFIX`]...), which detection
-/// sends, like `buildInfo`, once per store.
-#[cfg(any(feature = "tracing", feature = "testing"))]
-pub(crate) fn is_counted(started: &CommandStartedEvent) -> bool {
+/// sends, like `buildInfo`, once per store. For a command event handler of one's own that counts
+/// what [`attach`] counts (as `mongo-social-testing`'s `CommandCounter` does).
+pub fn is_counted(started: &CommandStartedEvent) -> bool {
     let probe = started
         .command
         .iter()

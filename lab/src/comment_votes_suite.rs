@@ -1,24 +1,27 @@
 //! Conformance checks of votes and ranked pages
-//! ([`VotedComments`](crate::comments::VotedComments)) every [`CommentStore`] must pass, run
+//! ([`VotedComments`](mongo_social::comments::VotedComments)) every [`CommentStore`] must pass, run
 //! against the real server by `tests/comments.rs` for each strategy, beside
 //! [`super::comments_suite`]. Checks of replies run where the strategy threads and assert their
 //! absence elsewhere.
 //!
 //! Each check takes a store over a fresh database and panics with a message on failure.
 
-use crate::error::Invalid;
+use mongo_social::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::comments::{
+use crate::comments_suite::{create, post_many, DISCUSSION};
+use crate::CommandCounter;
+use mongo_social::comments::{
     Comment, CommentStore, Deletion, NewComment, Sort, Thread, ThreadedComments, Vote, Votes,
 };
-use crate::testing::comments_suite::{create, post_many, DISCUSSION};
-use crate::testing::CommandCounter;
-use crate::{Cursor, Entity, Error, Page, PageRequest};
+use mongo_social::{Cursor, Entity, Error, Page, PageRequest};
 
 fn new(text: &str) -> NewComment {
-    NewComment::new(crate::comments::Author::new("poster", "Poster"), text)
+    NewComment::new(
+        mongo_social::comments::Author::new("poster", "Poster"),
+        text,
+    )
 }
 
 fn texts(comments: &[Comment]) -> Vec<String> {
@@ -156,7 +159,7 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
     let chronological = store
         .chronological(
             DISCUSSION,
-            crate::comments::Order::OldestFirst,
+            mongo_social::comments::Order::OldestFirst,
             PageRequest::first(10),
         )
         .await
@@ -209,7 +212,7 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: mongo_social::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -369,7 +372,7 @@ pub async fn sort_orders(store: &dyn CommentStore) {
 }
 
 /// The ranked thread under `parent` (the top level for `None`) read level by level with
-/// [`VotedComments::ranked`](crate::comments::VotedComments::ranked): the page `request` asks
+/// [`VotedComments::ranked`](mongo_social::comments::VotedComments::ranked): the page `request` asks
 /// for, and under each comment the first page of its replies, `depth` levels down. What
 /// [`ThreadedComments::ranked_thread`] must equal.
 pub fn per_level_reads<'a>(
@@ -662,7 +665,7 @@ pub async fn vote_bad_input(
     }
     // A well-formed link no comment has.
     let unknown = match store.strategy() {
-        crate::comments::Strategy::Embedded => "999".to_owned(),
+        mongo_social::comments::Strategy::Embedded => "999".to_owned(),
         _ => {
             let mut unknown = link.to_owned();
             let last = unknown.pop().unwrap();
@@ -719,7 +722,7 @@ pub async fn vote_bad_input(
             matches!(
                 error,
                 Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: mongo_social::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -761,7 +764,7 @@ pub async fn vote_bad_input(
     let error = store
         .chronological(
             DISCUSSION,
-            crate::comments::Order::OldestFirst,
+            mongo_social::comments::Order::OldestFirst,
             PageRequest::after(1, cursor.clone()),
         )
         .await
@@ -773,7 +776,7 @@ pub async fn vote_bad_input(
     let chronological = store
         .chronological(
             DISCUSSION,
-            crate::comments::Order::OldestFirst,
+            mongo_social::comments::Order::OldestFirst,
             PageRequest::first(1),
         )
         .await
@@ -946,11 +949,11 @@ pub async fn concurrent_voters(store: Arc<dyn CommentStore>, voters: usize, roun
 /// afterwards every user's vote is their last, every comment's counts equal its stored votes (a
 /// vote interrupted and repeated is counted once), and nothing is left to settle.
 ///
-/// [`FaultProxy::outage_during`]: crate::testing::fault_proxy::FaultProxy::outage_during
+/// [`FaultProxy::outage_during`]: crate::fault_proxy::FaultProxy::outage_during
 pub async fn votes_survive_outage(
     store: Arc<dyn CommentStore>,
     impatient: Arc<dyn CommentStore>,
-    proxy: &crate::testing::fault_proxy::FaultProxy,
+    proxy: &crate::fault_proxy::FaultProxy,
 ) {
     const USERS: usize = 4;
     const PER_USER: usize = 24;
@@ -1034,7 +1037,7 @@ pub async fn votes_survive_outage(
         0,
         "nothing left marked"
     );
-    crate::testing::note(&format!(
+    crate::note(&format!(
         "comment votes_survive_outage: {} votes, {failed} failed and repeated; proxy lost {} \
          replies, refused {} connections",
         calls.len(),
@@ -1155,7 +1158,7 @@ pub async fn vote_command_counts(
 ///   mark, whose count the comment already holds, and counts nothing;
 /// - a retraction and a first vote claimed but not counted: settled, and repeated.
 ///
-/// [`VotedComments::settle_votes`]: crate::comments::VotedComments::settle_votes
+/// [`VotedComments::settle_votes`]: mongo_social::comments::VotedComments::settle_votes
 pub async fn interrupted_votes_count_once(
     store: &dyn CommentStore,
     votes: mongodb::Collection<bson::Document>,

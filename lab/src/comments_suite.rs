@@ -5,15 +5,16 @@
 //! Each check takes a store over a fresh database and panics with a message on failure.
 
 use super::SetUp;
-use crate::error::Invalid;
+use mongo_social::error::Invalid;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::comments::{
+use crate::CommandCounter;
+use mongo_social::comments::{
     Author, Comment, CommentStore, Deletion, NewComment, Order, Strategy, ThreadedComments,
 };
-use crate::testing::CommandCounter;
-use crate::{Cursor, Entity, Error, Page, PageRequest};
+use mongo_social::test_support::discussion_cursor;
+use mongo_social::{Cursor, Entity, Error, Page, PageRequest};
 
 /// The discussion most checks use.
 pub const DISCUSSION: &str = "article-1";
@@ -91,7 +92,7 @@ pub async fn read_sub_thread(
 async fn read_all<F, Fut>(limit: usize, read: F) -> Vec<Comment>
 where
     F: Fn(PageRequest) -> Fut,
-    Fut: std::future::Future<Output = crate::Result<Page<Comment>>>,
+    Fut: std::future::Future<Output = mongo_social::Result<Page<Comment>>>,
 {
     let mut all = Vec::new();
     let mut after: Option<Cursor> = None;
@@ -402,7 +403,7 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: mongo_social::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -442,7 +443,7 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: mongo_social::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -795,11 +796,7 @@ pub async fn bad_input(
         ("ceto", &["01"]),
         ("chto", &["1"]),
     ] {
-        let cursor = Cursor::new(
-            tag,
-            crate::comments::cursor::discussion(DISCUSSION),
-            position,
-        );
+        let cursor = discussion_cursor(tag, DISCUSSION, position);
         let error = store
             .chronological(
                 DISCUSSION,
@@ -940,9 +937,9 @@ pub async fn command_counts(
 
 /// Posts and (where the strategy threads) replies from a few concurrent tasks through a client on
 /// `proxy` while it loses replies, then cuts connections and refuses new ones for 3 seconds
-/// ([`FaultProxy::outage_during`](crate::testing::fault_proxy::FaultProxy::outage_during)).
+/// ([`FaultProxy::outage_during`](crate::fault_proxy::FaultProxy::outage_during)).
 /// `store` and `impatient` are one strategy's collections through that client; half the tasks
-/// use `impatient`, whose retry budget ([`impatient_retry`](crate::testing::impatient_retry)) is
+/// use `impatient`, whose retry budget ([`impatient_retry`](crate::impatient_retry)) is
 /// shorter than the outage.
 ///
 /// Afterwards: every comment whose write returned `Ok` is stored exactly once, at the link it
@@ -951,7 +948,7 @@ pub async fn command_counts(
 pub async fn survives_outage(
     store: Arc<dyn CommentStore>,
     impatient: Arc<dyn CommentStore>,
-    proxy: &crate::testing::fault_proxy::FaultProxy,
+    proxy: &crate::fault_proxy::FaultProxy,
 ) {
     const TASKS: usize = 4;
     const PER_TASK: usize = 25;
@@ -1017,7 +1014,7 @@ pub async fn survives_outage(
             comment.text
         );
     }
-    crate::testing::note(&format!(
+    crate::note(&format!(
         "comments survives_outage: {} writes, {failed} failed; proxy lost {} replies, accepted \
          {} and refused {} connections",
         outcomes.len(),

@@ -83,7 +83,7 @@ fn prepare() -> Result<PathBuf, String> {
     let root = cache_root();
     let prepared = root.join(format!(
         "mongo-java-server-{VERSION}-{:012x}",
-        super::fnv1a64(format!("{POM}\n{LAUNCHER}").as_bytes()) & 0xffff_ffff_ffff
+        fnv1a64(format!("{POM}\n{LAUNCHER}").as_bytes()) & 0xffff_ffff_ffff
     ));
     if is_complete(&prepared) {
         return Ok(prepared);
@@ -164,4 +164,11 @@ fn run(command: &mut Command, what: &str) -> Result<(), String> {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     ))
+}
+
+/// FNV-1a, 64 bits: stable across Rust versions and runs, unlike `DefaultHasher`.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -4,7 +4,7 @@
 //! (hashed keys only).
 //!
 //! `scripts/install-documentdb --sharded` builds the engine once per machine;
-//! `scripts/documentdb-cluster run` (in this crate's package) starts it under the watchdog of
+//! `scripts/documentdb-cluster run` (in the repository) starts it under the watchdog of
 //! [`super::local_server`] and stops it when the test process exits. The gateway authenticates,
 //! so the URI carries the user the script makes (a private test cluster's, on loopback only).
 //!
@@ -33,9 +33,10 @@ pub(super) struct Started {
     pub(super) dir: PathBuf,
 }
 
-/// The cluster script, from this crate's package.
+/// The cluster script, from the repository's `scripts/`.
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
         .join("scripts")
         .join("documentdb-cluster")
 }

@@ -15,7 +15,7 @@ use std::fmt;
 use bson::{doc, Bson, Document};
 use mongodb::Database;
 
-use crate::sharding::{Routing, ShardKey};
+use mongo_social::sharding::{Routing, ShardKey};
 
 /// One command on a collection with a declared shard key, and where it would go.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,21 +1,22 @@
-//! The behaviour every [`InboxLifecycle`](crate::InboxLifecycle) strategy must show, as plain async checks, and the
+//! The behaviour every [`InboxLifecycle`](mongo_social::InboxLifecycle) strategy must show, as plain async checks, and the
 //! commands each operation costs ([`COSTS`], also the table of `docs/INBOXES.md`: [`cost_table`]).
 //!
 //! Each check takes a store (any strategy, behind `&DynInboxLifecycle<Note>`) in a fresh
 //! database and panics with a description when the store misbehaves. `tests/inbox.rs` runs every
 //! check against every strategy.
 
-use crate::error::{Forbidden, Invalid};
+use mongo_social::error::{Forbidden, Invalid};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::inbox_suite::{read_all, Note};
 use super::{CommandCounter, TestDb};
-use crate::inbox::{
+use mongo_social::inbox::{
     DynInboxLifecycle, DynInboxStore, Filter, Message, MessageId, NewMessage, Strategy, UpTo,
 };
-use crate::{Cursor, Entity, Error, PageRequest};
+use mongo_social::test_support::inbox_cursor;
+use mongo_social::{Entity, Error, PageRequest};
 
 type Store = DynInboxLifecycle<Note>;
 
@@ -66,7 +67,7 @@ pub async fn assert_counts_match_pages(store: &Store, owner: &str) -> Vec<Messag
     inbox
 }
 
-fn is_message_not_found(result: &crate::Result<impl std::fmt::Debug>) -> bool {
+fn is_message_not_found(result: &mongo_social::Result<impl std::fmt::Debug>) -> bool {
     matches!(
         result,
         Err(Error::NotFound {
@@ -529,7 +530,7 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
         seq: 0,
         text: "x".repeat(17 * 1024 * 1024),
     };
-    let blank = |result: crate::Result<()>, what: &str| {
+    let blank = |result: mongo_social::Result<()>, what: &str| {
         assert!(
             matches!(result, Err(Error::InvalidInput(Invalid::Blank { what: w })) if w == what),
             "{what}: {result:?}"
@@ -596,12 +597,13 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
         "{too_large:?}"
     );
     // Cursors: another owner's, another strategy's, and one that is not a position.
-    let bob = crate::inbox::cursor::scope("bob");
     let foreign = match store.strategy() {
-        Strategy::BucketedFanOut => Cursor::new("iw", bob, &["1700000000000", &unknown.0.to_hex()]),
-        _ => Cursor::new("ib", bob, &["17"]),
+        Strategy::BucketedFanOut => {
+            inbox_cursor("iw", "bob", &["1700000000000", &unknown.0.to_hex()])
+        }
+        _ => inbox_cursor("ib", "bob", &["17"]),
     };
-    for cursor in [anns.clone(), foreign, Cursor::new("ib", bob, &["x"])] {
+    for cursor in [anns.clone(), foreign, inbox_cursor("ib", "bob", &["x"])] {
         let marked = store
             .mark_read_up_to("bob", UpTo::Cursor(cursor.clone()))
             .await;
@@ -760,7 +762,7 @@ fn column(strategy: Strategy) -> usize {
 pub fn expected_commands(
     operation: &str,
     strategy: Strategy,
-    capabilities: &crate::Capabilities,
+    capabilities: &mongo_social::Capabilities,
 ) -> usize {
     let cost = COSTS
         .iter()
@@ -787,7 +789,7 @@ pub fn expected_commands(
 pub fn checked_commands(
     operation: &str,
     strategy: Strategy,
-    capabilities: &crate::Capabilities,
+    capabilities: &mongo_social::Capabilities,
     names: &[String],
 ) -> usize {
     let expected = expected_commands(operation, strategy, capabilities);
@@ -1173,7 +1175,7 @@ pub async fn survives_outage(
 /// The messages each concurrent sender sends in [`concurrent_lifecycle`] on this server: fewer
 /// where the bucketed strategy serializes delivery per recipient (no atomic updates), as
 /// [`super::inbox_suite::Volume::for_server`] does.
-pub fn concurrent_volume(info: &crate::ServerInfo, strategy: Strategy) -> u32 {
+pub fn concurrent_volume(info: &mongo_social::ServerInfo, strategy: Strategy) -> u32 {
     if super::inbox_suite::Volume::for_server(info, strategy) == super::inbox_suite::Volume::FULL {
         12
     } else {

@@ -11,8 +11,8 @@ use mongodb::event::EventHandler;
 use mongodb::options::ClientOptions;
 
 /// Commands a [`CommandCounter`] does not record; the same that
-/// [`observe::attach`](crate::observe::attach) does not count.
-pub use crate::observe::IGNORED_COMMANDS;
+/// [`observe::attach`](mongo_social::observe::attach) does not count.
+pub use mongo_social::observe::IGNORED_COMMANDS;
 
 /// Records the name of every command a client starts, in order, so tests, benches and examples can
 /// count round trips.
@@ -21,7 +21,7 @@ pub use crate::observe::IGNORED_COMMANDS;
 ///
 /// ```no_run
 /// # async fn example() -> mongodb::error::Result<()> {
-/// use mongo_social::testing::CommandCounter;
+/// use mongo_social_testing::CommandCounter;
 /// use mongodb::{bson::doc, options::ClientOptions, Client};
 ///
 /// let counter = CommandCounter::new();
@@ -40,7 +40,7 @@ pub use crate::observe::IGNORED_COMMANDS;
 /// ([`CommandCounter::documents_read`]): what a read cost in documents, as well as in round trips.
 ///
 /// Only `CommandStarted` events are recorded, and [`IGNORED_COMMANDS`] are left out, as are the
-/// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`](crate::server::PROBE_COLLECTION_PREFIX)...), which a
+/// commands of capability probes (on collections named [`PROBE_COLLECTION_PREFIX`](mongo_social::server::PROBE_COLLECTION_PREFIX)...), which a
 /// store sends once, on first use, to a server that is neither MongoDB nor FerretDB. The record
 /// holds everything the client sends, so operations running concurrently on the same client (or a
 /// `killCursors` the driver sends in the background after a cursor is dropped) show up too.
@@ -66,7 +66,7 @@ impl CommandCounter {
     }
 
     /// A counter that also keeps each counted command's document, for checks that read what
-    /// was sent, such as [`super::routing`]'s. Costs a copy of every command: use it in tests
+    /// was sent, such as the routing checks'. Costs a copy of every command: use it in tests
     /// that need it.
     pub fn keeping_commands() -> Self {
         Self {
@@ -91,7 +91,7 @@ impl CommandCounter {
 
     /// Whether a command with this name is recorded (it is not one of [`IGNORED_COMMANDS`]).
     pub fn is_counted(command_name: &str) -> bool {
-        crate::observe::is_counted_name(command_name)
+        mongo_social::observe::is_counted_name(command_name)
     }
 
     /// An event handler that records into this counter, for
@@ -100,7 +100,7 @@ impl CommandCounter {
         let counter = self.clone();
         EventHandler::callback(move |event| match event {
             CommandEvent::Started(started) => {
-                let counted = crate::observe::is_counted(&started);
+                let counted = mongo_social::observe::is_counted(&started);
                 if !counted {
                     counter.uncounted_lock().insert(started.request_id);
                     return;

@@ -14,7 +14,7 @@
 //! ```no_run
 //! # async fn demo() -> mongo_social::Result<()> {
 //! use std::time::Duration;
-//! use mongo_social::testing::{self, fault_proxy::FaultProxy};
+//! use mongo_social_testing::{self as testing, fault_proxy::FaultProxy};
 //!
 //! let proxy = FaultProxy::to_test_server();
 //! let client = proxy.client_with(|_| {}).await;
@@ -153,7 +153,7 @@ impl FaultProxy {
     /// A client of the fixture's server that connects through the proxy (directly, to this one
     /// host), with `options_fn` applied last, like [`super::client_with`].
     pub async fn client_with(&self, options_fn: impl FnOnce(&mut ClientOptions)) -> Client {
-        let uri = super::server_uri_async().await;
+        let uri = super::server_uri();
         super::client_with(|_| {}).await; // waits, once per process, for the server to answer
         let mut options = super::parse_options(uri).await;
         options.hosts = vec![ServerAddress::Tcp {

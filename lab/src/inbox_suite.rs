@@ -1,21 +1,21 @@
-//! The behaviour every [`crate::InboxStore`] strategy must show, as plain async checks.
+//! The behaviour every [`mongo_social::InboxStore`] strategy must show, as plain async checks.
 //!
 //! Each check takes a store (any strategy, behind `&DynInboxStore<Note>`) in a fresh database and
 //! panics with a description when the store misbehaves. `tests/inbox.rs` runs every check against
 //! every strategy; a new strategy gets the whole suite by adding one line there.
 
 use super::SetUp;
-use crate::error::Invalid;
+use mongo_social::error::Invalid;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::try_join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::LOCKED_ROUND;
-use crate::inbox::{DynInboxStore, Message, MessageId, NewMessage, Strategy};
-use crate::testing::CommandCounter;
-use crate::{Cursor, Error, PageRequest};
+use crate::CommandCounter;
+use mongo_social::inbox::{DynInboxStore, Message, MessageId, NewMessage, Strategy};
+use mongo_social::test_support::{inbox_cursor, LOCKED_ROUND};
+use mongo_social::{Cursor, Error, PageRequest};
 
 /// The payload the suite sends: who sent it and the sender's running number.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,17 +61,17 @@ impl Volume {
     };
 
     /// The volume for `strategy` on this server. Servers whose updates are not atomic (FerretDB
-    /// 1.x) make [`crate::BucketedFanOut`] lock each recipient and scan every bucket on every
+    /// 1.x) make [`mongo_social::BucketedFanOut`] lock each recipient and scan every bucket on every
     /// update, so there the checks keep 8 senders but send fewer messages (still hundreds to
     /// overlapping recipients, and an inbox of a thousand), and say so on stderr.
-    pub fn for_server(info: &crate::ServerInfo, strategy: Strategy) -> Volume {
+    pub fn for_server(info: &mongo_social::ServerInfo, strategy: Strategy) -> Volume {
         if strategy == Strategy::BucketedFanOut && !info.capabilities().atomic_updates {
             let reduced = Volume {
                 senders: 8,
                 per_sender: 25,
                 large_per_sender: 125,
             };
-            crate::testing::note(&format!(
+            crate::note(&format!(
                 "{strategy} on {}: volume reduced to {reduced:?} (updates are not atomic there, \
                  so delivery serializes per recipient)",
                 info.describe()
@@ -303,7 +303,7 @@ pub async fn concurrent_senders(store: Arc<Store>, volume: Volume) {
 
 /// Sixteen concurrent senders (by default) to a few shared inboxes: every page of every inbox
 /// reads newest first by `sent` (`sent` never increases down an inbox, across pages too), and no
-/// message is lost or repeated across pages. This is the order [`crate::InboxStore`] promises
+/// message is lost or repeated across pages. This is the order [`mongo_social::InboxStore`] promises
 /// for every strategy, on every server path (atomic updates or locks).
 pub async fn sent_order_under_concurrency(store: Arc<Store>, senders: u32, per_sender: u32) {
     let inboxes = ["ord0", "ord1", "ord2"];
@@ -415,7 +415,7 @@ pub async fn command_counts(store: &Store, commands: &CommandCounter) {
         sent.expect("send");
         costs.push(names);
     }
-    let capabilities = crate::testing::server_info().await.capabilities();
+    let capabilities = crate::server_info().await.capabilities();
     // Fan out on write stores a list of more than 16 names once, in an `insert` that goes out
     // with the filters' `find` (buckets keep it in the message's record, written anyway).
     let shared_list = usize::from(store.strategy() == Strategy::FanOutOnWrite);
@@ -534,7 +534,7 @@ pub async fn bad_input(store: &Store) {
         ("ir", &["1", "zzzz"]),
         ("iw", &["1", "zzzz"]),
     ] {
-        let cursor = Cursor::new(tag, crate::inbox::cursor::scope("bob"), position);
+        let cursor = inbox_cursor(tag, "bob", position);
         let result = store
             .inbox_page("bob", PageRequest::after(10, cursor))
             .await;
@@ -557,7 +557,7 @@ pub async fn bad_input(store: &Store) {
         if tag == own {
             continue;
         }
-        let foreign = Cursor::new(tag, crate::inbox::cursor::scope("bob"), position);
+        let foreign = inbox_cursor(tag, "bob", position);
         let cursor = foreign.clone();
         assert!(
             matches!(
@@ -642,7 +642,7 @@ pub async fn reopen(first: &Store, second: &Store) {
     assert_eq!(second.count("ann").await.expect("count"), 3);
 }
 
-/// A store used before [`crate::InboxStore::create_indexes`] was called still keeps every
+/// A store used before [`mongo_social::InboxStore::create_indexes`] was called still keeps every
 /// promise: a strategy whose correctness depends on an index creates it before its first write
 /// (once per store). 120 messages cross two bucket boundaries of the default bucket size.
 pub async fn without_create_indexes(store: &Store) {
@@ -720,7 +720,7 @@ fn assert_time_order(strategy: Strategy, read: &[Message<Note>]) {
     }
 }
 
-/// [`crate::InboxStore::deliver`]: a sent message delivered again, to new recipients, repeated
+/// [`mongo_social::InboxStore::deliver`]: a sent message delivered again, to new recipients, repeated
 /// and concurrently, lands exactly once in each inbox, with its id and time; bad recipient lists
 /// are refused.
 pub async fn deliver_is_idempotent(store: Arc<Store>) {
@@ -790,11 +790,11 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     assert_eq!(store.count("hal").await.unwrap(), 0, "nothing written");
 }
 
-/// Senders keep sending through [`FaultProxy::outage_during`](crate::testing::fault_proxy::FaultProxy::outage_during):
+/// Senders keep sending through [`FaultProxy::outage_during`](crate::fault_proxy::FaultProxy::outage_during):
 /// replies lost, then every connection cut and new ones refused for 3 seconds, then cut once
 /// more. `store` and `impatient` must be one store's collections through a client connected via
 /// `proxy`; half the senders use `impatient`, whose retry budget
-/// ([`impatient_retry`](crate::testing::impatient_retry)) is shorter than the outage.
+/// ([`impatient_retry`](crate::impatient_retry)) is shorter than the outage.
 ///
 /// Afterwards: every send that returned `Ok` is in each recipient's inbox exactly once; one that
 /// returned an error is in no inbox twice (a send that fails part-way may have reached some
@@ -803,7 +803,7 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
 pub async fn survives_outage(
     store: Arc<Store>,
     impatient: Arc<Store>,
-    proxy: &crate::testing::fault_proxy::FaultProxy,
+    proxy: &crate::fault_proxy::FaultProxy,
 ) {
     const SENDERS: u32 = 4;
     const PER_SENDER: u32 = 30;
@@ -868,7 +868,7 @@ pub async fn survives_outage(
             }
         }
     }
-    crate::testing::note(&format!(
+    crate::note(&format!(
         "survives_outage: {} sends, {failed} failed; proxy lost {} replies, accepted {} and \
          refused {} connections",
         SENDERS * PER_SENDER,

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 
-use crate::server::Topology;
-use crate::{
+use mongo_social::server::Topology;
+use mongo_social::{
     BucketedFanOut, Delivery, DynCommentStore, DynInboxLifecycle, DynInboxStore, Embedded,
     FanOutOnRead, FanOutOnWrite, FeedStore, FollowGraph, HybridPages, JobQueue, NotificationStore,
     Payload, PerComment, Result,
@@ -17,7 +17,7 @@ use crate::{
 ///
 /// ```no_run
 /// # async fn demo(db: &mongodb::Database) -> mongo_social::Result<()> {
-/// use mongo_social::testing::SetUp;
+/// use mongo_social_lab::SetUp;
 /// let graph = mongo_social::FollowGraph::builder(db).build()?;
 /// graph.set_up().await?;
 /// # Ok(()) }
@@ -48,20 +48,20 @@ macro_rules! set_up {
     };
 }
 
-set_up!(P => FanOutOnRead<P>, crate::InboxStore);
-set_up!(P => FanOutOnWrite<P>, crate::InboxStore);
-set_up!(P => BucketedFanOut<P>, crate::InboxStore);
+set_up!(P => FanOutOnRead<P>, mongo_social::InboxStore);
+set_up!(P => FanOutOnWrite<P>, mongo_social::InboxStore);
+set_up!(P => BucketedFanOut<P>, mongo_social::InboxStore);
 set_up!(P => DynInboxStore<P>);
 set_up!(P => DynInboxLifecycle<P>);
-set_up!(P => crate::inbox::DynInboxTransfer<P>);
-set_up!(=> PerComment, crate::CommentStore);
-set_up!(=> Embedded, crate::CommentStore);
-set_up!(=> HybridPages, crate::CommentStore);
+set_up!(P => mongo_social::inbox::DynInboxTransfer<P>);
+set_up!(=> PerComment, mongo_social::CommentStore);
+set_up!(=> Embedded, mongo_social::CommentStore);
+set_up!(=> HybridPages, mongo_social::CommentStore);
 set_up!(=> DynCommentStore);
 set_up!(=> FollowGraph);
 set_up!(=> JobQueue);
 set_up!(P => Delivery<P>);
 set_up!(P => NotificationStore<P>);
 set_up!(P => FeedStore<P>);
-set_up!(=> dyn crate::ThreadedComments);
-set_up!(=> crate::comments::DynCommentTransfer);
+set_up!(=> dyn mongo_social::ThreadedComments);
+set_up!(=> mongo_social::comments::DynCommentTransfer);
