@@ -6,13 +6,13 @@ use crate::Result;
 /// A keyed comment's key, the id it gives within its discussion, and the digest of what is
 /// posted (author, text, and the parent's link for a reply).
 #[derive(Clone, Debug)]
-pub(super) struct Keyed {
+pub(super) struct KeyedComment {
     pub(super) key: String,
     pub(super) id: bson::oid::ObjectId,
     pub(super) content: String,
 }
 
-impl Keyed {
+impl KeyedComment {
     /// The key of `comment` (checked) for a post (`parent` `None`) or a reply to `parent` in
     /// `discussion`; `None` without a key.
     pub(super) fn of(

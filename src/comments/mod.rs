@@ -92,6 +92,6 @@ pub use traits::{CommentStore, DynCommentStore, ThreadedComments, VotedComments}
 pub(crate) use transfer::threads_unsupported;
 pub use transfer::{CommentTransfer, DynCommentTransfer, HeldComment};
 
-use keyed::Keyed;
+use keyed::KeyedComment;
 use reply_notifications::{check_reply_target, notify_reply, reply_to_withdraw};
 use strategy::discussion_lock;

@@ -121,7 +121,7 @@ const FAN_OUT_JOB_OVERHEAD: usize = 2 * 1024;
 /// # Ok(()) }
 /// ```
 pub struct Delivery<P: Payload> {
-    inner: Arc<Inner<P>>,
+    inner: Arc<DeliveryState<P>>,
 }
 
 impl<P: Payload> Clone for Delivery<P> {
@@ -139,7 +139,7 @@ impl<P: Payload> fmt::Debug for Delivery<P> {
 }
 
 /// Everything a fan-out job needs; shared by the [`Delivery`] and its workers.
-struct Inner<P: Payload> {
+struct DeliveryState<P: Payload> {
     backend: Backend,
     graph: Arc<FollowGraph>,
     inbox: Arc<DynInboxStore<P>>,
@@ -155,7 +155,7 @@ struct Inner<P: Payload> {
     payload: PhantomData<fn() -> P>,
 }
 
-impl<P: Payload> fmt::Debug for Inner<P> {
+impl<P: Payload> fmt::Debug for DeliveryState<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Delivery")
             .field("inbox", &self.inbox.strategy())
@@ -270,7 +270,7 @@ impl<P: Payload> DeliveryBuilder<P> {
             .keys(doc! { "from": 1, "sent": 1, "_id": 1 })
             .build();
         Ok(Delivery {
-            inner: Arc::new(Inner {
+            inner: Arc::new(DeliveryState {
                 backend: self
                     .config
                     .backend_without_locks()
@@ -660,7 +660,7 @@ impl<P: Payload> Delivery<P> {
     }
 }
 
-impl<P: Payload> Inner<P> {
+impl<P: Payload> DeliveryState<P> {
     /// An upsert of `$set`s by `_id`, retried on transient failures (setting twice sets once);
     /// a duplicate key (a concurrent upsert, or an earlier attempt, created the document
     /// first) counts as done.

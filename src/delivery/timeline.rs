@@ -139,7 +139,7 @@ fn merge<P>(
     ours
 }
 
-impl<P: Payload> super::Inner<P> {
+impl<P: Payload> super::DeliveryState<P> {
     /// The celebrities `owner` follows and neither mutes nor blocks: one `find` of the
     /// celebrities, and when there are any, one of the follows and one of the owner's lists.
     pub(super) async fn followed_celebrities(&self, owner: &str) -> Result<Vec<String>> {

@@ -12,7 +12,7 @@ use mongodb::Collection;
 use tokio::sync::OnceCell;
 
 use super::worker::decode_post;
-use super::{Delivery, Inner};
+use super::{Delivery, DeliveryState};
 use crate::backend::Backend;
 use crate::inbox::{Message, Strategy};
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
@@ -71,7 +71,7 @@ impl<P: Payload> Delivery<P> {
 
 /// The outbox posts of the celebrities one owner follows.
 struct Celebrities<P: Payload> {
-    inner: Arc<Inner<P>>,
+    inner: Arc<DeliveryState<P>>,
     owner: String,
     /// Read when the watch first runs.
     authors: OnceCell<Vec<String>>,

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{Inner, FAN_OUT, REBUILD};
+use super::{DeliveryState, FAN_OUT, REBUILD};
 use crate::bson_ext;
 use crate::bson_ext::derived_id;
 use crate::graph::FollowSource;
@@ -17,7 +17,7 @@ use crate::observe;
 use crate::page;
 use crate::{Cursor, Error, PageRequest, Payload, Result};
 
-impl<P: Payload> Inner<P> {
+impl<P: Payload> DeliveryState<P> {
     /// The ones of `users` seen within the dormancy period.
     pub(super) async fn active(&self, users: &[String]) -> Result<Vec<String>> {
         // An empty `$in` on a shard key crashes DocumentDB 0.106 over Citus (a segfault in
@@ -227,7 +227,7 @@ fn followers_cursor(text: &str, author: &str) -> Result<Cursor> {
 }
 
 /// The job handler of a [`super::Delivery`].
-pub(super) struct Handler<P: Payload>(pub(super) Arc<Inner<P>>);
+pub(super) struct Handler<P: Payload>(pub(super) Arc<DeliveryState<P>>);
 
 impl<P: Payload> fmt::Debug for Handler<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -8,8 +8,8 @@ use bson::{doc, Document};
 use mongodb::options::IndexOptions;
 use mongodb::{Database, IndexModel};
 
-use super::inner::{Collections, Inner, Settings};
 use super::ranking::{DefaultRanking, DynRanking};
+use super::state::{Collections, FeedState, Settings};
 use super::store::FeedStore;
 use super::types::{Clock, SystemClock};
 use crate::backend::Backend;
@@ -237,7 +237,7 @@ impl<X: Payload> FeedStoreBuilder<X> {
             .batch(self.job_batch)
             .retry_delay(self.job_retry_delay)
             .build()?;
-        Ok(FeedStore::from_inner(Inner {
+        Ok(FeedStore::from_inner(FeedState {
             backend: with_indexes(self.config.backend(&locks, LOCK_LEASE), &collections),
             jobs,
             collections,

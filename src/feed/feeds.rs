@@ -17,9 +17,9 @@ use crate::error::Invalid;
 use crate::observe;
 
 use super::cursor;
-use super::inner::Inner;
 use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
+use super::state::FeedState;
 use super::types::{FeedKind, Post, PostId};
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::Payload;
@@ -59,7 +59,7 @@ use crate::{Error, Page, PageRequest, Result};
 /// ```
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Feeds<X> {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -76,7 +76,7 @@ impl<X> fmt::Debug for Feeds<X> {
 }
 
 impl<X> Feeds<X> {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<FeedState>) -> Self {
         Self {
             inner,
             _extension: PhantomData,
@@ -268,7 +268,7 @@ fn comes_after(item: &FeedItem, (score, post): (f64, PostId)) -> bool {
 /// The posts entering one feed, as a watch sees them: keyed by their id (its time, then its
 /// hex), the order in which posts are made.
 struct Entering<X> {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
     feed: String,
     _extension: PhantomData<fn() -> X>,
 }

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 
-use super::inner::Inner;
+use super::state::FeedState;
 use super::types::PostId;
 use super::{lists, propagation};
 use crate::jobs::{Job, JobHandler, JobQueue};
@@ -85,7 +85,7 @@ impl FeedJob {
     }
 
     /// Runs the job, claimed as `job`.
-    async fn run(self, inner: &Inner, job: &Job) -> Result<()> {
+    async fn run(self, inner: &FeedState, job: &Job) -> Result<()> {
         match self {
             FeedJob::PostCreated { post, created } => {
                 lists::fan_out_post(inner, post, created).await
@@ -116,7 +116,7 @@ fn bad_job(job: &Job) -> Error {
 }
 
 /// Runs a store's jobs; see [`super::FeedStore::start_worker`].
-pub(super) struct FeedJobs(pub(super) Arc<Inner>);
+pub(super) struct FeedJobs(pub(super) Arc<FeedState>);
 
 impl fmt::Debug for FeedJobs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -17,8 +17,8 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 
-use super::inner::{not_found_post, Inner};
 use super::ranking::Candidate;
+use super::state::{not_found_post, FeedState};
 use super::types::{FeedKind, PostId};
 use crate::backend::SortedLists;
 use crate::bson_ext;
@@ -60,7 +60,7 @@ pub(super) fn decode_items(collection: &str, feed: Option<Document>) -> Result<V
 /// than [`MISSING_POST_GRACE`] (by the post's `created` in the payload) is an error, so the
 /// queue retries it; after that the job is dropped (the post was never stored, or deleted).
 pub(super) async fn fan_out_post(
-    inner: &Inner,
+    inner: &FeedState,
     post: PostId,
     created: Option<bson::DateTime>,
 ) -> Result<()> {
@@ -103,7 +103,7 @@ pub(super) async fn fan_out_post(
 }
 
 /// Recomputes the "hot" feed; see [`super::Feeds::refresh_hot`]. Returns the feed's length.
-pub(super) async fn refresh_hot(inner: &Inner) -> Result<usize> {
+pub(super) async fn refresh_hot(inner: &FeedState) -> Result<usize> {
     let now = inner.clock.now();
     let window = inner.settings.hot_window.as_millis() as i64;
     let since = bson::DateTime::from_millis(now.timestamp_millis() - window);
@@ -153,7 +153,7 @@ pub(super) async fn refresh_hot(inner: &Inner) -> Result<usize> {
 }
 
 /// Rebuilds `user`'s feed; see [`super::Feeds::rebuild_user`]. Returns the feed's length.
-pub(super) async fn rebuild_user(inner: &Inner, user: &str) -> Result<usize> {
+pub(super) async fn rebuild_user(inner: &FeedState, user: &str) -> Result<usize> {
     crate::validate::user_id("user", user)?;
     inner.user(user).await?;
     let mut authors = inner.follows.followees_of(user).await?;
@@ -170,7 +170,7 @@ pub(super) async fn rebuild_user(inner: &Inner, user: &str) -> Result<usize> {
 /// The posts matching `filter` (newest first, at most `limit`), scored for `feed`, sorted and
 /// cut to the feed's length.
 async fn scored_posts(
-    inner: &Inner,
+    inner: &FeedState,
     filter: Document,
     limit: Option<i64>,
     feed: &FeedKind,
@@ -201,7 +201,7 @@ async fn scored_posts(
 }
 
 /// The ranking's score, refused unless finite (a NaN or infinity cannot be paged).
-fn score(inner: &Inner, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
+fn score(inner: &FeedState, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
     let score = inner.ranking.score(feed, candidate);
     if !score.is_finite() {
         return Err(Error::InvalidConfig {
@@ -217,7 +217,7 @@ fn score(inner: &Inner, feed: &FeedKind, candidate: &Candidate) -> Result<f64> {
 
 /// Adds each `(feed key, item)`, keeping every feed sorted, bounded and free of repeats (see
 /// [`Backend::merge_into_sorted_lists`](crate::backend::Backend::merge_into_sorted_lists)).
-async fn merge_into_feeds(inner: &Inner, entries: Vec<(String, FeedItem)>) -> Result<()> {
+async fn merge_into_feeds(inner: &FeedState, entries: Vec<(String, FeedItem)>) -> Result<()> {
     let sort = doc! { "score": -1, "post": -1 };
     let lists = SortedLists {
         collection: &inner.collections.feeds,
@@ -236,7 +236,7 @@ async fn merge_into_feeds(inner: &Inner, entries: Vec<(String, FeedItem)>) -> Re
 
 /// Sets a feed's whole list and starts a new generation of its cursors (under its lock where
 /// updates are not atomic).
-async fn replace_feed(inner: &Inner, feed: &FeedKind, items: Vec<FeedItem>) -> Result<()> {
+async fn replace_feed(inner: &FeedState, feed: &FeedKind, items: Vec<FeedItem>) -> Result<()> {
     let key = feed.key();
     let items = bson::to_bson(&items)?;
     inner

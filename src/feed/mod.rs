@@ -91,7 +91,6 @@
 mod builder;
 mod cursor;
 mod feeds;
-mod inner;
 mod jobs;
 mod likes;
 mod lists;
@@ -99,6 +98,7 @@ mod posts;
 mod propagation;
 mod ranking;
 mod search;
+mod state;
 mod store;
 mod types;
 mod users;

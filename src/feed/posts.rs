@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bson::{doc, Document};
 
-use super::inner::{not_found_post, Inner};
 use super::jobs::FeedJob;
+use super::state::{not_found_post, FeedState};
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
 use crate::idempotency::{CONTENT, KEY};
@@ -114,7 +114,7 @@ struct KeyedPost {
 }
 
 /// The post id a keyed post's record names.
-fn record_post(inner: &Inner, record: &Document) -> Result<PostId> {
+fn record_post(inner: &FeedState, record: &Document) -> Result<PostId> {
     record.get_object_id("post").map(PostId).map_err(|_| {
         bson_ext::corrupt(
             inner.collections.post_keys.name(),
@@ -125,7 +125,7 @@ fn record_post(inner: &Inner, record: &Document) -> Result<PostId> {
 }
 
 /// The creation time a keyed post's record names.
-fn record_created(inner: &Inner, record: &Document) -> Result<bson::DateTime> {
+fn record_created(inner: &FeedState, record: &Document) -> Result<bson::DateTime> {
     record.get_datetime("created").copied().map_err(|_| {
         bson_ext::corrupt(
             inner.collections.post_keys.name(),
@@ -149,7 +149,7 @@ fn record_created(inner: &Inner, record: &Document) -> Result<bson::DateTime> {
 /// ```
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Posts<X> {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -166,7 +166,7 @@ impl<X> fmt::Debug for Posts<X> {
 }
 
 impl<X> Posts<X> {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<FeedState>) -> Self {
         Self {
             inner,
             _extension: PhantomData,

@@ -36,7 +36,7 @@ use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
-use super::inner::Inner;
+use super::state::FeedState;
 use crate::{Entity, Error, Result};
 
 /// How far a propagation got.
@@ -58,7 +58,7 @@ pub(super) fn user_lock(id: &str) -> String {
 }
 
 /// Records a propagation of `user`'s chunk, to run from the first copy (one `insert`).
-pub(super) async fn record(inner: &Inner, user: &str) -> Result<ObjectId> {
+pub(super) async fn record(inner: &FeedState, user: &str) -> Result<ObjectId> {
     let id = ObjectId::new();
     inner
         .collections
@@ -78,7 +78,7 @@ pub(super) async fn record(inner: &Inner, user: &str) -> Result<ObjectId> {
 ///
 /// [`Error::NotFound`] for an unknown propagation or a user deleted meanwhile.
 pub(super) async fn run(
-    inner: &Inner,
+    inner: &FeedState,
     propagation: ObjectId,
     max_batches: Option<usize>,
     deadline: Option<Instant>,

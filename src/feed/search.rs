@@ -27,7 +27,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::cursor;
-use super::inner::Inner;
+use super::state::FeedState;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
@@ -75,7 +75,7 @@ pub enum SearchOrder {
 /// ```
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Search<X> {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -92,7 +92,7 @@ impl<X> fmt::Debug for Search<X> {
 }
 
 impl<X> Search<X> {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<FeedState>) -> Self {
         Self {
             inner,
             _extension: PhantomData,

@@ -9,11 +9,11 @@ use bson::doc;
 use mongodb::Database;
 
 use super::feeds::Feeds;
-use super::inner::Inner;
 use super::jobs::FeedJobs;
 use super::likes::Likes;
 use super::posts::Posts;
 use super::search::Search;
+use super::state::FeedState;
 use super::users::Users;
 use crate::jobs::{JobQueue, Worker};
 use crate::observe;
@@ -50,7 +50,7 @@ use crate::Result;
 /// # Ok(()) }
 /// ```
 pub struct FeedStore<X> {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
     _extension: PhantomData<fn() -> X>,
 }
 
@@ -71,7 +71,7 @@ impl<X> fmt::Debug for FeedStore<X> {
 
 impl<X: Payload> FeedStore<X> {
     /// The store over `inner`, built by its builder.
-    pub(super) fn from_inner(inner: Inner) -> Self {
+    pub(super) fn from_inner(inner: FeedState) -> Self {
         Self {
             inner: Arc::new(inner),
             _extension: PhantomData,

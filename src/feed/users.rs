@@ -11,9 +11,9 @@ use mongodb::options::ReturnDocument;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::inner::{not_found_user, Inner};
 use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
+use super::state::{not_found_user, FeedState};
 use super::types::User;
 use crate::observe;
 use crate::validate;
@@ -83,7 +83,7 @@ pub struct ExtendedUser<E> {
 #[derive(Clone)]
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Users {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
 }
 
 impl fmt::Debug for Users {
@@ -102,7 +102,7 @@ impl Users {
     /// less 1 KiB, which its document keeps for the user's id.
     pub const MAX_EXTENDED_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
 
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<FeedState>) -> Self {
         Self { inner }
     }
 

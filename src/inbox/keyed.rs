@@ -18,13 +18,13 @@ use crate::idempotency::{self, CONTENT, KEY};
 use crate::{Entity, Error, Result};
 
 /// A keyed send's id and content digest.
-pub(super) struct Keyed {
+pub(super) struct KeyedSend {
     pub(super) id: MessageId,
     pub(super) key: String,
     pub(super) content: String,
 }
 
-impl Keyed {
+impl KeyedSend {
     /// The key of `message`, checked, with the id it gives and the digest of what is sent;
     /// `None` without a key.
     pub(super) fn of<P: Payload>(message: &NewMessage<P>) -> Result<Option<Self>> {
@@ -111,7 +111,7 @@ pub(super) async fn find(
 pub(super) async fn send_recorded<P, F, Fut>(
     backend: &Backend,
     records: &Collection<Document>,
-    keyed: Keyed,
+    keyed: KeyedSend,
     message: NewMessage<P>,
     deliver: F,
 ) -> Result<Sent<P>>

@@ -137,16 +137,12 @@
 //! [`HybridPages`]: crate::comments::HybridPages
 //! [`CommentTransfer`]: crate::comments::CommentTransfer
 
-mod comment_mirror;
 mod comments;
 mod engine;
 mod inbox;
 mod links;
-mod mirror;
 mod state;
 
-pub use comment_mirror::MigratingComments;
-pub use comments::{CommentMigration, CommentMigrationBuilder, CommentProgress};
+pub use comments::{CommentMigration, CommentMigrationBuilder, CommentProgress, MigratingComments};
 pub use engine::Reads;
-pub use inbox::{InboxMigration, InboxMigrationBuilder, Progress};
-pub use mirror::MigratingInbox;
+pub use inbox::{InboxMigration, InboxMigrationBuilder, MigratingInbox, Progress};

@@ -10,8 +10,8 @@ use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
 use crate::comments::tree::{self, Node};
 use crate::comments::{
-    check_reply_target, discussion_lock, notify_reply, validate, Comment, Keyed, NewComment, Order,
-    Sort, Thread, ThreadedComments,
+    check_reply_target, discussion_lock, notify_reply, validate, Comment, KeyedComment, NewComment,
+    Order, Sort, Thread, ThreadedComments,
 };
 use crate::error::Invalid;
 use crate::observe;
@@ -51,7 +51,7 @@ impl ThreadedComments for Embedded {
                         limit: format!("this store nests replies at most {} deep", self.max_depth),
                     }));
                 }
-                let keyed = Keyed::of(discussion, Some(parent), &comment)?;
+                let keyed = KeyedComment::of(discussion, Some(parent), &comment)?;
                 if let Some(keyed) = &keyed {
                     // A repeat: one `find`, nothing written (and nothing notified again).
                     if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {

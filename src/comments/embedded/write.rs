@@ -9,7 +9,7 @@ use super::{
 };
 use crate::bson_ext::{self, now_or_after};
 use crate::comments::tree::{self, Node, Window};
-use crate::comments::{discussion_lock, validate, Comment, Keyed, NewComment};
+use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::{Entity, Error, Result};
 
 impl Embedded {
@@ -84,7 +84,7 @@ impl Embedded {
     pub(super) async fn keyed_comment(
         &self,
         discussion: &str,
-        keyed: &Keyed,
+        keyed: &KeyedComment,
     ) -> Result<Option<(Vec<usize>, Node)>> {
         let found = self
             .backend
@@ -207,7 +207,7 @@ impl Embedded {
         comment: NewComment,
     ) -> Result<Comment> {
         validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-        let keyed = Keyed::of(discussion, None, &comment)?;
+        let keyed = KeyedComment::of(discussion, None, &comment)?;
         if let Some(keyed) = &keyed {
             // A repeat: one `find`, nothing written.
             if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {

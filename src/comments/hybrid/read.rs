@@ -6,7 +6,7 @@ use futures::TryStreamExt;
 use super::{check_slug, number, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
-use crate::comments::{validate, Keyed, Order};
+use crate::comments::{validate, KeyedComment, Order};
 use crate::page::{invalid, Cursor};
 use crate::{Entity, Result};
 
@@ -136,7 +136,7 @@ impl HybridPages {
         &self,
         discussion: &str,
         slug: &str,
-        keyed: &Keyed,
+        keyed: &KeyedComment,
     ) -> Result<Option<Entry>> {
         let Some(entry) = self.find_slug(discussion, slug).await? else {
             return Ok(None);

@@ -8,8 +8,8 @@ use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
 use crate::comments::cursor;
 use crate::comments::{
-    discussion_lock, validate, Comment, CommentStore, Deletion, Features, Keyed, NewComment, Order,
-    Strategy, ThreadedComments,
+    discussion_lock, validate, Comment, CommentStore, Deletion, Features, KeyedComment, NewComment,
+    Order, Strategy, ThreadedComments,
 };
 use crate::observe;
 use crate::sharding::ShardKey;
@@ -56,7 +56,7 @@ impl CommentStore for HybridPages {
         observe::operation!("comments.post", strategy = STRATEGY.name())
             .run(async move {
                 validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-                let keyed = Keyed::of(discussion, None, &comment)?;
+                let keyed = KeyedComment::of(discussion, None, &comment)?;
                 let slug = match &keyed {
                     // Derived from the key: every attempt of one keyed post looks for, and pushes, the
                     // same slug.

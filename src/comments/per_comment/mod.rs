@@ -1,12 +1,12 @@
 //! One document per comment, threaded by materialized slug paths.
 
 mod builder;
-mod comment_store;
 mod read;
+mod store;
 mod stored;
 mod threads;
 mod transfer;
-mod voting;
+mod votes;
 mod write;
 
 use bson::Document;
@@ -15,7 +15,7 @@ use mongodb::{Collection, Database};
 pub use builder::PerCommentBuilder;
 
 use super::registry::Registry;
-use super::votes::{self, VoteBook};
+use super::votes::VoteBook;
 use super::{Strategy, ThreadedComments};
 use crate::backend::Backend;
 use crate::config::StoreConfig;
@@ -28,7 +28,7 @@ pub(super) const COLLECTIONS: [&str; 4] = [
     "comments",
     "comment_discussions",
     "comment_locks",
-    votes::VOTES,
+    super::votes::VOTES,
 ];
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);

@@ -11,8 +11,8 @@ use super::stored::Stored;
 use super::{PerComment, STRATEGY};
 use crate::comments::cursor::{self, page_from, View};
 use crate::comments::{
-    check_reply_target, notify_reply, slug, validate, Comment, Keyed, NewComment, Order, Sort,
-    Thread, ThreadedComments, VotedComments,
+    check_reply_target, notify_reply, slug, validate, Comment, KeyedComment, NewComment, Order,
+    Sort, Thread, ThreadedComments, VotedComments,
 };
 use crate::observe;
 use crate::page::invalid;
@@ -26,7 +26,7 @@ impl ThreadedComments for PerComment {
                 validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
                 slug::parse_slug(parent)?;
                 check_reply_target(self.outbox.as_ref(), discussion, parent)?;
-                let keyed = Keyed::of(discussion, Some(parent), &comment)?;
+                let keyed = KeyedComment::of(discussion, Some(parent), &comment)?;
                 if let Some(keyed) = &keyed {
                     // A repeat: one `find`, nothing written (and nothing notified again).
                     if let Some(stored) = self.keyed_comment(discussion, keyed).await? {

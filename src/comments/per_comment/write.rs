@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::{PerComment, SLUG_ATTEMPTS};
-use crate::comments::{slug, validate, Author, Keyed, NewComment, Votes};
+use crate::comments::{slug, validate, Author, KeyedComment, NewComment, Votes};
 use crate::error::Invalid;
 use crate::{Error, Result};
 
@@ -19,7 +19,7 @@ impl PerComment {
         discussion: &str,
         parent: Option<&Stored>,
         comment: NewComment,
-        keyed: Option<&Keyed>,
+        keyed: Option<&KeyedComment>,
     ) -> Result<Stored> {
         let micros = slug::now_micros();
         let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
@@ -105,7 +105,7 @@ impl PerComment {
     pub(super) async fn keyed_comment(
         &self,
         discussion: &str,
-        keyed: &Keyed,
+        keyed: &KeyedComment,
     ) -> Result<Option<Stored>> {
         let found = self
             .backend

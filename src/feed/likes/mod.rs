@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bson::oid::ObjectId;
 use bson::Document;
 
-use super::inner::Inner;
+use super::state::FeedState;
 use super::types::PostId;
 use crate::Result;
 
@@ -118,7 +118,7 @@ pub use counters::{Counter, Counters};
 #[derive(Clone)]
 #[must_use = "a handle does nothing until one of its methods is called"]
 pub struct Likes {
-    inner: Arc<Inner>,
+    inner: Arc<FeedState>,
 }
 
 impl fmt::Debug for Likes {
@@ -128,7 +128,7 @@ impl fmt::Debug for Likes {
 }
 
 impl Likes {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<FeedState>) -> Self {
         Self { inner }
     }
 

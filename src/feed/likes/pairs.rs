@@ -5,7 +5,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING};
-use crate::feed::inner::not_found_post;
+use crate::feed::state::not_found_post;
 use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe;

@@ -6,6 +6,7 @@ mod layout;
 pub(super) mod lifecycle;
 mod read;
 mod transfer;
+mod watch;
 
 pub use builder::BucketedFanOutBuilder;
 pub(crate) use layout::bucket_id;
@@ -243,7 +244,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
         )
         .run(async move {
             validate::check_new_message(&message)?;
-            if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+            if let Some(keyed) = super::keyed::KeyedSend::of(&message)? {
                 let records = self.buckets.recipients.collection().clone();
                 // Recipients holding the message already (an earlier attempt's) are skipped.
                 return super::keyed::send_recorded(
@@ -379,7 +380,7 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
             ..
         } = &self.buckets;
         crate::realtime::watch(
-            super::watch::Bucketed {
+            watch::Bucketed {
                 backend: backend.clone(),
                 buckets: buckets.clone(),
                 recipients: recipients.clone(),

@@ -213,7 +213,7 @@ impl<P: Payload> FanOutOnRead<P> {
     /// [`crate::Error::Conflict`] if `message` differs.
     fn sent_before(
         &self,
-        keyed: &super::keyed::Keyed,
+        keyed: &super::keyed::KeyedSend,
         stored: &Document,
         message: NewMessage<P>,
     ) -> Result<Sent<P>> {
@@ -252,7 +252,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
         )
         .run(async move {
             validate::check_new_message(&message)?;
-            let keyed = super::keyed::Keyed::of(&message)?;
+            let keyed = super::keyed::KeyedSend::of(&message)?;
             if let Some(keyed) = &keyed {
                 // A repeat: one `find` by the derived `_id`, nothing written.
                 if let Some(stored) =

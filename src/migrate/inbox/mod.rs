@@ -1,24 +1,24 @@
 //! [`InboxMigration`]: the migration's handle (start, progress, cut-over, finish, abort) and
 //! its copy, run as jobs.
 
+mod mirror;
+mod units;
+
+pub use mirror::MigratingInbox;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
 use mongodb::Database;
 
-use super::engine::{self, Config, Engine, Units};
-use super::mirror::MigratingInbox;
+use super::engine::{self, Config};
 use super::Reads;
-use crate::error::{Error, Result};
-use crate::inbox::{DynInboxTransfer, HeldMessage, Payload};
+use crate::error::Result;
+use crate::inbox::{DynInboxTransfer, Payload};
 use crate::jobs::Worker;
 use crate::observe;
 use crate::retry::RetryPolicy;
-
-/// Messages imported at a time.
-const IMPORT_CHUNK: usize = 500;
+use units::{InboxEngine, Inboxes};
 
 /// How far a migration's copy has got ([`InboxMigration::progress`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -59,11 +59,8 @@ pub struct Progress {
 /// # Ok(()) }
 /// ```
 pub struct InboxMigration<P> {
-    inner: Arc<Inner<P>>,
+    inner: Arc<InboxEngine<P>>,
 }
-
-/// The inbox migration's engine.
-pub(super) type Inner<P> = Engine<Inboxes<P>>;
 
 impl<P> Clone for InboxMigration<P> {
     fn clone(&self) -> Self {
@@ -76,21 +73,6 @@ impl<P> Clone for InboxMigration<P> {
 impl<P: Payload> std::fmt::Debug for InboxMigration<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.inner.fmt(f)
-    }
-}
-
-/// What an inbox migration moves: owners' inboxes, from `source` to `target`.
-pub(super) struct Inboxes<P> {
-    pub(super) source: Arc<DynInboxTransfer<P>>,
-    pub(super) target: Arc<DynInboxTransfer<P>>,
-}
-
-impl<P> std::fmt::Debug for Inboxes<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inboxes")
-            .field("source", &self.source)
-            .field("target", &self.target)
-            .finish()
     }
 }
 
@@ -138,7 +120,7 @@ impl<P: Payload> InboxMigrationBuilder<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a name that cannot name a collection.
+    /// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for a name that cannot name a collection.
     pub fn build(self) -> Result<InboxMigration<P>> {
         let units = Inboxes {
             source: self.source,
@@ -178,7 +160,7 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Precondition`] when the target holds messages and the migration had not started
+    /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
     /// (a target must start empty; an aborted migration empties it).
     pub async fn start(&self) -> Result<()> {
         observe::operation!("migrate.start", migration = "inbox")
@@ -226,7 +208,7 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Precondition`] before every owner is copied, or after an abort.
+    /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
     pub async fn cut_over(&self) -> Result<()> {
         observe::operation!("migrate.cut_over", migration = "inbox")
             .run(async move { self.inner.cut_over().await })
@@ -238,7 +220,7 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Precondition`] before every owner is copied, or after an abort.
+    /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
     pub async fn finish(&self) -> Result<()> {
         observe::operation!("migrate.finish", migration = "inbox")
             .run(async move { self.inner.finish().await })
@@ -251,128 +233,10 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::Precondition`] after [`InboxMigration::finish`].
+    /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
     pub async fn abort(&self) -> Result<()> {
         observe::operation!("migrate.abort", migration = "inbox")
             .run(async move { self.inner.abort().await })
             .await
     }
-}
-
-#[async_trait]
-impl<P: Payload> Units for Inboxes<P> {
-    fn kind(&self) -> &'static str {
-        "migrate-inbox"
-    }
-
-    fn unit(&self) -> &'static str {
-        "owner"
-    }
-
-    fn strategies(&self) -> (String, String) {
-        (
-            format!("{:?}", self.source.strategy()),
-            format!("{:?}", self.target.strategy()),
-        )
-    }
-
-    async fn create_indexes(&self) -> Result<()> {
-        self.source.create_indexes().await?;
-        self.target.create_indexes().await
-    }
-
-    async fn check_start(&self) -> Result<()> {
-        if !self.target.is_empty().await? {
-            return Err(Error::Precondition {
-                reason: "the migration's target store holds messages already: a target starts \
-                         empty"
-                    .to_owned(),
-            });
-        }
-        Ok(())
-    }
-
-    async fn list(&self, after: Option<String>, limit: usize) -> Result<Vec<String>> {
-        self.source
-            .owners(after)
-            .await?
-            .take(limit)
-            .try_collect()
-            .await
-    }
-
-    /// Empties the owner's inbox in the target, imports the source's export (500 messages at
-    /// a time), and the owner's mute and block lists.
-    async fn copy(&self, owner: &str) -> Result<u64> {
-        self.target.purge(owner).await?;
-        let mut exported = self.source.export(owner).await?;
-        let mut chunk = Vec::with_capacity(IMPORT_CHUNK);
-        let mut messages = 0;
-        while let Some(held) = exported.try_next().await? {
-            chunk.push(held);
-            if chunk.len() == IMPORT_CHUNK {
-                self.target.import(owner, &chunk).await?;
-                messages += chunk.len() as u64;
-                chunk.clear();
-            }
-        }
-        drop(exported);
-        if !chunk.is_empty() {
-            self.target.import(owner, &chunk).await?;
-            messages += chunk.len() as u64;
-        }
-        let filters = self.source.filters(owner).await?;
-        for sender in &filters.muted {
-            self.target.mute(owner, sender).await?;
-        }
-        for sender in &filters.blocked {
-            self.target.block(owner, sender).await?;
-        }
-        Ok(messages)
-    }
-
-    async fn verified(&self, owner: &str) -> Result<bool> {
-        verified(&*self.source, &*self.target, owner).await
-    }
-
-    async fn purge_target(&self) -> Result<()> {
-        self.target.purge_all().await
-    }
-}
-
-/// Whether `owner`'s inbox in `target` is the one in `source`: the same count and unread count,
-/// and every message the owner holds shown the same, in the same order (newest and oldest
-/// ids, read state, stars and edits included).
-pub(super) async fn verified<P: Payload>(
-    source: &DynInboxTransfer<P>,
-    target: &DynInboxTransfer<P>,
-    owner: &str,
-) -> Result<bool> {
-    if source.count(owner).await? != target.count(owner).await?
-        || source.unread_count(owner).await? != target.unread_count(owner).await?
-    {
-        return Ok(false);
-    }
-    Ok(shown(source, owner).await? == shown(target, owner).await?)
-}
-
-/// What `owner`'s pages show of each message `store` holds for them, oldest first.
-async fn shown<P: Payload>(
-    store: &DynInboxTransfer<P>,
-    owner: &str,
-) -> Result<
-    Vec<(
-        crate::inbox::MessageId,
-        Option<bson::Bson>,
-        Option<bson::DateTime>,
-        bool,
-        bool,
-    )>,
-> {
-    let held: Vec<HeldMessage> = store.export(owner).await?.try_collect().await?;
-    Ok(held
-        .into_iter()
-        .filter(HeldMessage::is_shown)
-        .map(|m| (m.id, m.payload, m.edited, m.read, m.starred))
-        .collect())
 }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::comments::Inner;
-use super::engine::Writes;
+use super::units::CommentEngine;
 use crate::comments::{
     Comment, CommentStore, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort,
     Strategy, ThreadedComments, Vote, VotedComments,
 };
 use crate::error::{Error, Invalid, Limit};
+use crate::migrate::engine::Writes;
 use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -23,12 +23,12 @@ use crate::{Page, PageRequest, Result};
 /// so the target takes them in the source's order; reads go to the source, or to the target
 /// once the migration moved them. Until the finish every link it takes and gives is the
 /// source's (the link map translates); after it, it gives the target's and takes both. See the
-/// [module docs](super) for what each costs. Errors are the source's: the target's own, after
+/// [module docs](crate::migrate) for what each costs. Errors are the source's: the target's own, after
 /// the source took a write, leave the discussion to be copied again.
 ///
 /// It threads ([`CommentStore::threaded`]) where both strategies do.
 pub struct MigratingComments {
-    inner: Arc<Inner>,
+    inner: Arc<CommentEngine>,
 }
 
 impl fmt::Debug for MigratingComments {
@@ -50,7 +50,7 @@ enum Reader {
 }
 
 impl MigratingComments {
-    pub(super) fn new(inner: Arc<Inner>) -> Self {
+    pub(super) fn new(inner: Arc<CommentEngine>) -> Self {
         Self { inner }
     }
 

@@ -48,7 +48,7 @@ pub(super) struct Settings {
 }
 
 /// One store's state, shared by the store, its handles and its job handler.
-pub(super) struct Inner {
+pub(super) struct FeedState {
     /// The server's differences: writers of feeds and counters take turns where updates are
     /// not atomic.
     pub(super) backend: Backend,
@@ -63,7 +63,7 @@ pub(super) struct Inner {
     pub(super) outbox: Option<crate::notifications::Outbox>,
 }
 
-impl fmt::Debug for Inner {
+impl fmt::Debug for FeedState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FeedStore")
             .field("posts", &self.collections.posts.name())
@@ -74,7 +74,7 @@ impl fmt::Debug for Inner {
     }
 }
 
-impl Inner {
+impl FeedState {
     /// A user's profile (one `find`), or [`Error::NotFound`].
     pub(super) async fn user(&self, id: &str) -> Result<User> {
         validate::user_id("user", id)?;

@@ -307,7 +307,7 @@ impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
         )
         .run(async move {
             validate::check_new_message(&message)?;
-            if let Some(keyed) = super::keyed::Keyed::of(&message)? {
+            if let Some(keyed) = super::keyed::KeyedSend::of(&message)? {
                 let records = self.recipients.collection();
                 return super::keyed::send_recorded(
                     &self.backend,

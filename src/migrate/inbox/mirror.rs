@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::engine::Writes;
-use super::inbox::Inner;
+use super::units::InboxEngine;
 use crate::error::{Error, Invalid};
 use crate::inbox::{
     Filter, Filters, InboxLifecycle, InboxStore, Message, MessageId, NewMessage, Payload,
     Retention, Sent, Strategy, UpTo,
 };
+use crate::migrate::engine::Writes;
 use crate::observe;
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
@@ -21,11 +21,11 @@ use crate::{Page, PageRequest, Result};
 
 /// The inbox store of a running [`super::InboxMigration`]: every write goes to the source,
 /// then to the target for the owners whose copy is done; reads go to the source, or to the
-/// target once the migration moved them (see the [module docs](super) for what each costs).
+/// target once the migration moved them (see the [module docs](crate::migrate) for what each costs).
 /// Errors are the source's: the target's own, after the source took a write, leave the owner
 /// to be copied again.
 pub struct MigratingInbox<P> {
-    inner: Arc<Inner<P>>,
+    inner: Arc<InboxEngine<P>>,
 }
 
 impl<P> fmt::Debug for MigratingInbox<P> {
@@ -39,7 +39,7 @@ impl<P> fmt::Debug for MigratingInbox<P> {
 }
 
 impl<P: Payload> MigratingInbox<P> {
-    pub(super) fn new(inner: Arc<Inner<P>>) -> Self {
+    pub(super) fn new(inner: Arc<InboxEngine<P>>) -> Self {
         Self { inner }
     }
 

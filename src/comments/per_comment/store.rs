@@ -9,8 +9,8 @@ use super::stored::Stored;
 use super::{PerComment, STRATEGY};
 use crate::comments::cursor;
 use crate::comments::{
-    discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features, Keyed,
-    NewComment, Order, Strategy, ThreadedComments,
+    discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
+    KeyedComment, NewComment, Order, Strategy, ThreadedComments,
 };
 use crate::observe;
 use crate::sharding::ShardKey;
@@ -46,7 +46,7 @@ impl CommentStore for PerComment {
         observe::operation!("comments.post", strategy = STRATEGY.name())
             .run(async move {
                 validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-                let keyed = Keyed::of(discussion, None, &comment)?;
+                let keyed = KeyedComment::of(discussion, None, &comment)?;
                 if let Some(keyed) = &keyed {
                     // A repeat: one `find`, nothing written.
                     if let Some(stored) = self.keyed_comment(discussion, keyed).await? {
