@@ -37,6 +37,156 @@ fn after_path(view: View, order: Order, scope: Scope, path: &[usize]) -> Cursor 
     cursor::new(STRATEGY, view, order, scope, &[&tree::format_path(path)])
 }
 
+/// Where a reply goes: the parent comment `parent` (at `parent_path`) in `discussion`.
+struct ReplyTarget<'a> {
+    discussion: &'a str,
+    parent: &'a str,
+    parent_path: &'a [usize],
+}
+
+/// A reply at a sibling position and its posting time, with the author of its parent.
+type Placed = (usize, bson::DateTime, String);
+
+impl Embedded {
+    /// The node stored for `comment` (carrying its key, if any) and the bytes it adds to the
+    /// discussion document.
+    fn reply_node(&self, comment: NewComment, keyed: Option<&KeyedComment>) -> Result<(Node, i64)> {
+        let mut node = Node::new(comment);
+        let mut keyed_growth = 0;
+        if let Some(keyed) = keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
+        Ok((node, growth))
+    }
+
+    /// Places `node` among the replies of the target's parent, run under the discussion's lock;
+    /// each round reads the parent afresh and tries the next free position.
+    async fn place_reply(
+        &self,
+        target: &ReplyTarget<'_>,
+        node: &mut Node,
+        keyed: Option<&KeyedComment>,
+        growth: i64,
+    ) -> Result<Placed> {
+        let ReplyTarget {
+            discussion,
+            parent,
+            parent_path,
+        } = *target;
+        let mut parent_author = String::new();
+        for _ in 0..ATTEMPTS {
+            if let Some(keyed) = keyed {
+                // Stored by a concurrent attempt with the key (checked under the
+                // discussion's lock where writers take turns).
+                if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
+                    let parent_node = self
+                        .window_for_write(discussion, parent_path, parent, Entity::ParentComment)
+                        .await?;
+                    if let Some(parent_node) = parent_node.node(parent_path) {
+                        parent_author = parent_node.author.id.clone();
+                    }
+                    let index = path.last().copied().unwrap_or_default();
+                    return Ok((index, stored.posted, parent_author));
+                }
+            }
+            let window = self
+                .window_for_write(discussion, parent_path, parent, Entity::ParentComment)
+                .await?;
+            let parent_node = window.node(parent_path).expect("checked by window_with");
+            parent_author = parent_node.author.id.clone();
+            let siblings = &parent_node.replies;
+            // This reply's own earlier attempt, whose reply was lost, took its position.
+            if let Some(index) = siblings.iter().position(|sibling| sibling.id == node.id) {
+                return Ok((index, siblings[index].posted, parent_author));
+            }
+            let index = siblings.len();
+            // Stamped for this attempt at position `index`, never before the reply
+            // there before it: the reply that takes a position carries the stamp made
+            // for it, so positions and posting times agree.
+            node.posted = now_or_after(siblings.last().map(|sibling| sibling.posted));
+            let (landed, tries) = self
+                .push_reply_at(target, node, keyed, growth, index)
+                .await?;
+            if let Some((index, posted)) = landed {
+                return Ok((index, posted, parent_author));
+            }
+            if tries == 1 {
+                self.refusal(discussion, growth).await??;
+            }
+        }
+        Err(Error::contention("embedded write", ATTEMPTS))
+    }
+
+    /// One try at pushing `node` to position `index` among the parent's replies, retried on
+    /// transient errors: the position and posting time it landed at (`None` when the position
+    /// was taken or the discussion has no room), and how many tries it took.
+    async fn push_reply_at(
+        &self,
+        target: &ReplyTarget<'_>,
+        node: &Node,
+        keyed: Option<&KeyedComment>,
+        growth: i64,
+        index: usize,
+    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
+        let ReplyTarget {
+            discussion,
+            parent,
+            parent_path,
+        } = *target;
+        let pushed = bson::to_bson(node)?;
+        let field = tree::field_path(parent_path);
+        let mut filter = self.with_room(discussion, growth);
+        // The reply goes to position `index` only if no one took it meanwhile.
+        filter.insert(
+            format!("{field}.replies.{index}"),
+            doc! { "$exists": false },
+        );
+        filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
+        let mut push = doc! { format!("{field}.replies"): pushed };
+        if let Some(keyed) = keyed {
+            push.insert(KEYED, keyed.id);
+            filter.insert(KEYED, doc! { "$ne": keyed.id });
+        }
+        let update = doc! {
+            "$push": push,
+            "$inc": { "count": 1_i64, "bytes": growth },
+        };
+        // Pushed at `index` only while it is free: a retry after a lost reply
+        // matches nothing, and the next round finds the reply there.
+        let mut tries = 0;
+        let (id, posted) = (node.id, node.posted);
+        let landed = self
+            .backend
+            .retry("reply to comment", || {
+                tries += 1;
+                let again = tries > 1;
+                let action = self.discussions.update_one(filter.clone(), update.clone());
+                async move {
+                    if again {
+                        let window = self
+                            .window_with(discussion, parent_path, parent, Entity::ParentComment)
+                            .await?;
+                        let siblings = window.node(parent_path).map(|n| &n.replies);
+                        if let Some(sibling) =
+                            siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
+                        {
+                            return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
+                        }
+                    }
+                    Ok((action.await?.matched_count == 1).then_some((index, posted)))
+                }
+            })
+            .await?;
+        Ok((landed, tries))
+    }
+}
+
 #[async_trait]
 impl ThreadedComments for Embedded {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
@@ -58,134 +208,19 @@ impl ThreadedComments for Embedded {
                         return Ok(node.comment(&path));
                     }
                 }
-                let mut node = Node::new(comment);
-                let mut keyed_growth = 0;
-                if let Some(keyed) = &keyed {
-                    node.id = keyed.id;
-                    node.idempotency_key = Some(keyed.key.clone());
-                    node.content_digest = Some(keyed.content.clone());
-                    keyed_growth = 24;
-                }
-                let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-                    + ELEMENT_OVERHEAD
-                    + keyed_growth) as i64;
-                let mut parent_author = String::new();
-                let index = self
+                let (mut node, growth) = self.reply_node(comment, keyed.as_ref())?;
+                let target = ReplyTarget {
+                    discussion,
+                    parent,
+                    parent_path: &parent_path,
+                };
+                let (index, posted, parent_author) = self
                     .backend
-                    .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
-                        for _ in 0..ATTEMPTS {
-                            if let Some(keyed) = &keyed {
-                                // Stored by a concurrent attempt with the key (checked under the
-                                // discussion's lock where writers take turns).
-                                if let Some((path, stored)) =
-                                    self.keyed_comment(discussion, keyed).await?
-                                {
-                                    let parent_node = self
-                                        .window_for_write(
-                                            discussion,
-                                            &parent_path,
-                                            parent,
-                                            Entity::ParentComment,
-                                        )
-                                        .await?;
-                                    if let Some(parent_node) = parent_node.node(&parent_path) {
-                                        parent_author = parent_node.author.id.clone();
-                                    }
-                                    let index = path.last().copied().unwrap_or_default();
-                                    return Ok((index, stored.posted));
-                                }
-                            }
-                            let window = self
-                                .window_for_write(
-                                    discussion,
-                                    &parent_path,
-                                    parent,
-                                    Entity::ParentComment,
-                                )
-                                .await?;
-                            let parent_node =
-                                window.node(&parent_path).expect("checked by window_with");
-                            parent_author = parent_node.author.id.clone();
-                            let siblings = &parent_node.replies;
-                            // This reply's own earlier attempt, whose reply was lost, took its position.
-                            if let Some(index) =
-                                siblings.iter().position(|sibling| sibling.id == node.id)
-                            {
-                                return Ok((index, siblings[index].posted));
-                            }
-                            let index = siblings.len();
-                            // Stamped for this attempt at position `index`, never before the reply
-                            // there before it: the reply that takes a position carries the stamp made
-                            // for it, so positions and posting times agree.
-                            node.posted =
-                                now_or_after(siblings.last().map(|sibling| sibling.posted));
-                            let pushed = bson::to_bson(&node)?;
-                            let field = tree::field_path(&parent_path);
-                            let mut filter = self.with_room(discussion, growth);
-                            // The reply goes to position `index` only if no one took it meanwhile.
-                            filter.insert(
-                                format!("{field}.replies.{index}"),
-                                doc! { "$exists": false },
-                            );
-                            filter.insert(format!("{field}.deleted"), doc! { "$exists": true });
-                            let mut push = doc! { format!("{field}.replies"): pushed };
-                            if let Some(keyed) = &keyed {
-                                push.insert(KEYED, keyed.id);
-                                filter.insert(KEYED, doc! { "$ne": keyed.id });
-                            }
-                            let update = doc! {
-                                "$push": push,
-                                "$inc": { "count": 1_i64, "bytes": growth },
-                            };
-                            // Pushed at `index` only while it is free: a retry after a lost reply
-                            // matches nothing, and the next round finds the reply there.
-                            let mut tries = 0;
-                            let (id, posted) = (node.id, node.posted);
-                            let (parent_path, parent) = (&parent_path, parent);
-                            let landed = self
-                                .backend
-                                .retry("reply to comment", || {
-                                    tries += 1;
-                                    let again = tries > 1;
-                                    let action =
-                                        self.discussions.update_one(filter.clone(), update.clone());
-                                    async move {
-                                        if again {
-                                            let window = self
-                                                .window_with(
-                                                    discussion,
-                                                    parent_path,
-                                                    parent,
-                                                    Entity::ParentComment,
-                                                )
-                                                .await?;
-                                            let siblings =
-                                                window.node(parent_path).map(|n| &n.replies);
-                                            if let Some(sibling) = siblings.and_then(|s| {
-                                                s.iter().position(|s| s.id == id).map(|i| (i, s))
-                                            }) {
-                                                return Ok(Some((
-                                                    sibling.0,
-                                                    sibling.1[sibling.0].posted,
-                                                )));
-                                            }
-                                        }
-                                        Ok((action.await?.matched_count == 1)
-                                            .then_some((index, posted)))
-                                    }
-                                })
-                                .await?;
-                            if let Some(landed) = landed {
-                                return Ok(landed);
-                            }
-                            if tries == 1 {
-                                self.refusal(discussion, growth).await??;
-                            }
-                        }
-                        Err(Error::contention("embedded write", ATTEMPTS))
-                    })
+                    .exclusive_one(
+                        &discussion_lock(STRATEGY, discussion),
+                        self.place_reply(&target, &mut node, keyed.as_ref(), growth),
+                    )
                     .await?;
-                let (index, posted) = index;
                 node.posted = posted;
                 let mut path = parent_path;
                 path.push(index);

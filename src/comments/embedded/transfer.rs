@@ -29,6 +29,119 @@ const FIELDS: [&str; 8] = [
     "_id",
 ];
 
+/// The node an imported comment becomes, with its times, deletion and vote counts.
+fn imported_node(comment: &HeldComment) -> Node {
+    let mut node = Node::new(crate::comments::NewComment::new(
+        comment.author.clone(),
+        comment.text.clone(),
+    ));
+    node.posted = comment.posted;
+    node.edited = comment.edited;
+    node.deleted = comment.deleted;
+    node.ups = comment.votes.ups as i64;
+    node.downs = comment.votes.downs as i64;
+    node
+}
+
+impl Embedded {
+    /// The comment tree of an import in the export's order (each comment after its earlier
+    /// siblings), and each comment's position path as its link.
+    fn imported_tree(
+        &self,
+        discussion: &str,
+        comments: &[HeldComment],
+    ) -> Result<(Vec<Node>, Vec<String>)> {
+        let mut top: Vec<Node> = Vec::new();
+        let mut paths: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut links = Vec::with_capacity(comments.len());
+        for comment in comments {
+            let node = imported_node(comment);
+            let path = match &comment.parent {
+                None => {
+                    top.push(node);
+                    vec![top.len() - 1]
+                }
+                Some(parent) => {
+                    let parent_path = paths.get(parent.as_str()).cloned().ok_or_else(|| {
+                        crate::bson_ext::corrupt(
+                            self.discussions.name(),
+                            Some(discussion.into()),
+                            format!(
+                                "an export whose reply {} comes before its parent",
+                                comment.link
+                            ),
+                        )
+                    })?;
+                    if parent_path.len() > self.max_depth {
+                        return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
+                            depth: parent_path.len(),
+                            limit: format!(
+                                "this store nests replies at most {} deep",
+                                self.max_depth
+                            ),
+                        }));
+                    }
+                    let siblings = &mut node_at(&mut top, &parent_path).replies;
+                    siblings.push(node);
+                    let mut path = parent_path;
+                    path.push(siblings.len() - 1);
+                    path
+                }
+            };
+            links.push(format_path(&path));
+            paths.insert(comment.link.as_str(), path);
+        }
+        Ok((top, links))
+    }
+
+    /// The comment fields an import sets on the discussion's document (one `find` of it),
+    /// checked against the document size limit with the application's fields it keeps.
+    async fn imported_fields(
+        &self,
+        discussion: &str,
+        comments: &[HeldComment],
+        top: &[Node],
+    ) -> Result<Document> {
+        let existing = self
+            .backend
+            .retry("read discussion", || async {
+                Ok(self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .await?)
+            })
+            .await?;
+        let mut own = existing.unwrap_or_default();
+        for field in FIELDS {
+            own.remove(field);
+        }
+        own.insert("_id", discussion);
+        let count = comments.iter().filter(|c| !c.deleted).count() as i64;
+        let mut fields = doc! {
+            "comments": bson::to_bson(top)?,
+            "count": count,
+            "slots": top.len() as i64,
+            KEYED: [],
+            super::super::votes::VOTE_OPS: [],
+        };
+        if let Some(last) = top.iter().map(|n| n.posted).max() {
+            fields.insert(LAST_POSTED, last);
+        }
+        let mut whole = own.clone();
+        whole.extend(fields.clone());
+        let bytes = bson::to_vec(&whole)?.len();
+        if bytes > self.max_document_bytes {
+            return Err(Error::InvalidInput(Invalid::TooLarge {
+                what: "discussion",
+                size: bytes,
+                limit: self.max_document_bytes,
+            }));
+        }
+        fields.insert("bytes", bytes as i64);
+        Ok(fields)
+    }
+}
+
 #[async_trait]
 impl CommentTransfer for Embedded {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
@@ -79,90 +192,8 @@ impl CommentTransfer for Embedded {
             items = comments.len()
         )
         .run(async move {
-            let mut top: Vec<Node> = Vec::new();
-            let mut paths: HashMap<&str, Vec<usize>> = HashMap::new();
-            let mut links = Vec::with_capacity(comments.len());
-            for comment in comments {
-                let mut node = Node::new(crate::comments::NewComment::new(
-                    comment.author.clone(),
-                    comment.text.clone(),
-                ));
-                node.posted = comment.posted;
-                node.edited = comment.edited;
-                node.deleted = comment.deleted;
-                node.ups = comment.votes.ups as i64;
-                node.downs = comment.votes.downs as i64;
-                let path = match &comment.parent {
-                    None => {
-                        top.push(node);
-                        vec![top.len() - 1]
-                    }
-                    Some(parent) => {
-                        let parent_path = paths.get(parent.as_str()).cloned().ok_or_else(|| {
-                            crate::bson_ext::corrupt(
-                                self.discussions.name(),
-                                Some(discussion.into()),
-                                format!(
-                                    "an export whose reply {} comes before its parent",
-                                    comment.link
-                                ),
-                            )
-                        })?;
-                        if parent_path.len() > self.max_depth {
-                            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                                depth: parent_path.len(),
-                                limit: format!(
-                                    "this store nests replies at most {} deep",
-                                    self.max_depth
-                                ),
-                            }));
-                        }
-                        let siblings = &mut node_at(&mut top, &parent_path).replies;
-                        siblings.push(node);
-                        let mut path = parent_path;
-                        path.push(siblings.len() - 1);
-                        path
-                    }
-                };
-                links.push(format_path(&path));
-                paths.insert(comment.link.as_str(), path);
-            }
-            let existing = self
-                .backend
-                .retry("read discussion", || async {
-                    Ok(self
-                        .discussions
-                        .find_one(doc! { "_id": discussion })
-                        .await?)
-                })
-                .await?;
-            let mut own = existing.unwrap_or_default();
-            for field in FIELDS {
-                own.remove(field);
-            }
-            own.insert("_id", discussion);
-            let count = comments.iter().filter(|c| !c.deleted).count() as i64;
-            let mut fields = doc! {
-                "comments": bson::to_bson(&top)?,
-                "count": count,
-                "slots": top.len() as i64,
-                KEYED: [],
-                super::super::votes::VOTE_OPS: [],
-            };
-            if let Some(last) = top.iter().map(|n| n.posted).max() {
-                fields.insert(LAST_POSTED, last);
-            }
-            let mut whole = own.clone();
-            whole.extend(fields.clone());
-            let bytes = bson::to_vec(&whole)?.len();
-            if bytes > self.max_document_bytes {
-                return Err(Error::InvalidInput(Invalid::TooLarge {
-                    what: "discussion",
-                    size: bytes,
-                    limit: self.max_document_bytes,
-                }));
-            }
-            fields.insert("bytes", bytes as i64);
+            let (top, links) = self.imported_tree(discussion, comments)?;
+            let fields = self.imported_fields(discussion, comments, &top).await?;
             self.votes.purge(Some(discussion)).await?;
             let mut update = doc! { "$set": fields };
             if top.is_empty() {

@@ -14,6 +14,82 @@ use crate::comments::VotedComments;
 use crate::observe;
 use crate::Result;
 
+/// The entries an import stores, in the export's order: each keeps its slug where it is one of
+/// this strategy's, otherwise gets one derived from its link, salted until it is unique.
+fn imported_entries(comments: &[HeldComment]) -> Vec<Entry> {
+    let mut slugs: HashSet<String> = HashSet::new();
+    let mut entries = Vec::with_capacity(comments.len());
+    for comment in comments {
+        let mut slug = if check_slug(&comment.link).is_ok() {
+            comment.link.clone()
+        } else {
+            derived_slug(&comment.link, 0)
+        };
+        let mut salt = 1;
+        while !slugs.insert(slug.clone()) {
+            slug = derived_slug(&comment.link, salt);
+            salt += 1;
+        }
+        entries.push(Entry {
+            slug,
+            posted: comment.posted,
+            author: comment.author.clone(),
+            text: comment.text.clone(),
+            edited: comment.edited,
+            deleted: comment.deleted,
+            ups: comment.votes.ups as i64,
+            downs: comment.votes.downs as i64,
+            idempotency_key: None,
+            content_digest: None,
+        });
+    }
+    entries
+}
+
+/// The pages an import inserts, with what the discussion's page counter records.
+struct ImportedPages {
+    pages: Vec<Document>,
+    /// The newest posting time of the page before the last.
+    floor: Option<bson::DateTime>,
+    last_page: i64,
+}
+
+impl HybridPages {
+    /// `entries` cut into full pages of `page_size` (the last one possibly shorter).
+    fn imported_pages(&self, discussion: &str, entries: &[Entry]) -> Result<ImportedPages> {
+        let mut pages = Vec::new();
+        let mut floor = None;
+        let mut last_page = 0_i64;
+        for (number, chunk) in entries.chunks(self.page_size.max(1)).enumerate() {
+            let number = number as i64;
+            let last_posted = chunk.iter().map(|e| e.posted).max();
+            let mut page = doc! {
+                "_id": page_id(discussion, number),
+                "discussion_id": discussion,
+                "page": number,
+                "count": chunk.len() as i64,
+                "visible": chunk.iter().filter(|e| !e.deleted).count() as i64,
+                super::super::votes::VOTE_OPS: [],
+                "comments": bson::to_bson(chunk)?,
+            };
+            if let Some(last_posted) = last_posted {
+                page.insert(LAST_POSTED, last_posted);
+            }
+            if number > 0 {
+                floor = pages
+                    .last()
+                    .and_then(|p: &Document| p.get_datetime(LAST_POSTED).ok().copied());
+            }
+            last_page = number;
+            pages.push(page);
+        }
+        Ok(ImportedPages {
+            pages,
+            floor,
+            last_page,
+        })
+    }
+}
 #[async_trait]
 impl CommentTransfer for HybridPages {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
@@ -62,59 +138,13 @@ impl CommentTransfer for HybridPages {
         )
         .run(async move {
             transfer::refuse_replies(discussion, comments)?;
-            let mut slugs: HashSet<String> = HashSet::new();
-            let mut entries = Vec::with_capacity(comments.len());
-            for comment in comments {
-                let mut slug = if check_slug(&comment.link).is_ok() {
-                    comment.link.clone()
-                } else {
-                    derived_slug(&comment.link, 0)
-                };
-                let mut salt = 1;
-                while !slugs.insert(slug.clone()) {
-                    slug = derived_slug(&comment.link, salt);
-                    salt += 1;
-                }
-                entries.push(Entry {
-                    slug,
-                    posted: comment.posted,
-                    author: comment.author.clone(),
-                    text: comment.text.clone(),
-                    edited: comment.edited,
-                    deleted: comment.deleted,
-                    ups: comment.votes.ups as i64,
-                    downs: comment.votes.downs as i64,
-                    idempotency_key: None,
-                    content_digest: None,
-                });
-            }
+            let entries = imported_entries(comments);
             let links: Vec<String> = entries.iter().map(|e| e.slug.clone()).collect();
-            let mut pages = Vec::new();
-            let mut floor = None;
-            let mut last_page = 0_i64;
-            for (number, chunk) in entries.chunks(self.page_size.max(1)).enumerate() {
-                let number = number as i64;
-                let last_posted = chunk.iter().map(|e| e.posted).max();
-                let mut page = doc! {
-                    "_id": page_id(discussion, number),
-                    "discussion_id": discussion,
-                    "page": number,
-                    "count": chunk.len() as i64,
-                    "visible": chunk.iter().filter(|e| !e.deleted).count() as i64,
-                    super::super::votes::VOTE_OPS: [],
-                    "comments": bson::to_bson(chunk)?,
-                };
-                if let Some(last_posted) = last_posted {
-                    page.insert(LAST_POSTED, last_posted);
-                }
-                if number > 0 {
-                    floor = pages
-                        .last()
-                        .and_then(|p: &Document| p.get_datetime(LAST_POSTED).ok().copied());
-                }
-                last_page = number;
-                pages.push(page);
-            }
+            let ImportedPages {
+                pages,
+                floor,
+                last_page,
+            } = self.imported_pages(discussion, &entries)?;
             self.purge(discussion).await?;
             let mut counter = doc! { "last_page": last_page };
             if let Some(floor) = floor {

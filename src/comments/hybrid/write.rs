@@ -16,71 +16,14 @@ impl HybridPages {
     /// (its `last_posted`, checked in the push's filter) or of the page before (the `floor`
     /// recorded with the page counter).
     pub(super) async fn push(&self, discussion: &str, entry: &mut Entry) -> Result<()> {
-        let read = || {
-            self.backend
-                .retry("read discussion", || self.registry.find(discussion))
-        };
-        let registered = match read().await? {
-            Some(registered) => registered,
-            None if self.create_discussions => {
-                // An `insert` of the `_id`, which takes no lock.
-                self.create_discussion(discussion).await?;
-                read()
-                    .await?
-                    .ok_or_else(|| validate::no_discussion(discussion))?
-            }
-            None => return Err(validate::no_discussion(discussion)),
-        };
+        let registered = self.registered(discussion).await?;
         let mut page = number(&registered, "last_page");
         let mut floor = bson_ext::date(&registered, FLOOR);
         // Whether an attempt failed after it may have landed.
         let mut uncertain = false;
         for _ in 0..ATTEMPTS {
             entry.posted = now_or_after(floor);
-            let filter = doc! {
-                "_id": page_id(discussion, page),
-                "discussion_id": discussion,
-                "page": page,
-                "count": { "$lt": self.page_size as i64 },
-                LAST_POSTED: { "$not": { "$gt": entry.posted } },
-                // Never pushed twice: a retry after a lost reply matches nothing (and its
-                // upsert meets the page's unique key).
-                "comments.slug": { "$ne": &entry.slug },
-            };
-            let update = doc! {
-                "$push": { "comments": bson::to_bson(&*entry)? },
-                "$inc": { "count": 1_i64, "visible": 1_i64 },
-                "$max": { LAST_POSTED: entry.posted },
-            };
-            let mut tries = 0;
-            let (slug, posted) = (entry.slug.clone(), entry.posted);
-            let pushed = self
-                .backend
-                .retry("post comment", || {
-                    tries += 1;
-                    let again = tries > 1;
-                    let slug = slug.clone();
-                    let action = self
-                        .pages
-                        .update_one(filter.clone(), update.clone())
-                        .upsert(true);
-                    async move {
-                        // Where the server matches `$ne` on an array path when any element
-                        // differs, the filter cannot stop a second push: a retry looks for the
-                        // comment itself first.
-                        if again {
-                            if let Some(stored) = self.find_slug(discussion, &slug).await? {
-                                return Ok(Some(stored.posted));
-                            }
-                        }
-                        match action.await {
-                            Ok(_) => Ok(Some(posted)),
-                            Err(error) if is_duplicate_key(&error) => Ok(None),
-                            Err(error) => Err(error.into()),
-                        }
-                    }
-                })
-                .await?;
+            let (pushed, tries) = self.push_onto_page(discussion, entry, page).await?;
             if let Some(posted) = pushed {
                 entry.posted = posted;
                 return Ok(());
@@ -92,46 +35,131 @@ impl HybridPages {
                     return Ok(());
                 }
             }
-            // The page exists: full, just created by another writer, or holding a later comment.
-            let existing = self
-                .backend
-                .retry("read page", || async {
-                    Ok(self
-                        .pages
-                        .find_one(doc! { "discussion_id": discussion, "page": page })
-                        .projection(doc! { "count": 1, LAST_POSTED: 1 })
-                        .await?)
-                })
-                .await?;
-            let last_posted = existing
-                .as_ref()
-                .and_then(|p| bson_ext::date(p, LAST_POSTED));
-            floor = bson_ext::later(floor, last_posted);
-            let full = existing.is_some_and(|p| number(&p, "count") >= self.page_size as i64);
-            if full {
-                // The seed's guard: only a writer that saw `page` as the last advances it. The
-                // next page starts after this one's newest comment.
-                let mut advance = doc! { "$set": { "last_page": page + 1 } };
-                if let Some(last_posted) = last_posted {
-                    advance.insert("$max", doc! { FLOOR: last_posted });
-                }
-                // Filtered by the page it names: applying it twice advances once.
-                self.backend
-                    .retry("open comment page", || async {
-                        self.registry
-                            .discussions
-                            .update_one(
-                                doc! { "_id": discussion, "last_page": page },
-                                advance.clone(),
-                            )
-                            .await?;
-                        Ok(())
-                    })
-                    .await?;
-                page += 1;
-            }
+            (page, floor) = self.page_after_refusal(discussion, page, floor).await?;
         }
         Err(Error::contention("post comment", ATTEMPTS))
+    }
+
+    /// The discussion's registry document (one `find`), created first (one `insert` of the
+    /// `_id`, which takes no lock) where this store creates discussions on first use.
+    async fn registered(&self, discussion: &str) -> Result<Document> {
+        let read = || {
+            self.backend
+                .retry("read discussion", || self.registry.find(discussion))
+        };
+        match read().await? {
+            Some(registered) => Ok(registered),
+            None if self.create_discussions => {
+                self.create_discussion(discussion).await?;
+                read()
+                    .await?
+                    .ok_or_else(|| validate::no_discussion(discussion))
+            }
+            None => Err(validate::no_discussion(discussion)),
+        }
+    }
+
+    /// One push of `entry` onto `page` (an upsert, retried): the `posted` it landed with, `None`
+    /// when the page refused it; and how many tries it took.
+    async fn push_onto_page(
+        &self,
+        discussion: &str,
+        entry: &Entry,
+        page: i64,
+    ) -> Result<(Option<bson::DateTime>, u32)> {
+        let filter = doc! {
+            "_id": page_id(discussion, page),
+            "discussion_id": discussion,
+            "page": page,
+            "count": { "$lt": self.page_size as i64 },
+            LAST_POSTED: { "$not": { "$gt": entry.posted } },
+            // Never pushed twice: a retry after a lost reply matches nothing (and its
+            // upsert meets the page's unique key).
+            "comments.slug": { "$ne": &entry.slug },
+        };
+        let update = doc! {
+            "$push": { "comments": bson::to_bson(entry)? },
+            "$inc": { "count": 1_i64, "visible": 1_i64 },
+            "$max": { LAST_POSTED: entry.posted },
+        };
+        let mut tries = 0;
+        let (slug, posted) = (entry.slug.clone(), entry.posted);
+        let pushed = self
+            .backend
+            .retry("post comment", || {
+                tries += 1;
+                let again = tries > 1;
+                let slug = slug.clone();
+                let action = self
+                    .pages
+                    .update_one(filter.clone(), update.clone())
+                    .upsert(true);
+                async move {
+                    // Where the server matches `$ne` on an array path when any element
+                    // differs, the filter cannot stop a second push: a retry looks for the
+                    // comment itself first.
+                    if again {
+                        if let Some(stored) = self.find_slug(discussion, &slug).await? {
+                            return Ok(Some(stored.posted));
+                        }
+                    }
+                    match action.await {
+                        Ok(_) => Ok(Some(posted)),
+                        Err(error) if is_duplicate_key(&error) => Ok(None),
+                        Err(error) => Err(error.into()),
+                    }
+                }
+            })
+            .await?;
+        Ok((pushed, tries))
+    }
+
+    /// After `page` refused a push (full, just created by another writer, or holding a later
+    /// comment): the page and floor to try next, advancing the discussion past a full page.
+    async fn page_after_refusal(
+        &self,
+        discussion: &str,
+        page: i64,
+        floor: Option<bson::DateTime>,
+    ) -> Result<(i64, Option<bson::DateTime>)> {
+        let existing = self
+            .backend
+            .retry("read page", || async {
+                Ok(self
+                    .pages
+                    .find_one(doc! { "discussion_id": discussion, "page": page })
+                    .projection(doc! { "count": 1, LAST_POSTED: 1 })
+                    .await?)
+            })
+            .await?;
+        let last_posted = existing
+            .as_ref()
+            .and_then(|p| bson_ext::date(p, LAST_POSTED));
+        let floor = bson_ext::later(floor, last_posted);
+        let full = existing.is_some_and(|p| number(&p, "count") >= self.page_size as i64);
+        if !full {
+            return Ok((page, floor));
+        }
+        // The seed's guard: only a writer that saw `page` as the last advances it. The
+        // next page starts after this one's newest comment.
+        let mut advance = doc! { "$set": { "last_page": page + 1 } };
+        if let Some(last_posted) = last_posted {
+            advance.insert("$max", doc! { FLOOR: last_posted });
+        }
+        // Filtered by the page it names: applying it twice advances once.
+        self.backend
+            .retry("open comment page", || async {
+                self.registry
+                    .discussions
+                    .update_one(
+                        doc! { "_id": discussion, "last_page": page },
+                        advance.clone(),
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        Ok((page + 1, floor))
     }
 
     /// Sets fields of the comment `slug` if it is not deleted and passes `check`; returns the

@@ -19,6 +19,115 @@ use crate::Result;
 /// Comments inserted at a time by an import.
 const IMPORT_CHUNK: usize = 500;
 
+impl PerComment {
+    /// The documents an import inserts, in the export's order, and each comment's slug path as
+    /// its link; posting times made strictly increasing so the slugs keep that order.
+    fn imported_documents(
+        &self,
+        discussion: &str,
+        comments: &[HeldComment],
+    ) -> Result<(Vec<Document>, Vec<String>)> {
+        let mut built: HashMap<&str, Stored> = HashMap::new();
+        let mut parts: HashSet<String> = HashSet::new();
+        let mut documents = Vec::with_capacity(comments.len());
+        let mut links = Vec::with_capacity(comments.len());
+        let mut last_micros = i64::MIN;
+        for comment in comments {
+            let parent = match &comment.parent {
+                Some(parent) => Some(built.get(parent.as_str()).ok_or_else(|| {
+                    crate::bson_ext::corrupt(
+                        self.comments.name(),
+                        None,
+                        format!(
+                            "an export whose reply {} comes before its parent",
+                            comment.link
+                        ),
+                    )
+                })?),
+                None => None,
+            };
+            let part = unique_part(comment, parent, &mut parts);
+            let micros = (comment.posted.timestamp_millis() * 1_000).max(last_micros + 1);
+            last_micros = micros;
+            let stored = imported_comment(discussion, comment, parent, &part, micros);
+            self.check_key(discussion, &stored)?;
+            links.push(stored.slug.clone());
+            documents.push(bson::to_document(&stored)?);
+            built.insert(comment.link.as_str(), stored);
+        }
+        Ok((documents, links))
+    }
+}
+
+/// The slug part of an imported comment: its own where its link is a slug path of this strategy
+/// under `parent`, otherwise one derived from the link; salted until no other comment of the
+/// import (in `parts`) has it.
+fn unique_part(
+    comment: &HeldComment,
+    parent: Option<&Stored>,
+    parts: &mut HashSet<String>,
+) -> String {
+    let kept = slug::parse_slug(&comment.link)
+        .ok()
+        .and_then(|steps| steps.last().map(|part| part.to_string()))
+        .filter(|part| {
+            let expected = match parent {
+                Some(parent) => format!("{}/{part}", parent.slug),
+                None => part.clone(),
+            };
+            expected == comment.link
+        });
+    let mut part = kept.unwrap_or_else(|| derived_part(&comment.link, 0));
+    let mut salt = 1;
+    while !parts.insert(part.clone()) {
+        part = derived_part(&comment.link, salt);
+        salt += 1;
+    }
+    part
+}
+
+/// The stored comment an imported `comment` becomes, with slug `part` posted at `micros`, under
+/// `parent` if it is a reply.
+fn imported_comment(
+    discussion: &str,
+    comment: &HeldComment,
+    parent: Option<&Stored>,
+    part: &str,
+    micros: i64,
+) -> Stored {
+    let step = slug::step(micros, part);
+    let (slug_path, full_slug, thread_key, parent_slug) = match parent {
+        None => (
+            part.to_owned(),
+            step.clone(),
+            slug::reversed_step(&step),
+            String::new(),
+        ),
+        Some(parent) => (
+            format!("{}/{part}", parent.slug),
+            format!("{}/{step}", parent.full_slug),
+            format!("{}/{step}", parent.thread_key),
+            parent.slug.clone(),
+        ),
+    };
+    Stored {
+        id: ObjectId::new(),
+        discussion_id: discussion.to_owned(),
+        parent_id: parent.map(|p| p.id),
+        parent: parent_slug,
+        slug: slug_path,
+        full_slug,
+        thread_key,
+        posted: comment.posted,
+        author: comment.author.clone(),
+        text: comment.text.clone(),
+        edited: comment.edited,
+        deleted: comment.deleted,
+        ranking: Ranking::of(comment.votes, comment.posted),
+        idempotency_key: None,
+        content_digest: None,
+    }
+}
 #[async_trait]
 impl CommentTransfer for PerComment {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
@@ -71,80 +180,7 @@ impl CommentTransfer for PerComment {
             items = comments.len()
         )
         .run(async move {
-            let mut built: HashMap<&str, Stored> = HashMap::new();
-            let mut parts: HashSet<String> = HashSet::new();
-            let mut documents = Vec::with_capacity(comments.len());
-            let mut links = Vec::with_capacity(comments.len());
-            let mut last_micros = i64::MIN;
-            for comment in comments {
-                let parent = match &comment.parent {
-                    Some(parent) => Some(built.get(parent.as_str()).ok_or_else(|| {
-                        crate::bson_ext::corrupt(
-                            self.comments.name(),
-                            None,
-                            format!(
-                                "an export whose reply {} comes before its parent",
-                                comment.link
-                            ),
-                        )
-                    })?),
-                    None => None,
-                };
-                let kept = slug::parse_slug(&comment.link)
-                    .ok()
-                    .and_then(|steps| steps.last().map(|part| part.to_string()))
-                    .filter(|part| {
-                        let expected = match parent {
-                            Some(parent) => format!("{}/{part}", parent.slug),
-                            None => part.clone(),
-                        };
-                        expected == comment.link
-                    });
-                let mut part = kept.unwrap_or_else(|| derived_part(&comment.link, 0));
-                let mut salt = 1;
-                while !parts.insert(part.clone()) {
-                    part = derived_part(&comment.link, salt);
-                    salt += 1;
-                }
-                let micros = (comment.posted.timestamp_millis() * 1_000).max(last_micros + 1);
-                last_micros = micros;
-                let step = slug::step(micros, &part);
-                let (slug_path, full_slug, thread_key, parent_slug) = match parent {
-                    None => (
-                        part.clone(),
-                        step.clone(),
-                        slug::reversed_step(&step),
-                        String::new(),
-                    ),
-                    Some(parent) => (
-                        format!("{}/{part}", parent.slug),
-                        format!("{}/{step}", parent.full_slug),
-                        format!("{}/{step}", parent.thread_key),
-                        parent.slug.clone(),
-                    ),
-                };
-                let stored = Stored {
-                    id: ObjectId::new(),
-                    discussion_id: discussion.to_owned(),
-                    parent_id: parent.map(|p| p.id),
-                    parent: parent_slug,
-                    slug: slug_path,
-                    full_slug,
-                    thread_key,
-                    posted: comment.posted,
-                    author: comment.author.clone(),
-                    text: comment.text.clone(),
-                    edited: comment.edited,
-                    deleted: comment.deleted,
-                    ranking: Ranking::of(comment.votes, comment.posted),
-                    idempotency_key: None,
-                    content_digest: None,
-                };
-                self.check_key(discussion, &stored)?;
-                links.push(stored.slug.clone());
-                documents.push(bson::to_document(&stored)?);
-                built.insert(comment.link.as_str(), stored);
-            }
+            let (documents, links) = self.imported_documents(discussion, comments)?;
             self.purge(discussion).await?;
             self.create_discussion(discussion).await?;
             self.backend.ensure_indexes().await?;

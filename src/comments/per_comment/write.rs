@@ -11,6 +11,67 @@ use crate::comments::{slug, validate, Author, KeyedComment, NewComment, Votes};
 use crate::error::Invalid;
 use crate::{Error, Result};
 
+/// The slug part for insert attempt `attempt`: a keyed comment's first is derived from its key,
+/// so two attempts of it meet on the unique `{discussion_id, slug}` (within the shard key) as on
+/// `_id`; every other is fresh.
+fn slug_part(keyed: Option<&KeyedComment>, attempt: usize) -> String {
+    match keyed {
+        Some(keyed) if attempt == 0 => format!("{:08x}", {
+            let bytes = keyed.id.bytes();
+            u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+        }),
+        _ => slug::new_part(),
+    }
+}
+
+/// A new comment with slug `part`, posted at `micros` (`posted` in milliseconds), under `parent`
+/// or at the top level of `discussion`; without a key.
+fn fresh_stored(
+    discussion: &str,
+    parent: Option<&Stored>,
+    comment: &NewComment,
+    part: String,
+    micros: i64,
+    posted: bson::DateTime,
+) -> Stored {
+    let step = slug::step(micros, &part);
+    match parent {
+        None => Stored {
+            id: ObjectId::new(),
+            discussion_id: discussion.to_owned(),
+            parent_id: None,
+            parent: String::new(),
+            slug: part,
+            thread_key: slug::reversed_step(&step),
+            full_slug: step,
+            posted,
+            author: comment.author.clone(),
+            text: comment.text.clone(),
+            edited: None,
+            deleted: false,
+            ranking: Ranking::of(Votes::default(), posted),
+            idempotency_key: None,
+            content_digest: None,
+        },
+        Some(parent) => Stored {
+            id: ObjectId::new(),
+            discussion_id: discussion.to_owned(),
+            parent_id: Some(parent.id),
+            parent: parent.slug.clone(),
+            slug: format!("{}/{part}", parent.slug),
+            full_slug: format!("{}/{step}", parent.full_slug),
+            thread_key: format!("{}/{step}", parent.thread_key),
+            posted,
+            author: comment.author.clone(),
+            text: comment.text.clone(),
+            edited: None,
+            deleted: false,
+            ranking: Ranking::of(Votes::default(), posted),
+            idempotency_key: None,
+            content_digest: None,
+        },
+    }
+}
 impl PerComment {
     /// Inserts a comment under `parent` (or at the top level), choosing a fresh slug part
     /// whenever one collides.
@@ -24,53 +85,8 @@ impl PerComment {
         let micros = slug::now_micros();
         let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
         for attempt in 0..SLUG_ATTEMPTS {
-            // A keyed comment's slug part is derived from its key first, so two attempts of it
-            // meet on the unique `{discussion_id, slug}` (within the shard key) as on `_id`.
-            let part = match keyed {
-                Some(keyed) if attempt == 0 => format!("{:08x}", {
-                    let bytes = keyed.id.bytes();
-                    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
-                }),
-                _ => slug::new_part(),
-            };
-            let step = slug::step(micros, &part);
-            let stored = match parent {
-                None => Stored {
-                    id: ObjectId::new(),
-                    discussion_id: discussion.to_owned(),
-                    parent_id: None,
-                    parent: String::new(),
-                    slug: part,
-                    thread_key: slug::reversed_step(&step),
-                    full_slug: step,
-                    posted,
-                    author: comment.author.clone(),
-                    text: comment.text.clone(),
-                    edited: None,
-                    deleted: false,
-                    ranking: Ranking::of(Votes::default(), posted),
-                    idempotency_key: None,
-                    content_digest: None,
-                },
-                Some(parent) => Stored {
-                    id: ObjectId::new(),
-                    discussion_id: discussion.to_owned(),
-                    parent_id: Some(parent.id),
-                    parent: parent.slug.clone(),
-                    slug: format!("{}/{part}", parent.slug),
-                    full_slug: format!("{}/{step}", parent.full_slug),
-                    thread_key: format!("{}/{step}", parent.thread_key),
-                    posted,
-                    author: comment.author.clone(),
-                    text: comment.text.clone(),
-                    edited: None,
-                    deleted: false,
-                    ranking: Ranking::of(Votes::default(), posted),
-                    idempotency_key: None,
-                    content_digest: None,
-                },
-            };
-            let mut stored = stored;
+            let part = slug_part(keyed, attempt);
+            let mut stored = fresh_stored(discussion, parent, &comment, part, micros, posted);
             if let Some(keyed) = keyed {
                 stored.id = keyed.id;
                 stored.idempotency_key = Some(keyed.key.clone());
