@@ -153,6 +153,22 @@ pub struct Posts<X> {
     _extension: PhantomData<fn() -> X>,
 }
 
+/// Checks a post before anything is read: its author, key, text and media urls.
+fn check_new_post<X>(post: &NewPost<X>) -> Result<()> {
+    user_id("author", &post.author)?;
+    crate::idempotency::check(post.key.as_deref())?;
+    if post.title.trim().is_empty() && post.body.trim().is_empty() {
+        return Err(Error::InvalidInput(Invalid::Blank {
+            what: "title and body",
+        }));
+    }
+    let media = post.images.iter().chain(&post.videos).chain(&post.audio);
+    for item in media {
+        non_blank("media url", &item.url)?;
+    }
+    Ok(())
+}
+
 impl<X> Clone for Posts<X> {
     fn clone(&self) -> Self {
         Self::new(self.inner.clone())
@@ -214,17 +230,7 @@ impl<X: Payload> Posts<X> {
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
         observe::operation!("feed.posts.create")
             .run(async move {
-                user_id("author", &post.author)?;
-                crate::idempotency::check(post.key.as_deref())?;
-                if post.title.trim().is_empty() && post.body.trim().is_empty() {
-                    return Err(Error::InvalidInput(Invalid::Blank {
-                        what: "title and body",
-                    }));
-                }
-                let media = post.images.iter().chain(&post.videos).chain(&post.audio);
-                for item in media {
-                    non_blank("media url", &item.url)?;
-                }
+                check_new_post(&post)?;
                 let keyed = match &post.key {
                     Some(key) => Some(self.keyed(&post, key)?),
                     None => None,
@@ -246,109 +252,138 @@ impl<X: Payload> Posts<X> {
                     ),
                     None => (PostId::new(), self.inner.clock.now()),
                 };
-                // Size is checked with a placeholder chunk first, so an oversize post costs no read.
-                let mut stored = Post {
-                    id,
-                    title: post.title,
-                    body: post.body,
-                    created,
-                    created_by: UserChunk {
-                        id: post.author.clone(),
-                        username: String::new(),
-                        revision: 0,
-                    },
-                    images: post.images,
-                    videos: post.videos,
-                    audio: post.audio,
-                    extension: post.extension,
-                };
-                let limit = self.inner.settings.max_post_bytes;
-                crate::validate::encoded_size("post", &stored, limit)?;
-                stored.created_by = self.inner.chunk_of(&post.author).await?;
-                let document = bson::to_document(&stored)?;
-                crate::validate::encoded_size("post", &document, limit)?;
-                let Some(keyed) = keyed else {
-                    // The job first: a crash after it leaves a job that waits for its post (and is
-                    // dropped after a while), never a post that no feed will show.
-                    let job = FeedJob::PostCreated {
-                        post: stored.id,
-                        created: Some(stored.created),
-                    }
-                    .enqueue(&self.inner.jobs)
-                    .await?;
-                    if let Err(error) = self.inner.collections.posts.insert_one(document).await {
-                        // Best effort: a job left behind finds no post and is dropped after a while.
-                        let _ = self.inner.jobs.cancel(job).await;
-                        return Err(error.into());
-                    }
-                    return Ok(stored);
-                };
-                // Keyed: the record first, whose unique `_id` makes one attempt's id and time the
-                // post's; then the job and the post under those (each once, by `_id`); then the record
-                // marked done.
-                let record = match record {
-                    Some(record) => record,
-                    None => {
-                        let record = doc! {
-                            "_id": keyed.id,
-                            "author": &stored.created_by.id,
-                            KEY: &keyed.key,
-                            CONTENT: &keyed.content,
-                            "post": stored.id.0,
-                            "created": stored.created,
-                            "done": false,
-                        };
-                        let records = &self.inner.collections.post_keys;
-                        if self
-                            .inner
-                            .backend
-                            .insert_once(records, record.clone())
-                            .await?
-                        {
-                            record
-                        } else {
-                            self.find_record(&keyed)
-                                .await?
-                                .ok_or_else(|| Error::contention("record keyed post", 1))?
-                        }
-                    }
-                };
-                let id = record_post(&self.inner, &record)?;
-                if id != stored.id {
-                    // A concurrent attempt recorded the post first: its id and time are the post's.
-                    stored.id = id;
-                    stored.created = record_created(&self.inner, &record)?;
+                let (stored, document) = self.stored_post(post, id, created).await?;
+                match keyed {
+                    None => self.publish(stored, document).await,
+                    Some(keyed) => self.publish_keyed(stored, &keyed, record).await,
                 }
-                if record.get_bool("done") == Ok(true) {
-                    return self.get(id).await;
-                }
-                FeedJob::PostCreated {
-                    post: stored.id,
-                    created: Some(stored.created),
-                }
-                .enqueue_once(
-                    &self.inner.jobs,
-                    crate::bson_ext::derived_id(stored.id.0, "post_created"),
-                )
-                .await?;
-                self.inner
-                    .backend
-                    .insert_once(&self.inner.collections.posts, bson::to_document(&stored)?)
-                    .await?;
-                let done = doc! { "_id": keyed.id, "done": false };
-                let records = &self.inner.collections.post_keys;
-                self.inner
-                    .backend
-                    .retry("finish keyed post", || async {
-                        records
-                            .update_one(done.clone(), doc! { "$set": { "done": true } })
-                            .await?;
-                        Ok(())
-                    })
-                    .await?;
-                Ok(stored)
             })
             .await
+    }
+
+    /// The post as stored, with its creator's chunk, and its document; both checked against the
+    /// size limit (first with a placeholder chunk, so an oversize post costs no read).
+    async fn stored_post(
+        &self,
+        post: NewPost<X>,
+        id: PostId,
+        created: bson::DateTime,
+    ) -> Result<(Post<X>, Document)> {
+        let mut stored = Post {
+            id,
+            title: post.title,
+            body: post.body,
+            created,
+            created_by: UserChunk {
+                id: post.author.clone(),
+                username: String::new(),
+                revision: 0,
+            },
+            images: post.images,
+            videos: post.videos,
+            audio: post.audio,
+            extension: post.extension,
+        };
+        let limit = self.inner.settings.max_post_bytes;
+        crate::validate::encoded_size("post", &stored, limit)?;
+        stored.created_by = self.inner.chunk_of(&post.author).await?;
+        let document = bson::to_document(&stored)?;
+        crate::validate::encoded_size("post", &document, limit)?;
+        Ok((stored, document))
+    }
+
+    /// Publishes a post without a key: the job, then the post.
+    async fn publish(&self, stored: Post<X>, document: Document) -> Result<Post<X>> {
+        // The job first: a crash after it leaves a job that waits for its post (and is
+        // dropped after a while), never a post that no feed will show.
+        let job = FeedJob::PostCreated {
+            post: stored.id,
+            created: Some(stored.created),
+        }
+        .enqueue(&self.inner.jobs)
+        .await?;
+        if let Err(error) = self.inner.collections.posts.insert_one(document).await {
+            // Best effort: a job left behind finds no post and is dropped after a while.
+            let _ = self.inner.jobs.cancel(job).await;
+            return Err(error.into());
+        }
+        Ok(stored)
+    }
+
+    /// Publishes a keyed post: the record first, whose unique `_id` makes one attempt's id and
+    /// time the post's; then the job and the post under those (each once, by `_id`); then the
+    /// record marked done. `record` is the unfinished record a repeat found, if any.
+    async fn publish_keyed(
+        &self,
+        mut stored: Post<X>,
+        keyed: &KeyedPost,
+        record: Option<Document>,
+    ) -> Result<Post<X>> {
+        let record = match record {
+            Some(record) => record,
+            None => self.claim_record(keyed, &stored).await?,
+        };
+        let id = record_post(&self.inner, &record)?;
+        if id != stored.id {
+            // A concurrent attempt recorded the post first: its id and time are the post's.
+            stored.id = id;
+            stored.created = record_created(&self.inner, &record)?;
+        }
+        if record.get_bool("done") == Ok(true) {
+            return self.get(id).await;
+        }
+        FeedJob::PostCreated {
+            post: stored.id,
+            created: Some(stored.created),
+        }
+        .enqueue_once(
+            &self.inner.jobs,
+            crate::bson_ext::derived_id(stored.id.0, "post_created"),
+        )
+        .await?;
+        self.inner
+            .backend
+            .insert_once(&self.inner.collections.posts, bson::to_document(&stored)?)
+            .await?;
+        let done = doc! { "_id": keyed.id, "done": false };
+        let records = &self.inner.collections.post_keys;
+        self.inner
+            .backend
+            .retry("finish keyed post", || async {
+                records
+                    .update_one(done.clone(), doc! { "$set": { "done": true } })
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        Ok(stored)
+    }
+
+    /// Inserts the record of a keyed post (once): this attempt's record, or the one a concurrent
+    /// attempt inserted first.
+    async fn claim_record(&self, keyed: &KeyedPost, stored: &Post<X>) -> Result<Document> {
+        let record = doc! {
+            "_id": keyed.id,
+            "author": &stored.created_by.id,
+            KEY: &keyed.key,
+            CONTENT: &keyed.content,
+            "post": stored.id.0,
+            "created": stored.created,
+            "done": false,
+        };
+        let records = &self.inner.collections.post_keys;
+        if self
+            .inner
+            .backend
+            .insert_once(records, record.clone())
+            .await?
+        {
+            Ok(record)
+        } else {
+            self.find_record(keyed)
+                .await?
+                .ok_or_else(|| Error::contention("record keyed post", 1))
+        }
     }
 
     /// A keyed post's record id and content digest.

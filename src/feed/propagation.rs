@@ -37,6 +37,7 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::state::FeedState;
+use super::types::UserChunk;
 use crate::{Entity, Error, Result};
 
 /// How far a propagation got.
@@ -115,43 +116,10 @@ pub(super) async fn run(
             return Ok(status);
         }
         let copies = inner.backend.database().collection::<Document>(collection);
-        let mut filter = doc! { format!("{field}.id"): &user_id };
-        if last_id != Bson::Null {
-            filter.insert("_id", doc! { "$gt": last_id.clone() });
-        }
-        let ids: Vec<Bson> = copies
-            .find(filter)
-            .sort(doc! { "_id": 1 })
-            .projection(doc! { "_id": 1 })
-            .limit(batch as i64)
-            .await?
-            .try_collect::<Vec<Document>>()
-            .await?
-            .into_iter()
-            .filter_map(|mut copy| copy.remove("_id"))
-            .collect();
+        let ids = next_copies(&copies, field, &user_id, &last_id, batch).await?;
         if let Some(last) = ids.last() {
-            let revision = format!("{field}.revision");
-            // Where updates are not atomic, under the user's lock, so that two runs cannot
-            // interleave within one copy (an older chunk written over a newer one).
-            let updated = inner
-                .backend
-                .exclusive(&[user_lock(&user_id)], async {
-                    Ok(copies
-                        .update_many(
-                            doc! {
-                                "_id": { "$in": &ids },
-                                "$or": [
-                                    { &revision: { "$lt": chunk.revision } },
-                                    { &revision: { "$exists": false } },
-                                ],
-                            },
-                            doc! { "$set": { field.as_str(): chunk_bson.clone() } },
-                        )
-                        .await?)
-                })
-                .await?;
-            status.updated += updated.modified_count;
+            status.updated +=
+                update_copies(inner, &copies, field, &ids, &user_id, &chunk, &chunk_bson).await?;
             last_id = last.clone();
         }
         if ids.len() < batch {
@@ -174,4 +142,64 @@ pub(super) async fn run(
         .await?;
     status.done = true;
     Ok(status)
+}
+
+/// The ids of the next `batch` copies of `user_id`'s chunk (at `field`) in `copies`, after
+/// `last_id` (`Null`: from the first).
+async fn next_copies(
+    copies: &mongodb::Collection<Document>,
+    field: &str,
+    user_id: &str,
+    last_id: &Bson,
+    batch: usize,
+) -> Result<Vec<Bson>> {
+    let mut filter = doc! { format!("{field}.id"): user_id };
+    if *last_id != Bson::Null {
+        filter.insert("_id", doc! { "$gt": last_id.clone() });
+    }
+    Ok(copies
+        .find(filter)
+        .sort(doc! { "_id": 1 })
+        .projection(doc! { "_id": 1 })
+        .limit(batch as i64)
+        .await?
+        .try_collect::<Vec<Document>>()
+        .await?
+        .into_iter()
+        .filter_map(|mut copy| copy.remove("_id"))
+        .collect())
+}
+
+/// Writes `chunk` (encoded as `chunk_bson`) of `user_id` at `field` of the copies `ids` that
+/// hold an older revision (one `update_many`): how many it changed.
+async fn update_copies(
+    inner: &FeedState,
+    copies: &mongodb::Collection<Document>,
+    field: &str,
+    ids: &[Bson],
+    user_id: &str,
+    chunk: &UserChunk,
+    chunk_bson: &Bson,
+) -> Result<u64> {
+    let revision = format!("{field}.revision");
+    // Where updates are not atomic, under the user's lock, so that two runs cannot
+    // interleave within one copy (an older chunk written over a newer one).
+    let updated = inner
+        .backend
+        .exclusive(&[user_lock(user_id)], async {
+            Ok(copies
+                .update_many(
+                    doc! {
+                        "_id": { "$in": ids },
+                        "$or": [
+                            { &revision: { "$lt": chunk.revision } },
+                            { &revision: { "$exists": false } },
+                        ],
+                    },
+                    doc! { "$set": { field: chunk_bson.clone() } },
+                )
+                .await?)
+        })
+        .await?;
+    Ok(updated.modified_count)
 }

@@ -133,80 +133,10 @@ impl Likes {
                 let unliked = self
                     .locked(post, async {
                         let pair = doc! { "_id": &id, "post": post.0 };
-                        let mut unmarked = pair.clone();
-                        unmarked.insert(REMOVING, doc! { "$exists": false });
-                        let mut marked = None;
-                        for _ in 0..MAX_FIRST_UPDATE_RACES {
-                            let before = self
-                                .retry("unlike", || async {
-                                    Ok(self
-                                        .inner
-                                        .collections
-                                        .likes
-                                        .find_one_and_update(
-                                            unmarked.clone(),
-                                            doc! { "$set": { REMOVING: op } },
-                                        )
-                                        .await?)
-                                })
-                                .await?;
-                            if let Some(before) = before {
-                                marked = Some(before);
-                                break;
-                            }
-                            // Nothing to mark: no like, or one being removed (by this call, whose reply was
-                            // lost, or by an interrupted unlike, which this one finishes).
-                            let stored = self
-                                .retry("unlike", || async {
-                                    Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
-                                })
-                                .await?;
-                            match stored {
-                                None => return Ok(false),
-                                Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
-                                    marked = Some(stored);
-                                    break;
-                                }
-                                Some(stored) if stored.contains_key(REMOVING) => {
-                                    self.finish_like(post, &stored).await?;
-                                    return Ok(false);
-                                }
-                                // Put back by an unlike that failed meanwhile: the next round marks it.
-                                Some(_) => {}
-                            }
-                        }
-                        let Some(marked) = marked else {
-                            return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
+                        let Some(marked) = self.mark_removing(post, &pair, op).await? else {
+                            return Ok(false);
                         };
-                        let counted = async {
-                            // A like never counted is counted first (once, with its own op id).
-                            if let Some(liked) = pending_op(&marked) {
-                                self.increment_unlocked(post, "likes", 1, liked).await?;
-                            }
-                            self.increment_unlocked(post, "likes", -1, op).await
-                        };
-                        if let Err(error) = counted.await {
-                            // Put back as it was; if that fails too, the mark stays and whoever finds the
-                            // like next removes and counts it.
-                            if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
-                                let mut mine = pair.clone();
-                                mine.insert(REMOVING, op);
-                                let _ = self
-                                    .retry("unlike undo", || async {
-                                        Ok(self
-                                            .inner
-                                            .collections
-                                            .likes
-                                            .update_one(
-                                                mine.clone(),
-                                                doc! { "$unset": { REMOVING: "" } },
-                                            )
-                                            .await?)
-                                    })
-                                    .await;
-                            }
-                            return Err(error);
-                        }
+                        self.uncount(post, &pair, &marked, op).await?;
                         self.delete_removed(&pair, op).await?;
                         Ok(true)
                     })
@@ -217,6 +147,92 @@ impl Likes {
                 Ok(unliked)
             })
             .await
+    }
+
+    /// Marks the like `pair` as being removed by unlike `op` (`findAndModify`): the like as it
+    /// was, or `None` where there is nothing to unlike (no like, or one an interrupted unlike
+    /// was removing, which this call finishes).
+    async fn mark_removing(
+        &self,
+        post: PostId,
+        pair: &Document,
+        op: ObjectId,
+    ) -> Result<Option<Document>> {
+        let mut unmarked = pair.clone();
+        unmarked.insert(REMOVING, doc! { "$exists": false });
+        for _ in 0..MAX_FIRST_UPDATE_RACES {
+            let before = self
+                .retry("unlike", || async {
+                    Ok(self
+                        .inner
+                        .collections
+                        .likes
+                        .find_one_and_update(unmarked.clone(), doc! { "$set": { REMOVING: op } })
+                        .await?)
+                })
+                .await?;
+            if let Some(before) = before {
+                return Ok(Some(before));
+            }
+            // Nothing to mark: no like, or one being removed (by this call, whose reply was
+            // lost, or by an interrupted unlike, which this one finishes).
+            let stored = self
+                .retry("unlike", || async {
+                    Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
+                })
+                .await?;
+            match stored {
+                None => return Ok(None),
+                Some(stored) if stored.get_object_id(REMOVING).ok() == Some(op) => {
+                    return Ok(Some(stored));
+                }
+                Some(stored) if stored.contains_key(REMOVING) => {
+                    self.finish_like(post, &stored).await?;
+                    return Ok(None);
+                }
+                // Put back by an unlike that failed meanwhile: the next round marks it.
+                Some(_) => {}
+            }
+        }
+        Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES))
+    }
+
+    /// Takes the `marked` like off the post's counter (counting it first if it never was); on
+    /// failure, puts the like back as it was.
+    async fn uncount(
+        &self,
+        post: PostId,
+        pair: &Document,
+        marked: &Document,
+        op: ObjectId,
+    ) -> Result<()> {
+        let counted = async {
+            // A like never counted is counted first (once, with its own op id).
+            if let Some(liked) = pending_op(marked) {
+                self.increment_unlocked(post, "likes", 1, liked).await?;
+            }
+            self.increment_unlocked(post, "likes", -1, op).await
+        };
+        if let Err(error) = counted.await {
+            // Put back as it was; if that fails too, the mark stays and whoever finds the
+            // like next removes and counts it.
+            if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
+                let mut mine = pair.clone();
+                mine.insert(REMOVING, op);
+                let _ = self
+                    .retry("unlike undo", || async {
+                        Ok(self
+                            .inner
+                            .collections
+                            .likes
+                            .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
+                            .await?)
+                    })
+                    .await;
+            }
+            return Err(error);
+        }
+        Ok(())
     }
 
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike
