@@ -58,6 +58,193 @@ fn counted(messages: &[&HeldMessage]) -> (i64, i64) {
     (unread as i64, hidden as i64)
 }
 
+/// The owner's newest bucket as an import finds it.
+struct NewestBucket {
+    /// Whether the owner has any bucket.
+    exists: bool,
+    sequence: i64,
+    count: i64,
+    /// The messages it already holds: a repeated import leaves them.
+    present: HashSet<bson::oid::ObjectId>,
+}
+
+/// Messages grouped by the bucket sequence they go to, in order.
+type Placement<'a> = Vec<(i64, Vec<&'a HeldMessage>)>;
+
+/// Where each of `fresh` goes: the newest bucket (`sequence`, holding `count`) until it is full,
+/// then new ones of `bucket_size`; with the sequence of the last bucket used.
+fn place(
+    fresh: Vec<&HeldMessage>,
+    mut sequence: i64,
+    mut count: i64,
+    bucket_size: u32,
+) -> (Placement<'_>, i64) {
+    let size = i64::from(bucket_size);
+    let mut placed: Placement<'_> = Vec::new();
+    for message in fresh {
+        if count >= size {
+            sequence += 1;
+            count = 0;
+        }
+        match placed.last_mut() {
+            Some((at, group)) if *at == sequence => group.push(message),
+            _ => placed.push((sequence, vec![message])),
+        }
+        count += 1;
+    }
+    (placed, sequence)
+}
+
+impl Buckets {
+    /// One `find` of the owner's newest bucket: its sequence, count and message ids.
+    async fn newest_for_import(&self, owner: &str) -> Result<NewestBucket> {
+        let newest = self
+            .buckets
+            .find_one(owner_buckets(owner, 0, None))
+            .sort(doc! { "_id": -1 })
+            .projection(doc! { "sequence": 1, "count": 1, "messages.id": 1 })
+            .await?;
+        let (sequence, count) = newest.as_ref().map_or((0, 0), |bucket| {
+            (
+                integer(bucket, "sequence").unwrap_or(0),
+                integer(bucket, "count").unwrap_or(0),
+            )
+        });
+        let present = newest
+            .as_ref()
+            .and_then(|bucket| bucket.get_array("messages").ok())
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|entry| entry.as_document()?.get_object_id("id").ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(NewestBucket {
+            exists: newest.is_some(),
+            sequence,
+            count,
+            present,
+        })
+    }
+
+    /// One `update` of the placed messages' records: retract and edit find every entry through
+    /// them, so they are written before the entries.
+    async fn import_records(&self, owner: &str, placed: &Placement<'_>) -> Result<()> {
+        let hex = owner_hex(owner);
+        let mut records = self
+            .backend
+            .update_batch(self.recipients.collection().name());
+        for (at, group) in placed {
+            for message in group {
+                records.push(
+                    doc! { "_id": message.id.0 },
+                    doc! {
+                        "$setOnInsert": { "from": &message.from, "sent": message.sent, "to": &message.to },
+                        "$min": { format!("{PLACED}.{hex}"): *at },
+                    },
+                    true,
+                )?;
+            }
+        }
+        records.run().await?;
+        Ok(())
+    }
+
+    /// Fills the newest bucket (one `update` guarded by its count) and inserts the buckets
+    /// opened after it (one `insert`): the newest `sent` of the bucket before the head, or `None`
+    /// when the newest bucket changed meanwhile and the import must read it again.
+    async fn import_entries(
+        &self,
+        owner: &str,
+        newest: &NewestBucket,
+        placed: &Placement<'_>,
+        sequence: i64,
+    ) -> Result<Option<Option<bson::DateTime>>> {
+        let mut opened = Vec::new();
+        // The newest `sent` of the bucket before the head, for a push that opens the next.
+        let mut floor = None;
+        for (at, group) in placed {
+            let mut entries = Vec::with_capacity(group.len());
+            for message in group {
+                let mut entry = entry(message);
+                // A long list rides in the record (written above), not in every bucket.
+                self.recipients.share(&mut entry, message.id)?;
+                entries.push(Bson::Document(entry));
+            }
+            let newest_sent = group.iter().map(|m| m.sent).max();
+            if *at < sequence {
+                floor = newest_sent.or(floor);
+            }
+            let (unread, hidden) = counted(group);
+            if *at == newest.sequence && newest.exists {
+                let filter =
+                    doc! { "_id": bucket_id(owner, *at), "owner": owner, "count": newest.count };
+                let update = doc! {
+                    "$push": { "messages": { "$each": entries } },
+                    "$inc": { "count": group.len() as i64, "unread": unread, "hidden": hidden },
+                    "$max": { LAST_SENT: newest_sent },
+                };
+                if !self.import_into_newest(filter, update).await? {
+                    return Ok(None);
+                }
+            } else {
+                opened.push(doc! {
+                    "_id": bucket_id(owner, *at),
+                    "owner": owner,
+                    "sequence": *at,
+                    "count": group.len() as i64,
+                    "unread": unread,
+                    "hidden": hidden,
+                    LAST_SENT: newest_sent,
+                    "messages": entries,
+                });
+            }
+        }
+        if !opened.is_empty() {
+            self.backend.insert_many_once(&self.buckets, opened).await?;
+        }
+        Ok(Some(floor))
+    }
+
+    /// One `update` of the newest bucket (retried): whether it matched.
+    async fn import_into_newest(&self, filter: Document, update: Document) -> Result<bool> {
+        let matched = self
+            .backend
+            .retry("import into bucket", || async {
+                Ok(self
+                    .buckets
+                    .update_one(filter.clone(), update.clone())
+                    .await?
+                    .matched_count)
+            })
+            .await?;
+        Ok(matched != 0)
+    }
+
+    /// One `update` raising the owner's head to `sequence` (and its floor).
+    async fn import_head(
+        &self,
+        owner: &str,
+        sequence: i64,
+        floor: Option<bson::DateTime>,
+    ) -> Result<()> {
+        let mut max = doc! { "head": sequence };
+        if let Some(floor) = floor {
+            max.insert(FLOOR, floor);
+        }
+        self.backend
+            .retry("import head", || async {
+                self.heads
+                    .update_one(doc! { "_id": owner }, doc! { "$max": max.clone() })
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await
+    }
+}
+
 #[async_trait]
 impl<P: Payload> InboxTransfer<P> for BucketedFanOut<P> {
     /// One `aggregate` grouping the buckets by owner.
@@ -123,150 +310,39 @@ impl<P: Payload> InboxTransfer<P> for BucketedFanOut<P> {
     /// `update` filling the newest bucket (guarded by its count) and one `insert` of the full
     /// buckets after it; one `update` of the owner's head.
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        observe::operation!("inbox.import", strategy = crate::inbox::InboxStore::strategy(self).name(), items = messages.len())
-            .run(async move {
-        validate::check_user_id("owner", owner)?;
-        let buckets = &self.buckets;
-        let size = i64::from(buckets.bucket_size);
-        let newest = buckets
-            .buckets
-            .find_one(owner_buckets(owner, 0, None))
-            .sort(doc! { "_id": -1 })
-            .projection(doc! { "sequence": 1, "count": 1, "messages.id": 1 })
-            .await?;
-        let (mut sequence, mut count) = newest.as_ref().map_or((0, 0), |bucket| {
-            (
-                integer(bucket, "sequence").unwrap_or(0),
-                integer(bucket, "count").unwrap_or(0),
-            )
-        });
-        let present: HashSet<bson::oid::ObjectId> = newest
-            .as_ref()
-            .and_then(|bucket| bucket.get_array("messages").ok())
-            .map(|entries| {
-                entries
-                    .iter()
-                    .filter_map(|entry| entry.as_document()?.get_object_id("id").ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let fresh: Vec<&HeldMessage> = messages
-            .iter()
-            .filter(|message| !present.contains(&message.id.0))
-            .collect();
-        if fresh.is_empty() {
-            return Ok(());
-        }
-        // Where each message goes: the newest bucket until it is full, then new ones.
-        let mut placed: Vec<(i64, Vec<&HeldMessage>)> = Vec::new();
-        let first = sequence;
-        let first_count = count;
-        for message in fresh {
-            if count >= size {
-                sequence += 1;
-                count = 0;
+        observe::operation!(
+            "inbox.import",
+            strategy = crate::inbox::InboxStore::strategy(self).name(),
+            items = messages.len()
+        )
+        .run(async move {
+            validate::check_user_id("owner", owner)?;
+            let buckets = &self.buckets;
+            let newest = buckets.newest_for_import(owner).await?;
+            let fresh: Vec<&HeldMessage> = messages
+                .iter()
+                .filter(|message| !newest.present.contains(&message.id.0))
+                .collect();
+            if fresh.is_empty() {
+                return Ok(());
             }
-            match placed.last_mut() {
-                Some((at, group)) if *at == sequence => group.push(message),
-                _ => placed.push((sequence, vec![message])),
+            let (placed, sequence) =
+                place(fresh, newest.sequence, newest.count, buckets.bucket_size);
+            // The records first: retract and edit find every entry through them.
+            buckets.import_records(owner, &placed).await?;
+            let Some(floor) = buckets
+                .import_entries(owner, &newest, &placed, sequence)
+                .await?
+            else {
+                // Another writer (or a lost reply's first attempt) changed it: read again.
+                return Box::pin(InboxTransfer::<P>::import(self, owner, messages)).await;
+            };
+            if sequence > 0 {
+                buckets.import_head(owner, sequence, floor).await?;
             }
-            count += 1;
-        }
-        // The records first: retract and edit find every entry through them.
-        let hex = owner_hex(owner);
-        let mut records = buckets
-            .backend
-            .update_batch(buckets.recipients.collection().name());
-        for (at, group) in &placed {
-            for message in group {
-                records.push(
-                    doc! { "_id": message.id.0 },
-                    doc! {
-                        "$setOnInsert": { "from": &message.from, "sent": message.sent, "to": &message.to },
-                        "$min": { format!("{PLACED}.{hex}"): *at },
-                    },
-                    true,
-                )?;
-            }
-        }
-        records.run().await?;
-        let mut opened = Vec::new();
-        // The newest `sent` of the bucket before the head, for a push that opens the next.
-        let mut floor = None;
-        for (at, group) in &placed {
-            let mut entries = Vec::with_capacity(group.len());
-            for message in group {
-                let mut entry = entry(message);
-                // A long list rides in the record (written above), not in every bucket.
-                buckets.recipients.share(&mut entry, message.id)?;
-                entries.push(Bson::Document(entry));
-            }
-            let newest_sent = group.iter().map(|m| m.sent).max();
-            if *at < sequence {
-                floor = newest_sent.or(floor);
-            }
-            let (unread, hidden) = counted(group);
-            if *at == first && newest.is_some() {
-                let filter =
-                    doc! { "_id": bucket_id(owner, *at), "owner": owner, "count": first_count };
-                let update = doc! {
-                    "$push": { "messages": { "$each": entries } },
-                    "$inc": { "count": group.len() as i64, "unread": unread, "hidden": hidden },
-                    "$max": { LAST_SENT: newest_sent },
-                };
-                let matched = buckets
-                    .backend
-                    .retry("import into bucket", || async {
-                        Ok(buckets
-                            .buckets
-                            .update_one(filter.clone(), update.clone())
-                            .await?
-                            .matched_count)
-                    })
-                    .await?;
-                if matched == 0 {
-                    // Another writer (or a lost reply's first attempt) changed it: read again.
-                    return Box::pin(InboxTransfer::<P>::import(self, owner, messages)).await;
-                }
-            } else {
-                opened.push(doc! {
-                    "_id": bucket_id(owner, *at),
-                    "owner": owner,
-                    "sequence": *at,
-                    "count": group.len() as i64,
-                    "unread": unread,
-                    "hidden": hidden,
-                    LAST_SENT: newest_sent,
-                    "messages": entries,
-                });
-            }
-        }
-        if !opened.is_empty() {
-            buckets
-                .backend
-                .insert_many_once(&buckets.buckets, opened)
-                .await?;
-        }
-        if sequence > 0 {
-            let mut max = doc! { "head": sequence };
-            if let Some(floor) = floor {
-                max.insert(FLOOR, floor);
-            }
-            buckets
-                .backend
-                .retry("import head", || async {
-                    buckets
-                        .heads
-                        .update_one(doc! { "_id": owner }, doc! { "$max": max.clone() })
-                        .upsert(true)
-                        .await?;
-                    Ok(())
-                })
-                .await?;
-        }
-        Ok(())
-    })
-            .await
+            Ok(())
+        })
+        .await
     }
 
     /// One `delete_many` of the owner's buckets and one `delete_one` of their head (and lists).

@@ -34,6 +34,55 @@ const STATE_ARRAYS: [&str; 5] = [
     "gone_for",
 ];
 
+/// The upsert an import applies to the shared document of `message`: the message set once,
+/// `owner` added to its recipients and to the state arrays of what they hold.
+fn imported_update(owner: &str, message: &HeldMessage) -> Document {
+    let mut insert = message.message_document();
+    insert.remove("to");
+    let mut recipients: Vec<Bson> = message.to.iter().map(Bson::from).collect();
+    if !message.to.iter().any(|r| r == owner) {
+        recipients.push(Bson::from(owner));
+    }
+    let mut add = doc! { "to": { "$each": recipients } };
+    for (field, on) in [
+        ("read_by", message.read),
+        ("starred_by", message.starred),
+        ("muted_for", message.muted),
+        ("blocked_for", message.blocked),
+        ("gone_for", message.gone == Some(Gone::Deleted)),
+    ] {
+        if on {
+            add.insert(field, owner);
+        }
+    }
+    // The payload is the message's, the same for every owner, but a tombstone of one
+    // owner (deleted for them) lacks it: set by whoever has it.
+    let mut set = Document::new();
+    if message.gone.is_none() {
+        for field in ["message", "edited"] {
+            if let Some(value) = insert.remove(field) {
+                set.insert(field, value);
+            }
+        }
+    }
+    let mut update = doc! { "$setOnInsert": insert, "$addToSet": add };
+    if !set.is_empty() {
+        update.insert("$set", set);
+    }
+    if message.gone != Some(Gone::Deleted) {
+        // Shown again where a purge had hidden it.
+        update.insert("$pull", doc! { "gone_for": owner });
+    }
+    if message.gone == Some(Gone::Retracted) {
+        // A retraction is the sender's, for every recipient: the shared message goes.
+        update.insert("$set", doc! { "retracted": message.sent });
+        if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
+            set_on_insert.remove("message");
+        }
+        update.insert("$unset", doc! { "message": "" });
+    }
+    update
+}
 #[async_trait]
 impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
     /// One `aggregate` unwinding every message's recipients.
@@ -101,50 +150,7 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
             validate::check_user_id("owner", owner)?;
             let mut statements = Vec::with_capacity(messages.len());
             for message in messages {
-                let mut insert = message.message_document();
-                insert.remove("to");
-                let mut recipients: Vec<Bson> = message.to.iter().map(Bson::from).collect();
-                if !message.to.iter().any(|r| r == owner) {
-                    recipients.push(Bson::from(owner));
-                }
-                let mut add = doc! { "to": { "$each": recipients } };
-                for (field, on) in [
-                    ("read_by", message.read),
-                    ("starred_by", message.starred),
-                    ("muted_for", message.muted),
-                    ("blocked_for", message.blocked),
-                    ("gone_for", message.gone == Some(Gone::Deleted)),
-                ] {
-                    if on {
-                        add.insert(field, owner);
-                    }
-                }
-                // The payload is the message's, the same for every owner, but a tombstone of one
-                // owner (deleted for them) lacks it: set by whoever has it.
-                let mut set = Document::new();
-                if message.gone.is_none() {
-                    for field in ["message", "edited"] {
-                        if let Some(value) = insert.remove(field) {
-                            set.insert(field, value);
-                        }
-                    }
-                }
-                let mut update = doc! { "$setOnInsert": insert, "$addToSet": add };
-                if !set.is_empty() {
-                    update.insert("$set", set);
-                }
-                if message.gone != Some(Gone::Deleted) {
-                    // Shown again where a purge had hidden it.
-                    update.insert("$pull", doc! { "gone_for": owner });
-                }
-                if message.gone == Some(Gone::Retracted) {
-                    // A retraction is the sender's, for every recipient: the shared message goes.
-                    update.insert("$set", doc! { "retracted": message.sent });
-                    if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
-                        set_on_insert.remove("message");
-                    }
-                    update.insert("$unset", doc! { "message": "" });
-                }
+                let mut update = imported_update(owner, message);
                 // The sender (the shard key) beside `_id`: an upsert must name its shard on a
                 // sharded cluster. Its `from` then comes from the filter.
                 let filter = self
