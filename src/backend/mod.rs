@@ -26,8 +26,12 @@
 //! data models.
 
 mod guarded;
+pub(crate) mod indexes;
+pub(crate) mod lease_lock;
 mod lists;
 mod owners;
+pub(crate) mod sharding;
+pub(crate) mod update_batch;
 
 pub(crate) use guarded::{Guard, GuardedUpdate};
 pub(crate) use lists::SortedLists;
@@ -43,11 +47,11 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::error::Result;
-use crate::indexes::Indexes;
-use crate::lease_lock::LeaseLocks;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
-use crate::update_batch::UpdateBatch;
+use indexes::Indexes;
+use lease_lock::LeaseLocks;
+use update_batch::UpdateBatch;
 
 /// The most documents [`Backend::find_by_ids`] reads one `find` each where only `{_id}` filters
 /// stay in the engine: past it, one `find` that decodes the collection once costs less.
@@ -160,28 +164,27 @@ impl Backend {
     }
 
     /// Inserts `document` once under the store's retry policy: `false` if a unique index already
-    /// held its key (see [`crate::update_batch::insert_once_with`]).
+    /// held its key (see [`update_batch::insert_once_with`]).
     pub(crate) async fn insert_once(
         &self,
         collection: &Collection<Document>,
         document: Document,
     ) -> Result<bool> {
         let capabilities = self.capabilities().await?;
-        crate::update_batch::insert_once_with(&self.retry, collection, document, &capabilities)
-            .await
+        update_batch::insert_once_with(&self.retry, collection, document, &capabilities).await
     }
 
     /// Inserts `documents` in one unordered `insert` under the store's retry policy, a
-    /// duplicate key taken as "already stored" (see [`crate::update_batch::insert_many_once`]).
+    /// duplicate key taken as "already stored" (see [`update_batch::insert_many_once`]).
     pub(crate) async fn insert_many_once(
         &self,
         collection: &Collection<Document>,
         documents: Vec<Document>,
     ) -> Result<()> {
-        crate::update_batch::insert_many_once(&self.retry, collection, documents).await
+        update_batch::insert_many_once(&self.retry, collection, documents).await
     }
 
-    /// Creates every index, one `createIndexes` command each (see [`crate::indexes`]).
+    /// Creates every index, one `createIndexes` command each (see [`crate::backend::indexes`]).
     pub(crate) async fn create_indexes(&self) -> Result<()> {
         self.indexes
             .create(&self.capabilities().await?, &self.retry)

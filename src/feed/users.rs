@@ -134,7 +134,7 @@ impl Users {
                 let users = &self.inner.collections.users;
                 match users.insert_one(bson::to_document(&user)?).await {
                     Ok(_) => Ok(user),
-                    Err(error) if crate::update_batch::is_duplicate_key(&error) => {
+                    Err(error) if crate::backend::update_batch::is_duplicate_key(&error) => {
                         // Servers differ in naming the index in the message: ask which one clashed.
                         let id_taken = users
                             .find_one(doc! { "_id": &user.id })

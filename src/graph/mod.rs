@@ -115,8 +115,8 @@ use std::time::Duration;
 use bson::{doc, Document};
 use mongodb::Collection;
 
+use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
-use crate::lease_lock::LeaseLocks;
 use crate::notifications::Outbox;
 use crate::{Entity, Error};
 

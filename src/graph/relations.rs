@@ -5,7 +5,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::{group_key, owner_key, FollowGraph, Kind, Origin};
-use crate::lease_lock::Lease;
+use crate::backend::lease_lock::Lease;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe;
 use crate::Result;

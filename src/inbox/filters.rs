@@ -105,7 +105,7 @@ impl FilterLists {
                 {
                     Ok(_) => Ok(()),
                     // Two first upserts of one owner's document: the other one created it.
-                    Err(error) if crate::update_batch::is_duplicate_key(&error) => {
+                    Err(error) if crate::backend::update_batch::is_duplicate_key(&error) => {
                         self.lists
                             .update_one(doc! { "_id": owner }, change.clone())
                             .await?;

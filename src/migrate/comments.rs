@@ -13,11 +13,11 @@ use super::comment_mirror::MigratingComments;
 use super::engine::{self, Config, Engine, Units};
 use super::links::Links;
 use super::Reads;
+use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
 use crate::comments::{DynCommentTransfer, HeldComment};
 use crate::error::{Error, Result};
 use crate::jobs::Worker;
-use crate::lease_lock::LeaseLocks;
 use crate::observe;
 use crate::retry::RetryPolicy;
 

@@ -3,8 +3,8 @@
 use bson::{doc, Bson, Document};
 
 use super::{Activity, Groups, CHANGED, CHANGES};
+use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext::integer;
-use crate::update_batch::is_duplicate_key;
 use crate::validate;
 use crate::{Entity, Error, Result};
 

@@ -6,6 +6,7 @@ use bson::doc;
 use super::read::{page_after, Range};
 use super::write::Change;
 use super::{count_field, created, Embedded, STRATEGY};
+use crate::backend::update_batch::is_duplicate_key;
 use crate::comments::cursor;
 use crate::comments::tree::{self, Entry, Node};
 use crate::comments::{
@@ -14,7 +15,6 @@ use crate::comments::{
 };
 use crate::observe;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
 use crate::{Entity, Error, Page, PageRequest, Result};
 
 #[async_trait]
