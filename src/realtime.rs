@@ -392,9 +392,9 @@ impl<S: Source> Watcher<S> {
         };
         self.streaming = match self.options.mode {
             Mode::Polling => false,
-            Mode::Auto => self.source.backend().capabilities().await?.change_streams,
+            Mode::Auto => self.source.backend().dialect().await?.streams_changes(),
             Mode::ChangeStreams => {
-                if !self.source.backend().capabilities().await?.change_streams {
+                if !self.source.backend().dialect().await?.streams_changes() {
                     return Err(Error::Unsupported {
                         limit: crate::error::Limit::Server,
                         feature: "watching through change streams",

@@ -14,7 +14,8 @@
 //!   same locks collection ([`Backend::lease_locks`]);
 //! - the store's indexes, created one per command, and before the first write where
 //!   correctness depends on them ([`Backend::create_indexes`], [`Backend::ensure_indexes`]),
-//!   including indexes only some servers have ([`Backend::with_index_where`]);
+//!   including indexes only some servers have ([`Backend::with_partial_index`],
+//!   [`Backend::with_text_index`]);
 //! - many update statements in as few commands as the server takes ([`Backend::update_batch`]);
 //! - the shape of a filter that addresses one document by `_id` ([`Backend::by_id`],
 //!   [`Backend::find_by_ids`]): with the shard key's fields, so a `mongos` routes it to one
@@ -25,6 +26,7 @@
 //! A new server quirk of these kinds changes this file (or the one it delegates to), not the
 //! data models.
 
+pub(crate) mod dialect;
 mod guarded;
 pub(crate) mod indexes;
 pub(crate) mod lease_lock;
@@ -49,6 +51,7 @@ use mongodb::{Collection, Database, IndexModel};
 use crate::error::Result;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
+use dialect::Dialect;
 use indexes::Indexes;
 use lease_lock::LeaseLocks;
 use update_batch::UpdateBatch;
@@ -113,15 +116,36 @@ impl Backend {
         self
     }
 
-    /// Adds an index the store uses only on servers for which `available` holds (a text index
-    /// where the server has text search).
-    pub(crate) fn with_index_where(
+    /// Adds `partial`, an index with a `partialFilterExpression`, where the server has partial
+    /// indexes, and `otherwise` (if any) where it has none; reads that the partial index serves
+    /// take their filter from [`Dialect::through_partial_index`].
+    pub(crate) fn with_partial_index(
         mut self,
-        available: fn(&Capabilities) -> bool,
+        collection: &Collection<Document>,
+        partial: IndexModel,
+        otherwise: Option<IndexModel>,
+    ) -> Self {
+        self.indexes = self
+            .indexes
+            .with(collection, partial, Some(|c| c.partial_indexes));
+        if let Some(otherwise) = otherwise {
+            self.indexes = self
+                .indexes
+                .with(collection, otherwise, Some(|c| !c.partial_indexes));
+        }
+        self
+    }
+
+    /// Adds a text index, created where the server has text search (searches take their
+    /// stages from [`Dialect::text_search`]).
+    pub(crate) fn with_text_index(
+        mut self,
         collection: &Collection<Document>,
         model: IndexModel,
     ) -> Self {
-        self.indexes = self.indexes.with(collection, model, Some(available));
+        self.indexes = self
+            .indexes
+            .with(collection, model, Some(|c| c.text_search));
         self
     }
 
@@ -137,6 +161,12 @@ impl Backend {
     /// The server's capabilities, detected on first use.
     pub(crate) async fn capabilities(&self) -> Result<Capabilities> {
         self.capabilities.get(&self.database).await
+    }
+
+    /// How the server does what the stores ask (see [`dialect`]), from its capabilities:
+    /// detected on first use, so the first call of a store may cost detection's commands.
+    pub(crate) async fn dialect(&self) -> Result<Dialect> {
+        Ok(Dialect::new(self.capabilities().await?))
     }
 
     /// Runs `run` until it succeeds, fails with an error that is not transient, or the store's

@@ -263,8 +263,7 @@ fn with_indexes(backend: Backend, c: &Collections) -> Backend {
     backend
         .with_index(&c.posts, plain(doc! { "created_by.id": 1, "_id": 1 }))
         .with_index(&c.posts, plain(doc! { "created": -1, "_id": -1 }))
-        .with_index_where(
-            |capabilities| capabilities.text_search,
+        .with_text_index(
             &c.posts,
             IndexModel::builder()
                 .keys(doc! { "title": "text", "body": "text" })

@@ -115,8 +115,8 @@ impl FollowGraph {
                     .as_ref()
                     .map(|after| position(after, user))
                     .transpose()?;
-                let capabilities = self.backend.capabilities().await?;
-                let mut hop = if self.recommend.graph_lookup && capabilities.graph_lookup {
+                let joins = self.backend.dialect().await?.joins_in_aggregate();
+                let mut hop = if self.recommend.graph_lookup && joins {
                     self.hop_in_one_aggregate(user).await?
                 } else {
                     self.hop_in_finds(user).await?

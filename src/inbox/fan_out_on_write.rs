@@ -184,8 +184,7 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
                 .config
                 .backend(&locks, LOCK_LEASE)
                 .with_index(&copies, pages)
-                .with_index_where(|c| c.partial_indexes, &copies, unread)
-                .with_index_where(|c| !c.partial_indexes, &copies, unread_everywhere),
+                .with_partial_index(&copies, unread, Some(unread_everywhere)),
             copies,
             recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
             filters: FilterLists::new(database.collection(&filters)),
