@@ -7,7 +7,7 @@
 
 mod capabilities;
 mod detected;
-mod family;
+pub(crate) mod family;
 mod flavor;
 mod info;
 mod probes;

@@ -13,7 +13,7 @@
 //! To add a family: a file here with its recognition, its capabilities and its name, a variant
 //! of [`ServerFamily`] matched in this file, and a row in `docs/SERVERS.md`.
 
-pub(super) mod documentdb;
+pub(crate) mod documentdb;
 pub(super) mod ferretdb1;
 pub(super) mod mongo_java_server;
 pub(super) mod mongodb;
