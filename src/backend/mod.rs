@@ -23,8 +23,14 @@
 //!   collection (FerretDB 1.x);
 //! - retries of transient failures under the store's policy ([`Backend::retry`]).
 //!
-//! A new server quirk of these kinds changes this file (or the one it delegates to), not the
-//! data models.
+//! - what the server does differently, as intents ([`Backend::dialect`]: the fields a
+//!   `findAndModify` returns, array slices, text search, reads through partial indexes, graph
+//!   joins, change streams);
+//! - sharding the store's collections ([`sharding`]).
+//!
+//! A new server quirk of these kinds changes this folder, not the data models. A new server
+//! family is a file in `src/server/family/` (its recognition, capabilities and tunings) and a
+//! variant of `ServerFamily` there; [`dialect`] lists the steps.
 
 pub(crate) mod dialect;
 mod guarded;

@@ -20,8 +20,8 @@ use crate::{Cursor, Error, PageRequest, Payload, Result};
 impl<P: Payload> Inner<P> {
     /// The ones of `users` seen within the dormancy period.
     pub(super) async fn active(&self, users: &[String]) -> Result<Vec<String>> {
-        // An empty `$in` on a shard key crashes DocumentDB 0.106 over Citus (a segfault in
-        // its shard pruning), and matches nothing anywhere: no command.
+        // An empty `$in` matches nothing, and on a shard key it crashes a sharded engine (see
+        // `src/server/family/`): no command.
         if users.is_empty() {
             return Ok(Vec::new());
         }

@@ -136,8 +136,8 @@ pub(super) async fn refresh_hot(inner: &Inner) -> Result<usize> {
     }
     let ids: Vec<ObjectId> = likes.keys().copied().collect();
     let feed = FeedKind::Hot;
-    // No `find` when nothing was liked: an empty `$in` on the shard key crashes DocumentDB
-    // over Citus.
+    // No `find` when nothing was liked: an empty `$in` on the shard key crashes a sharded
+    // engine (see `src/server/family/`).
     let items = if ids.is_empty() {
         Vec::new()
     } else {

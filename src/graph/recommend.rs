@@ -184,8 +184,8 @@ impl FollowGraph {
                 "followee": "$user", "following": { "$max": "$stats.following" },
             } },
             // Hubs start from nobody: `$graphLookup` reads nothing for them. (The start is also
-            // the `connectFromField`, `user`: mongo-java-server starts from that field, not
-            // from `startWith`.)
+            // the `connectFromField`, `user`: some servers start from that field, not from
+            // `startWith`.)
             doc! { "$project": {
                 "followee": 1, "following": 1,
                 "user": { "$cond": [

@@ -49,7 +49,7 @@ impl FollowGraph {
     /// `mongos` (or a front end that answers as one); see
     /// [`crate::sharding::shard_collections`] for the key forms each engine takes, the order
     /// (on a new deployment, before the indexes) and the unique indexes (follows, members,
-    /// subscriptions, exclusions) on DocumentDB.
+    /// subscriptions, exclusions) on engines that restrict them on sharded collections.
     ///
     /// ```no_run
     /// # async fn demo(graph: &mongo_social::FollowGraph) -> mongo_social::Result<()> {

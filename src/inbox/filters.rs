@@ -136,7 +136,8 @@ impl FilterLists {
         recipients: &[String],
     ) -> Result<SenderFilters> {
         if recipients.is_empty() {
-            // No command: an empty `$in` on the shard key crashes DocumentDB over Citus.
+            // No command: an empty `$in` matches nothing, and on the shard key it crashes a
+            // sharded engine (see `src/server/family/`).
             return Ok(SenderFilters::default());
         }
         let found: Vec<Document> = backend

@@ -320,10 +320,7 @@ pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilit
     #[cfg(feature = "tracing")]
     {
         let server = info.family().name();
-        let version = match &info.flavor {
-            crate::server::ServerFlavor::FerretDb { version } => version.as_str(),
-            _ => info.version.as_str(),
-        };
+        let version = info.family_version();
         tracing::debug!(server, version, "server detected");
         let missing = capabilities.missing();
         if !missing.is_empty() {

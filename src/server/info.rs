@@ -136,6 +136,16 @@ impl ServerInfo {
         ServerFamily::of(&self.flavor, self.has_hello)
     }
 
+    /// The version that names the server's release in traces: FerretDB's own where it reports
+    /// one, else the MongoDB version the server reports.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn family_version(&self) -> &str {
+        match &self.flavor {
+            ServerFlavor::FerretDb { version } => version,
+            _ => &self.version,
+        }
+    }
+
     /// What the server can do.
     pub fn capabilities(&self) -> Capabilities {
         self.capabilities

@@ -111,7 +111,7 @@ const FLOOR: &str = "floor";
 ///
 /// An inbox reads in arrival order, newest first, and each entry's `sent` says when the message
 /// reached that inbox, so `sent` never increases down the inbox. Each bucket keeps `last_sent`,
-/// its newest `sent`. Where the server runs update pipelines (MongoDB, DocumentDB), a push is a
+/// its newest `sent`. Where the server runs update pipelines, a push is a
 /// pipeline that stamps its entry with the later of the message's `sent` and `last_sent`, in
 /// the same atomic update that claims the position and moves `last_sent` up. Elsewhere a push
 /// carries the message's `sent` only if no later one is in the bucket (`last_sent` not after

@@ -79,8 +79,8 @@ impl<P: Payload> FanOutOnRead<P> {
     ///
     /// Sent as a multi-document update although it changes one document: the filter names two
     /// `_id`s (the shared document and the owner's delivered copy) and not the sender, the shard
-    /// key, which a sharded cluster requires of a single-document update (MongoDB before 7.1,
-    /// DocumentDB) and a multi-document one does not.
+    /// key, which a sharded cluster may require of a single-document update (MongoDB before
+    /// 7.1 does) and a multi-document one does not.
     async fn update_one(
         &self,
         owner: &str,
