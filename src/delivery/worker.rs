@@ -10,12 +10,14 @@ use futures::TryStreamExt;
 use super::{Inner, FAN_OUT, REBUILD};
 use crate::bson_ext;
 use crate::bson_ext::derived_id;
+use crate::error::{Error, Result};
 use crate::graph::FollowSource;
 use crate::inbox::Message;
 use crate::jobs::{Job, JobHandler};
 use crate::observe;
 use crate::page;
-use crate::{Cursor, Error, PageRequest, Payload, Result};
+use crate::page::{Cursor, PageRequest};
+use crate::payload::Payload;
 
 impl<P: Payload> Inner<P> {
     /// The ones of `users` seen within the dormancy period.

@@ -14,11 +14,11 @@ use super::store::FeedStore;
 use super::types::{Clock, SystemClock};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::graph::{DynFollowSource, FollowList};
 use crate::notifications::DynNotifier;
+use crate::payload::Payload;
 use crate::validate::check_collection_name;
-use crate::Payload;
-use crate::{Error, Result};
 
 /// The store's collections, by default name (its job queue's claims go to
 /// `feed_jobs_locks`).

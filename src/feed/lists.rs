@@ -22,7 +22,7 @@ use super::ranking::Candidate;
 use super::types::{FeedKind, PostId};
 use crate::backend::SortedLists;
 use crate::bson_ext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How long a fan-out job waits for its post to appear (its job is queued before the post is
 /// inserted): until then a missing post is an error, retried with back-off; after it, the post is

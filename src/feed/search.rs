@@ -31,9 +31,10 @@ use super::inner::Inner;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
+use crate::error::{Error, Result};
 use crate::observe;
-use crate::Payload;
-use crate::{Error, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
+use crate::payload::Payload;
 
 /// Matches the regex fallback ranks for a best-match search.
 pub const FALLBACK_CANDIDATES: i64 = 1000;

@@ -15,9 +15,10 @@ use super::inner::{not_found_user, Inner};
 use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
 use super::types::User;
+use crate::bson_ext;
+use crate::error::{Entity, Error, Result};
 use crate::observe;
 use crate::validate;
-use crate::{bson_ext, Entity, Error, Result};
 
 /// A user to create.
 #[derive(Clone, Debug, PartialEq, Eq)]

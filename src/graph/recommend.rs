@@ -11,9 +11,11 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
+use crate::error::Result;
 use crate::observe;
 use crate::page::{invalid, Cursor, Scope};
-use crate::{bson_ext, validate, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
+use crate::{bson_ext, validate};
 
 /// The tag of recommendation cursors.
 const TAG: &str = "gr";

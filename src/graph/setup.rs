@@ -5,11 +5,11 @@ use mongodb::Database;
 
 use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
 use crate::config::StoreConfig;
+use crate::error::Result;
 use crate::notifications::Outbox;
 use crate::observe;
 use crate::sharding::ShardKey;
 use crate::validate;
-use crate::Result;
 
 impl FollowGraph {
     /// A graph in `database` with the default collection names.

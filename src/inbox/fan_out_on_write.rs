@@ -23,9 +23,10 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::Result;
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
 
 /// The store's collections, by default name.
 pub(super) const COLLECTIONS: [&str; 4] = [

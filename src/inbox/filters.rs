@@ -13,7 +13,7 @@ use mongodb::Collection;
 
 use super::lifecycle::{Filter, Filters};
 use crate::backend::Backend;
-use crate::Result;
+use crate::error::Result;
 
 /// The default collection of the fan-out strategies' lists.
 pub(super) const DEFAULT_COLLECTION: &str = "inbox_filters";

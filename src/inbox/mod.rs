@@ -46,9 +46,10 @@ pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retention, UpTo};
 pub use transfer::{DynInboxTransfer, Gone, HeldMessage, InboxTransfer};
 
+use crate::error::Result;
+use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
 
 pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.

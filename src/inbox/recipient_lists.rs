@@ -25,7 +25,7 @@ use mongodb::Collection;
 
 use super::{MessageId, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The field that replaces `to` in a copy whose list is stored apart: how many recipients.
 const SHARED: &str = "to_count";

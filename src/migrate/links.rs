@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use mongodb::{Collection, IndexModel};
 
 use crate::backend::Backend;
-use crate::Result;
+use crate::error::Result;
 
 /// Pairs written per `insert`.
 const CHUNK: usize = 1_000;

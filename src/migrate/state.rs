@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use crate::backend::Backend;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The `_id` of the migration's own document.
 const MIGRATION: &str = "migration";

@@ -5,8 +5,10 @@ use futures::TryStreamExt;
 
 use super::{Counts, Group, Groups, Kind};
 use crate::bson_ext;
+use crate::error::{Entity, Error, Result};
 use crate::page::{self, invalid, Cursor};
-use crate::{Entity, Error, Page, PageRequest, Payload, Result};
+use crate::page::{Page, PageRequest};
+use crate::payload::Payload;
 
 /// The tag of the store's cursors.
 const CURSOR_TAG: &str = "ng";

@@ -6,7 +6,8 @@ use super::{count_field, created, Embedded};
 use crate::bson_ext;
 use crate::comments::tree::{Entry, Node, Window};
 use crate::comments::{validate, Comment};
-use crate::{Cursor, Entity, Page, Result};
+use crate::error::{Entity, Result};
+use crate::page::{Cursor, Page};
 
 /// Which top-level comments to read.
 #[derive(Clone, Copy, Debug)]

@@ -13,9 +13,10 @@ use crate::comments::{
     discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
     NewComment, Order, Strategy, ThreadedComments,
 };
+use crate::error::{Entity, Error, Result};
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
-use crate::{Entity, Error, Page, PageRequest, Result};
 
 #[async_trait]
 impl CommentStore for Embedded {

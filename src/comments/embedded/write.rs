@@ -10,7 +10,7 @@ use super::{
 use crate::bson_ext::{self, now_or_after};
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, Keyed, NewComment};
-use crate::{Entity, Error, Result};
+use crate::error::{Entity, Error, Result};
 
 impl Embedded {
     /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing

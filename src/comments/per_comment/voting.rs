@@ -8,12 +8,14 @@ use mongodb::options::ReturnDocument;
 
 use super::stored::{sort_field, Ranking};
 use super::{PerComment, STRATEGY};
+use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use crate::comments::{discussion_lock, slug, validate, Comment, Sort, Vote, VotedComments, Votes};
+use crate::error::{Entity, Result};
 use crate::observe;
 use crate::page::invalid;
-use crate::{bson_ext, Entity, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
 
 #[async_trait]
 impl Tally for PerComment {

@@ -32,10 +32,11 @@ use super::{
 use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::retry::Backoff;
 use crate::sharding::ShardKey;
-use crate::{Error, Page, PageRequest, Result};
 
 /// The store's collections, by default name.
 pub(super) const COLLECTIONS: [&str; 4] = [
