@@ -21,8 +21,7 @@
 //!   [`Backend::find_by_ids`]): with the shard key's fields, so a `mongos` routes it to one
 //!   shard, or by `_id` alone where the server evaluates nothing else without decoding the whole
 //!   collection (FerretDB 1.x);
-//! - retries of transient failures under the store's policy ([`Backend::retry`]).
-//!
+//! - retries of transient failures under the store's policy ([`Backend::retry`]);
 //! - what the server does differently, as intents ([`Backend::dialect`]: the fields a
 //!   `findAndModify` returns, array slices, text search, reads through partial indexes, graph
 //!   joins, change streams);
