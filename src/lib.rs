@@ -37,9 +37,7 @@ pub mod feed;
 pub mod graph;
 mod idempotency;
 pub mod inbox;
-mod indexes;
 pub mod jobs;
-mod lease_lock;
 pub mod migrate;
 mod names;
 pub mod notifications;
@@ -51,7 +49,6 @@ pub mod realtime;
 mod retry;
 pub mod server;
 pub mod sharding;
-mod update_batch;
 mod validate;
 
 #[doc(hidden)]

@@ -23,13 +23,13 @@
 //! Where the server has change streams ([`crate::Capabilities::change_streams`]: MongoDB
 //! replica sets and sharded clusters) and gives a position to resume from when one opens, a
 //! watch is one change stream filtered on the server to the owner's changes: no command while
-//! nothing happens. Elsewhere (a standalone MongoDB, FerretDB, and mongo-java-server, whose change
-//! streams give no resume position before their first event, so the driver's own resume after a
-//! dropped connection would skip what happened meanwhile) it polls: one `find` per poll, every
+//! nothing happens. Elsewhere (a standalone MongoDB, servers without change streams, and servers
+//! whose change streams give no resume position before their first event, so the driver's own
+//! resume after a dropped connection would skip what happened meanwhile) it polls: one `find` per poll, every
 //! [`WatchOptions::poll_interval`] while nothing is found. [`Mode::ChangeStreams`] insists on a
-//! change stream wherever the server opens one; on mongo-java-server that can miss an item,
-//! since its change streams can pass over an event stored concurrently with another (it stamps
-//! events before storing them).
+//! change stream wherever the server opens one; on a server whose change streams stamp events
+//! before storing them, that can miss an item stored concurrently with another (see
+//! docs/SERVERS.md).
 //!
 //! A poll reads the items whose time is at most [`WatchOptions::lookback`] older than the newest
 //! one it has reported, and reports those it has not: an item stamped before another but stored
@@ -392,15 +392,16 @@ impl<S: Source> Watcher<S> {
         };
         self.streaming = match self.options.mode {
             Mode::Polling => false,
-            Mode::Auto => self.source.backend().capabilities().await?.change_streams,
+            Mode::Auto => self.source.backend().dialect().await?.streams_changes(),
             Mode::ChangeStreams => {
-                if !self.source.backend().capabilities().await?.change_streams {
+                if !self.source.backend().dialect().await?.streams_changes() {
                     return Err(Error::Unsupported {
                         limit: crate::error::Limit::Server,
                         feature: "watching through change streams",
-                        reason: "the server has no change streams (a standalone MongoDB, \
-                                 FerretDB): use `Mode::Auto` or `Mode::Polling`"
-                            .to_owned(),
+                        reason:
+                            "the server has no change streams (a standalone MongoDB, for one): \
+                                 use `Mode::Auto` or `Mode::Polling`"
+                                .to_owned(),
                     });
                 }
                 true
@@ -410,8 +411,7 @@ impl<S: Source> Watcher<S> {
         if self.streaming {
             self.open().await?;
             if self.server_token.is_none() && self.options.mode == Mode::Auto {
-                // The server gave no position to resume from (mongo-java-server does not until
-                // a first event): the driver's own resume after a dropped connection would start
+                // The server gave no position to resume from (some do not until a first event): the driver's own resume after a dropped connection would start
                 // from "now" and miss what happened meanwhile. Polling misses nothing.
                 self.stream = None;
                 self.streaming = false;

@@ -3,10 +3,7 @@
 use bson::{doc, Document};
 use mongodb::Database;
 
-use crate::error::{Error, Result};
-use crate::retry::retry;
-use crate::server::{ServerInfo, Topology};
-use crate::RetryPolicy;
+use crate::error::Result;
 
 /// The shard key one collection should have, with the reason it was chosen.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,103 +53,18 @@ impl ShardKey {
 /// collections are sharded, and the refusal is reported (below), the refused ones left whole
 /// and unique.
 ///
-/// Each command is retried on a transient failure under the default [`RetryPolicy`]: a repeat
+/// Each command is retried on a transient failure under the default [`RetryPolicy`](crate::RetryPolicy): a repeat
 /// of `enableSharding` or of a `shardCollection` with the same key is accepted as done.
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`] when the server is not a `mongos` (a standalone server, a replica set,
+/// [`Error::Unsupported`](crate::Error::Unsupported) when the server is not a `mongos` (a standalone server, a replica set,
 /// or FerretDB): sharding is a deployment decision, so this never pretends to succeed. The
 /// same error, after every other collection is sharded, when the engine refused collections
 /// for their unique indexes (`feature` `"sharding a collection with a unique index"`; the
 /// `reason` names them). Calling again after the deployment is fixed shards what is left.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
-    let policy = RetryPolicy::default();
-    let topology = retry(&policy, "detect topology", || {
-        Topology::detect(database.client())
-    })
-    .await?;
-    if topology != Topology::Sharded {
-        let info = ServerInfo::detect_for(database).await?;
-        return Err(Error::Unsupported {
-            limit: crate::error::Limit::Server,
-            feature: "sharding",
-            reason: format!("the server is not a mongos ({})", info.describe()),
-        });
-    }
-    let admin = database.client().database("admin");
-    retry(&policy, "enable sharding", || async {
-        match admin
-            .run_command(doc! { "enableSharding": database.name() })
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(error) if is_unknown_command(&error) => Ok(()),
-            Err(error) => Err(error.into()),
-        }
-    })
-    .await?;
-    let mut refused = Vec::new();
-    for key in keys {
-        let namespace = format!("{}.{}", database.name(), key.collection);
-        let shard = |key: Document| {
-            admin.run_command(doc! { "shardCollection": namespace.as_str(), "key": key })
-        };
-        // Whether the collection is sharded (`false`: refused for its unique indexes).
-        let sharded = retry(&policy, "shard collection", || async {
-            let sharded = match shard(key.key.clone()).await {
-                Err(error) if refuses_ranged_keys(&error) => shard(key.hashed().key).await,
-                other => other,
-            };
-            match sharded {
-                Ok(_) => Ok(true),
-                Err(error) if refuses_unique_indexes(&error) => Ok(false),
-                Err(error) => Err(error.into()),
-            }
-        })
-        .await?;
-        if !sharded {
-            refused.push(namespace);
-        }
-    }
-    if refused.is_empty() {
-        return Ok(());
-    }
-    Err(Error::Unsupported {
-        limit: crate::error::Limit::Server,
-        feature: "sharding a collection with a unique index",
-        reason: format!(
-            "the engine refused to shard {} (\"cannot create constraint\": DocumentDB over Citus \
-             needs citus.allow_unsafe_constraints, as its distributed configuration sets it); \
-             they are left unsharded, their unique indexes kept",
-            refused.join(", ")
-        ),
-    })
-}
-
-/// `CommandNotFound` or `CommandNotSupported`: the server has no such command.
-fn is_unknown_command(error: &mongodb::error::Error) -> bool {
-    matches!(command_error(error), Some((59 | 115, _)))
-}
-
-/// DocumentDB's refusal of a key that is not a single hashed field (`BadValue`, "only shard keys
-/// that use hashed are supported").
-fn refuses_ranged_keys(error: &mongodb::error::Error) -> bool {
-    matches!(command_error(error), Some((2, message)) if message.contains("hashed"))
-}
-
-/// DocumentDB over Citus, without `citus.allow_unsafe_constraints`, refusing to shard a
-/// collection with a unique index other than `_id` (`CommandNotSupported`, "cannot create
-/// constraint on ...").
-fn refuses_unique_indexes(error: &mongodb::error::Error) -> bool {
-    matches!(command_error(error), Some((115, message)) if message.contains("cannot create constraint"))
-}
-
-fn command_error(error: &mongodb::error::Error) -> Option<(i32, &str)> {
-    match error.kind.as_ref() {
-        mongodb::error::ErrorKind::Command(command) => Some((command.code, &command.message)),
-        _ => None,
-    }
+    crate::backend::sharding::shard_collections(database, keys).await
 }
 
 /// Where a `mongos` would send a command, judged from its filter and the collection's shard key.
@@ -313,32 +225,6 @@ mod tests {
 
     fn key(pattern: Document) -> ShardKey {
         ShardKey::declared("c", pattern)
-    }
-
-    /// An error reply as the server sent it.
-    fn reply(code: i32, message: &str) -> mongodb::error::Error {
-        let command: mongodb::error::CommandError =
-            bson::from_document(doc! { "code": code, "codeName": "", "errmsg": message }).unwrap();
-        mongodb::error::ErrorKind::Command(command).into()
-    }
-
-    /// The refusals `shard_collections` acts on, as DocumentDB 0.106's gateway sent them.
-    #[test]
-    fn recorded_refusals_are_recognised() {
-        let unique = reply(115, "cannot create constraint on \"documents_254\"");
-        assert!(refuses_unique_indexes(&unique));
-        assert!(!refuses_ranged_keys(&unique));
-        let ranged = reply(2, "only shard keys that use hashed are supported");
-        assert!(refuses_ranged_keys(&ranged));
-        assert!(!refuses_unique_indexes(&ranged));
-        assert!(is_unknown_command(&reply(
-            59,
-            "no such command: 'enableSharding'"
-        )));
-        assert!(!refuses_unique_indexes(&reply(
-            115,
-            "something else unsupported"
-        )));
     }
 
     #[test]

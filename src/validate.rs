@@ -30,10 +30,10 @@ pub(crate) fn is_blank(text: &str) -> bool {
 /// job's kind) the crate accepts, in bytes of UTF-8.
 ///
 /// Ids are keys of indexes, some of which hold two of them (a follow's owner and target) or an
-/// id and a path (a comment's discussion and its `full_slug`). PostgreSQL's B-tree, under
-/// FerretDB and DocumentDB, takes index rows of about 2,700 bytes (FerretDB 1.x refused a row of
-/// 3,512), and MongoDB index keys up to 1,024 bytes before 4.2; 512 bytes keeps every key the
-/// crate makes within all of them, and is far more than any id scheme needs (a UUID is 36).
+/// id and a path (a comment's discussion and its `full_slug`). PostgreSQL's B-tree, under the
+/// engines built on it, takes index rows of about 2,700 bytes (a row of 3,512 was refused), and
+/// MongoDB index keys up to 1,024 bytes before 4.2 (docs/SERVERS.md); 512 bytes keeps every key
+/// the crate makes within all of them, and is far more than any id scheme needs (a UUID is 36).
 pub const MAX_ID_BYTES: usize = 512;
 
 /// Fails with [`Invalid::Blank`] for a blank id and [`Invalid::TooLong`] for one over

@@ -6,7 +6,7 @@
 //!
 //! - where single-document updates are atomic, the guards go into each update's filter, and the
 //!   server checks them in the same atomic step as the update: one `update` command of many
-//!   statements ([`crate::update_batch`]);
+//!   statements ([`super::update_batch`]);
 //! - where they are not (FerretDB 1.x), the caller holds the documents' locks
 //!   ([`Backend::exclusive_in_rounds`](super::Backend::exclusive_in_rounds)), the documents are
 //!   read by `_id` and the guards checked here, and each update that passes is sent addressed by

@@ -14,20 +14,31 @@
 //!   same locks collection ([`Backend::lease_locks`]);
 //! - the store's indexes, created one per command, and before the first write where
 //!   correctness depends on them ([`Backend::create_indexes`], [`Backend::ensure_indexes`]),
-//!   including indexes only some servers have ([`Backend::with_index_where`]);
+//!   including indexes only some servers have ([`Backend::with_partial_index`],
+//!   [`Backend::with_text_index`]);
 //! - many update statements in as few commands as the server takes ([`Backend::update_batch`]);
 //! - the shape of a filter that addresses one document by `_id` ([`Backend::by_id`],
 //!   [`Backend::find_by_ids`]): with the shard key's fields, so a `mongos` routes it to one
 //!   shard, or by `_id` alone where the server evaluates nothing else without decoding the whole
 //!   collection (FerretDB 1.x);
-//! - retries of transient failures under the store's policy ([`Backend::retry`]).
+//! - retries of transient failures under the store's policy ([`Backend::retry`]);
+//! - what the server does differently, as intents ([`Backend::dialect`]: the fields a
+//!   `findAndModify` returns, array slices, text search, reads through partial indexes, graph
+//!   joins, change streams);
+//! - sharding the store's collections ([`sharding`]).
 //!
-//! A new server quirk of these kinds changes this file (or the one it delegates to), not the
-//! data models.
+//! A new server quirk of these kinds changes this folder, not the data models. A new server
+//! family is a file in `src/server/family/` (its recognition, capabilities and tunings) and a
+//! variant of `ServerFamily` there; [`dialect`] lists the steps.
 
+pub(crate) mod dialect;
 mod guarded;
+pub(crate) mod indexes;
+pub(crate) mod lease_lock;
 mod lists;
 mod owners;
+pub(crate) mod sharding;
+pub(crate) mod update_batch;
 
 pub(crate) use guarded::{Guard, GuardedUpdate};
 pub(crate) use lists::SortedLists;
@@ -43,11 +54,12 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::error::Result;
-use crate::indexes::Indexes;
-use crate::lease_lock::LeaseLocks;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
-use crate::update_batch::UpdateBatch;
+use dialect::Dialect;
+use indexes::Indexes;
+use lease_lock::LeaseLocks;
+use update_batch::UpdateBatch;
 
 /// The most documents [`Backend::find_by_ids`] reads one `find` each where only `{_id}` filters
 /// stay in the engine: past it, one `find` that decodes the collection once costs less.
@@ -109,15 +121,36 @@ impl Backend {
         self
     }
 
-    /// Adds an index the store uses only on servers for which `available` holds (a text index
-    /// where the server has text search).
-    pub(crate) fn with_index_where(
+    /// Adds `partial`, an index with a `partialFilterExpression`, where the server has partial
+    /// indexes, and `otherwise` (if any) where it has none; reads that the partial index serves
+    /// take their filter from [`Dialect::through_partial_index`].
+    pub(crate) fn with_partial_index(
         mut self,
-        available: fn(&Capabilities) -> bool,
+        collection: &Collection<Document>,
+        partial: IndexModel,
+        otherwise: Option<IndexModel>,
+    ) -> Self {
+        self.indexes = self
+            .indexes
+            .with(collection, partial, Some(|c| c.partial_indexes));
+        if let Some(otherwise) = otherwise {
+            self.indexes = self
+                .indexes
+                .with(collection, otherwise, Some(|c| !c.partial_indexes));
+        }
+        self
+    }
+
+    /// Adds a text index, created where the server has text search (searches take their
+    /// stages from [`Dialect::text_search`]).
+    pub(crate) fn with_text_index(
+        mut self,
         collection: &Collection<Document>,
         model: IndexModel,
     ) -> Self {
-        self.indexes = self.indexes.with(collection, model, Some(available));
+        self.indexes = self
+            .indexes
+            .with(collection, model, Some(|c| c.text_search));
         self
     }
 
@@ -133,6 +166,12 @@ impl Backend {
     /// The server's capabilities, detected on first use.
     pub(crate) async fn capabilities(&self) -> Result<Capabilities> {
         self.capabilities.get(&self.database).await
+    }
+
+    /// How the server does what the stores ask (see [`dialect`]), from its capabilities:
+    /// detected on first use, so the first call of a store may cost detection's commands.
+    pub(crate) async fn dialect(&self) -> Result<Dialect> {
+        Ok(Dialect::new(self.capabilities().await?))
     }
 
     /// Runs `run` until it succeeds, fails with an error that is not transient, or the store's
@@ -160,28 +199,27 @@ impl Backend {
     }
 
     /// Inserts `document` once under the store's retry policy: `false` if a unique index already
-    /// held its key (see [`crate::update_batch::insert_once_with`]).
+    /// held its key (see [`update_batch::insert_once_with`]).
     pub(crate) async fn insert_once(
         &self,
         collection: &Collection<Document>,
         document: Document,
     ) -> Result<bool> {
         let capabilities = self.capabilities().await?;
-        crate::update_batch::insert_once_with(&self.retry, collection, document, &capabilities)
-            .await
+        update_batch::insert_once_with(&self.retry, collection, document, &capabilities).await
     }
 
     /// Inserts `documents` in one unordered `insert` under the store's retry policy, a
-    /// duplicate key taken as "already stored" (see [`crate::update_batch::insert_many_once`]).
+    /// duplicate key taken as "already stored" (see [`update_batch::insert_many_once`]).
     pub(crate) async fn insert_many_once(
         &self,
         collection: &Collection<Document>,
         documents: Vec<Document>,
     ) -> Result<()> {
-        crate::update_batch::insert_many_once(&self.retry, collection, documents).await
+        update_batch::insert_many_once(&self.retry, collection, documents).await
     }
 
-    /// Creates every index, one `createIndexes` command each (see [`crate::indexes`]).
+    /// Creates every index, one `createIndexes` command each (see [`crate::backend::indexes`]).
     pub(crate) async fn create_indexes(&self) -> Result<()> {
         self.indexes
             .create(&self.capabilities().await?, &self.retry)

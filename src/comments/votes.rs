@@ -45,10 +45,11 @@ use mongodb::{Collection, IndexModel};
 
 use super::ranking::Vote;
 use super::validate;
+use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
+use crate::bson_ext;
+use crate::error::{Entity, Error, Result};
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
-use crate::{bson_ext, Entity, Error, Result};
 
 /// The default name of the votes collection.
 pub(super) const VOTES: &str = "comment_votes";

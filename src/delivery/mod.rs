@@ -70,16 +70,18 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use mongodb::{Collection, Database, IndexModel};
 
+use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::graph::FollowGraph;
 use crate::inbox::{DynInboxStore, Message, MessageId, Strategy};
 use crate::jobs::{JobQueue, Worker};
 use crate::observe;
+use crate::page::PageRequest;
+use crate::payload::Payload;
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
-use crate::{Error, PageRequest, Payload, Result};
 
 /// The delivery's collections, by default name (its job queue's claims go to
 /// `delivery_jobs_locks`).

@@ -10,18 +10,20 @@ use futures::TryStreamExt;
 use super::{DeliveryState, FAN_OUT, REBUILD};
 use crate::bson_ext;
 use crate::bson_ext::derived_id;
+use crate::error::{Error, Result};
 use crate::graph::FollowSource;
 use crate::inbox::Message;
 use crate::jobs::{Job, JobHandler};
 use crate::observe;
 use crate::page;
-use crate::{Cursor, Error, PageRequest, Payload, Result};
+use crate::page::{Cursor, PageRequest};
+use crate::payload::Payload;
 
 impl<P: Payload> DeliveryState<P> {
     /// The ones of `users` seen within the dormancy period.
     pub(super) async fn active(&self, users: &[String]) -> Result<Vec<String>> {
-        // An empty `$in` on a shard key crashes DocumentDB 0.106 over Citus (a segfault in
-        // its shard pruning), and matches nothing anywhere: no command.
+        // An empty `$in` matches nothing, and on a shard key it crashes a sharded engine (see
+        // `src/server/family/`): no command.
         if users.is_empty() {
             return Ok(Vec::new());
         }

@@ -40,8 +40,8 @@ mod tests {
     use bson::doc;
 
     use super::*;
+    use crate::backend::update_batch::{insert_failure, InsertFailure};
     use crate::error::Invalid;
-    use crate::update_batch::{insert_failure, InsertFailure};
 
     /// A transient `insert` failure as the driver reports it: the `Database` error built from it keeps the
     /// driver's error as its source, and is classified by its code as before.

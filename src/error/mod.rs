@@ -117,8 +117,8 @@ pub enum Error {
 
     /// The database could not be reached, or the connection to it was lost, and did not come
     /// back within the store's [`RetryPolicy`](crate::RetryPolicy): no server answered within
-    /// the client's server selection timeout, a connection failed, or (behind FerretDB 2.x) its
-    /// PostgreSQL was restarting. Every operation of every store reports an outage this way.
+    /// the client's server selection timeout, a connection failed, or the database behind the
+    /// server (PostgreSQL, for the engines built on it) was restarting. Every operation of every store reports an outage this way.
     /// A write may have been applied before the connection was lost; every write of this crate
     /// is idempotent, so calling it again completes it once.
     #[error("the database is unreachable: {reason}")]

@@ -3,21 +3,19 @@
 //! The library retries (under a store's [`RetryPolicy`](crate::RetryPolicy)) only what another
 //! attempt may not meet:
 //!
-//! - **a lost connection**: an I/O error, a cleared connection pool, or, behind FerretDB 2.x, a
-//!   PostgreSQL that is restarting (recognized by what the server says: a DocumentDB error code
-//!   that carries a PostgreSQL SQLSTATE of class `08`, connection exception, or `57P01` to
-//!   `57P03`, shutdown and startup; or FerretDB's `InternalError` whose message is one of
-//!   PostgreSQL's or its driver's connection failures, never a bare code 1, since most internal
-//!   errors are not transient);
+//! - **a lost connection**: an I/O error, a cleared connection pool, or a server whose own
+//!   database is restarting, as the server's family reports it (the engines on PostgreSQL pass
+//!   on its connection failures: see `src/server/family/`);
 //! - **a transient server error**: the codes of stepped-down or shutting-down nodes, write
-//!   conflicts, lock and time-limit timeouts ([`TRANSIENT_CODES`]), PostgreSQL's class `40`
-//!   (serialization failure, deadlock) as DocumentDB reports it, and errors labelled
-//!   `RetryableWriteError`, `TransientTransactionError` or `RetryableError`.
+//!   conflicts, lock and time-limit timeouts ([`TRANSIENT_CODES`]), the transient codes of a
+//!   server family (PostgreSQL's serialization failures and deadlocks, as the engines on it
+//!   report them), and errors labelled `RetryableWriteError`, `TransientTransactionError` or
+//!   `RetryableError`.
 //!
 //! It does not retry what the request itself caused: an input error (refused before anything is
 //! sent, sizes and id lengths included, so no request is ever larger than a server takes: a
-//! server that closes the connection on an oversized request, as mongo-java-server does, would
-//! otherwise look like an outage), any other server error (a duplicate key, a document too
+//! server that closes the connection on an oversized request would otherwise look like an
+//! outage), any other server error (a duplicate key, a document too
 //! large, a bad value, an internal error that does not say its database is gone), and a failed
 //! server selection, after which the driver has already waited its whole
 //! `serverSelectionTimeoutMS` for a server (that timeout is the client's own bound on waiting
@@ -25,6 +23,9 @@
 //! job worker finishing its jobs, a lock given back) waits that out too, within its budget.
 
 use bson::{Bson, Document};
+
+pub use crate::server::family::documentdb::errors::sqlstate;
+use crate::server::family::documentdb::errors::{is_lost_backend, server_says_transient};
 
 /// Server error codes that mean "try again": the node stepped down, is shutting down or was
 /// unreachable, a write conflicted with another, a lock or time limit ran out. The drivers'
@@ -53,69 +54,11 @@ pub const TRANSIENT_LABELS: &[&str] = &[
     "RetryableError",
 ];
 
-/// MongoDB's `InternalError`, which FerretDB uses for failures of its PostgreSQL.
-const INTERNAL_ERROR: i32 = 1;
-
-/// What PostgreSQL and FerretDB's driver for it say when the backend is gone or not back yet
-/// (lowercased), as FerretDB 2.x passes them on under [`INTERNAL_ERROR`].
-const LOST_BACKEND_MESSAGES: &[&str] = &[
-    "unexpected eof",
-    "connection refused",
-    "the database system is not yet accepting connections",
-    "the database system is starting up",
-    "the database system is shutting down",
-    "the database system is in recovery mode",
-    "terminating connection due to administrator command",
-    "terminating connection due to unexpected postmaster exit",
-    "server closed the connection unexpectedly",
-    "failed to connect to",
-    "conn closed",
-    "broken pipe",
-];
-
-/// The PostgreSQL SQLSTATE a DocumentDB error code carries: DocumentDB reports a PostgreSQL
-/// error as the SQLSTATE packed the way PostgreSQL's `MAKE_SQLSTATE` packs it (six bits a
-/// character from `'0'`, the first character lowest), so deadlock `40P01` is 16908292. Only
-/// codes whose fifth character is not `'0'` are read (smaller codes are MongoDB's own).
-pub fn sqlstate(code: i32) -> Option<String> {
-    if code < 1 << 24 {
-        return None;
-    }
-    let state: String = (0..5)
-        .map(|i| char::from(b'0' + ((code >> (6 * i)) & 0x3F) as u8))
-        .collect();
-    state
-        .chars()
-        .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
-        .then_some(state)
-}
-
-/// Whether a server error code is transient: one of [`TRANSIENT_CODES`], or a DocumentDB code of
-/// PostgreSQL's class `40` (transaction rollback: serialization failure, deadlock) or of a lost
-/// backend.
+/// Whether a server error code is transient: one of [`TRANSIENT_CODES`], or one that a server
+/// family reports for a transient failure of its own (PostgreSQL's serialization failures,
+/// deadlocks and lost connections, as the engines over PostgreSQL report them).
 pub fn is_transient_code(code: i32) -> bool {
-    TRANSIENT_CODES.iter().any(|(known, _)| *known == code)
-        || sqlstate(code).is_some_and(|state| state.starts_with("40") || lost_backend_state(&state))
-}
-
-/// A SQLSTATE of a connection that failed or a server that is shutting down or starting.
-fn lost_backend_state(state: &str) -> bool {
-    state.starts_with("08") || matches!(state, "57P01" | "57P02" | "57P03")
-}
-
-/// Whether a server error (its code and message) says the database behind the server is gone
-/// or restarting.
-fn is_lost_backend(code: i32, message: &str) -> bool {
-    if sqlstate(code).is_some_and(|state| lost_backend_state(&state)) {
-        return true;
-    }
-    if code != INTERNAL_ERROR {
-        return false;
-    }
-    let message = message.to_lowercase();
-    LOST_BACKEND_MESSAGES
-        .iter()
-        .any(|known| message.contains(known))
+    TRANSIENT_CODES.iter().any(|(known, _)| *known == code) || server_says_transient(code)
 }
 
 /// Whether one entry of a reply's `writeErrors` (or its `writeConcernError`) is transient.
@@ -205,7 +148,8 @@ pub(crate) fn is_transient_driver_error(error: &mongodb::error::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Error;
+    use crate::error::Error;
+    use crate::server::family::documentdb::errors::INTERNAL_ERROR;
     use bson::doc;
 
     #[test]

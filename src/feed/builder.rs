@@ -14,11 +14,11 @@ use super::store::FeedStore;
 use super::types::{Clock, SystemClock};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::graph::{DynFollowSource, FollowList};
 use crate::notifications::DynNotifier;
+use crate::payload::Payload;
 use crate::validate::check_collection_name;
-use crate::Payload;
-use crate::{Error, Result};
 
 /// The store's collections, by default name (its job queue's claims go to
 /// `feed_jobs_locks`).
@@ -263,8 +263,7 @@ fn with_indexes(backend: Backend, c: &Collections) -> Backend {
     backend
         .with_index(&c.posts, plain(doc! { "created_by.id": 1, "_id": 1 }))
         .with_index(&c.posts, plain(doc! { "created": -1, "_id": -1 }))
-        .with_index_where(
-            |capabilities| capabilities.text_search,
+        .with_text_index(
             &c.posts,
             IndexModel::builder()
                 .keys(doc! { "title": "text", "body": "text" })

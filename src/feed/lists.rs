@@ -22,7 +22,7 @@ use super::state::{not_found_post, FeedState};
 use super::types::{FeedKind, PostId};
 use crate::backend::SortedLists;
 use crate::bson_ext;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How long a fan-out job waits for its post to appear (its job is queued before the post is
 /// inserted): until then a missing post is an error, retried with back-off; after it, the post is
@@ -136,8 +136,8 @@ pub(super) async fn refresh_hot(inner: &FeedState) -> Result<usize> {
     }
     let ids: Vec<ObjectId> = likes.keys().copied().collect();
     let feed = FeedKind::Hot;
-    // No `find` when nothing was liked: an empty `$in` on the shard key crashes DocumentDB
-    // over Citus.
+    // No `find` when nothing was liked: an empty `$in` on the shard key crashes a sharded
+    // engine (see `src/server/family/`).
     let items = if ids.is_empty() {
         Vec::new()
     } else {

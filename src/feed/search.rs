@@ -31,9 +31,10 @@ use super::state::FeedState;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
+use crate::error::{Error, Result};
 use crate::observe;
-use crate::Payload;
-use crate::{Capabilities, Error, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
+use crate::payload::Payload;
 
 /// Matches the regex fallback ranks for a best-match search.
 pub const FALLBACK_CANDIDATES: i64 = 1000;
@@ -147,12 +148,10 @@ impl<X: Payload> Search<X> {
                             .as_ref()
                             .map(|after| cursor::score_key(after, &terms))
                             .transpose()?;
-                        let capabilities = self.inner.backend.capabilities().await?;
-                        let scored = if capabilities.text_search {
-                            self.text_best_match(&capabilities, &terms, after, request.limit)
-                                .await?
-                        } else {
-                            self.regex_best_match(&terms, after).await?
+                        let text = self.text_match(&terms).await?;
+                        let scored = match text {
+                            Some(text) => self.text_best_match(text, after, request.limit).await?,
+                            None => self.regex_best_match(&terms, after).await?,
                         };
                         let page = Page::from_overfetch(scored, request.limit, |(score, last)| {
                             cursor::after_score(&terms, *score, last.id)
@@ -174,9 +173,7 @@ impl<X: Payload> Search<X> {
         limit: usize,
     ) -> Result<Vec<Post<X>>> {
         let sort = doc! { "created": -1, "_id": -1 };
-        let capabilities = self.inner.backend.capabilities().await?;
-        let found: Vec<Document> = if capabilities.text_search {
-            let mut pipeline = text_match(&capabilities, terms);
+        let found: Vec<Document> = if let Some(mut pipeline) = self.text_match(terms).await? {
             if let Some(keyset) = keyset {
                 pipeline.push(doc! { "$match": keyset });
             }
@@ -207,15 +204,21 @@ impl<X: Payload> Search<X> {
         decode_posts(self.inner.collections.posts.name(), found)
     }
 
-    /// One `aggregate`: match, score, keyset, sort, limit.
+    /// The `$match` stages that keep the posts holding every term through the text index, or
+    /// `None` where the server has no text search (see [`Dialect::text_search`](crate::backend::dialect::Dialect::text_search)).
+    async fn text_match(&self, terms: &[&str]) -> Result<Option<Vec<Document>>> {
+        let dialect = self.inner.backend.dialect().await?;
+        Ok(dialect.text_search(terms, || regex_filter(terms)))
+    }
+
+    /// One `aggregate` after the text index's `$match` stages `pipeline`: score, keyset, sort,
+    /// limit.
     async fn text_best_match(
         &self,
-        capabilities: &Capabilities,
-        terms: &[&str],
+        mut pipeline: Vec<Document>,
         after: Option<(f64, PostId)>,
         limit: usize,
     ) -> Result<Vec<(f64, Post<X>)>> {
-        let mut pipeline = text_match(capabilities, terms);
         pipeline.push(doc! { "$addFields": { "_score": { "$meta": "textScore" } } });
         if let Some((score, post)) = after {
             pipeline.push(doc! { "$match": { "$or": [
@@ -277,21 +280,6 @@ impl<X: Payload> Search<X> {
         }
         Ok(scored)
     }
-}
-
-/// The `$match` stages that keep the posts holding every term through the text index: `$text`
-/// with each term quoted, and where the server's `$text` takes any quoted phrase rather than
-/// all, the regexes of [`regex_filter`] over its candidates.
-fn text_match(capabilities: &Capabilities, terms: &[&str]) -> Vec<Document> {
-    let quoted: Vec<String> = terms
-        .iter()
-        .map(|term| format!("\"{}\"", term.replace('"', "")))
-        .collect();
-    let mut stages = vec![doc! { "$match": { "$text": { "$search": quoted.join(" ") } } }];
-    if !capabilities.text_all_phrases {
-        stages.push(doc! { "$match": regex_filter(terms) });
-    }
-    stages
 }
 
 /// Every term, case-insensitively, in the title or the body: a regex per term.

@@ -15,9 +15,10 @@ use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
 use super::state::{not_found_user, FeedState};
 use super::types::User;
+use crate::bson_ext;
+use crate::error::{Entity, Error, Result};
 use crate::observe;
 use crate::validate;
-use crate::{bson_ext, Entity, Error, Result};
 
 /// A user to create.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +135,7 @@ impl Users {
                 let users = &self.inner.collections.users;
                 match users.insert_one(bson::to_document(&user)?).await {
                     Ok(_) => Ok(user),
-                    Err(error) if crate::update_batch::is_duplicate_key(&error) => {
+                    Err(error) if crate::backend::update_batch::is_duplicate_key(&error) => {
                         // Servers differ in naming the index in the message: ask which one clashed.
                         let id_taken = users
                             .find_one(doc! { "_id": &user.id })

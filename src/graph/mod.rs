@@ -115,10 +115,10 @@ use std::time::Duration;
 use bson::{doc, Document};
 use mongodb::Collection;
 
+use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
-use crate::lease_lock::LeaseLocks;
+use crate::error::{Entity, Error};
 use crate::notifications::Outbox;
-use crate::{Entity, Error};
 
 /// Lease of owner and stats locks: a round of 50 users, which on servers without atomic updates
 /// may wait up to a minute for stats locks.

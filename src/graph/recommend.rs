@@ -11,9 +11,11 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
+use crate::error::Result;
 use crate::observe;
 use crate::page::{invalid, Cursor, Scope};
-use crate::{bson_ext, validate, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
+use crate::{bson_ext, validate};
 
 /// The tag of recommendation cursors.
 const TAG: &str = "gr";
@@ -115,8 +117,8 @@ impl FollowGraph {
                     .as_ref()
                     .map(|after| position(after, user))
                     .transpose()?;
-                let capabilities = self.backend.capabilities().await?;
-                let mut hop = if self.recommend.graph_lookup && capabilities.graph_lookup {
+                let joins = self.backend.dialect().await?.joins_in_aggregate();
+                let mut hop = if self.recommend.graph_lookup && joins {
                     self.hop_in_one_aggregate(user).await?
                 } else {
                     self.hop_in_finds(user).await?
@@ -184,8 +186,8 @@ impl FollowGraph {
                 "followee": "$user", "following": { "$max": "$stats.following" },
             } },
             // Hubs start from nobody: `$graphLookup` reads nothing for them. (The start is also
-            // the `connectFromField`, `user`: mongo-java-server starts from that field, not
-            // from `startWith`.)
+            // the `connectFromField`, `user`: some servers start from that field, not from
+            // `startWith`.)
             doc! { "$project": {
                 "followee": 1, "following": 1,
                 "user": { "$cond": [

@@ -5,10 +5,10 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::{group_key, owner_key, FollowGraph, Kind, Origin};
-use crate::lease_lock::Lease;
+use crate::backend::lease_lock::Lease;
+use crate::error::Result;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe;
-use crate::Result;
 
 /// Members or followers read per query while fanning a change out over a group.
 const SCAN_PAGE: i64 = 500;

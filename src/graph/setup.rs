@@ -5,11 +5,11 @@ use mongodb::Database;
 
 use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
 use crate::config::StoreConfig;
+use crate::error::Result;
 use crate::notifications::Outbox;
 use crate::observe;
 use crate::sharding::ShardKey;
 use crate::validate;
-use crate::Result;
 
 impl FollowGraph {
     /// A graph in `database` with the default collection names.
@@ -49,7 +49,7 @@ impl FollowGraph {
     /// `mongos` (or a front end that answers as one); see
     /// [`crate::sharding::shard_collections`] for the key forms each engine takes, the order
     /// (on a new deployment, before the indexes) and the unique indexes (follows, members,
-    /// subscriptions, exclusions) on DocumentDB.
+    /// subscriptions, exclusions) on engines that restrict them on sharded collections.
     ///
     /// ```no_run
     /// # async fn demo(graph: &mongo_social::FollowGraph) -> mongo_social::Result<()> {

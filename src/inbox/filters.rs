@@ -13,7 +13,7 @@ use mongodb::Collection;
 
 use super::lifecycle::{Filter, Filters};
 use crate::backend::Backend;
-use crate::Result;
+use crate::error::Result;
 
 /// The default collection of the fan-out strategies' lists.
 pub(super) const DEFAULT_COLLECTION: &str = "inbox_filters";
@@ -105,7 +105,7 @@ impl FilterLists {
                 {
                     Ok(_) => Ok(()),
                     // Two first upserts of one owner's document: the other one created it.
-                    Err(error) if crate::update_batch::is_duplicate_key(&error) => {
+                    Err(error) if crate::backend::update_batch::is_duplicate_key(&error) => {
                         self.lists
                             .update_one(doc! { "_id": owner }, change.clone())
                             .await?;
@@ -136,7 +136,8 @@ impl FilterLists {
         recipients: &[String],
     ) -> Result<SenderFilters> {
         if recipients.is_empty() {
-            // No command: an empty `$in` on the shard key crashes DocumentDB over Citus.
+            // No command: an empty `$in` matches nothing, and on the shard key it crashes a
+            // sharded engine (see `src/server/family/`).
             return Ok(SenderFilters::default());
         }
         let found: Vec<Document> = backend

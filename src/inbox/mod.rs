@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | [`FanOutOnRead`] | a `find` of the recipients' mute and block lists, one `insert` | one `find`, scattered to every shard | `{from: 1}` |
 //! | [`FanOutOnWrite`] | a `find` of the lists, one `insert` of N copies (batched) | one `find`, one shard | `{recipient: 1, sent: 1}` |
-//! | [`BucketedFanOut`] | 3 commands, 6 when a bucket rolls over (on DocumentDB the pushes 16 to a command) | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
+//! | [`BucketedFanOut`] | 3 commands, 6 when a bucket rolls over (the pushes in commands of as many statements as the server takes well) | one `find` of a few buckets | `{owner: 1, sequence: 1}` |
 //!
 //! Every strategy also implements [`InboxLifecycle`]: read state and unread counts, stars,
 //! delete for me, retract and edit by the sender, retention, mute and block (see
@@ -46,9 +46,10 @@ pub use fan_out_on_write::{FanOutOnWrite, FanOutOnWriteBuilder};
 pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retention, UpTo};
 pub use transfer::{DynInboxTransfer, Gone, HeldMessage, InboxTransfer};
 
+use crate::error::Result;
+use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
 
 pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.

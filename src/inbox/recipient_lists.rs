@@ -25,7 +25,7 @@ use mongodb::Collection;
 
 use super::{MessageId, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The field that replaces `to` in a copy whose list is stored apart: how many recipients.
 const SHARED: &str = "to_count";
@@ -44,7 +44,7 @@ pub(super) struct RecipientLists {
 
 impl RecipientLists {
     /// The default longest list kept in every copy: a small group's list rides along, a
-    /// larger one is stored once. Measured on DocumentDB (docs/BENCHMARKS.md), a send to 100
+    /// larger one is stored once. Measured on an engine over PostgreSQL (docs/BENCHMARKS.md), a send to 100
     /// with its list in every copy took 21 ms (fan out on write) and 31 ms (buckets), and 15 ms
     /// for both with it stored once; a page holding such messages pays one `find` by `_id`.
     pub(super) const DEFAULT_MAX_INLINE: usize = 16;

@@ -2,7 +2,7 @@
 //!
 //! A job is one document `{_id, kind, payload, attempts, not_before, failed}`. Workers poll for
 //! jobs that are due, claim them with a leased lock document (an `insert` on a unique `_id`,
-//! atomic on every server, FerretDB 1.x included, whose `findAndModify` is not), run the
+//! atomic on every server, including those whose `findAndModify` is not), run the
 //! application's [`JobHandler`], then delete the job and the lock. A worker that dies keeps its
 //! claim only until the lease runs out; the next worker that finds the job breaks the expired lock
 //! and runs the job again.

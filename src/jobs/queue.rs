@@ -8,10 +8,10 @@ use bson::{doc, Document};
 use mongodb::{Collection, Database};
 
 use super::JobQueueBuilder;
+use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::lease_lock::LeaseLocks;
 use crate::observe;
 use crate::sharding::ShardKey;
 

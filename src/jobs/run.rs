@@ -105,8 +105,8 @@ impl JobQueue {
     /// The claimed jobs that are still due: a job completed (or failed and postponed) by another
     /// worker between our `find` and our claim is gone (or not due) now.
     async fn claimed_jobs(&self, taken: &[String]) -> Result<Vec<Job>> {
-        // An empty `$in` on a shard key crashes DocumentDB 0.106 over Citus (a segfault),
-        // and matches nothing anywhere: no command.
+        // An empty `$in` matches nothing, and on a shard key it crashes a sharded engine (see
+        // `src/server/family/`): no command.
         if taken.is_empty() {
             return Ok(Vec::new());
         }

@@ -11,7 +11,7 @@ use futures::TryStreamExt;
 use mongodb::{Collection, IndexModel};
 
 use crate::backend::Backend;
-use crate::Result;
+use crate::error::Result;
 
 /// Pairs written per `insert`.
 const CHUNK: usize = 1_000;
@@ -68,7 +68,8 @@ impl Links {
         sources: &[&str],
     ) -> Result<HashMap<String, String>> {
         if sources.is_empty() {
-            // No command: an empty `$in` on the shard key crashes DocumentDB over Citus.
+            // No command: an empty `$in` matches nothing, and on the shard key it crashes a
+            // sharded engine (see `src/server/family/`).
             return Ok(HashMap::new());
         }
         let ids: Vec<String> = sources.iter().map(|s| pair_id(discussion, s)).collect();

@@ -47,7 +47,7 @@
 //! - The copy, per owner: the target's purge of the owner, one `find` of the source's inbox
 //!   (read in batches), one import per 500 messages, the lists, and for verification one more
 //!   export of each side and their counts.
-//! - Where the server's updates are not atomic (FerretDB 1.x), each update of a state document
+//! - Where the server's updates are not atomic, each update of a state document
 //!   (a dirty mark, a copy's start and finish, the epoch, the listing, the phase) also takes
 //!   that document's turn: an `insert` and a `delete` in `<name>_locks`. Elsewhere, nothing.
 //!

@@ -5,7 +5,7 @@
 //!
 //! The state machine leans on single-document atomicity: a write's dirty mark and a copy's
 //! conditional finish must not overwrite each other. Where the server's updates are not atomic
-//! (FerretDB 1.x reads, modifies and writes back whole documents), every update of a state
+//! (it reads, modifies and writes back whole documents), every update of a state
 //! document takes that document's turn through [`Backend::exclusive`] (a leased lock in the
 //! migration's `<name>_locks` collection, keyed by the document's `_id`); elsewhere the
 //! updates run as they are, at no extra command.
@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use crate::backend::Backend;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The `_id` of the migration's own document.
 const MIGRATION: &str = "migration";
@@ -189,7 +189,8 @@ impl States {
     /// The state of each of `owners` (one `find`).
     pub(super) async fn units(&self, owners: &[String]) -> Result<HashMap<String, UnitState>> {
         if owners.is_empty() {
-            // No command: an empty `$in` on the shard key crashes DocumentDB over Citus.
+            // No command: an empty `$in` matches nothing, and on the shard key it crashes a
+            // sharded engine (see `src/server/family/`).
             return Ok(HashMap::new());
         }
         let ids: Vec<String> = owners.iter().map(|o| owner_id(o)).collect();

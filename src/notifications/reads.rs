@@ -5,8 +5,10 @@ use futures::TryStreamExt;
 
 use super::{Counts, Group, Groups, Kind};
 use crate::bson_ext;
+use crate::error::{Entity, Error, Result};
 use crate::page::{self, invalid, Cursor};
-use crate::{Entity, Error, Page, PageRequest, Payload, Result};
+use crate::page::{Page, PageRequest};
+use crate::payload::Payload;
 
 /// The tag of the store's cursors.
 const CURSOR_TAG: &str = "ng";
@@ -43,10 +45,15 @@ impl Groups {
             .sort(doc! { "updated": -1, "_id": -1 })
             .limit(page.fetch() as i64)
             .batch_size(page.fetch() as u32);
-        if self.backend.capabilities().await?.slice_projection {
+        if let Some(members) = self
+            .backend
+            .dialect()
+            .await?
+            .last_of_array(self.recent_actors)
+        {
             // Every field named: servers differ on whether a lone `$slice` keeps the others.
             find = find.projection(doc! {
-                "members": { "$slice": -(self.recent_actors as i32) },
+                "members": members,
                 "recipient": 1, "kind": 1, "target": 1, "window": 1, "count": 1,
                 "updated": 1, "seen": 1, "read": 1, "data": 1,
             });

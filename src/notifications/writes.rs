@@ -3,10 +3,10 @@
 use bson::{doc, Bson, Document};
 
 use super::{Activity, Groups, CHANGED, CHANGES};
+use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext::integer;
-use crate::update_batch::is_duplicate_key;
+use crate::error::{Entity, Error, Result};
 use crate::validate;
-use crate::{Entity, Error, Result};
 
 /// Parts of one window's group tried before an event gives up with [`Error::RetriesExhausted`].
 const MAX_PART_ATTEMPTS: usize = 64;

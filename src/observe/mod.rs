@@ -87,7 +87,7 @@
 //! | a job failed | `warn` | `job`, `kind`, `attempt`, `error`, `given_up`, `retry_in_ms` |
 //! | a worker's round failed (it backs off) | `warn` | `worker`, `error` |
 //! | a page of a post's followers delivered ([`Delivery`](crate::Delivery)'s fan-out job) | `debug` | `post` (the post's message id, shared by every page's job), `followers`, `delivered`, `first_page`, `last_page` |
-//! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb`, `other`), `version` |
+//! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb` for 1.x, `documentdb` for DocumentDB and FerretDB 2.x, `mongo-java-server`, `other`), `version` |
 //! | server capabilities missing, so fallback paths are used | `info`, once per detection (once per store) | `missing` ([`Capabilities::missing`](crate::Capabilities::missing), comma-separated), `server`, `version` |
 //!
 //! **Background work**: each job run is a `jobs.run` span whose `job` field is the job's id,
@@ -321,15 +321,8 @@ impl Operation {
 pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilities) {
     #[cfg(feature = "tracing")]
     {
-        let server = match &info.flavor {
-            crate::server::ServerFlavor::MongoDb => "mongodb",
-            crate::server::ServerFlavor::FerretDb { .. } => "ferretdb",
-            _ => "other",
-        };
-        let version = match &info.flavor {
-            crate::server::ServerFlavor::FerretDb { version } => version.as_str(),
-            _ => info.version.as_str(),
-        };
+        let server = info.family().name();
+        let version = info.family_version();
         tracing::debug!(server, version, "server detected");
         let missing = capabilities.missing();
         if !missing.is_empty() {

@@ -1,40 +1,5 @@
-//! What a server can do ([`Capabilities`]): known for MongoDB and FerretDB 1.x, probed for
-//! the rest.
-
-use super::info::{ServerFlavor, Topology};
-use super::probes::Probes;
-
-/// The statements sent to FerretDB 1.x in one `update` command.
-///
-/// FerretDB 1.x keeps each statement's query open, and with it one connection of its pool to
-/// SQLite or PostgreSQL, until the whole command ends; each statement's write takes one more.
-/// When the open queries of the commands in flight fill the pool, every one of them waits for a
-/// connection that none will give back, and the server answers nothing more until it restarts.
-/// Its pools hold 100 connections on SQLite and 50 by default on PostgreSQL. Measured on
-/// FerretDB 1.24.2, with 50 statements per command: on PostgreSQL a second bucketed send to the
-/// same 100 recipients hung; on SQLite 4 concurrent senders, each sending twice to its own 50
-/// recipients, hung. With the driver's default pool of 10 connections, 3 statements per command
-/// keep one client's worst case at 10 × 3 open queries plus 10 writes, 40 of PostgreSQL's 50.
-/// Round trips are a small part of a statement's cost there: each makes the engine scan the
-/// collection.
-pub(super) const FERRETDB_1_MAX_UPDATE_STATEMENTS: usize = 3;
-
-/// The statements sent to DocumentDB (FerretDB 2.x) in one `update` command, and how many such
-/// commands of one batch are in flight at once.
-///
-/// DocumentDB runs a whole `update` command as one PostgreSQL transaction, so every row a
-/// statement locks stays locked until the last statement of the command: two sends whose
-/// recipients overlap queue behind each other's whole command, and under many concurrent
-/// senders the queues make the slowest sends wait for many others. Measured on DocumentDB 0.106
-/// (16 concurrent senders, sends to 1-100 of 200 users, docs/BENCHMARKS.md "Sustained load"):
-/// with every push of a send in one command, p50 109 ms and p99 1,400 ms; with commands of 10
-/// statements, p50 177 ms and p99 602 ms, and 10% more sends per second. Alone, a send to 1,000
-/// took 176 ms in one command and 120-135 ms in commands of 10 to 25 statements, 4 at a time
-/// (they run on several PostgreSQL backends at once). Commands of one batch lock disjoint rows,
-/// each in the batch's key order, so they cannot deadlock with each other or another batch.
-pub(super) const DOCUMENTDB_MAX_UPDATE_STATEMENTS: usize = 16;
-/// See [`DOCUMENTDB_MAX_UPDATE_STATEMENTS`].
-pub(super) const DOCUMENTDB_UPDATE_COMMANDS_IN_FLIGHT: usize = 4;
+//! What a server can do ([`Capabilities`]): each family's values are in its file of
+//! [`super::family`], known for MongoDB and FerretDB 1.x, probed for the rest.
 
 /// What the server can do, so code (and tests) can pick a path or say why they skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,111 +95,6 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// The capabilities of a server of this flavor and topology: known for MongoDB and FerretDB,
-    /// taken from `probes` for any other server (everything missing if it was not probed).
-    pub(super) fn for_server(
-        flavor: &ServerFlavor,
-        version: &str,
-        topology: Topology,
-        max_write_batch_size: usize,
-        probes: Option<&Probes>,
-    ) -> Self {
-        let sharding = topology == Topology::Sharded;
-        // `$graphLookup` and `$lookup` read a sharded collection from MongoDB 5.1 on.
-        let joins_on_shards = !sharding || version_at_least(version, 5, 1);
-        // MongoDB's, for MongoDB and the engines that took its semantics.
-        let mongodb = Self {
-            atomic_updates: true,
-            max_update_statements: max_write_batch_size,
-            update_commands_in_flight: 1,
-            write_commands_are_transactions: false,
-            unordered_update_batches: true,
-            slice_projection: true,
-            slice_past_end: true,
-            find_and_modify_projection: true,
-            group_first_accumulator: true,
-            transactions: topology != Topology::Standalone,
-            text_search: true,
-            text_all_phrases: true,
-            partial_indexes: true,
-            change_streams: topology != Topology::Standalone,
-            pipeline_updates: true,
-            graph_lookup: joins_on_shards,
-            sharding,
-            filters_beyond_id: true,
-            retried_writes_applied_once: true,
-        };
-        match flavor {
-            ServerFlavor::MongoDb => mongodb,
-            ServerFlavor::FerretDb { version } if version.starts_with("v1.") => Self {
-                atomic_updates: false,
-                max_update_statements: max_write_batch_size.min(FERRETDB_1_MAX_UPDATE_STATEMENTS),
-                update_commands_in_flight: 1,
-                write_commands_are_transactions: false,
-                unordered_update_batches: false,
-                slice_projection: false,
-                slice_past_end: false,
-                find_and_modify_projection: false,
-                group_first_accumulator: false,
-                transactions: false,
-                text_search: false,
-                text_all_phrases: false,
-                partial_indexes: false,
-                change_streams: false,
-                pipeline_updates: false,
-                graph_lookup: false,
-                sharding,
-                filters_beyond_id: false,
-                retried_writes_applied_once: true,
-            },
-            // Probed: FerretDB 2.x and DocumentDB's gateway (the DocumentDB engine on
-            // PostgreSQL: atomic updates through row locks), and any other wire server.
-            ServerFlavor::FerretDb { .. } | ServerFlavor::DocumentDb | ServerFlavor::Other => {
-                let probes = probes.copied().unwrap_or_default();
-                // FerretDB 2.x and the gateway are DocumentDB: a command is one transaction.
-                let documentdb = matches!(
-                    flavor,
-                    ServerFlavor::FerretDb { .. } | ServerFlavor::DocumentDb
-                );
-                Self {
-                    atomic_updates: true,
-                    max_update_statements: if documentdb {
-                        max_write_batch_size.min(DOCUMENTDB_MAX_UPDATE_STATEMENTS)
-                    } else {
-                        max_write_batch_size
-                    },
-                    update_commands_in_flight: if documentdb {
-                        DOCUMENTDB_UPDATE_COMMANDS_IN_FLIGHT
-                    } else {
-                        1
-                    },
-                    write_commands_are_transactions: documentdb,
-                    unordered_update_batches: probes.unordered_update_batches,
-                    slice_projection: probes.slice_projection,
-                    slice_past_end: probes.slice_projection && probes.slice_past_end,
-                    find_and_modify_projection: probes.find_and_modify_projection,
-                    group_first_accumulator: probes.group_first_accumulator,
-                    transactions: false,
-                    text_search: probes.text_search,
-                    text_all_phrases: probes.text_search && probes.text_all_phrases,
-                    partial_indexes: probes.partial_indexes,
-                    change_streams: probes.change_streams,
-                    pipeline_updates: probes.pipeline_updates,
-                    // The probe reads an unsharded collection; on a sharded deployment the
-                    // graph's are sharded, and DocumentDB refuses `$graphLookup` from them.
-                    graph_lookup: probes.graph_lookup && !sharding,
-                    sharding,
-                    // Not probed (a cost is no cheap probe): the wire servers we know of use
-                    // their indexes.
-                    filters_beyond_id: true,
-                    // Not probed (a lost reply is no cheap probe): only where the driver does
-                    // not retry writes by itself.
-                    retried_writes_applied_once: topology == Topology::Standalone,
-                }
-            }
-        }
-    }
-
     /// The names of the capabilities this server lacks, for messages.
     pub fn missing(&self) -> Vec<&'static str> {
         [
@@ -270,13 +130,4 @@ impl Capabilities {
         .filter_map(|(has, name)| (!has).then_some(name))
         .collect()
     }
-}
-
-/// Whether `version` (`"5.0.14"`) is `major.minor` or later.
-pub(super) fn version_at_least(version: &str, major: u64, minor: u64) -> bool {
-    let mut parts = version
-        .split('.')
-        .map(|part| part.parse::<u64>().unwrap_or(0));
-    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    found >= (major, minor)
 }

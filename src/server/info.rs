@@ -4,6 +4,8 @@ use bson::{doc, Document};
 use mongodb::{Client, Database};
 
 use super::capabilities::Capabilities;
+use super::family::ServerFamily;
+use super::flavor::{flavor_of, topology_of, ServerFlavor, Topology};
 use super::probes::Probes;
 use super::reply::bson_to_usize;
 use crate::error::Result;
@@ -14,42 +16,6 @@ const PROBE_DATABASE: &str = "mongo_social_probe";
 
 /// MongoDB's `maxWriteBatchSize` since 3.6, used when a server does not report one.
 const DEFAULT_MAX_WRITE_BATCH_SIZE: usize = 100_000;
-
-/// Which implementation of the MongoDB wire protocol answered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ServerFlavor {
-    /// MongoDB itself (Community, Enterprise or Atlas): `buildInfo` has a `gitVersion` and no
-    /// FerretDB fields.
-    MongoDb,
-    /// FerretDB, with the FerretDB version it reported (`ferretdbVersion` in 1.x,
-    /// `ferretdb.version` in 2.x).
-    FerretDb {
-        /// FerretDB's own version, such as `v1.24.2` or `v2.5.0`.
-        version: String,
-    },
-    /// DocumentDB's own gateway (`pg_documentdb_gw`) in front of the DocumentDB engine on
-    /// PostgreSQL, alone or sharded over Citus: the open-source DocumentDB and, by the same
-    /// design, Azure Cosmos DB for MongoDB vCore. Its `buildInfo` has no `gitVersion` and no
-    /// FerretDB fields, and its `hello` has an `internal` field no MongoDB reply has. The engine
-    /// is the one under FerretDB 2.x, so the same tunings apply; what its operators do is probed.
-    DocumentDb,
-    /// Another server speaking the MongoDB wire protocol (mongo-java-server, for one): its
-    /// `buildInfo` has no `gitVersion`. What it can do is probed, not assumed.
-    Other,
-}
-
-/// How the deployment is laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Topology {
-    /// One server.
-    Standalone,
-    /// A replica set member.
-    ReplicaSet,
-    /// A `mongos` router in front of a sharded cluster.
-    Sharded,
-}
 
 /// The connected server's identity and capabilities, from its `buildInfo` and `hello` replies
 /// (and, for a server that is neither MongoDB nor FerretDB, from probes).
@@ -106,7 +72,8 @@ impl ServerInfo {
             let admin = database.client().database("admin");
             let build = admin.run_command(doc! { "buildInfo": 1 }).await?;
             let (hello, has_hello) = hello(database.client()).await?;
-            let probes = if is_probed(&flavor_of(&build, &hello)) {
+            let family = ServerFamily::of(&flavor_of(&build, &hello), has_hello);
+            let probes = if family.is_probed() {
                 Some(Probes::run(database).await?)
             } else {
                 None
@@ -141,8 +108,12 @@ impl ServerInfo {
             .filter(|size| *size > 0)
             .unwrap_or(DEFAULT_MAX_WRITE_BATCH_SIZE);
         let version = build.get_str("version").unwrap_or("unknown").to_owned();
-        let capabilities =
-            Capabilities::for_server(&flavor, &version, topology, max_write_batch_size, probes);
+        let capabilities = ServerFamily::of(&flavor, has_hello).capabilities(
+            &version,
+            topology,
+            max_write_batch_size,
+            probes,
+        );
         Self {
             flavor,
             version,
@@ -157,6 +128,22 @@ impl ServerInfo {
     /// Whether this is FerretDB (any version) rather than MongoDB.
     pub fn is_ferretdb(&self) -> bool {
         matches!(self.flavor, ServerFlavor::FerretDb { .. })
+    }
+
+    /// The family of the server: the file of [`super::family`] that knows it. Named in traces.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn family(&self) -> ServerFamily {
+        ServerFamily::of(&self.flavor, self.has_hello)
+    }
+
+    /// The version that names the server's release in traces: FerretDB's own where it reports
+    /// one, else the MongoDB version the server reports.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn family_version(&self) -> &str {
+        match &self.flavor {
+            ServerFlavor::FerretDb { version } => version,
+            _ => &self.version,
+        }
     }
 
     /// What the server can do.
@@ -199,38 +186,6 @@ impl ServerInfo {
     }
 }
 
-/// Whether what a server can do is probed rather than known: every engine but MongoDB itself and
-/// FerretDB 1.x (whose gaps are fixed: it is end of life). FerretDB 2.x gains operators from
-/// release to release and differs from MongoDB in their semantics (its `$text` matches any quoted
-/// phrase, where MongoDB requires all), so it is probed like any other engine.
-pub(super) fn is_probed(flavor: &ServerFlavor) -> bool {
-    match flavor {
-        ServerFlavor::MongoDb => false,
-        ServerFlavor::FerretDb { version } => !version.starts_with("v1."),
-        ServerFlavor::DocumentDb | ServerFlavor::Other => true,
-    }
-}
-
-/// MongoDB, FerretDB 1.x or 2.x, DocumentDB's gateway or another server, from the replies to
-/// `buildInfo` and `hello` (or `isMaster`).
-pub(super) fn flavor_of(build: &Document, hello: &Document) -> ServerFlavor {
-    let ferretdb = build.get_str("ferretdbVersion").ok().or_else(|| {
-        build
-            .get_document("ferretdb")
-            .ok()
-            .and_then(|ferretdb| ferretdb.get_str("version").ok())
-    });
-    match ferretdb {
-        Some(version) => ServerFlavor::FerretDb {
-            version: version.to_owned(),
-        },
-        None if build.contains_key("gitVersion") => ServerFlavor::MongoDb,
-        // The gateway's `hello` carries its topology document under `internal`.
-        None if hello.contains_key("internal") => ServerFlavor::DocumentDb,
-        None => ServerFlavor::Other,
-    }
-}
-
 /// The server's reply to `hello`, or to `isMaster` where it has no `hello` (with `false`).
 async fn hello(client: &Client) -> Result<(Document, bool)> {
     let admin = client.database("admin");
@@ -240,17 +195,6 @@ async fn hello(client: &Client) -> Result<(Document, bool)> {
             Ok((admin.run_command(doc! { "isMaster": 1 }).await?, false))
         }
         Err(error) => Err(error.into()),
-    }
-}
-
-/// How the deployment is laid out, from a `hello` (or `isMaster`) reply.
-fn topology_of(hello: &Document) -> Topology {
-    if hello.get_str("msg") == Ok("isdbgrid") {
-        Topology::Sharded
-    } else if hello.contains_key("setName") {
-        Topology::ReplicaSet
-    } else {
-        Topology::Standalone
     }
 }
 

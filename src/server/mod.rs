@@ -7,13 +7,16 @@
 
 mod capabilities;
 mod detected;
+pub(crate) mod family;
+mod flavor;
 mod info;
 mod probes;
 mod reply;
 
 pub use capabilities::Capabilities;
 pub(crate) use detected::DetectedCapabilities;
-pub use info::{ServerFlavor, ServerInfo, Topology};
+pub use flavor::{ServerFlavor, Topology};
+pub use info::ServerInfo;
 pub use probes::PROBE_COLLECTION_PREFIX;
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 
 use bson::{doc, Document};
 
-use super::capabilities::{version_at_least, FERRETDB_1_MAX_UPDATE_STATEMENTS};
-use super::info::{flavor_of, is_probed};
+use super::family::ferretdb1::FERRETDB_1_MAX_UPDATE_STATEMENTS;
+use super::family::mongodb::version_at_least;
+use super::family::ServerFamily;
+use super::flavor::flavor_of;
 use super::probes::Probes;
 use super::{ServerFlavor, ServerInfo, Topology};
 
@@ -222,7 +224,7 @@ fn ferretdb_2_is_not_taken_for_mongodb() {
         graph_lookup: true,
         pipeline_updates: true,
     };
-    assert!(is_probed(&flavor_of(&build, &hello)));
+    assert!(ServerFamily::of(&flavor_of(&build, &hello), true).is_probed());
     let server = info(build, hello, true, Some(probes));
     assert_eq!(
         server.flavor,
@@ -330,7 +332,7 @@ fn documentdb_gateway_is_recognised() {
         "minWireVersion": 0, "maxWireVersion": 21, "readOnly": false, "connectionId": 3,
         "saslSupportedMechs": ["SCRAM-SHA-256"], "internal": {}, "ok": 1.0,
     };
-    assert!(is_probed(&flavor_of(&build, &hello)));
+    assert!(ServerFamily::of(&flavor_of(&build, &hello), true).is_probed());
     let probes = Probes {
         graph_lookup: true,
         ..Probes::default()
@@ -355,4 +357,18 @@ fn documentdb_gateway_is_recognised() {
     let mut plain = hello;
     plain.remove("internal");
     assert_eq!(flavor_of(&build, &plain), ServerFlavor::Other);
+}
+
+#[test]
+fn every_family_is_named() {
+    let named = |flavor: ServerFlavor, has_hello| ServerFamily::of(&flavor, has_hello).name();
+    assert_eq!(named(ServerFlavor::MongoDb, true), "mongodb");
+    let ferretdb = |version: &str| ServerFlavor::FerretDb {
+        version: version.to_owned(),
+    };
+    assert_eq!(named(ferretdb("v1.24.2"), true), "ferretdb");
+    assert_eq!(named(ferretdb("v2.5.0"), true), "documentdb");
+    assert_eq!(named(ServerFlavor::DocumentDb, true), "documentdb");
+    assert_eq!(named(ServerFlavor::Other, false), "mongo-java-server");
+    assert_eq!(named(ServerFlavor::Other, true), "other");
 }

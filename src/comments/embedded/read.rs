@@ -6,7 +6,8 @@ use super::{count_field, created, Embedded};
 use crate::bson_ext;
 use crate::comments::tree::{Entry, Node, Window};
 use crate::comments::{validate, Comment};
-use crate::{Cursor, Entity, Page, Result};
+use crate::error::{Entity, Result};
+use crate::page::{Cursor, Page};
 
 /// Which top-level comments to read.
 #[derive(Clone, Copy, Debug)]
@@ -19,23 +20,16 @@ pub(super) enum Range {
 impl Embedded {
     /// Reads the top-level comments in `range`, or `None` if the discussion was not created.
     pub(super) async fn window(&self, discussion: &str, range: Range) -> Result<Option<Window>> {
-        let capabilities = self.backend.capabilities().await?;
+        let dialect = self.backend.dialect().await?;
         // `[skip, limit]` may skip past the end (a link to a missing comment, a page past the
-        // last): servers that fail such a query read the whole document instead.
-        let sliced = match range {
-            Range::All => false,
-            Range::From { .. } => capabilities.slice_projection && capabilities.slice_past_end,
-            Range::Last { .. } => capabilities.slice_projection,
+        // last); where the server cannot cut the array, the whole document is read.
+        let slice = match range {
+            Range::All => None,
+            Range::From { first, len } => dialect.array_window(first, len.max(1)),
+            Range::Last { len } => dialect.last_of_array(len.max(1)),
         };
-        let comments = match range {
-            Range::From { first, len } if sliced => Bson::from(doc! {
-                "$slice": [slice_number(first, 1), slice_number(len.max(1), 1)]
-            }),
-            Range::Last { len } if sliced => {
-                Bson::from(doc! { "$slice": slice_number(len.max(1), -1) })
-            }
-            _ => Bson::from(1),
-        };
+        let sliced = slice.is_some();
+        let comments = slice.unwrap_or(Bson::from(1));
         let found = self
             .discussions
             .find_one(doc! { "_id": discussion })
@@ -99,13 +93,6 @@ impl Embedded {
         }
         Ok(window)
     }
-}
-
-/// `sign * n` for a `$slice`, as an Int32 where it fits: MongoDB takes any number there, some
-/// servers (mongo-java-server) only an Int32.
-fn slice_number(n: usize, sign: i64) -> Bson {
-    let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
-    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
 
 /// A page from `entries` (in view order) after the cursor position, which `is_after` tests.

@@ -6,16 +6,17 @@ use bson::doc;
 use super::read::{page_after, Range};
 use super::write::Change;
 use super::{count_field, created, Embedded, STRATEGY};
+use crate::backend::update_batch::is_duplicate_key;
 use crate::comments::cursor;
 use crate::comments::tree::{self, Entry, Node};
 use crate::comments::{
     discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
     NewComment, Order, Strategy, ThreadedComments,
 };
+use crate::error::{Entity, Error, Result};
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
-use crate::update_batch::is_duplicate_key;
-use crate::{Entity, Error, Page, PageRequest, Result};
 
 #[async_trait]
 impl CommentStore for Embedded {

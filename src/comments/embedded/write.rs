@@ -10,7 +10,7 @@ use super::{
 use crate::bson_ext::{self, now_or_after};
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
-use crate::{Entity, Error, Result};
+use crate::error::{Entity, Error, Result};
 
 impl Embedded {
     /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
@@ -225,7 +225,7 @@ impl Embedded {
         let growth = (validate::check_stored(&node, self.max_comment_bytes)?
             + ELEMENT_OVERHEAD
             + keyed_growth) as i64;
-        let capabilities = self.backend.capabilities().await?;
+        let dialect = self.backend.dialect().await?;
         let index = self
             .backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
@@ -264,13 +264,12 @@ impl Embedded {
                         .retry("post comment", || {
                             tries += 1;
                             let again = tries > 1;
-                            let mut action = self
-                                .discussions
-                                .find_one_and_update(filter.clone(), update.clone())
-                                .return_document(ReturnDocument::After);
-                            if capabilities.find_and_modify_projection {
-                                action = action.projection(doc! { "slots": 1 });
-                            }
+                            let action = dialect.returning(
+                                self.discussions
+                                    .find_one_and_update(filter.clone(), update.clone())
+                                    .return_document(ReturnDocument::After),
+                                doc! { "slots": 1 },
+                            );
                             async move {
                                 // Where the server matches `$ne` on an array path when any
                                 // element differs, the filter cannot stop a second push: a

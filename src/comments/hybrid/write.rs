@@ -5,10 +5,10 @@ use bson::{doc, Document};
 use super::{
     check_slug, number, page_id, Entry, HybridPages, ATTEMPTS, FLOOR, LAST_POSTED, STRATEGY,
 };
+use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext::{self, now_or_after};
 use crate::comments::{discussion_lock, validate, CommentStore};
-use crate::update_batch::is_duplicate_key;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 impl HybridPages {
     /// Pushes `entry` onto the last page, opening the next page when that one is full, and

@@ -8,12 +8,14 @@ use mongodb::options::ReturnDocument;
 
 use super::stored::{sort_field, Ranking};
 use super::{PerComment, STRATEGY};
+use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use crate::comments::{discussion_lock, slug, validate, Comment, Sort, Vote, VotedComments, Votes};
+use crate::error::{Entity, Result};
 use crate::observe;
 use crate::page::invalid;
-use crate::{bson_ext, Entity, Page, PageRequest, Result};
+use crate::page::{Page, PageRequest};
 
 #[async_trait]
 impl Tally for PerComment {
@@ -47,19 +49,16 @@ impl Tally for PerComment {
         let mut update = doc! { "$inc": { "ups": delta.ups, "downs": delta.downs } };
         crate::retry::once_per_op_in(&mut filter, &mut update, VOTE_OPS, VOTE_OPS_PER_COMMENT, op);
         let projection = doc! { "ups": 1, "downs": 1, "posted": 1 };
-        let capabilities = self.backend.capabilities().await?;
+        let dialect = self.backend.dialect().await?;
         // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
         let counted = self
             .backend
             .retry("count vote", || async {
-                let mut action = self
+                let action = self
                     .comments
                     .find_one_and_update(filter.clone(), update.clone())
                     .return_document(ReturnDocument::After);
-                if capabilities.find_and_modify_projection {
-                    action = action.projection(projection.clone());
-                }
-                Ok(action.await?)
+                Ok(dialect.returning(action, projection.clone()).await?)
             })
             .await?;
         let counted = match counted {

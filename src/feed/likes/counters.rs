@@ -5,10 +5,11 @@ use bson::{doc, Document};
 use serde::{Deserialize, Serialize};
 
 use super::{Likes, MAX_FIRST_UPDATE_RACES, REMOVING};
+use crate::backend::update_batch::is_duplicate_key;
+use crate::bson_ext;
+use crate::error::Result;
 use crate::feed::types::PostId;
 use crate::observe;
-use crate::update_batch::is_duplicate_key;
-use crate::{bson_ext, Result};
 
 /// A post's social counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

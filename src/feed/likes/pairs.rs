@@ -5,12 +5,13 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING};
+use crate::backend::update_batch::is_duplicate_key;
+use crate::bson_ext;
+use crate::error::Result;
 use crate::feed::state::not_found_post;
 use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe;
-use crate::update_batch::is_duplicate_key;
-use crate::{bson_ext, Result};
 
 impl Likes {
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:

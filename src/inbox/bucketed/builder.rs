@@ -94,11 +94,10 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
             .build();
         Ok(BucketedFanOut {
             buckets: Buckets {
-                backend: self.config.backend(&locks, LOCK_LEASE).with_index_where(
-                    |c| c.partial_indexes,
-                    &buckets,
-                    unread,
-                ),
+                backend: self
+                    .config
+                    .backend(&locks, LOCK_LEASE)
+                    .with_partial_index(&buckets, unread, None),
                 buckets,
                 heads: database.collection(&heads),
                 recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),

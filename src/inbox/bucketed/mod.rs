@@ -33,10 +33,11 @@ use super::{
 use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::{Error, Result};
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::retry::Backoff;
 use crate::sharding::ShardKey;
-use crate::{Error, Page, PageRequest, Result};
 
 /// The store's collections, by default name.
 pub(super) const COLLECTIONS: [&str; 4] = [
@@ -112,7 +113,7 @@ const FLOOR: &str = "floor";
 ///
 /// An inbox reads in arrival order, newest first, and each entry's `sent` says when the message
 /// reached that inbox, so `sent` never increases down the inbox. Each bucket keeps `last_sent`,
-/// its newest `sent`. Where the server runs update pipelines (MongoDB, DocumentDB), a push is a
+/// its newest `sent`. Where the server runs update pipelines, a push is a
 /// pipeline that stamps its entry with the later of the message's `sent` and `last_sent`, in
 /// the same atomic update that claims the position and moves `last_sent` up. Elsewhere a push
 /// carries the message's `sent` only if no later one is in the bucket (`last_sent` not after

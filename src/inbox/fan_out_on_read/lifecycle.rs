@@ -17,13 +17,13 @@ use bson::{doc, Bson, Document};
 use super::{FanOutOnRead, LAYOUT};
 use crate::backend::lock_key;
 use crate::bson_ext::derived_id;
+use crate::error::Result;
 use crate::inbox::cursor;
 use crate::inbox::lifecycle::{
     message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
 };
 use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
 use crate::observe;
-use crate::Result;
 
 /// Where updates are not atomic, each document is locked by itself (its `_id` as a
 /// [`lock_key`]): owners share documents, so a write of one owner's state and another's on the
@@ -79,8 +79,8 @@ impl<P: Payload> FanOutOnRead<P> {
     ///
     /// Sent as a multi-document update although it changes one document: the filter names two
     /// `_id`s (the shared document and the owner's delivered copy) and not the sender, the shard
-    /// key, which a sharded cluster requires of a single-document update (MongoDB before 7.1,
-    /// DocumentDB) and a multi-document one does not.
+    /// key, which a sharded cluster may require of a single-document update (MongoDB before
+    /// 7.1 does) and a multi-document one does not.
     async fn update_one(
         &self,
         owner: &str,

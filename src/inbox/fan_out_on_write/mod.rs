@@ -23,9 +23,10 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::error::Result;
 use crate::observe;
+use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
 
 /// The store's collections, by default name.
 pub(super) const COLLECTIONS: [&str; 4] = [
@@ -184,8 +185,7 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
                 .config
                 .backend(&locks, LOCK_LEASE)
                 .with_index(&copies, pages)
-                .with_index_where(|c| c.partial_indexes, &copies, unread)
-                .with_index_where(|c| !c.partial_indexes, &copies, unread_everywhere),
+                .with_partial_index(&copies, unread, Some(unread_everywhere)),
             copies,
             recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
             filters: FilterLists::new(database.collection(&filters)),

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
+use crate::backend::lease_lock::LeaseLocks;
 use crate::comments::{DynCommentTransfer, HeldComment};
 use crate::error::{Error, Result};
-use crate::lease_lock::LeaseLocks;
 use crate::migrate::engine::{Engine, Units};
 use crate::migrate::links::Links;
 

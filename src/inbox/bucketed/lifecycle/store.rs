@@ -138,11 +138,11 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
             // Every bucket but the newest is full: the full ones still counting unread messages
             // (by the partial index on `owner`, which no push into the newest bucket maintains;
             // by the owner's `_id` range where the server has no partial indexes), and the newest.
-            let mut full = if buckets.backend.capabilities().await?.partial_indexes {
-                doc! { "owner": owner }
-            } else {
-                owner_buckets(owner, 0, None)
-            };
+            let mut full = buckets
+                .backend
+                .dialect()
+                .await?
+                .through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
             full.insert("count", doc! { "$gte": size });
             full.insert("unread", doc! { "$gt": 0_i64 });
             let newest = owner_buckets(owner, 0, None);

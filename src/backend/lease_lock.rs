@@ -21,10 +21,10 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
+use super::update_batch::{insert_failure, InsertFailure};
 use crate::error::{Error, Result};
 use crate::observe;
 use crate::retry::{retry, RetryPolicy};
-use crate::update_batch::{insert_failure, InsertFailure};
 
 /// Times a writer finds its locks all taken before giving up; with [`backoff`], about a minute.
 pub(crate) const MAX_LOCK_WAITS: usize = 3000;

@@ -22,8 +22,8 @@ use mongodb::{Collection, IndexModel};
 use tokio::sync::OnceCell;
 
 use crate::error::Result;
+use crate::retry::RetryPolicy;
 use crate::server::Capabilities;
-use crate::RetryPolicy;
 
 /// An index, and the servers it is for (`None`: every server).
 type Wanted = (

@@ -1,0 +1,118 @@
+//! What the stores ask of the server, as intents: "return these fields of the document a
+//! `findAndModify` changed", "the last N elements of this array", "search text for every term",
+//! "read through the partial index", "join the graph in one aggregate", "watch for changes". The
+//! [`Dialect`] answers each from the server's [`Capabilities`] with a ready projection, filter,
+//! pipeline or path, so data-model code never reads a capability flag nor names a server.
+//!
+//! The capabilities come from the server's family (`src/server/family/`, one file each:
+//! MongoDB, FerretDB 1.x, DocumentDB, mongo-java-server) or from the application, which may give
+//! them to a store's builder; either way the dialect follows the capabilities, never the
+//! family, so given capabilities are honoured as they are. To add a server family:
+//!
+//! 1. a file in `src/server/family/` that recognises it, states its [`Capabilities`] (or probes
+//!    them) and its tunings, and explains them; a variant of `ServerFamily` (its name in traces)
+//!    in `src/server/family/mod.rs`;
+//! 2. only if it differs in a way no capability describes yet: a field of [`Capabilities`]
+//!    (`src/server/capabilities.rs`), its probe (`src/server/probes.rs`), and the intent here
+//!    that reads it;
+//! 3. a row in `docs/SERVERS.md`.
+
+use bson::{doc, Bson, Document};
+use mongodb::action::FindOneAndUpdate;
+
+use crate::server::Capabilities;
+
+/// The server's way of doing what the stores ask, chosen from its capabilities once per store
+/// (they are detected once, or given).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dialect(Capabilities);
+
+impl Dialect {
+    pub(crate) fn new(capabilities: Capabilities) -> Self {
+        Self(capabilities)
+    }
+
+    /// `action` (a `findAndModify`) returning only `fields` of its document where the server
+    /// takes a projection there; where it does not (FerretDB 1.x), the whole document.
+    pub(crate) fn returning<'a, T: Send + Sync>(
+        &self,
+        action: FindOneAndUpdate<'a, T>,
+        fields: Document,
+    ) -> FindOneAndUpdate<'a, T> {
+        if self.0.find_and_modify_projection {
+            action.projection(fields)
+        } else {
+            action
+        }
+    }
+
+    /// The projection of an array field that keeps its last `count` elements, or `None` where
+    /// the server has no `$slice` projection: then the caller reads the whole array and keeps
+    /// them itself.
+    pub(crate) fn last_of_array(&self, count: usize) -> Option<Bson> {
+        self.0
+            .slice_projection
+            .then(|| Bson::from(doc! { "$slice": slice_number(count, -1) }))
+    }
+
+    /// The projection of an array field that keeps `limit` elements from `skip` on (`skip` may
+    /// be past the end: then none), or `None` where the server cannot do that in a projection
+    /// (no `$slice`, or a `$slice` that fails past the end): then the caller reads the whole
+    /// array and cuts it itself.
+    pub(crate) fn array_window(&self, skip: usize, limit: usize) -> Option<Bson> {
+        (self.0.slice_projection && self.0.slice_past_end)
+            .then(|| Bson::from(doc! { "$slice": [slice_number(skip, 1), slice_number(limit, 1)] }))
+    }
+
+    /// The `$match` stages that keep the documents holding every one of `terms` through the
+    /// collection's text index: `$text` with each term quoted, and where the server's `$text`
+    /// takes any quoted phrase rather than all, a second `$match` on `every_term` (the caller's
+    /// pattern filter requiring each term). `None` where the server has no text search: then
+    /// the caller searches by pattern alone.
+    pub(crate) fn text_search(
+        &self,
+        terms: &[&str],
+        every_term: impl FnOnce() -> Document,
+    ) -> Option<Vec<Document>> {
+        if !self.0.text_search {
+            return None;
+        }
+        let quoted: Vec<String> = terms
+            .iter()
+            .map(|term| format!("\"{}\"", term.replace('"', "")))
+            .collect();
+        let mut stages = vec![doc! { "$match": { "$text": { "$search": quoted.join(" ") } } }];
+        if !self.0.text_all_phrases {
+            stages.push(doc! { "$match": every_term() });
+        }
+        Some(stages)
+    }
+
+    /// `indexed`, a filter that a partial index serves, where the server has partial indexes
+    /// (those the store declared with [`super::Backend::with_partial_index`]); `otherwise` where
+    /// it has none.
+    pub(crate) fn through_partial_index(&self, indexed: Document, otherwise: Document) -> Document {
+        if self.0.partial_indexes {
+            indexed
+        } else {
+            otherwise
+        }
+    }
+
+    /// Whether a walk of the follow graph runs as one `aggregate` (`$graphLookup` and the
+    /// equality `$lookup` on the graph's collections) rather than as `find`s, one per step.
+    pub(crate) fn joins_in_aggregate(&self) -> bool {
+        self.0.graph_lookup
+    }
+
+    /// Whether changes can be watched as they happen (a change stream) rather than polled.
+    pub(crate) fn streams_changes(&self) -> bool {
+        self.0.change_streams
+    }
+}
+
+/// `n` with `sign`, as an `Int32` where it fits.
+fn slice_number(n: usize, sign: i64) -> Bson {
+    let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
+    i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
+}

@@ -1,0 +1,68 @@
+//! What the DocumentDB engine's errors say: a PostgreSQL SQLSTATE packed into the code, or
+//! (behind FerretDB 2.x) PostgreSQL's own words under `InternalError`, which tell a deadlock or a
+//! restarting database, both transient, from the rest. Read by
+//! [`crate::error::transient`]; imports nothing, so the error module depends on it alone.
+
+/// MongoDB's `InternalError`, which FerretDB uses for failures of its PostgreSQL.
+pub(crate) const INTERNAL_ERROR: i32 = 1;
+
+/// What PostgreSQL and FerretDB's driver for it say when the backend is gone or not back yet
+/// (lowercased), as FerretDB 2.x passes them on under [`INTERNAL_ERROR`].
+const LOST_BACKEND_MESSAGES: &[&str] = &[
+    "unexpected eof",
+    "connection refused",
+    "the database system is not yet accepting connections",
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "terminating connection due to administrator command",
+    "terminating connection due to unexpected postmaster exit",
+    "server closed the connection unexpectedly",
+    "failed to connect to",
+    "conn closed",
+    "broken pipe",
+];
+
+/// The PostgreSQL SQLSTATE a DocumentDB error code carries: DocumentDB reports a PostgreSQL
+/// error as the SQLSTATE packed the way PostgreSQL's `MAKE_SQLSTATE` packs it (six bits a
+/// character from `'0'`, the first character lowest), so deadlock `40P01` is 16908292. Only
+/// codes whose fifth character is not `'0'` are read (smaller codes are MongoDB's own).
+pub fn sqlstate(code: i32) -> Option<String> {
+    if code < 1 << 24 {
+        return None;
+    }
+    let state: String = (0..5)
+        .map(|i| char::from(b'0' + ((code >> (6 * i)) & 0x3F) as u8))
+        .collect();
+    state
+        .chars()
+        .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+        .then_some(state)
+}
+
+/// Whether a server error code is a DocumentDB code of PostgreSQL's class `40` (transaction
+/// rollback: serialization failure, deadlock) or of a lost backend, which another attempt may
+/// not meet.
+pub(crate) fn server_says_transient(code: i32) -> bool {
+    sqlstate(code).is_some_and(|state| state.starts_with("40") || lost_backend_state(&state))
+}
+
+/// A SQLSTATE of a connection that failed or a server that is shutting down or starting.
+fn lost_backend_state(state: &str) -> bool {
+    state.starts_with("08") || matches!(state, "57P01" | "57P02" | "57P03")
+}
+
+/// Whether a server error (its code and message) says the database behind the server is gone
+/// or restarting.
+pub(crate) fn is_lost_backend(code: i32, message: &str) -> bool {
+    if sqlstate(code).is_some_and(|state| lost_backend_state(&state)) {
+        return true;
+    }
+    if code != INTERNAL_ERROR {
+        return false;
+    }
+    let message = message.to_lowercase();
+    LOST_BACKEND_MESSAGES
+        .iter()
+        .any(|known| message.contains(known))
+}
