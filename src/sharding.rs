@@ -3,6 +3,7 @@
 use bson::{doc, Document};
 use mongodb::Database;
 
+use crate::backend::sharding::Sharded;
 use crate::error::Result;
 
 /// The shard key one collection should have, with the reason it was chosen.
@@ -64,7 +65,15 @@ impl ShardKey {
 /// for their unique indexes (`feature` `"sharding a collection with a unique index"`; the
 /// `reason` names them). Calling again after the deployment is fixed shards what is left.
 pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
-    crate::backend::sharding::shard_collections(database, keys).await
+    let keys: Vec<Sharded<'_>> = keys
+        .iter()
+        .map(|key| Sharded {
+            collection: &key.collection,
+            declared: key.key.clone(),
+            hashed: key.hashed().key,
+        })
+        .collect();
+    crate::backend::sharding::shard_collections(database, &keys).await
 }
 
 /// Where a `mongos` would send a command, judged from its filter and the collection's shard key.

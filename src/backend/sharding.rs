@@ -8,10 +8,17 @@ use mongodb::Database;
 use crate::error::{Error, Limit, Result};
 use crate::retry::{retry, RetryPolicy};
 use crate::server::{ServerInfo, Topology};
-use crate::sharding::ShardKey;
+
+/// One collection to shard: its name, its key as declared, and the key's hashed form (sent where
+/// the server takes hashed keys only).
+pub(crate) struct Sharded<'a> {
+    pub(crate) collection: &'a str,
+    pub(crate) declared: Document,
+    pub(crate) hashed: Document,
+}
 
 /// Shards each of `keys`' collections (see [`crate::sharding::shard_collections`]).
-pub(crate) async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result<()> {
+pub(crate) async fn shard_collections(database: &Database, keys: &[Sharded<'_>]) -> Result<()> {
     let policy = RetryPolicy::default();
     let topology = retry(&policy, "detect topology", || {
         Topology::detect(database.client())
@@ -45,8 +52,8 @@ pub(crate) async fn shard_collections(database: &Database, keys: &[ShardKey]) ->
         };
         // Whether the collection is sharded (`false`: refused for its unique indexes).
         let sharded = retry(&policy, "shard collection", || async {
-            let sharded = match shard(key.key.clone()).await {
-                Err(error) if refuses_ranged_keys(&error) => shard(key.hashed().key).await,
+            let sharded = match shard(key.declared.clone()).await {
+                Err(error) if refuses_ranged_keys(&error) => shard(key.hashed.clone()).await,
                 other => other,
             };
             match sharded {

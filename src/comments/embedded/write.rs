@@ -7,6 +7,7 @@ use super::read::Range;
 use super::{
     count_field, created, Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, LAST_POSTED, STRATEGY,
 };
+use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
@@ -243,49 +244,10 @@ impl Embedded {
                     // top-level comment: the push lands only if none is later, so positions and
                     // posting times agree.
                     node.posted = now_or_after(floor);
-                    let mut push = doc! { "comments": bson::to_bson(&node)? };
-                    let mut filter = self.with_room(discussion, growth);
-                    if let Some(keyed) = &keyed {
-                        push.insert(KEYED, keyed.id);
-                        filter.insert(KEYED, doc! { "$ne": keyed.id });
-                    }
-                    let update = doc! {
-                        "$push": push,
-                        "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
-                        "$max": { LAST_POSTED: node.posted },
-                    };
-                    filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
-                    // Never pushed twice: a retry after a lost reply matches nothing.
-                    filter.insert("comments.id", doc! { "$ne": node.id });
-                    let mut tries = 0;
-                    let (id, posted) = (node.id, node.posted);
-                    let pushed = self
-                        .backend
-                        .retry("post comment", || {
-                            tries += 1;
-                            let again = tries > 1;
-                            let action = dialect.returning(
-                                self.discussions
-                                    .find_one_and_update(filter.clone(), update.clone())
-                                    .return_document(ReturnDocument::After),
-                                doc! { "slots": 1 },
-                            );
-                            async move {
-                                // Where the server matches `$ne` on an array path when any
-                                // element differs, the filter cannot stop a second push: a
-                                // retry looks for the comment itself first.
-                                if again {
-                                    if let Some((index, stored)) =
-                                        self.find_posted(discussion, id).await?
-                                    {
-                                        return Ok(Some((index, stored.posted)));
-                                    }
-                                }
-                                Ok(action
-                                    .await?
-                                    .map(|document| (count_field(&document, "slots") - 1, posted)))
-                            }
-                        })
+                    let (filter, update) =
+                        self.top_level_push(discussion, &node, keyed.as_ref(), growth)?;
+                    let (pushed, tries) = self
+                        .push_top_level(dialect, discussion, filter, update, &node)
                         .await?;
                     if let Some(landed) = pushed {
                         return Ok(landed);
@@ -312,5 +274,73 @@ impl Embedded {
         let (index, posted) = index;
         node.posted = posted;
         Ok(node.comment(&[index]))
+    }
+
+    /// The filter and update that push `node` at the end of `discussion`'s top level: only
+    /// where there is room for `growth` more bytes, no later comment, no comment with its id,
+    /// and (for a keyed post) no comment with its key.
+    fn top_level_push(
+        &self,
+        discussion: &str,
+        node: &Node,
+        keyed: Option<&KeyedComment>,
+        growth: i64,
+    ) -> Result<(Document, Document)> {
+        let mut push = doc! { "comments": bson::to_bson(node)? };
+        let mut filter = self.with_room(discussion, growth);
+        if let Some(keyed) = keyed {
+            push.insert(KEYED, keyed.id);
+            filter.insert(KEYED, doc! { "$ne": keyed.id });
+        }
+        let update = doc! {
+            "$push": push,
+            "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
+            "$max": { LAST_POSTED: node.posted },
+        };
+        filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
+        // Never pushed twice: a retry after a lost reply matches nothing.
+        filter.insert("comments.id", doc! { "$ne": node.id });
+        Ok((filter, update))
+    }
+
+    /// Runs the push of [`Embedded::top_level_push`], retried: where it landed (its position
+    /// and posting time), or `None` where the filter matched nothing; with the attempts made.
+    async fn push_top_level(
+        &self,
+        dialect: Dialect,
+        discussion: &str,
+        filter: Document,
+        update: Document,
+        node: &Node,
+    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
+        let mut tries = 0;
+        let (id, posted) = (node.id, node.posted);
+        let pushed = self
+            .backend
+            .retry("post comment", || {
+                tries += 1;
+                let again = tries > 1;
+                let action = dialect.returning(
+                    self.discussions
+                        .find_one_and_update(filter.clone(), update.clone())
+                        .return_document(ReturnDocument::After),
+                    doc! { "slots": 1 },
+                );
+                async move {
+                    // Where the server matches `$ne` on an array path when any element
+                    // differs, the filter cannot stop a second push: a retry looks for the
+                    // comment itself first.
+                    if again {
+                        if let Some((index, stored)) = self.find_posted(discussion, id).await? {
+                            return Ok(Some((index, stored.posted)));
+                        }
+                    }
+                    Ok(action
+                        .await?
+                        .map(|document| (count_field(&document, "slots") - 1, posted)))
+                }
+            })
+            .await?;
+        Ok((pushed, tries))
     }
 }
