@@ -18,7 +18,8 @@ use crate::idempotency::{self, CONTENT, KEY};
 use crate::{Entity, Error, Result};
 
 /// A keyed send's id and content digest.
-pub(super) struct KeyedSend {
+#[derive(Debug)]
+pub struct KeyedSend {
     pub(super) id: MessageId,
     pub(super) key: String,
     pub(super) content: String,

@@ -22,10 +22,12 @@
 
 pub(crate) mod bucketed;
 pub(crate) mod cursor;
+pub(crate) mod engine;
 mod fan_out_on_read;
 mod fan_out_on_write;
 mod filters;
-mod keyed;
+mod front;
+pub(crate) mod keyed;
 pub mod lifecycle;
 mod recipient_lists;
 mod time_ordered;

@@ -8,7 +8,7 @@ use mongodb::Collection;
 
 use super::lifecycle::Retention;
 use super::recipient_lists::RecipientLists;
-use super::{cursor, validate, Message, MessageId, Payload, Strategy};
+use super::{cursor, Message, MessageId, Payload, Strategy};
 use crate::backend::Backend;
 use crate::{Page, PageRequest, Result};
 
@@ -123,7 +123,6 @@ pub(super) async fn read_page<P: Payload>(
     page: PageRequest,
     recipients: Option<&RecipientLists>,
 ) -> Result<Page<Message<P>>> {
-    validate::check_page(owner, &page)?;
     let mut filter = doc! { layout.owner_field: owner };
     filter.extend(layout.state.visible(owner));
     if let Some(after) = &page.after {
@@ -170,7 +169,6 @@ pub(super) async fn count(
     layout: Layout,
     owner: &str,
 ) -> Result<u64> {
-    validate::check_user_id("owner", owner)?;
     let mut filter = doc! { layout.owner_field: owner };
     filter.extend(layout.state.visible(owner));
     Ok(collection.count_documents(filter).await?)
@@ -182,7 +180,6 @@ pub(super) async fn unread_count(
     layout: Layout,
     owner: &str,
 ) -> Result<u64> {
-    validate::check_user_id("owner", owner)?;
     let mut filter = doc! { layout.owner_field: owner };
     filter.extend(layout.state.unread(owner));
     filter.extend(layout.state.visible(owner));

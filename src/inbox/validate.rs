@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::NewMessage;
-use crate::{Error, PageRequest, Result};
+use crate::{Error, Result};
 
 /// Checks sender and recipients: a sender, at least one recipient, none empty, none repeated.
 pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
@@ -36,11 +36,6 @@ pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
 /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), naming its role (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
     crate::validate::user_id(what, id)
-}
-
-pub(super) fn check_page(owner: &str, page: &PageRequest) -> Result<()> {
-    check_user_id("owner", owner)?;
-    page.check()
 }
 
 /// Fails with [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"message"`) when `value`

@@ -44,9 +44,6 @@ impl<P: Payload> TimeOrdered<P> {
         from: Option<ResumeToken>,
         options: WatchOptions,
     ) -> Updates<Message<P>> {
-        if let Err(error) = crate::validate::user_id("owner", owner) {
-            return realtime::failed(error);
-        }
         let source = Self {
             backend: backend.clone(),
             collection: collection.clone(),

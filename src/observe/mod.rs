@@ -54,7 +54,8 @@
 //! leave the state reads uncounted and a mirrored write as two unrelated spans.
 //!
 //! A span's target is
-//! the module that defines the operation (`mongo_social::inbox::fan_out_on_read`, ...), so
+//! the module that opens it (`mongo_social::inbox::front` for every inbox store's,
+//! `mongo_social::graph::...`), so
 //! `RUST_LOG=mongo_social=debug` takes them all and `RUST_LOG=mongo_social::graph=debug` one
 //! module's. Its fields:
 //!
@@ -258,7 +259,7 @@ pub(crate) use enabled::{current, label, worker, worker_number, Operation};
 /// n).run(future)`. `commands` and `outcome` are added and recorded by [`Operation::run`].
 #[cfg(feature = "tracing")]
 macro_rules! operation {
-    ($name:literal $(, $($fields:tt)*)?) => {
+    ($name:expr $(, $($fields:tt)*)?) => {
         $crate::observe::Operation::new(::tracing::debug_span!(
             $name,
             commands = ::tracing::field::Empty,

@@ -23,18 +23,18 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::engine::InboxEngine;
 use super::filters;
+use super::keyed::KeyedSend;
 use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{
-    cursor, validate, InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy,
-    MAX_DOCUMENT_BYTES,
+    cursor, validate, Message, MessageId, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
 };
 use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::{Error, Result};
-use crate::observe;
 use crate::page::{Page, PageRequest};
 use crate::retry::Backoff;
 use crate::sharding::ShardKey;
@@ -217,125 +217,86 @@ impl<P: Payload> BucketedFanOut<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
+impl<P: Payload> InboxEngine<P> for BucketedFanOut<P> {
     fn strategy(&self) -> Strategy {
         Strategy::BucketedFanOut
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        observe::operation!("inbox.filters", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                let head = self
-                    .buckets
-                    .heads
-                    .find_one(doc! { "_id": owner })
-                    .projection(doc! { "muted": 1, "blocked": 1 })
-                    .await?;
-                Ok(filters::read(head.as_ref()))
-            })
-            .await
+        let head = self
+            .buckets
+            .heads
+            .find_one(doc! { "_id": owner })
+            .projection(doc! { "muted": 1, "blocked": 1 })
+            .await?;
+        Ok(filters::read(head.as_ref()))
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        observe::operation!(
-            "inbox.send",
-            strategy = self.strategy().name(),
-            recipients = message.to.len()
-        )
-        .run(async move {
-            validate::check_new_message(&message)?;
-            if let Some(keyed) = super::keyed::KeyedSend::of(&message)? {
-                let records = self.buckets.recipients.collection().clone();
-                // Recipients holding the message already (an earlier attempt's) are skipped.
-                return super::keyed::send_recorded(
-                    &self.buckets.backend,
-                    &records,
-                    keyed,
-                    message,
-                    |m| async move {
-                        let skipped = self.deliver(&m, &m.to).await?;
-                        Ok((m, skipped))
-                    },
-                )
-                .await;
-            }
-            let message = Message::stamp(message);
-            let recipients = message.to.clone();
-            let skipped = self.buckets.deliver_entry(&message, recipients).await?;
-            Ok(Sent { message, skipped })
-        })
-        .await
+    async fn send(&self, message: NewMessage<P>, keyed: Option<KeyedSend>) -> Result<Sent<P>> {
+        if let Some(keyed) = keyed {
+            let records = self.buckets.recipients.collection().clone();
+            // Recipients holding the message already (an earlier attempt's) are skipped.
+            return super::keyed::send_recorded(
+                &self.buckets.backend,
+                &records,
+                keyed,
+                message,
+                |m| async move {
+                    let skipped = InboxEngine::deliver(self, &m, &m.to).await?;
+                    Ok((m, skipped))
+                },
+            )
+            .await;
+        }
+        let message = Message::stamp(message);
+        let recipients = message.to.clone();
+        let skipped = self.buckets.deliver_entry(&message, recipients).await?;
+        Ok(Sent { message, skipped })
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        observe::operation!(
-            "inbox.deliver",
-            strategy = self.strategy().name(),
-            recipients = recipients.len()
-        )
-        .run(async move {
-            validate::check_recipients(recipients)?;
-            let (holders, mut blocked) = self
-                .buckets
-                .holders(message.id, &message.from, recipients)
-                .await?;
-            let remaining: Vec<String> = recipients
-                .iter()
-                .filter(|recipient| !holders.contains(recipient.as_str()))
-                .filter(|recipient| !blocked.contains(recipient))
-                .cloned()
-                .collect();
-            if !remaining.is_empty() {
-                blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
-            }
-            Ok(blocked)
-        })
-        .await
+        let (holders, mut blocked) = self
+            .buckets
+            .holders(message.id, &message.from, recipients)
+            .await?;
+        let remaining: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| !holders.contains(recipient.as_str()))
+            .filter(|recipient| !blocked.contains(recipient))
+            .cloned()
+            .collect();
+        if !remaining.is_empty() {
+            blocked.extend(self.buckets.deliver_entry(message, remaining).await?);
+        }
+        Ok(blocked)
     }
 
     fn max_message_bytes(&self) -> usize {
         self.buckets.max_message_bytes()
     }
 
-    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        observe::operation!("inbox.remove_from", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                validate::check_user_id("sender", sender)?;
-                Err(Error::Unsupported {
-                    limit: crate::error::Limit::Strategy,
-                    feature: "removing messages from a bucketed inbox",
-                    reason: "every bucket but the newest is full, and positions (and cursors) depend on \
+    async fn remove_from(&self, _owner: &str, _sender: &str) -> Result<u64> {
+        Err(Error::Unsupported {
+            limit: crate::error::Limit::Strategy,
+            feature: "removing messages from a bucketed inbox",
+            reason: "every bucket but the newest is full, and positions (and cursors) depend on \
                              it; removing a message would shift them"
-                        .to_owned(),
-                })
-            })
-            .await
+                .to_owned(),
+        })
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        observe::operation!(
-            "inbox.page",
-            strategy = self.strategy().name(),
-            limit = page.limit
-        )
-        .run(async move { self.buckets.page(owner, page).await })
-        .await
+        self.buckets.page(owner, page).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        observe::operation!("inbox.count", strategy = self.strategy().name())
-            .run(async move { self.buckets.count(owner).await })
-            .await
+        self.buckets.count(owner).await
     }
 
     /// The unique `{owner, sequence}` index is what keeps a bucket from being opened twice, so
     /// a store that was not told to create it creates it before its first write.
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("inbox.create_indexes", strategy = self.strategy().name())
-            .run(async move { self.buckets.backend.create_indexes().await })
-            .await
+        self.buckets.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
@@ -370,9 +331,6 @@ impl<P: Payload> InboxStore<P> for BucketedFanOut<P> {
         from: Option<crate::realtime::ResumeToken>,
         options: crate::realtime::WatchOptions,
     ) -> crate::realtime::Updates<Message<P>> {
-        if let Err(error) = validate::check_user_id("owner", owner) {
-            return crate::realtime::failed(error);
-        }
         let Buckets {
             backend,
             buckets,

@@ -9,8 +9,8 @@
 use std::collections::HashSet;
 
 use super::*;
-use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
-use crate::observe;
+use crate::inbox::engine::TransferEngine;
+use crate::inbox::transfer::{Gone, HeldMessage};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
@@ -246,148 +246,107 @@ impl Buckets {
 }
 
 #[async_trait]
-impl<P: Payload> InboxTransfer<P> for BucketedFanOut<P> {
+impl<P: Payload> TransferEngine<P> for BucketedFanOut<P> {
     /// One `aggregate` grouping the buckets by owner.
     async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!(
-            "inbox.owners",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            crate::inbox::transfer::distinct_owners(&self.buckets.buckets, "owner", false, after)
-                .await
-        })
-        .await
+        crate::inbox::transfer::distinct_owners(&self.buckets.buckets, "owner", false, after).await
     }
 
     /// One `find` of the owner's buckets by `_id` (position order), read in batches, with one
     /// `find` of shared lists per bucket holding entries that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        observe::operation!(
-            "inbox.export",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let buckets = &self.buckets;
-            let collection = buckets.buckets.name().to_owned();
-            let cursor = buckets
-                .buckets
-                .find(owner_buckets(owner, 0, None))
-                .sort(doc! { "_id": 1 })
-                .projection(doc! { "messages": 1 })
-                .await?;
-            Ok(cursor
-                .map_err(Error::from)
-                .and_then(move |mut bucket| {
-                    let collection = collection.clone();
-                    async move {
-                        let mut entries: Vec<Document> = match bucket.remove("messages") {
-                            Some(Bson::Array(entries)) => entries
-                                .into_iter()
-                                .filter_map(|entry| match entry {
-                                    Bson::Document(entry) => Some(entry),
-                                    _ => None,
-                                })
-                                .collect(),
-                            _ => Vec::new(),
-                        };
-                        buckets.recipients.restore(&mut entries, "id").await?;
-                        entries
-                            .iter()
-                            .map(|entry| held(&collection, entry))
-                            .collect::<Result<Vec<_>>>()
-                    }
-                })
-                .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
-                .try_flatten()
-                .boxed())
-        })
-        .await
+        let buckets = &self.buckets;
+        let collection = buckets.buckets.name().to_owned();
+        let cursor = buckets
+            .buckets
+            .find(owner_buckets(owner, 0, None))
+            .sort(doc! { "_id": 1 })
+            .projection(doc! { "messages": 1 })
+            .await?;
+        Ok(cursor
+            .map_err(Error::from)
+            .and_then(move |mut bucket| {
+                let collection = collection.clone();
+                async move {
+                    let mut entries: Vec<Document> = match bucket.remove("messages") {
+                        Some(Bson::Array(entries)) => entries
+                            .into_iter()
+                            .filter_map(|entry| match entry {
+                                Bson::Document(entry) => Some(entry),
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    buckets.recipients.restore(&mut entries, "id").await?;
+                    entries
+                        .iter()
+                        .map(|entry| held(&collection, entry))
+                        .collect::<Result<Vec<_>>>()
+                }
+            })
+            .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed())
     }
 
     /// One `find` of the owner's newest bucket; one `update` of the messages' records; one
     /// `update` filling the newest bucket (guarded by its count) and one `insert` of the full
     /// buckets after it; one `update` of the owner's head.
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        observe::operation!(
-            "inbox.import",
-            strategy = crate::inbox::InboxStore::strategy(self).name(),
-            items = messages.len()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let buckets = &self.buckets;
-            let newest = buckets.newest_for_import(owner).await?;
-            let fresh: Vec<&HeldMessage> = messages
-                .iter()
-                .filter(|message| !newest.present.contains(&message.id.0))
-                .collect();
-            if fresh.is_empty() {
-                return Ok(());
-            }
-            let (placed, sequence) =
-                place(fresh, newest.sequence, newest.count, buckets.bucket_size);
-            // The records first: retract and edit find every entry through them.
-            buckets.import_records(owner, &placed).await?;
-            let Some(floor) = buckets
-                .import_entries(owner, &newest, &placed, sequence)
-                .await?
-            else {
-                // Another writer (or a lost reply's first attempt) changed it: read again.
-                return Box::pin(InboxTransfer::<P>::import(self, owner, messages)).await;
-            };
-            if sequence > 0 {
-                buckets.import_head(owner, sequence, floor).await?;
-            }
-            Ok(())
-        })
-        .await
+        let buckets = &self.buckets;
+        let newest = buckets.newest_for_import(owner).await?;
+        let fresh: Vec<&HeldMessage> = messages
+            .iter()
+            .filter(|message| !newest.present.contains(&message.id.0))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let (placed, sequence) = place(fresh, newest.sequence, newest.count, buckets.bucket_size);
+        // The records first: retract and edit find every entry through them.
+        buckets.import_records(owner, &placed).await?;
+        let Some(floor) = buckets
+            .import_entries(owner, &newest, &placed, sequence)
+            .await?
+        else {
+            // Another writer (or a lost reply's first attempt) changed it: read again.
+            return Box::pin(TransferEngine::<P>::import(self, owner, messages)).await;
+        };
+        if sequence > 0 {
+            buckets.import_head(owner, sequence, floor).await?;
+        }
+        Ok(())
     }
 
     /// One `delete_many` of the owner's buckets and one `delete_one` of their head (and lists).
     /// The messages' records keep where the owner's entries were: harmless, a retract or edit
     /// finds nothing there.
     async fn purge(&self, owner: &str) -> Result<()> {
-        observe::operation!(
-            "inbox.purge",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let buckets = &self.buckets;
-            buckets
-                .backend
-                .retry("purge owner", || async {
-                    buckets
-                        .buckets
-                        .delete_many(owner_buckets(owner, 0, None))
-                        .await?;
-                    buckets.heads.delete_one(doc! { "_id": owner }).await?;
-                    Ok(())
-                })
-                .await
-        })
-        .await
+        let buckets = &self.buckets;
+        buckets
+            .backend
+            .retry("purge owner", || async {
+                buckets
+                    .buckets
+                    .delete_many(owner_buckets(owner, 0, None))
+                    .await?;
+                buckets.heads.delete_one(doc! { "_id": owner }).await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!(
-            "inbox.purge_all",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
+        let buckets = &self.buckets;
+        crate::inbox::transfer::delete_all(
+            &buckets.backend,
+            &[
+                &buckets.buckets,
+                &buckets.heads,
+                buckets.recipients.collection(),
+            ],
         )
-        .run(async move {
-            let buckets = &self.buckets;
-            crate::inbox::transfer::delete_all(
-                &buckets.backend,
-                &[
-                    &buckets.buckets,
-                    &buckets.heads,
-                    buckets.recipients.collection(),
-                ],
-            )
-            .await
-        })
         .await
     }
 
@@ -400,7 +359,6 @@ impl<P: Payload> InboxTransfer<P> for BucketedFanOut<P> {
         message: &Message<P>,
         recipients: &[String],
     ) -> Result<Vec<String>> {
-        validate::check_recipients(recipients)?;
         self.buckets
             .deliver_entry(message, recipients.to_vec())
             .await

@@ -19,11 +19,9 @@ use crate::backend::lock_key;
 use crate::bson_ext::derived_id;
 use crate::error::Result;
 use crate::inbox::cursor;
-use crate::inbox::lifecycle::{
-    message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
-};
+use crate::inbox::engine::LifecycleEngine;
+use crate::inbox::lifecycle::{message_not_found, not_sender, Filter, Retention, UpTo};
 use crate::inbox::{time_ordered, validate, MessageId, Payload, Strategy, MAX_DOCUMENT_BYTES};
-use crate::observe;
 
 /// Where updates are not atomic, each document is locked by itself (its `_id` as a
 /// [`lock_key`]): owners share documents, so a write of one owner's state and another's on the
@@ -104,7 +102,6 @@ impl<P: Payload> FanOutOnRead<P> {
     ///
     /// [`crate::Error::NotFound`] when it is not in `owner`'s inbox (nothing written).
     async fn update_held(&self, owner: &str, id: MessageId, update: Document) -> Result<()> {
-        validate::check_user_id("owner", owner)?;
         if self.update_one(owner, id, held(owner, id), update).await? == 0 {
             return Err(message_not_found(id));
         }
@@ -113,207 +110,138 @@ impl<P: Payload> FanOutOnRead<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
+impl<P: Payload> LifecycleEngine<P> for FanOutOnRead<P> {
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_read",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            self.update_held(owner, id, doc! { "$addToSet": { "read_by": owner } })
-                .await
-        })
-        .await
+        self.update_held(owner, id, doc! { "$addToSet": { "read_by": owner } })
+            .await
     }
 
     async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_unread",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            self.update_held(owner, id, doc! { "$pull": { "read_by": owner } })
-                .await
-        })
-        .await
+        self.update_held(owner, id, doc! { "$pull": { "read_by": owner } })
+            .await
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
-        observe::operation!(
-            "inbox.set_starred",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            let update = if starred {
-                doc! { "$addToSet": { "starred_by": owner } }
-            } else {
-                doc! { "$pull": { "starred_by": owner } }
-            };
-            self.update_held(owner, id, update).await
-        })
-        .await
+        let update = if starred {
+            doc! { "$addToSet": { "starred_by": owner } }
+        } else {
+            doc! { "$pull": { "starred_by": owner } }
+        };
+        self.update_held(owner, id, update).await
     }
 
     /// One `update_many` over the owner's visible unread documents at or below the point; a
     /// [`UpTo::Message`] first reads that document's `(sent, id)` (one `find`).
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_read_up_to",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let point = match up_to {
-                UpTo::Newest => None,
-                UpTo::Cursor(after) => {
-                    Some(cursor::time_key(&after, Strategy::FanOutOnRead, owner)?)
-                }
-                UpTo::Message(id) => {
-                    let found = self
-                        .messages
-                        .find_one(held(owner, id))
-                        .projection(doc! { "sent": 1 })
-                        .await?
-                        .ok_or_else(|| message_not_found(id))?;
-                    let sent = found
-                        .get_datetime("sent")
-                        .map_err(|_| message_not_found(id))?;
-                    Some((*sent, id))
-                }
-            };
-            let mut filter = doc! { "to": owner };
-            filter.extend(LAYOUT.state.unread(owner));
-            filter.extend(LAYOUT.state.visible(owner));
-            if let Some((sent, id)) = point {
-                filter.extend(cursor::at_or_older(sent, id, "id"));
+        let point = match up_to {
+            UpTo::Newest => None,
+            UpTo::Cursor(after) => Some(cursor::time_key(&after, Strategy::FanOutOnRead, owner)?),
+            UpTo::Message(id) => {
+                let found = self
+                    .messages
+                    .find_one(held(owner, id))
+                    .projection(doc! { "sent": 1 })
+                    .await?
+                    .ok_or_else(|| message_not_found(id))?;
+                let sent = found
+                    .get_datetime("sent")
+                    .map_err(|_| message_not_found(id))?;
+                Some((*sent, id))
             }
-            self.update_all(filter, doc! { "$addToSet": { "read_by": owner } })
-                .await?;
-            Ok(())
-        })
-        .await
+        };
+        let mut filter = doc! { "to": owner };
+        filter.extend(LAYOUT.state.unread(owner));
+        filter.extend(LAYOUT.state.visible(owner));
+        if let Some((sent, id)) = point {
+            filter.extend(cursor::at_or_older(sent, id, "id"));
+        }
+        self.update_all(filter, doc! { "$addToSet": { "read_by": owner } })
+            .await?;
+        Ok(())
     }
 
     async fn unread_count(&self, owner: &str) -> Result<u64> {
-        observe::operation!(
-            "inbox.unread_count",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move { time_ordered::unread_count(&self.messages, LAYOUT, owner).await })
-        .await
+        time_ordered::unread_count(&self.messages, LAYOUT, owner).await
     }
 
     /// One `update` adding the owner to `gone_for` (a retracted message matches too: deleting
     /// it changes nothing more).
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.delete",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let update = doc! {
-                "$addToSet": { "gone_for": owner },
-                "$pull": { "read_by": owner, "starred_by": owner },
-            };
-            if self.update_one(owner, id, of(owner, id), update).await? == 0 {
-                return Err(message_not_found(id));
-            }
-            Ok(())
-        })
-        .await
+        let update = doc! {
+            "$addToSet": { "gone_for": owner },
+            "$pull": { "read_by": owner, "starred_by": owner },
+        };
+        if self.update_one(owner, id, of(owner, id), update).await? == 0 {
+            return Err(message_not_found(id));
+        }
+        Ok(())
     }
 
     /// One `update_many` (`{id, from}`: the sender's shard); when it matches nothing, one
     /// `find` tells a message retracted before from someone else's or none.
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.retract",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("sender", sender)?;
-            let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
-            let retracted = bson::DateTime::now();
-            let update = doc! { "$set": { "retracted": retracted }, "$unset": { "message": "" } };
-            if self.update_all(filter, update).await? == 0 {
-                let found = self
-                    .messages
-                    .find_one(doc! { "id": id.0 })
-                    .projection(doc! { "from": 1 })
-                    .await?
-                    .ok_or_else(|| message_not_found(id))?;
-                if found.get_str("from") != Ok(sender) {
-                    return Err(not_sender(sender, id));
-                }
+        let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
+        let retracted = bson::DateTime::now();
+        let update = doc! { "$set": { "retracted": retracted }, "$unset": { "message": "" } };
+        if self.update_all(filter, update).await? == 0 {
+            let found = self
+                .messages
+                .find_one(doc! { "id": id.0 })
+                .projection(doc! { "from": 1 })
+                .await?
+                .ok_or_else(|| message_not_found(id))?;
+            if found.get_str("from") != Ok(sender) {
+                return Err(not_sender(sender, id));
             }
-            Ok(())
-        })
-        .await
+        }
+        Ok(())
     }
 
     /// One `find` (the sender and the size check, before anything is written), one
     /// `update_many`.
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
-        observe::operation!(
-            "inbox.edit",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("sender", sender)?;
-            // The payload alone first, before any command; the message with it once read.
-            let payload = bson::to_bson(&payload)?;
-            validate::check_message_size(&payload, MAX_DOCUMENT_BYTES - 1024)?;
-            let found = self
-                .messages
-                .find_one(doc! { "id": id.0, "retracted": { "$exists": false } })
-                .projection(doc! { "message": 0 })
-                .await?;
-            let Some(mut found) = found else {
-                return Err(message_not_found(id));
-            };
-            if found.get_str("from") != Ok(sender) {
-                return Err(not_sender(sender, id));
-            }
-            let edited = bson::DateTime::now();
-            found.insert("message", payload.clone());
-            found.insert("edited", edited);
-            validate::check_message_size(&found, MAX_DOCUMENT_BYTES - 1024)?;
-            let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
-            let update = doc! { "$set": { "message": payload, "edited": edited } };
-            if self.update_all(filter, update).await? == 0 {
-                // Retracted since the `find`.
-                return Err(message_not_found(id));
-            }
-            Ok(edited)
-        })
-        .await
+        // The payload alone first, before any command; the message with it once read.
+        let payload = bson::to_bson(&payload)?;
+        validate::check_message_size(&payload, MAX_DOCUMENT_BYTES - 1024)?;
+        let found = self
+            .messages
+            .find_one(doc! { "id": id.0, "retracted": { "$exists": false } })
+            .projection(doc! { "message": 0 })
+            .await?;
+        let Some(mut found) = found else {
+            return Err(message_not_found(id));
+        };
+        if found.get_str("from") != Ok(sender) {
+            return Err(not_sender(sender, id));
+        }
+        let edited = bson::DateTime::now();
+        found.insert("message", payload.clone());
+        found.insert("edited", edited);
+        validate::check_message_size(&found, MAX_DOCUMENT_BYTES - 1024)?;
+        let filter = doc! { "id": id.0, "from": sender, "retracted": { "$exists": false } };
+        let update = doc! { "$set": { "message": payload, "edited": edited } };
+        if self.update_all(filter, update).await? == 0 {
+            // Retracted since the `find`.
+            return Err(message_not_found(id));
+        }
+        Ok(edited)
     }
 
     /// The owner's list (one `update`), then the owner's name on the sender's documents in
     /// their inbox (one `update_many`).
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
-        observe::operation!(
-            "inbox.set_filter",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            validate::check_user_id("sender", sender)?;
-            let mark = if on {
-                doc! { "$addToSet": { hidden_for(filter): owner } }
-            } else {
-                doc! { "$pull": { hidden_for(filter): owner } }
-            };
-            let set = self.filters.set(&self.backend, owner, sender, filter, on);
-            self.backend
-                .exclusive_one(&filters_lock(owner), set)
-                .await?;
-            self.update_all(doc! { "to": owner, "from": sender }, mark)
-                .await?;
-            Ok(())
-        })
-        .await
+        let mark = if on {
+            doc! { "$addToSet": { hidden_for(filter): owner } }
+        } else {
+            doc! { "$pull": { hidden_for(filter): owner } }
+        };
+        let set = self.filters.set(&self.backend, owner, sender, filter, on);
+        self.backend
+            .exclusive_one(&filters_lock(owner), set)
+            .await?;
+        self.update_all(doc! { "to": owner, "from": sender }, mark)
+            .await?;
+        Ok(())
     }
 
     fn retention(&self) -> Retention {
@@ -325,40 +253,31 @@ impl<P: Payload> InboxLifecycle<P> for FanOutOnRead<P> {
     /// they share get the owner in `gone_for` (one `update_many`): a shared document stays for
     /// its other recipients. Returns both together.
     async fn prune(&self, owner: &str) -> Result<u64> {
-        observe::operation!(
-            "inbox.prune",
-            strategy = crate::inbox::Strategy::FanOutOnRead.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let older =
-                time_ordered::past_retention(&self.messages, LAYOUT, owner, &self.retention)
-                    .await?;
-            if older.is_empty() {
-                return Ok(0);
-            }
-            let alone = doc! { "to": owner, "to.1": { "$exists": false }, "$or": older.clone() };
-            let deleted = self
-                .backend
-                .retry("prune", || async {
-                    Ok(self
-                        .messages
-                        .delete_many(alone.clone())
-                        .await?
-                        .deleted_count)
-                })
-                .await?;
-            let shared = doc! {
-                "to": owner,
-                "to.1": { "$exists": true },
-                "gone_for": { "$ne": owner },
-                "$or": older,
-            };
-            let hidden = self
-                .update_all(shared, doc! { "$addToSet": { "gone_for": owner } })
-                .await?;
-            Ok(deleted + hidden)
-        })
-        .await
+        let older =
+            time_ordered::past_retention(&self.messages, LAYOUT, owner, &self.retention).await?;
+        if older.is_empty() {
+            return Ok(0);
+        }
+        let alone = doc! { "to": owner, "to.1": { "$exists": false }, "$or": older.clone() };
+        let deleted = self
+            .backend
+            .retry("prune", || async {
+                Ok(self
+                    .messages
+                    .delete_many(alone.clone())
+                    .await?
+                    .deleted_count)
+            })
+            .await?;
+        let shared = doc! {
+            "to": owner,
+            "to.1": { "$exists": true },
+            "gone_for": { "$ne": owner },
+            "$or": older,
+        };
+        let hidden = self
+            .update_all(shared, doc! { "$addToSet": { "gone_for": owner } })
+            .await?;
+        Ok(deleted + hidden)
     }
 }

@@ -12,16 +12,15 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
+use super::engine::InboxEngine;
 use super::filters::{self, FilterLists};
+use super::keyed::KeyedSend;
 use super::lifecycle::{Filter, Filters, Retention};
 use super::time_ordered::{self, Layout, OwnerState};
-use super::{
-    validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
-};
+use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -227,193 +226,151 @@ impl<P: Payload> FanOutOnRead<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for FanOutOnRead<P> {
+impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
     fn strategy(&self) -> Strategy {
         Strategy::FanOutOnRead
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        observe::operation!("inbox.filters", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                self.filters.get(owner).await
-            })
-            .await
+        self.filters.get(owner).await
     }
 
     /// One `find` of the recipients' filters, one `insert`. Recipients who block the sender are
     /// named in `gone_for` (the message is not in their inbox), those who mute them in
     /// `muted_for`; when every recipient blocks the sender, nothing is stored.
-    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        observe::operation!(
-            "inbox.send",
-            strategy = self.strategy().name(),
-            recipients = message.to.len()
-        )
-        .run(async move {
-            validate::check_new_message(&message)?;
-            let keyed = super::keyed::KeyedSend::of(&message)?;
-            if let Some(keyed) = &keyed {
-                // A repeat: one `find` by the derived `_id`, nothing written.
-                if let Some(stored) =
-                    super::keyed::find(&self.backend, &self.messages, keyed.id).await?
-                {
-                    return self.sent_before(keyed, &stored, message);
-                }
+    async fn send(&self, message: NewMessage<P>, keyed: Option<KeyedSend>) -> Result<Sent<P>> {
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find` by the derived `_id`, nothing written.
+            if let Some(stored) =
+                super::keyed::find(&self.backend, &self.messages, keyed.id).await?
+            {
+                return self.sent_before(keyed, &stored, message);
             }
-            let message = match &keyed {
-                Some(keyed) => keyed.message(message, bson::DateTime::now()),
-                None => Message::stamp(message),
+        }
+        let message = match &keyed {
+            Some(keyed) => keyed.message(message, bson::DateTime::now()),
+            None => Message::stamp(message),
+        };
+        let (mut document, skipped) = self.sent_document(&message).await?;
+        if skipped.len() == message.to.len() && keyed.is_none() {
+            return Ok(Sent { message, skipped });
+        }
+        if let Some(keyed) = &keyed {
+            // Stored even when every recipient blocks the sender (in no inbox then), so a
+            // repeat finds it.
+            document.insert(crate::idempotency::KEY, &keyed.key);
+            document.insert(crate::idempotency::CONTENT, &keyed.content);
+            document.insert(SKIPPED, &skipped);
+        }
+        // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
+        let inserted = self.backend.insert_once(&self.messages, document).await?;
+        if let (Some(keyed), false) = (&keyed, inserted) {
+            // Stored by a concurrent attempt with the same key, or by this one (a lost reply).
+            let stored = super::keyed::find(&self.backend, &self.messages, keyed.id)
+                .await?
+                .ok_or_else(|| crate::Error::contention("send keyed message", 1))?;
+            let Message {
+                from, to, payload, ..
+            } = message;
+            let again = NewMessage {
+                from,
+                to,
+                payload,
+                key: Some(keyed.key.clone()),
             };
-            let (mut document, skipped) = self.sent_document(&message).await?;
-            if skipped.len() == message.to.len() && keyed.is_none() {
-                return Ok(Sent { message, skipped });
-            }
-            if let Some(keyed) = &keyed {
-                // Stored even when every recipient blocks the sender (in no inbox then), so a
-                // repeat finds it.
-                document.insert(crate::idempotency::KEY, &keyed.key);
-                document.insert(crate::idempotency::CONTENT, &keyed.content);
-                document.insert(SKIPPED, &skipped);
-            }
-            // The `_id` is the new message's id: a retry that meets it stored is meeting itself.
-            let inserted = self.backend.insert_once(&self.messages, document).await?;
-            if let (Some(keyed), false) = (&keyed, inserted) {
-                // Stored by a concurrent attempt with the same key, or by this one (a lost reply).
-                let stored = super::keyed::find(&self.backend, &self.messages, keyed.id)
-                    .await?
-                    .ok_or_else(|| crate::Error::contention("send keyed message", 1))?;
-                let Message {
-                    from, to, payload, ..
-                } = message;
-                let again = NewMessage {
-                    from,
-                    to,
-                    payload,
-                    key: Some(keyed.key.clone()),
-                };
-                return self.sent_before(keyed, &stored, again);
-            }
-            Ok(Sent { message, skipped })
-        })
-        .await
+            return self.sent_before(keyed, &stored, again);
+        }
+        Ok(Sent { message, skipped })
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        observe::operation!(
-            "inbox.deliver",
-            strategy = self.strategy().name(),
-            recipients = recipients.len()
-        )
-        .run(async move {
-            validate::check_recipients(recipients)?;
-            let mut document = message.to_document()?;
-            document.insert("delivered", true);
-            validate::check_message_size(&document, MAX_DOCUMENT_BYTES)?;
-            // Recipients of the sent document itself hold the message already. (`from` and `sent`
-            // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
-            let holding: Vec<Document> = self
-                .backend
-                .retry("find", || async {
-                    Ok(self
-                        .messages
-                        .find(doc! {
-                            "from": &message.from,
-                            "sent": message.sent,
-                            "id": message.id.0,
-                            "to": { "$in": recipients },
-                        })
-                        .projection(doc! { "to": 1 })
-                        .await?
-                        .try_collect()
-                        .await?)
-                })
-                .await?;
-            let held: std::collections::HashSet<&str> = holding
-                .iter()
-                .filter_map(|d| d.get_array("to").ok())
-                .flatten()
-                .filter_map(bson::Bson::as_str)
-                .collect();
-            let missing: Vec<String> = recipients
-                .iter()
-                .filter(|recipient| !held.contains(recipient.as_str()))
-                .cloned()
-                .collect();
-            let filters = self
-                .filters
-                .for_sender(&self.backend, &message.from, recipients)
-                .await?;
-            let skipped: Vec<String> = recipients
-                .iter()
-                .filter(|recipient| filters.has(recipient, Filter::Block))
-                .cloned()
-                .collect();
-            let missing: Vec<String> = missing
-                .into_iter()
-                .filter(|recipient| !filters.has(recipient, Filter::Block))
-                .collect();
-            if missing.is_empty() {
-                return Ok(skipped);
-            }
-            let copies = missing
-                .iter()
-                .map(|recipient| {
-                    let mut copy = document.clone();
-                    copy.insert("_id", derived_id(message.id.0, recipient));
-                    copy.insert("to", vec![recipient.as_str()]);
-                    if filters.has(recipient, Filter::Mute) {
-                        copy.insert("muted_for", vec![recipient.as_str()]);
-                    }
-                    copy
-                })
-                .collect();
-            // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
-            // was delivered before (or by an earlier attempt of this one).
-            self.backend
-                .insert_many_once(&self.messages, copies)
-                .await?;
-            Ok(skipped)
-        })
-        .await
+        let mut document = message.to_document()?;
+        document.insert("delivered", true);
+        validate::check_message_size(&document, MAX_DOCUMENT_BYTES)?;
+        // Recipients of the sent document itself hold the message already. (`from` and `sent`
+        // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
+        let holding: Vec<Document> = self
+            .backend
+            .retry("find", || async {
+                Ok(self
+                    .messages
+                    .find(doc! {
+                        "from": &message.from,
+                        "sent": message.sent,
+                        "id": message.id.0,
+                        "to": { "$in": recipients },
+                    })
+                    .projection(doc! { "to": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
+            })
+            .await?;
+        let held: std::collections::HashSet<&str> = holding
+            .iter()
+            .filter_map(|d| d.get_array("to").ok())
+            .flatten()
+            .filter_map(bson::Bson::as_str)
+            .collect();
+        let missing: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| !held.contains(recipient.as_str()))
+            .cloned()
+            .collect();
+        let filters = self
+            .filters
+            .for_sender(&self.backend, &message.from, recipients)
+            .await?;
+        let skipped: Vec<String> = recipients
+            .iter()
+            .filter(|recipient| filters.has(recipient, Filter::Block))
+            .cloned()
+            .collect();
+        let missing: Vec<String> = missing
+            .into_iter()
+            .filter(|recipient| !filters.has(recipient, Filter::Block))
+            .collect();
+        if missing.is_empty() {
+            return Ok(skipped);
+        }
+        let copies = missing
+            .iter()
+            .map(|recipient| {
+                let mut copy = document.clone();
+                copy.insert("_id", derived_id(message.id.0, recipient));
+                copy.insert("to", vec![recipient.as_str()]);
+                if filters.has(recipient, Filter::Mute) {
+                    copy.insert("muted_for", vec![recipient.as_str()]);
+                }
+                copy
+            })
+            .collect();
+        // A copy's `_id` derives from the message and the recipient: one refused as a duplicate
+        // was delivered before (or by an earlier attempt of this one).
+        self.backend
+            .insert_many_once(&self.messages, copies)
+            .await?;
+        Ok(skipped)
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        observe::operation!("inbox.remove_from", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                validate::check_user_id("sender", sender)?;
-                let removed = self
-                    .messages
-                    .delete_many(doc! { "from": sender, "to": owner, "delivered": true })
-                    .await?;
-                Ok(removed.deleted_count)
-            })
-            .await
+        let removed = self
+            .messages
+            .delete_many(doc! { "from": sender, "to": owner, "delivered": true })
+            .await?;
+        Ok(removed.deleted_count)
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        observe::operation!(
-            "inbox.page",
-            strategy = self.strategy().name(),
-            limit = page.limit
-        )
-        .run(
-            async move { time_ordered::read_page(&self.messages, LAYOUT, owner, page, None).await },
-        )
-        .await
+        time_ordered::read_page(&self.messages, LAYOUT, owner, page, None).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        observe::operation!("inbox.count", strategy = self.strategy().name())
-            .run(async move { time_ordered::count(&self.messages, LAYOUT, owner).await })
-            .await
+        time_ordered::count(&self.messages, LAYOUT, owner).await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("inbox.create_indexes", strategy = self.strategy().name())
-            .run(async move { self.backend.create_indexes().await })
-            .await
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -13,9 +13,9 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::FanOutOnRead;
-use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
-use crate::inbox::{validate, Message, Payload};
-use crate::observe;
+use crate::inbox::engine::TransferEngine;
+use crate::inbox::transfer::{Gone, HeldMessage};
+use crate::inbox::{Message, Payload};
 use crate::Result;
 
 /// Whether the array `field` of `document` names `owner`.
@@ -84,106 +84,82 @@ fn imported_update(owner: &str, message: &HeldMessage) -> Document {
     update
 }
 #[async_trait]
-impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
+impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
     /// One `aggregate` unwinding every message's recipients.
     async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!(
-            "inbox.owners",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
-        })
-        .await
+        crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
     }
 
     /// One `find` of the messages naming the owner, by `(sent, id)`, read in batches.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        observe::operation!(
-            "inbox.export",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let collection = self.messages.name().to_owned();
-            let owner = owner.to_owned();
-            let cursor = self
-                .messages
-                .find(doc! { "to": &owner })
-                .sort(doc! { "sent": 1, "id": 1 })
-                .await?;
-            Ok(cursor
-                .map_err(crate::Error::from)
-                .and_then(move |document| {
-                    let held = (|| {
-                        let mut message = HeldMessage::from_document(&collection, &document, "id")?;
-                        message.read = names(&document, "read_by", &owner);
-                        message.starred = names(&document, "starred_by", &owner);
-                        message.muted = names(&document, "muted_for", &owner);
-                        message.blocked = names(&document, "blocked_for", &owner);
-                        message.gone = if document.contains_key("retracted") {
-                            Some(Gone::Retracted)
-                        } else if names(&document, "gone_for", &owner) {
-                            Some(Gone::Deleted)
-                        } else {
-                            None
-                        };
-                        Ok(message)
-                    })();
-                    async move { held }
-                })
-                .boxed())
-        })
-        .await
+        let collection = self.messages.name().to_owned();
+        let owner = owner.to_owned();
+        let cursor = self
+            .messages
+            .find(doc! { "to": &owner })
+            .sort(doc! { "sent": 1, "id": 1 })
+            .await?;
+        Ok(cursor
+            .map_err(crate::Error::from)
+            .and_then(move |document| {
+                let held = (|| {
+                    let mut message = HeldMessage::from_document(&collection, &document, "id")?;
+                    message.read = names(&document, "read_by", &owner);
+                    message.starred = names(&document, "starred_by", &owner);
+                    message.muted = names(&document, "muted_for", &owner);
+                    message.blocked = names(&document, "blocked_for", &owner);
+                    message.gone = if document.contains_key("retracted") {
+                        Some(Gone::Retracted)
+                    } else if names(&document, "gone_for", &owner) {
+                        Some(Gone::Deleted)
+                    } else {
+                        None
+                    };
+                    Ok(message)
+                })();
+                async move { held }
+            })
+            .boxed())
     }
 
     /// One `update` of upserting statements (as many commands as the server takes them in):
     /// each sets the message once and adds the owner to its recipients and state arrays.
     /// Repeating it adds nothing (`$setOnInsert`, `$addToSet`).
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        observe::operation!(
-            "inbox.import",
-            strategy = crate::inbox::InboxStore::strategy(self).name(),
-            items = messages.len()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let mut statements = Vec::with_capacity(messages.len());
-            for message in messages {
-                let mut update = imported_update(owner, message);
-                // The sender (the shard key) beside `_id`: an upsert must name its shard on a
-                // sharded cluster. Its `from` then comes from the filter.
-                let filter = self
-                    .backend
-                    .by_id(message.id.0.into(), &doc! { "from": &message.from })
-                    .await?;
-                if filter.contains_key("from") {
-                    if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
-                        set_on_insert.remove("from");
-                    }
+        let mut statements = Vec::with_capacity(messages.len());
+        for message in messages {
+            let mut update = imported_update(owner, message);
+            // The sender (the shard key) beside `_id`: an upsert must name its shard on a
+            // sharded cluster. Its `from` then comes from the filter.
+            let filter = self
+                .backend
+                .by_id(message.id.0.into(), &doc! { "from": &message.from })
+                .await?;
+            if filter.contains_key("from") {
+                if let Ok(set_on_insert) = update.get_document_mut("$setOnInsert") {
+                    set_on_insert.remove("from");
                 }
-                statements.push((filter, update));
             }
-            for attempt in 0..2 {
-                let mut batch = self.backend.update_batch(self.messages.name());
-                for (filter, update) in &statements {
-                    batch.push(filter.clone(), update.clone(), true)?;
-                }
-                let outcome = batch.run().await?;
-                // Two first upserts of one message (another owner's import, a live send): the
-                // other created it, and the statement applies to it now.
-                if outcome.duplicate_key.is_empty() || attempt == 1 {
-                    return Ok(());
-                }
-                statements = outcome
-                    .duplicate_key
-                    .iter()
-                    .map(|&i| statements[i].clone())
-                    .collect();
+            statements.push((filter, update));
+        }
+        for attempt in 0..2 {
+            let mut batch = self.backend.update_batch(self.messages.name());
+            for (filter, update) in &statements {
+                batch.push(filter.clone(), update.clone(), true)?;
             }
-            Ok(())
-        })
-        .await
+            let outcome = batch.run().await?;
+            // Two first upserts of one message (another owner's import, a live send): the
+            // other created it, and the statement applies to it now.
+            if outcome.duplicate_key.is_empty() || attempt == 1 {
+                return Ok(());
+            }
+            statements = outcome
+                .duplicate_key
+                .iter()
+                .map(|&i| statements[i].clone())
+                .collect();
+        }
+        Ok(())
     }
 
     /// One `delete_many` of the messages naming the owner alone; one `update_many` hiding the
@@ -191,46 +167,31 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
     /// recipient keeps them as they were, recipient list included; one `delete_one` of the
     /// owner's lists.
     async fn purge(&self, owner: &str) -> Result<()> {
-        observe::operation!(
-            "inbox.purge",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let mut pull = Document::new();
-            for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
-                pull.insert(*field, owner);
-            }
-            let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
-            self.backend
-                .retry("purge owner", || async {
-                    self.messages.delete_many(doc! { "to": [owner] }).await?;
-                    self.messages
-                        .update_many(doc! { "to": owner }, hide.clone())
-                        .await?;
-                    self.filters
-                        .collection()
-                        .delete_one(doc! { "_id": owner })
-                        .await?;
-                    Ok(())
-                })
-                .await
-        })
-        .await
+        let mut pull = Document::new();
+        for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
+            pull.insert(*field, owner);
+        }
+        let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
+        self.backend
+            .retry("purge owner", || async {
+                self.messages.delete_many(doc! { "to": [owner] }).await?;
+                self.messages
+                    .update_many(doc! { "to": owner }, hide.clone())
+                    .await?;
+                self.filters
+                    .collection()
+                    .delete_one(doc! { "_id": owner })
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!(
-            "inbox.purge_all",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
+        crate::inbox::transfer::delete_all(
+            &self.backend,
+            &[&self.messages, self.filters.collection()],
         )
-        .run(async move {
-            crate::inbox::transfer::delete_all(
-                &self.backend,
-                &[&self.messages, self.filters.collection()],
-            )
-            .await
-        })
         .await
     }
 
@@ -246,7 +207,6 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnRead<P> {
         message: &Message<P>,
         recipients: &[String],
     ) -> Result<Vec<String>> {
-        validate::check_recipients(recipients)?;
         let (document, skipped) = self.sent_document(message).await?;
         if skipped.len() < message.to.len() {
             self.backend.insert_once(&self.messages, document).await?;

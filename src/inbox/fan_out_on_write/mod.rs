@@ -14,17 +14,16 @@ use mongodb::{Collection, Database, IndexModel};
 
 use super::MessageId;
 
+use super::engine::InboxEngine;
 use super::filters::{self, FilterLists};
+use super::keyed::KeyedSend;
 use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout, OwnerState};
-use super::{
-    validate, InboxStore, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
-};
+use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
-use crate::observe;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
@@ -285,99 +284,58 @@ impl<P: Payload> FanOutOnWrite<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for FanOutOnWrite<P> {
+impl<P: Payload> InboxEngine<P> for FanOutOnWrite<P> {
     fn strategy(&self) -> Strategy {
         Strategy::FanOutOnWrite
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        observe::operation!("inbox.filters", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                self.filters.get(owner).await
-            })
-            .await
+        self.filters.get(owner).await
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        observe::operation!(
-            "inbox.send",
-            strategy = self.strategy().name(),
-            recipients = message.to.len()
-        )
-        .run(async move {
-            validate::check_new_message(&message)?;
-            if let Some(keyed) = super::keyed::KeyedSend::of(&message)? {
-                let records = self.recipients.collection();
-                return super::keyed::send_recorded(
-                    &self.backend,
-                    records,
-                    keyed,
-                    message,
-                    |m| async move {
-                        let skipped = self.insert_copies(&m, &m.to, false).await?;
-                        Ok((m, skipped))
-                    },
-                )
-                .await;
-            }
-            let message = Message::stamp(message);
-            let skipped = self.insert_copies(&message, &message.to, false).await?;
-            Ok(Sent { message, skipped })
-        })
-        .await
+    async fn send(&self, message: NewMessage<P>, keyed: Option<KeyedSend>) -> Result<Sent<P>> {
+        if let Some(keyed) = keyed {
+            let records = self.recipients.collection();
+            return super::keyed::send_recorded(
+                &self.backend,
+                records,
+                keyed,
+                message,
+                |m| async move {
+                    let skipped = self.insert_copies(&m, &m.to, false).await?;
+                    Ok((m, skipped))
+                },
+            )
+            .await;
+        }
+        let message = Message::stamp(message);
+        let skipped = self.insert_copies(&message, &message.to, false).await?;
+        Ok(Sent { message, skipped })
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        observe::operation!(
-            "inbox.deliver",
-            strategy = self.strategy().name(),
-            recipients = recipients.len()
-        )
-        .run(async move {
-            validate::check_recipients(recipients)?;
-            // Copies already there are refused by the unique index, and taken as done.
-            self.insert_copies(message, recipients, true).await
-        })
-        .await
+        // Copies already there are refused by the unique index, and taken as done.
+        self.insert_copies(message, recipients, true).await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        observe::operation!("inbox.remove_from", strategy = self.strategy().name())
-            .run(async move {
-                validate::check_user_id("owner", owner)?;
-                validate::check_user_id("sender", sender)?;
-                let removed = self
-                    .copies
-                    .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
-                    .await?;
-                Ok(removed.deleted_count)
-            })
-            .await
+        let removed = self
+            .copies
+            .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
+            .await?;
+        Ok(removed.deleted_count)
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        observe::operation!(
-            "inbox.page",
-            strategy = self.strategy().name(),
-            limit = page.limit
-        )
-        .run(async move {
-            time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
-        })
-        .await
+        time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        observe::operation!("inbox.count", strategy = self.strategy().name())
-            .run(async move { time_ordered::count(&self.copies, LAYOUT, owner).await })
-            .await
+        time_ordered::count(&self.copies, LAYOUT, owner).await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("inbox.create_indexes", strategy = self.strategy().name())
-            .run(async move { self.backend.create_indexes().await })
-            .await
+        self.backend.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {

@@ -6,9 +6,9 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::{copy_id, FanOutOnWrite};
-use crate::inbox::transfer::{Gone, HeldMessage, InboxTransfer};
-use crate::inbox::{validate, Message, Payload};
-use crate::observe;
+use crate::inbox::engine::TransferEngine;
+use crate::inbox::transfer::{Gone, HeldMessage};
+use crate::inbox::{Message, Payload};
 use crate::Result;
 
 /// Copies read at once when exporting, so their shared lists are put back in one `find`.
@@ -26,139 +26,100 @@ fn held(collection: &str, document: &Document) -> Result<HeldMessage> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxTransfer<P> for FanOutOnWrite<P> {
+impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
     /// One `aggregate` grouping the copies by recipient.
     async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!(
-            "inbox.owners",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            crate::inbox::transfer::distinct_owners(&self.copies, "recipient", false, after).await
-        })
-        .await
+        crate::inbox::transfer::distinct_owners(&self.copies, "recipient", false, after).await
     }
 
     /// One `find` of the owner's copies by `(sent, id)`, read in batches; one `find` of shared
     /// lists per 256 copies that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        observe::operation!(
-            "inbox.export",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let collection = self.copies.name().to_owned();
-            let cursor = self
-                .copies
-                .find(doc! { "recipient": owner })
-                .sort(doc! { "sent": 1, "id": 1 })
-                .await?;
-            let stream = cursor
-                .map_err(crate::Error::from)
-                .try_chunks(EXPORT_CHUNK)
-                .map_err(|error| error.1)
-                .and_then(move |mut chunk| {
-                    let collection = collection.clone();
-                    async move {
-                        self.recipients.restore(&mut chunk, "id").await?;
-                        chunk
-                            .iter()
-                            .map(|document| held(&collection, document))
-                            .collect::<Result<Vec<_>>>()
-                    }
-                })
-                .map_ok(|chunk| futures::stream::iter(chunk.into_iter().map(Ok)))
-                .try_flatten();
-            Ok(stream.boxed())
-        })
-        .await
+        let collection = self.copies.name().to_owned();
+        let cursor = self
+            .copies
+            .find(doc! { "recipient": owner })
+            .sort(doc! { "sent": 1, "id": 1 })
+            .await?;
+        let stream = cursor
+            .map_err(crate::Error::from)
+            .try_chunks(EXPORT_CHUNK)
+            .map_err(|error| error.1)
+            .and_then(move |mut chunk| {
+                let collection = collection.clone();
+                async move {
+                    self.recipients.restore(&mut chunk, "id").await?;
+                    chunk
+                        .iter()
+                        .map(|document| held(&collection, document))
+                        .collect::<Result<Vec<_>>>()
+                }
+            })
+            .map_ok(|chunk| futures::stream::iter(chunk.into_iter().map(Ok)))
+            .try_flatten();
+        Ok(stream.boxed())
     }
 
     /// One unordered `insert` of the copies (a list past `max_inline_recipients` stored once
     /// first); a copy already there is refused by its derived `_id` and taken as done.
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        observe::operation!(
-            "inbox.import",
-            strategy = crate::inbox::InboxStore::strategy(self).name(),
-            items = messages.len()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let mut copies = Vec::with_capacity(messages.len());
-            for message in messages {
-                let mut copy = message.message_document();
-                let list = self.recipients.share(&mut copy, message.id)?;
-                self.recipients.store(list, &self.backend).await?;
-                copy.insert("_id", copy_id(message.id, owner));
-                copy.insert("recipient", owner);
-                match message.gone {
-                    Some(gone) => {
-                        copy.insert("gone", gone.name());
+        let mut copies = Vec::with_capacity(messages.len());
+        for message in messages {
+            let mut copy = message.message_document();
+            let list = self.recipients.share(&mut copy, message.id)?;
+            self.recipients.store(list, &self.backend).await?;
+            copy.insert("_id", copy_id(message.id, owner));
+            copy.insert("recipient", owner);
+            match message.gone {
+                Some(gone) => {
+                    copy.insert("gone", gone.name());
+                }
+                None => {
+                    if !message.read {
+                        copy.insert("unread", true);
                     }
-                    None => {
-                        if !message.read {
-                            copy.insert("unread", true);
-                        }
-                        if message.starred {
-                            copy.insert("starred", true);
-                        }
+                    if message.starred {
+                        copy.insert("starred", true);
                     }
                 }
-                if message.muted {
-                    copy.insert("muted", true);
-                }
-                if message.blocked {
-                    copy.insert("blocked", true);
-                }
-                copies.push(copy);
             }
-            if copies.is_empty() {
-                return Ok(());
+            if message.muted {
+                copy.insert("muted", true);
             }
-            self.backend.insert_many_once(&self.copies, copies).await
-        })
-        .await
+            if message.blocked {
+                copy.insert("blocked", true);
+            }
+            copies.push(copy);
+        }
+        if copies.is_empty() {
+            return Ok(());
+        }
+        self.backend.insert_many_once(&self.copies, copies).await
     }
 
     /// One `delete_many` of the owner's copies and one of their mute and block lists.
     async fn purge(&self, owner: &str) -> Result<()> {
-        observe::operation!(
-            "inbox.purge",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            self.backend
-                .retry("purge owner", || async {
-                    self.copies.delete_many(doc! { "recipient": owner }).await?;
-                    self.filters
-                        .collection()
-                        .delete_one(doc! { "_id": owner })
-                        .await?;
-                    Ok(())
-                })
-                .await
-        })
-        .await
+        self.backend
+            .retry("purge owner", || async {
+                self.copies.delete_many(doc! { "recipient": owner }).await?;
+                self.filters
+                    .collection()
+                    .delete_one(doc! { "_id": owner })
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!(
-            "inbox.purge_all",
-            strategy = crate::inbox::InboxStore::strategy(self).name()
+        crate::inbox::transfer::delete_all(
+            &self.backend,
+            &[
+                &self.copies,
+                self.recipients.collection(),
+                self.filters.collection(),
+            ],
         )
-        .run(async move {
-            crate::inbox::transfer::delete_all(
-                &self.backend,
-                &[
-                    &self.copies,
-                    self.recipients.collection(),
-                    self.filters.collection(),
-                ],
-            )
-            .await
-        })
         .await
     }
 
@@ -171,7 +132,6 @@ impl<P: Payload> InboxTransfer<P> for FanOutOnWrite<P> {
         message: &Message<P>,
         recipients: &[String],
     ) -> Result<Vec<String>> {
-        validate::check_recipients(recipients)?;
         self.insert_copies(message, recipients, false).await
     }
 }

@@ -7,14 +7,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::units::InboxEngine;
+use super::units::InboxMigrationEngine;
 use crate::error::{Error, Invalid};
+use crate::inbox::engine::{InboxEngine, LifecycleEngine, Spans};
+use crate::inbox::keyed::KeyedSend;
 use crate::inbox::{
-    Filter, Filters, InboxLifecycle, InboxStore, Message, MessageId, NewMessage, Payload,
+    Filter, Filters, Message, MessageId, NewMessage, Payload,
     Retention, Sent, Strategy, UpTo,
 };
 use crate::migrate::engine::Writes;
-use crate::observe;
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -25,7 +26,7 @@ use crate::{Page, PageRequest, Result};
 /// Errors are the source's: the target's own, after the source took a write, leave the owner
 /// to be copied again.
 pub struct MigratingInbox<P> {
-    inner: Arc<InboxEngine<P>>,
+    inner: Arc<InboxMigrationEngine<P>>,
 }
 
 impl<P> fmt::Debug for MigratingInbox<P> {
@@ -39,7 +40,7 @@ impl<P> fmt::Debug for MigratingInbox<P> {
 }
 
 impl<P: Payload> MigratingInbox<P> {
-    pub(super) fn new(inner: Arc<InboxEngine<P>>) -> Self {
+    pub(super) fn new(inner: Arc<InboxMigrationEngine<P>>) -> Self {
         Self { inner }
     }
 
@@ -101,67 +102,60 @@ impl<P: Payload> MigratingInbox<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
+impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
+    fn spans(&self) -> Spans {
+        Spans::Migration
+    }
+
     /// The source's strategy (the target's pages, once reads moved, carry the target's
     /// cursors all the same).
     fn strategy(&self) -> Strategy {
         self.inner.units.source.strategy()
     }
 
-    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
-        observe::operation!("migrate.inbox.send", recipients = message.to.len())
-            .run(async move {
-                let inner = &self.inner;
-                match self.writes().await? {
-                    Writes::Source => inner.units.source.send(message).await,
-                    Writes::Target => inner.units.target.send(message).await,
-                    Writes::Both => {
-                        let sent = inner.units.source.send(message).await?;
-                        let owners: Vec<String> = sent
-                            .message
-                            .to
-                            .iter()
-                            .filter(|r| !sent.skipped.contains(r))
-                            .cloned()
-                            .collect();
-                        let target = inner.units.target.clone();
-                        let message = &sent.message;
-                        self.mirror(owners, |ready| async move {
-                            target.send_stamped(message, &ready).await
-                        })
-                        .await?;
-                        Ok(sent)
-                    }
-                }
-            })
-            .await
+    /// The source's own send derives the key again (`_keyed` is dropped).
+    async fn send(&self, message: NewMessage<P>, _keyed: Option<KeyedSend>) -> Result<Sent<P>> {
+        let inner = &self.inner;
+        match self.writes().await? {
+            Writes::Source => inner.units.source.send(message).await,
+            Writes::Target => inner.units.target.send(message).await,
+            Writes::Both => {
+                let sent = inner.units.source.send(message).await?;
+                let owners: Vec<String> = sent
+                    .message
+                    .to
+                    .iter()
+                    .filter(|r| !sent.skipped.contains(r))
+                    .cloned()
+                    .collect();
+                let target = inner.units.target.clone();
+                let message = &sent.message;
+                self.mirror(owners, |ready| async move {
+                    target.send_stamped(message, &ready).await
+                })
+                .await?;
+                Ok(sent)
+            }
+        }
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
-        observe::operation!("migrate.inbox.deliver", recipients = recipients.len())
-            .run(async move {
-                let owners: Vec<&str> = recipients.iter().map(String::as_str).collect();
-                self.write(
-                    &owners,
-                    |store| async move { store.deliver(message, recipients).await },
-                    |store, ready| async move { store.deliver(message, &ready).await },
-                )
-                .await
-            })
-            .await
+        let owners: Vec<&str> = recipients.iter().map(String::as_str).collect();
+        self.write(
+            &owners,
+            |store| async move { store.deliver(message, recipients).await },
+            |store, ready| async move { store.deliver(message, &ready).await },
+        )
+        .await
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        observe::operation!("migrate.inbox.remove_from")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.remove_from(owner, sender).await },
-                    |store, _| async move { store.remove_from(owner, sender).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.remove_from(owner, sender).await },
+            |store, _| async move { store.remove_from(owner, sender).await },
+        )
+        .await
     }
 
     fn max_message_bytes(&self) -> usize {
@@ -176,48 +170,36 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
     /// owner's reads moved, is still read from the source (whole until the migration
     /// finishes).
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        observe::operation!("migrate.inbox.page", limit = page.limit)
-            .run(async move {
-                if !self.reads_target(owner).await? {
-                    return self.inner.units.source.inbox_page(owner, page).await;
-                }
-                match self
-                    .inner
-                    .units
-                    .target
-                    .inbox_page(owner, page.clone())
-                    .await
-                {
-                    Err(Error::InvalidInput(Invalid::Cursor { .. }))
-                        if page.after.is_some() && !self.inner.finished().await? =>
-                    {
-                        self.inner.units.source.inbox_page(owner, page).await
-                    }
-                    other => other,
-                }
-            })
+        if !self.reads_target(owner).await? {
+            return self.inner.units.source.inbox_page(owner, page).await;
+        }
+        match self
+            .inner
+            .units
+            .target
+            .inbox_page(owner, page.clone())
             .await
+        {
+            Err(Error::InvalidInput(Invalid::Cursor { .. }))
+                if page.after.is_some() && !self.inner.finished().await? =>
+            {
+                self.inner.units.source.inbox_page(owner, page).await
+            }
+            other => other,
+        }
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        observe::operation!("migrate.inbox.count")
-            .run(async move { self.reader(owner).await?.count(owner).await })
-            .await
+        self.reader(owner).await?.count(owner).await
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        observe::operation!("migrate.inbox.filters")
-            .run(async move { self.reader(owner).await?.filters(owner).await })
-            .await
+        self.reader(owner).await?.filters(owner).await
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("migrate.inbox.create_indexes")
-            .run(async move {
-                self.inner.units.source.create_indexes().await?;
-                self.inner.units.target.create_indexes().await
-            })
-            .await
+        self.inner.units.source.create_indexes().await?;
+        self.inner.units.target.create_indexes().await
     }
 
     fn shard_keys(&self) -> Vec<ShardKey> {
@@ -242,87 +224,65 @@ impl<P: Payload> InboxStore<P> for MigratingInbox<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxLifecycle<P> for MigratingInbox<P> {
+impl<P: Payload> LifecycleEngine<P> for MigratingInbox<P> {
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!("migrate.inbox.mark_read")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.mark_read(owner, id).await },
-                    |store, _| async move { store.mark_read(owner, id).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.mark_read(owner, id).await },
+            |store, _| async move { store.mark_read(owner, id).await },
+        )
+        .await
     }
 
     async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!("migrate.inbox.mark_unread")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.mark_unread(owner, id).await },
-                    |store, _| async move { store.mark_unread(owner, id).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.mark_unread(owner, id).await },
+            |store, _| async move { store.mark_unread(owner, id).await },
+        )
+        .await
     }
 
     /// A cursor names a position in one strategy's pages only: marks through a cursor reach
     /// the other store by copying the owner again.
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
-        observe::operation!("migrate.inbox.mark_read_up_to")
-            .run(async move {
-                let inner = self.inner.clone();
-                let through_cursor = matches!(up_to, UpTo::Cursor(_));
-                let on_target = up_to.clone();
-                self.write(
-                    &[owner],
-                    |store| async move { store.mark_read_up_to(owner, up_to).await },
-                    |store, _| async move {
-                        if through_cursor {
-                            inner.copy_again(&[owner.to_owned()]).await
-                        } else {
-                            store.mark_read_up_to(owner, on_target).await
-                        }
-                    },
-                )
-                .await
-            })
-            .await
+        let inner = self.inner.clone();
+        let through_cursor = matches!(up_to, UpTo::Cursor(_));
+        let on_target = up_to.clone();
+        self.write(
+            &[owner],
+            |store| async move { store.mark_read_up_to(owner, up_to).await },
+            |store, _| async move {
+                if through_cursor {
+                    inner.copy_again(&[owner.to_owned()]).await
+                } else {
+                    store.mark_read_up_to(owner, on_target).await
+                }
+            },
+        )
+        .await
     }
 
     async fn unread_count(&self, owner: &str) -> Result<u64> {
-        observe::operation!("migrate.inbox.unread_count")
-            .run(async move { self.reader(owner).await?.unread_count(owner).await })
-            .await
+        self.reader(owner).await?.unread_count(owner).await
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
-        observe::operation!("migrate.inbox.set_starred")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.set_starred(owner, id, starred).await },
-                    |store, _| async move { store.set_starred(owner, id, starred).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.set_starred(owner, id, starred).await },
+            |store, _| async move { store.set_starred(owner, id, starred).await },
+        )
+        .await
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!("migrate.inbox.delete")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.delete(owner, id).await },
-                    |store, _| async move { store.delete(owner, id).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.delete(owner, id).await },
+            |store, _| async move { store.delete(owner, id).await },
+        )
+        .await
     }
 
     /// Reaches every recipient: the source, the migration's epoch moved (a copy running
@@ -330,46 +290,34 @@ impl<P: Payload> InboxLifecycle<P> for MigratingInbox<P> {
     /// failure of the target's is returned: retracting (and editing) again is safe, and
     /// completes it.
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
-        observe::operation!("migrate.inbox.retract")
-            .run(async move {
-                self.everywhere(|store| async move { store.retract(sender, id).await })
-                    .await
-            })
+        self.everywhere(|store| async move { store.retract(sender, id).await })
             .await
     }
 
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
-        observe::operation!("migrate.inbox.edit")
-            .run(async move {
-                // The payload goes to two stores: through its BSON, as both store it.
-                let encoded = bson::to_bson(&payload)?;
-                self.everywhere(move |store| {
-                    let payload = bson::from_bson::<P>(encoded.clone());
-                    async move {
-                        let payload = payload.map_err(|source| Error::Decode {
-                            collection: String::new(),
-                            id: None,
-                            source,
-                        })?;
-                        store.edit(sender, id, payload).await
-                    }
-                })
-                .await
-            })
-            .await
+        // The payload goes to two stores: through its BSON, as both store it.
+        let encoded = bson::to_bson(&payload)?;
+        self.everywhere(move |store| {
+            let payload = bson::from_bson::<P>(encoded.clone());
+            async move {
+                let payload = payload.map_err(|source| Error::Decode {
+                    collection: String::new(),
+                    id: None,
+                    source,
+                })?;
+                store.edit(sender, id, payload).await
+            }
+        })
+        .await
     }
 
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
-        observe::operation!("migrate.inbox.set_filter")
-            .run(async move {
-                self.write(
-                    &[owner],
-                    |store| async move { store.set_filter(owner, sender, filter, on).await },
-                    |store, _| async move { store.set_filter(owner, sender, filter, on).await },
-                )
-                .await
-            })
-            .await
+        self.write(
+            &[owner],
+            |store| async move { store.set_filter(owner, sender, filter, on).await },
+            |store, _| async move { store.set_filter(owner, sender, filter, on).await },
+        )
+        .await
     }
 
     fn retention(&self) -> Retention {
@@ -379,17 +327,13 @@ impl<P: Payload> InboxLifecycle<P> for MigratingInbox<P> {
     /// Prunes the source (the target's strategy may keep other messages under the same
     /// retention: buckets drop whole buckets), and has the owner copied again.
     async fn prune(&self, owner: &str) -> Result<u64> {
-        observe::operation!("migrate.inbox.prune")
-            .run(async move {
-                let inner = self.inner.clone();
-                self.write(
-                    &[owner],
-                    |store| async move { store.prune(owner).await },
-                    |_, _| async move { inner.copy_again(&[owner.to_owned()]).await },
-                )
-                .await
-            })
-            .await
+        let inner = self.inner.clone();
+        self.write(
+            &[owner],
+            |store| async move { store.prune(owner).await },
+            |_, _| async move { inner.copy_again(&[owner.to_owned()]).await },
+        )
+        .await
     }
 }
 

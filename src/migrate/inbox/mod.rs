@@ -18,7 +18,7 @@ use crate::inbox::{DynInboxTransfer, Payload};
 use crate::jobs::Worker;
 use crate::observe;
 use crate::retry::RetryPolicy;
-use units::{InboxEngine, Inboxes};
+use units::{InboxMigrationEngine, Inboxes};
 
 /// How far a migration's copy has got ([`InboxMigration::progress`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +59,7 @@ pub struct Progress {
 /// # Ok(()) }
 /// ```
 pub struct InboxMigration<P> {
-    inner: Arc<InboxEngine<P>>,
+    inner: Arc<InboxMigrationEngine<P>>,
 }
 
 impl<P> Clone for InboxMigration<P> {

@@ -12,7 +12,7 @@ use crate::migrate::engine::{Engine, Units};
 const IMPORT_CHUNK: usize = 500;
 
 /// The inbox migration's engine.
-pub(super) type InboxEngine<P> = Engine<Inboxes<P>>;
+pub(super) type InboxMigrationEngine<P> = Engine<Inboxes<P>>;
 
 /// What an inbox migration moves: owners' inboxes, from `source` to `target`.
 pub(in crate::migrate) struct Inboxes<P> {

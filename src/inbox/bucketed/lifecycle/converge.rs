@@ -142,7 +142,6 @@ impl Buckets {
         op: Op,
         gone_is_found: bool,
     ) -> Result<()> {
-        validate::check_user_id("owner", owner)?;
         let check = move |buckets: &[Bucket]| {
             let found = buckets
                 .iter()
@@ -192,7 +191,6 @@ impl Buckets {
     /// How many messages `owner`'s inbox shows: `count - hidden` summed over its buckets (one
     /// `find` of those two fields).
     pub(in crate::inbox) async fn count(&self, owner: &str) -> Result<u64> {
-        validate::check_user_id("owner", owner)?;
         let buckets: Vec<Document> = self
             .buckets
             .find(owner_buckets(owner, 0, None))

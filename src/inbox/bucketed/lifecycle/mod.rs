@@ -38,9 +38,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use super::{owner_buckets, owner_from_hex, BucketedFanOut, Buckets, MAX_ROUNDS, PLACED};
 use crate::bson_ext::integer;
 use crate::inbox::filters::FilterLists;
-use crate::inbox::lifecycle::{
-    message_not_found, not_sender, Filter, InboxLifecycle, Retention, UpTo,
-};
+use crate::inbox::lifecycle::{message_not_found, not_sender, Filter, Retention, UpTo};
 use crate::inbox::{cursor, validate, MessageId, Payload};
 use crate::{Error, Result};
 use async_trait::async_trait;

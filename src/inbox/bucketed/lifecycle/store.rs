@@ -1,119 +1,90 @@
 //! [`InboxLifecycle`] for [`BucketedFanOut`].
 
 use super::*;
-use crate::observe;
+use crate::inbox::engine::LifecycleEngine;
 
 #[async_trait]
-impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
+impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_read",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            self.buckets
-                .change_entry(owner, id, Op::Read(true), false)
-                .await
-        })
-        .await
+        self.buckets
+            .change_entry(owner, id, Op::Read(true), false)
+            .await
     }
 
     async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_unread",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            self.buckets
-                .change_entry(owner, id, Op::Read(false), false)
-                .await
-        })
-        .await
+        self.buckets
+            .change_entry(owner, id, Op::Read(false), false)
+            .await
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
-        observe::operation!(
-            "inbox.set_starred",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            self.buckets
-                .change_entry(owner, id, Op::Star(starred), false)
-                .await
-        })
-        .await
+        self.buckets
+            .change_entry(owner, id, Op::Star(starred), false)
+            .await
     }
 
     /// Marks the visible unread entries at or below the point, in the owner's buckets that have
     /// any (`unread > 0`): one `find` and one `update` command; a [`UpTo::Message`] first finds
     /// the message's position (one `find`).
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
-        observe::operation!(
-            "inbox.mark_read_up_to",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let size = self.buckets.bucket_size as u64;
-            // The point, as (sequence, index); -1 until known (`Newest`: from the first read).
-            let point = (AtomicI64::new(-1), AtomicI64::new(-1));
-            match up_to {
-                UpTo::Newest => {}
-                UpTo::Cursor(after) => {
-                    let position = cursor::position(&after, owner)?;
-                    point.0.store((position / size) as i64, Ordering::Relaxed);
-                    point.1.store((position % size) as i64, Ordering::Relaxed);
-                }
-                UpTo::Message(id) => {
-                    let mut filter = owner_buckets(owner, 0, None);
-                    filter.insert("messages.id", id.0);
-                    let found = self.buckets.read_buckets(&filter, Read::Flags).await?;
-                    let (sequence, index) = found
-                        .iter()
-                        .find_map(|bucket| {
-                            let seen = bucket.entries.iter().find(|s| s.is(id) && !s.gone)?;
-                            Some((bucket.sequence, seen.index as i64))
-                        })
-                        .ok_or_else(|| message_not_found(id))?;
-                    point.0.store(sequence, Ordering::Relaxed);
-                    point.1.store(index, Ordering::Relaxed);
-                }
+        let size = self.buckets.bucket_size as u64;
+        // The point, as (sequence, index); -1 until known (`Newest`: from the first read).
+        let point = (AtomicI64::new(-1), AtomicI64::new(-1));
+        match up_to {
+            UpTo::Newest => {}
+            UpTo::Cursor(after) => {
+                let position = cursor::position(&after, owner)?;
+                point.0.store((position / size) as i64, Ordering::Relaxed);
+                point.1.store((position % size) as i64, Ordering::Relaxed);
             }
-            let point = &point;
-            let check = move |buckets: &[Bucket]| {
-                if point.0.load(Ordering::Relaxed) < 0 {
-                    // `Newest`: everything there at the first read, and nothing that lands after.
-                    let newest = buckets.iter().max_by_key(|b| b.sequence);
-                    let (sequence, index) = newest.map_or((i64::MAX, i64::MAX), |b| {
-                        (b.sequence, b.entries.len() as i64 - 1)
-                    });
-                    point.1.store(index, Ordering::Relaxed);
-                    point.0.store(sequence, Ordering::Relaxed);
-                }
-                Ok(())
-            };
-            let select = move |bucket: &Bucket, seen: &Seen| {
-                let (sequence, index) = (
-                    point.0.load(Ordering::Relaxed),
-                    point.1.load(Ordering::Relaxed),
-                );
-                seen.visible()
-                    && (bucket.sequence < sequence
-                        || (bucket.sequence == sequence && seen.index as i64 <= index))
-            };
-            let sequence = point.0.load(Ordering::Relaxed);
-            let mut filter = owner_buckets(owner, 0, (sequence >= 0).then_some(sequence));
-            filter.insert("unread", doc! { "$gt": 0 });
-            let write = Write {
-                filter,
-                read: Read::Flags,
-                check: &check,
-                select: &select,
-                op: Op::Read(true),
-            };
-            self.buckets.converge_owner(owner, &write).await
-        })
-        .await
+            UpTo::Message(id) => {
+                let mut filter = owner_buckets(owner, 0, None);
+                filter.insert("messages.id", id.0);
+                let found = self.buckets.read_buckets(&filter, Read::Flags).await?;
+                let (sequence, index) = found
+                    .iter()
+                    .find_map(|bucket| {
+                        let seen = bucket.entries.iter().find(|s| s.is(id) && !s.gone)?;
+                        Some((bucket.sequence, seen.index as i64))
+                    })
+                    .ok_or_else(|| message_not_found(id))?;
+                point.0.store(sequence, Ordering::Relaxed);
+                point.1.store(index, Ordering::Relaxed);
+            }
+        }
+        let point = &point;
+        let check = move |buckets: &[Bucket]| {
+            if point.0.load(Ordering::Relaxed) < 0 {
+                // `Newest`: everything there at the first read, and nothing that lands after.
+                let newest = buckets.iter().max_by_key(|b| b.sequence);
+                let (sequence, index) = newest.map_or((i64::MAX, i64::MAX), |b| {
+                    (b.sequence, b.entries.len() as i64 - 1)
+                });
+                point.1.store(index, Ordering::Relaxed);
+                point.0.store(sequence, Ordering::Relaxed);
+            }
+            Ok(())
+        };
+        let select = move |bucket: &Bucket, seen: &Seen| {
+            let (sequence, index) = (
+                point.0.load(Ordering::Relaxed),
+                point.1.load(Ordering::Relaxed),
+            );
+            seen.visible()
+                && (bucket.sequence < sequence
+                    || (bucket.sequence == sequence && seen.index as i64 <= index))
+        };
+        let sequence = point.0.load(Ordering::Relaxed);
+        let mut filter = owner_buckets(owner, 0, (sequence >= 0).then_some(sequence));
+        filter.insert("unread", doc! { "$gt": 0 });
+        let write = Write {
+            filter,
+            read: Read::Flags,
+            check: &check,
+            select: &select,
+            op: Op::Read(true),
+        };
+        self.buckets.converge_owner(owner, &write).await
     }
 
     /// `unread` summed over the owner's buckets: where the server has partial indexes, the full
@@ -121,161 +92,121 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
     /// of one bucket by `_id`), at the same time; elsewhere one `find` of the owner's buckets.
     /// Every bucket but the newest is full.
     async fn unread_count(&self, owner: &str) -> Result<u64> {
-        observe::operation!(
-            "inbox.unread_count",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
+        let buckets = &self.buckets;
+        let unread = |found: Vec<Document>| {
+            found
+                .iter()
+                .map(|b| integer(b, "unread").unwrap_or(0).max(0))
+                .sum::<i64>() as u64
+        };
+        let size = i64::from(buckets.bucket_size);
+        // Every bucket but the newest is full: the full ones still counting unread messages
+        // (by the partial index on `owner`, which no push into the newest bucket maintains;
+        // by the owner's `_id` range where the server has no partial indexes), and the newest.
+        let mut full = buckets
+            .backend
+            .dialect()
+            .await?
+            .through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
+        full.insert("count", doc! { "$gte": size });
+        full.insert("unread", doc! { "$gt": 0_i64 });
+        let newest = owner_buckets(owner, 0, None);
+        let (full, newest) = futures::future::try_join(
+            buckets.read_counts(full, None),
+            buckets.read_counts(newest, Some(1)),
         )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let buckets = &self.buckets;
-            let unread = |found: Vec<Document>| {
-                found
-                    .iter()
-                    .map(|b| integer(b, "unread").unwrap_or(0).max(0))
-                    .sum::<i64>() as u64
-            };
-            let size = i64::from(buckets.bucket_size);
-            // Every bucket but the newest is full: the full ones still counting unread messages
-            // (by the partial index on `owner`, which no push into the newest bucket maintains;
-            // by the owner's `_id` range where the server has no partial indexes), and the newest.
-            let mut full = buckets
-                .backend
-                .dialect()
-                .await?
-                .through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
-            full.insert("count", doc! { "$gte": size });
-            full.insert("unread", doc! { "$gt": 0_i64 });
-            let newest = owner_buckets(owner, 0, None);
-            let (full, newest) = futures::future::try_join(
-                buckets.read_counts(full, None),
-                buckets.read_counts(newest, Some(1)),
-            )
-            .await?;
-            let newest = newest
-                .into_iter()
-                .filter(|bucket| integer(bucket, "count").unwrap_or(0) < size)
-                .collect();
-            Ok(unread(full) + unread(newest))
-        })
-        .await
+        .await?;
+        let newest = newest
+            .into_iter()
+            .filter(|bucket| integer(bucket, "count").unwrap_or(0) < size)
+            .collect();
+        Ok(unread(full) + unread(newest))
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.delete",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            self.buckets
-                .change_entry(owner, id, Op::Gone("deleted"), true)
-                .await
-        })
-        .await
+        self.buckets
+            .change_entry(owner, id, Op::Gone("deleted"), true)
+            .await
     }
 
     /// Tombstones the message's entry in every bucket holding it (one `find` of its record, one
     /// `find` of its recipients' buckets from where it went, one `update`), positions unchanged.
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
-        observe::operation!(
-            "inbox.retract",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            validate::check_user_id("sender", sender)?;
-            let check = move |buckets: &[Bucket]| check_sender(buckets, sender, id);
-            let select = move |_: &Bucket, seen: &Seen| seen.is(id);
-            let write = Write {
-                filter: doc! { "messages.id": id.0 },
-                read: Read::Flags,
-                check: &check,
-                select: &select,
-                op: Op::Gone("retracted"),
-            };
-            self.buckets.converge_message(id, &write).await
-        })
-        .await
+        let check = move |buckets: &[Bucket]| check_sender(buckets, sender, id);
+        let select = move |_: &Bucket, seen: &Seen| seen.is(id);
+        let write = Write {
+            filter: doc! { "messages.id": id.0 },
+            read: Read::Flags,
+            check: &check,
+            select: &select,
+            op: Op::Gone("retracted"),
+        };
+        self.buckets.converge_message(id, &write).await
     }
 
     /// Replaces the payload in every entry of the message (one `find` of its record, one `find`
     /// of its recipients' buckets read without payloads for the size check, one `update`).
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
-        observe::operation!(
-            "inbox.edit",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            validate::check_user_id("sender", sender)?;
-            let edited = bson::DateTime::now();
-            let payload = bson::to_bson(&payload)?;
-            let limit = self.buckets.max_message_bytes();
-            // The payload alone first, before any command; the entry with it once read.
-            validate::check_message_size(&payload, limit)?;
-            let check = {
-                let payload = payload.clone();
-                move |buckets: &[Bucket]| {
-                    check_sender(buckets, sender, id)?;
-                    let mut live = buckets.iter().flat_map(|bucket| {
-                        bucket
-                            .entries
-                            .iter()
-                            .filter(|seen| seen.is(id) && !seen.gone)
-                            .map(|seen| &bucket.stored[seen.index])
-                    });
-                    let Some(entry) = live.next() else {
-                        return Err(message_not_found(id));
-                    };
-                    let mut entry = entry.clone();
-                    entry.insert("message", payload.clone());
-                    entry.insert("edited", edited);
-                    validate::check_message_size(&entry, limit)?;
-                    Ok(())
-                }
-            };
-            let select = move |_: &Bucket, seen: &Seen| seen.is(id);
-            let write = Write {
-                filter: doc! { "messages.id": id.0 },
-                read: Read::WithoutPayloads,
-                check: &check,
-                select: &select,
-                op: Op::Edit(payload, edited),
-            };
-            self.buckets.converge_message(id, &write).await?;
-            Ok(edited)
-        })
-        .await
+        let edited = bson::DateTime::now();
+        let payload = bson::to_bson(&payload)?;
+        let limit = self.buckets.max_message_bytes();
+        // The payload alone first, before any command; the entry with it once read.
+        validate::check_message_size(&payload, limit)?;
+        let check = {
+            let payload = payload.clone();
+            move |buckets: &[Bucket]| {
+                check_sender(buckets, sender, id)?;
+                let mut live = buckets.iter().flat_map(|bucket| {
+                    bucket
+                        .entries
+                        .iter()
+                        .filter(|seen| seen.is(id) && !seen.gone)
+                        .map(|seen| &bucket.stored[seen.index])
+                });
+                let Some(entry) = live.next() else {
+                    return Err(message_not_found(id));
+                };
+                let mut entry = entry.clone();
+                entry.insert("message", payload.clone());
+                entry.insert("edited", edited);
+                validate::check_message_size(&entry, limit)?;
+                Ok(())
+            }
+        };
+        let select = move |_: &Bucket, seen: &Seen| seen.is(id);
+        let write = Write {
+            filter: doc! { "messages.id": id.0 },
+            read: Read::WithoutPayloads,
+            check: &check,
+            select: &select,
+            op: Op::Edit(payload, edited),
+        };
+        self.buckets.converge_message(id, &write).await?;
+        Ok(edited)
     }
 
     /// The owner's list on their heads document (one `update`), then the flag on the sender's
     /// entries in their buckets (one `find`, one `update`).
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
-        observe::operation!(
-            "inbox.set_filter",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            validate::check_user_id("sender", sender)?;
-            let lists = FilterLists::new(self.buckets.heads.clone());
-            let check = |_: &[Bucket]| Ok(());
-            let select = move |_: &Bucket, seen: &Seen| seen.from == sender;
-            let mut buckets_of_sender = owner_buckets(owner, 0, None);
-            buckets_of_sender.insert("messages.from", sender);
-            let write = Write {
-                filter: buckets_of_sender,
-                read: Read::Flags,
-                check: &check,
-                select: &select,
-                op: Op::Filter(filter, on),
-            };
-            let work = async {
-                lists
-                    .set(&self.buckets.backend, owner, sender, filter, on)
-                    .await?;
-                self.buckets.converge(&write).await
-            };
-            self.buckets.backend.exclusive_one(owner, work).await
-        })
-        .await
+        let lists = FilterLists::new(self.buckets.heads.clone());
+        let check = |_: &[Bucket]| Ok(());
+        let select = move |_: &Bucket, seen: &Seen| seen.from == sender;
+        let mut buckets_of_sender = owner_buckets(owner, 0, None);
+        buckets_of_sender.insert("messages.from", sender);
+        let write = Write {
+            filter: buckets_of_sender,
+            read: Read::Flags,
+            check: &check,
+            select: &select,
+            op: Op::Filter(filter, on),
+        };
+        let work = async {
+            lists
+                .set(&self.buckets.backend, owner, sender, filter, on)
+                .await?;
+            self.buckets.converge(&write).await
+        };
+        self.buckets.backend.exclusive_one(owner, work).await
     }
 
     fn retention(&self) -> Retention {
@@ -287,52 +218,44 @@ impl<P: Payload> InboxLifecycle<P> for BucketedFanOut<P> {
     /// stays: the next message goes there, at the next position. Retried: deleting twice deletes
     /// once.
     async fn prune(&self, owner: &str) -> Result<u64> {
-        observe::operation!(
-            "inbox.prune",
-            strategy = crate::inbox::Strategy::BucketedFanOut.name()
-        )
-        .run(async move {
-            validate::check_user_id("owner", owner)?;
-            let retention = self.buckets.retention;
-            if retention.is_unbounded() {
-                return Ok(0);
+        let retention = self.buckets.retention;
+        if retention.is_unbounded() {
+            return Ok(0);
+        }
+        let Some((newest, count)) = self.buckets.newest_bucket(owner).await? else {
+            return Ok(0);
+        };
+        let size = i64::from(self.buckets.bucket_size);
+        let mut dropped = Vec::new();
+        if let Some(keep) = retention.newest() {
+            let total = newest * size + count;
+            let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+            if total > keep {
+                // Bucket s holds positions [s * size, (s + 1) * size).
+                dropped.push(doc! { "sequence": { "$lt": (total - keep) / size } });
             }
-            let Some((newest, count)) = self.buckets.newest_bucket(owner).await? else {
-                return Ok(0);
-            };
-            let size = i64::from(self.buckets.bucket_size);
-            let mut dropped = Vec::new();
-            if let Some(keep) = retention.newest() {
-                let total = newest * size + count;
-                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-                if total > keep {
-                    // Bucket s holds positions [s * size, (s + 1) * size).
-                    dropped.push(doc! { "sequence": { "$lt": (total - keep) / size } });
-                }
-            }
-            if let Some(cutoff) = retention.cutoff() {
-                dropped.push(doc! { "last_sent": { "$lt": cutoff } });
-            }
-            if dropped.is_empty() {
-                return Ok(0);
-            }
-            let mut filter = owner_buckets(owner, 0, Some(newest - 1));
-            filter.insert("$or", dropped);
-            let buckets = self
-                .buckets
-                .backend
-                .retry("prune", || async {
-                    Ok(self
-                        .buckets
-                        .buckets
-                        .delete_many(filter.clone())
-                        .await?
-                        .deleted_count)
-                })
-                .await?;
-            // Every bucket but the newest is full.
-            Ok(buckets * size as u64)
-        })
-        .await
+        }
+        if let Some(cutoff) = retention.cutoff() {
+            dropped.push(doc! { "last_sent": { "$lt": cutoff } });
+        }
+        if dropped.is_empty() {
+            return Ok(0);
+        }
+        let mut filter = owner_buckets(owner, 0, Some(newest - 1));
+        filter.insert("$or", dropped);
+        let buckets = self
+            .buckets
+            .backend
+            .retry("prune", || async {
+                Ok(self
+                    .buckets
+                    .buckets
+                    .delete_many(filter.clone())
+                    .await?
+                    .deleted_count)
+            })
+            .await?;
+        // Every bucket but the newest is full.
+        Ok(buckets * size as u64)
     }
 }
