@@ -65,6 +65,8 @@
 
 pub(crate) mod cursor;
 mod embedded;
+pub(crate) mod engine;
+mod front;
 mod hybrid;
 mod keyed;
 mod model;
@@ -88,6 +90,7 @@ pub use order::Order;
 pub use per_comment::{PerComment, PerCommentBuilder};
 pub use ranking::{Sort, Vote, Votes};
 pub use strategy::{Features, Strategy};
+pub(crate) use traits::ranked_levels;
 pub use traits::{CommentStore, DynCommentStore, ThreadedComments, VotedComments};
 pub(crate) use transfer::threads_unsupported;
 pub use transfer::{CommentTransfer, DynCommentTransfer, HeldComment};

@@ -404,21 +404,34 @@ pub trait ThreadedComments: CommentStore {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        let limit = page.limit;
-        let top = self.ranked(discussion, None, sort, page).await?;
-        let mut replies = std::collections::HashMap::new();
-        let mut level: Vec<String> = top.items.iter().map(|c| c.link.clone()).collect();
-        for _ in 0..depth {
-            let mut below = Vec::new();
-            for parent in level {
-                let page = self
-                    .ranked(discussion, Some(&parent), sort, PageRequest::first(limit))
-                    .await?;
-                below.extend(page.items.iter().map(|c| c.link.clone()));
-                replies.insert(parent, page);
-            }
-            level = below;
-        }
-        Ok(Thread::assemble(top, &mut replies))
+        ranked_levels(self, discussion, sort, page, depth).await
     }
+}
+
+/// [`ThreadedComments::ranked_thread`] from [`VotedComments::ranked`] alone: the top level by
+/// `sort`, then the ranked replies of each comment shown, `depth` levels down (one `ranked` per
+/// comment with replies to show).
+pub(crate) async fn ranked_levels<S: VotedComments + ?Sized>(
+    store: &S,
+    discussion: &str,
+    sort: Sort,
+    page: PageRequest,
+    depth: usize,
+) -> Result<Page<Thread>> {
+    let limit = page.limit;
+    let top = store.ranked(discussion, None, sort, page).await?;
+    let mut replies = std::collections::HashMap::new();
+    let mut level: Vec<String> = top.items.iter().map(|c| c.link.clone()).collect();
+    for _ in 0..depth {
+        let mut below = Vec::new();
+        for parent in level {
+            let page = store
+                .ranked(discussion, Some(&parent), sort, PageRequest::first(limit))
+                .await?;
+            below.extend(page.items.iter().map(|c| c.link.clone()));
+            replies.insert(parent, page);
+        }
+        level = below;
+    }
+    Ok(Thread::assemble(top, &mut replies))
 }

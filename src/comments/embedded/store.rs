@@ -8,22 +8,18 @@ use super::write::Change;
 use super::{count_field, created, Embedded, STRATEGY};
 use crate::backend::update_batch::is_duplicate_key;
 use crate::comments::cursor;
+use crate::comments::engine::CommentEngine;
 use crate::comments::tree::{self, Entry, Node};
 use crate::comments::{
-    discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
-    NewComment, Order, Strategy, ThreadedComments,
+    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, NewComment, Order,
+    ThreadedComments,
 };
 use crate::error::{Entity, Error, Result};
-use crate::observe;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
 #[async_trait]
-impl CommentStore for Embedded {
-    fn strategy(&self) -> Strategy {
-        Strategy::Embedded
-    }
-
+impl CommentEngine for Embedded {
     fn features(&self) -> Features {
         Features {
             threading: true,
@@ -39,9 +35,6 @@ impl CommentStore for Embedded {
     /// not exist. An existing document keeps its own fields (and gets an empty `comments` array,
     /// replacing any field of that name); one that has comments already is left alone.
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.create_discussion", strategy = STRATEGY.name())
-            .run(async move {
-        validate::check_discussion(discussion)?;
         // Guarded: on servers without atomic updates, creating the fields of an existing
         // document must not interleave with a post to it.
         // Retried whole: an attempt whose reply was lost left `slots`, which the next one sees.
@@ -78,23 +71,17 @@ impl CommentStore for Embedded {
                 self.backend.retry("create discussion", attempt),
             )
             .await
-    })
-            .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("comments.post", strategy = STRATEGY.name())
-            .run(async move {
-                let again = self.create_discussions.then(|| comment.clone());
-                match (self.post_to_created(discussion, comment).await, again) {
-                    (Err(error), Some(comment)) if validate::is_no_discussion(&error) => {
-                        self.create_discussion(discussion).await?;
-                        self.post_to_created(discussion, comment).await
-                    }
-                    (posted, _) => posted,
-                }
-            })
-            .await
+        let again = self.create_discussions.then(|| comment.clone());
+        match (self.post_to_created(discussion, comment).await, again) {
+            (Err(error), Some(comment)) if validate::is_no_discussion(&error) => {
+                CommentEngine::create_discussion(self, discussion).await?;
+                self.post_to_created(discussion, comment).await
+            }
+            (posted, _) => posted,
+        }
     }
 
     async fn chronological(
@@ -103,67 +90,51 @@ impl CommentStore for Embedded {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.chronological",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let after = match &page.after {
-                None => None,
-                Some(cursor) => {
-                    let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
-                    Some((posted.timestamp_millis(), id))
-                }
-            };
-            let window = self
-                .window(discussion, Range::All)
-                .await?
-                .ok_or_else(|| validate::no_discussion(discussion))?;
-            let mut entries = window.threaded(Order::OldestFirst);
-            let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
-            entries.sort_by_key(key);
-            if order == Order::NewestFirst {
-                entries.reverse();
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
+                Some((posted.timestamp_millis(), id))
             }
-            Ok(page_after(
-                entries,
-                page.limit,
-                false,
-                |e| match &after {
-                    None => true,
-                    Some(after) if order == Order::OldestFirst => key(e) > *after,
-                    Some(after) => key(e) < *after,
-                },
-                |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
-            ))
-        })
-        .await
+        };
+        let window = self
+            .window(discussion, Range::All)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let mut entries = window.threaded(Order::OldestFirst);
+        let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
+        entries.sort_by_key(key);
+        if order == Order::NewestFirst {
+            entries.reverse();
+        }
+        Ok(page_after(
+            entries,
+            page.limit,
+            false,
+            |e| match &after {
+                None => true,
+                Some(after) if order == Order::OldestFirst => key(e) > *after,
+                Some(after) => key(e) < *after,
+            },
+            |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
+        ))
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        observe::operation!("comments.get", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                let path = tree::parse_path(link, self.max_depth)?;
-                let window = self
-                    .window_with(discussion, &path, link, Entity::Comment)
-                    .await?;
-                Ok(window
-                    .node(&path)
-                    .expect("checked by window_with")
-                    .comment(&path))
-            })
-            .await
+        let path = tree::parse_path(link, self.max_depth)?;
+        let window = self
+            .window_with(discussion, &path, link, Entity::Comment)
+            .await?;
+        Ok(window
+            .node(&path)
+            .expect("checked by window_with")
+            .comment(&path))
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        observe::operation!("comments.edit", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_edit(discussion, text, self.max_comment_bytes)?;
-                let now = bson::DateTime::now();
-                self.change_comment(discussion, link, |path, node| {
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
+        let now = bson::DateTime::now();
+        self.change_comment(discussion, link, |path, node| {
             if node.deleted {
                 return Err(Error::NotFound {
                     what: crate::Entity::DeletedComment,
@@ -198,16 +169,11 @@ impl CommentStore for Embedded {
             })
         })
         .await
-            })
-            .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        observe::operation!("comments.delete", strategy = STRATEGY.name())
-            .run(async move {
-                let withdrawal =
-                    reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
-                let deletion = self
+        let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
+        let deletion = self
             .change_comment(discussion, link, |path, node| {
                 if node.deleted {
                     return Ok(Change::Done(Deletion::Tombstoned));
@@ -227,35 +193,26 @@ impl CommentStore for Embedded {
                 })
             })
             .await?;
-                if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
-                    outbox.withdraw(activity).await;
-                }
-                Ok(deletion)
-            })
-            .await
+        if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
+            outbox.withdraw(activity).await;
+        }
+        Ok(deletion)
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        observe::operation!("comments.count", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                let found = self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .projection(doc! { "slots": 1, "count": 1 })
-                    .await?
-                    .filter(created)
-                    .ok_or_else(|| validate::no_discussion(discussion))?;
-                Ok(count_field(&found, "count") as u64)
-            })
-            .await
+        let found = self
+            .discussions
+            .find_one(doc! { "_id": discussion })
+            .projection(doc! { "slots": 1, "count": 1 })
+            .await?
+            .filter(created)
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        Ok(count_field(&found, "count") as u64)
     }
 
     /// The votes' index (every other operation finds the discussion by `_id`).
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("comments.create_indexes", strategy = STRATEGY.name())
-            .run(async move { self.backend.create_indexes().await })
-            .await
+        self.backend.create_indexes().await
     }
 
     fn database(&self) -> &mongodb::Database {

@@ -8,13 +8,13 @@ use super::votes::{ranked_after, ranked_level};
 use super::{Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, STRATEGY};
 use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
+use crate::comments::engine::ThreadsEngine;
 use crate::comments::tree::{self, Node};
 use crate::comments::{
     check_reply_target, discussion_lock, notify_reply, validate, Comment, KeyedComment, NewComment,
-    Order, Sort, Thread, ThreadedComments,
+    Order, Sort, Thread,
 };
 use crate::error::Invalid;
-use crate::observe;
 use crate::page::{invalid, Scope};
 use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
 
@@ -188,54 +188,50 @@ impl Embedded {
 }
 
 #[async_trait]
-impl ThreadedComments for Embedded {
+impl ThreadsEngine for Embedded {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("comments.reply", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-                let parent_path = tree::parse_path(parent, self.max_depth)?;
-                check_reply_target(self.outbox.as_ref(), discussion, parent)?;
-                if parent_path.len() > self.max_depth {
-                    return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                        depth: parent_path.len(),
-                        limit: format!("this store nests replies at most {} deep", self.max_depth),
-                    }));
-                }
-                let keyed = KeyedComment::of(discussion, Some(parent), &comment)?;
-                if let Some(keyed) = &keyed {
-                    // A repeat: one `find`, nothing written (and nothing notified again).
-                    if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
-                        return Ok(node.comment(&path));
-                    }
-                }
-                let (mut node, growth) = self.reply_node(comment, keyed.as_ref())?;
-                let target = ReplyTarget {
-                    discussion,
-                    parent,
-                    parent_path: &parent_path,
-                };
-                let (index, posted, parent_author) = self
-                    .backend
-                    .exclusive_one(
-                        &discussion_lock(STRATEGY, discussion),
-                        self.place_reply(&target, &mut node, keyed.as_ref(), growth),
-                    )
-                    .await?;
-                node.posted = posted;
-                let mut path = parent_path;
-                path.push(index);
-                let reply = node.comment(&path);
-                notify_reply(
-                    self.outbox.as_ref(),
-                    discussion,
-                    parent,
-                    &parent_author,
-                    &reply,
-                )
-                .await;
-                Ok(reply)
-            })
-            .await
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let parent_path = tree::parse_path(parent, self.max_depth)?;
+        check_reply_target(self.outbox.as_ref(), discussion, parent)?;
+        if parent_path.len() > self.max_depth {
+            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
+                depth: parent_path.len(),
+                limit: format!("this store nests replies at most {} deep", self.max_depth),
+            }));
+        }
+        let keyed = KeyedComment::of(discussion, Some(parent), &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written (and nothing notified again).
+            if let Some((path, node)) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(node.comment(&path));
+            }
+        }
+        let (mut node, growth) = self.reply_node(comment, keyed.as_ref())?;
+        let target = ReplyTarget {
+            discussion,
+            parent,
+            parent_path: &parent_path,
+        };
+        let (index, posted, parent_author) = self
+            .backend
+            .exclusive_one(
+                &discussion_lock(STRATEGY, discussion),
+                self.place_reply(&target, &mut node, keyed.as_ref(), growth),
+            )
+            .await?;
+        node.posted = posted;
+        let mut path = parent_path;
+        path.push(index);
+        let reply = node.comment(&path);
+        notify_reply(
+            self.outbox.as_ref(),
+            discussion,
+            parent,
+            &parent_author,
+            &reply,
+        )
+        .await;
+        Ok(reply)
     }
 
     async fn thread_page(
@@ -244,59 +240,50 @@ impl ThreadedComments for Embedded {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.thread_page",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let scope = cursor::discussion(discussion);
-            let after = match &page.after {
-                None => None,
-                Some(cursor) => Some(cursor_path(
-                    cursor,
-                    View::Threaded,
-                    order,
-                    scope,
-                    self.max_depth,
-                )?),
-            };
-            // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
-            // the cursor's own thread on) are enough for a page and a look past it.
-            let len = page.fetch();
-            let range = match (order, &after) {
-                (Order::OldestFirst, None) => Range::From { first: 0, len },
-                (Order::OldestFirst, Some(path)) => Range::From {
-                    first: path[0],
-                    len,
-                },
-                (Order::NewestFirst, None) => Range::Last { len },
-                (Order::NewestFirst, Some(path)) => {
-                    let first = (path[0] + 1).saturating_sub(len);
-                    Range::From {
-                        first,
-                        len: path[0] + 1 - first,
-                    }
+        let scope = cursor::discussion(discussion);
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => Some(cursor_path(
+                cursor,
+                View::Threaded,
+                order,
+                scope,
+                self.max_depth,
+            )?),
+        };
+        // Every top-level comment contributes at least one entry, so `limit + 1` of them (from
+        // the cursor's own thread on) are enough for a page and a look past it.
+        let len = page.fetch();
+        let range = match (order, &after) {
+            (Order::OldestFirst, None) => Range::From { first: 0, len },
+            (Order::OldestFirst, Some(path)) => Range::From {
+                first: path[0],
+                len,
+            },
+            (Order::NewestFirst, None) => Range::Last { len },
+            (Order::NewestFirst, Some(path)) => {
+                let first = (path[0] + 1).saturating_sub(len);
+                Range::From {
+                    first,
+                    len: path[0] + 1 - first,
                 }
-            };
-            let window = self
-                .window(discussion, range)
-                .await?
-                .ok_or_else(|| validate::no_discussion(discussion))?;
-            Ok(page_after(
-                window.threaded(order),
-                page.limit,
-                window.more_beyond(order),
-                |e| {
-                    after.as_ref().is_none_or(|after| {
-                        tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
-                    })
-                },
-                |e| after_path(View::Threaded, order, scope, &e.path),
-            ))
-        })
-        .await
+            }
+        };
+        let window = self
+            .window(discussion, range)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        Ok(page_after(
+            window.threaded(order),
+            page.limit,
+            window.more_beyond(order),
+            |e| {
+                after.as_ref().is_none_or(|after| {
+                    tree::threaded_cmp(order, &e.path, after) == std::cmp::Ordering::Greater
+                })
+            },
+            |e| after_path(View::Threaded, order, scope, &e.path),
+        ))
     }
 
     async fn sub_thread(
@@ -305,44 +292,35 @@ impl ThreadedComments for Embedded {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.sub_thread",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let root = tree::parse_path(link, self.max_depth)?;
-            let scope = cursor::sub_thread(discussion, link);
-            let after = match &page.after {
-                None => None,
-                Some(cursor) => {
-                    let order = Order::OldestFirst;
-                    let path = cursor_path(cursor, View::SubThread, order, scope, self.max_depth)?;
-                    if !path.starts_with(&root) {
-                        return Err(invalid("not a position in this sub-thread"));
-                    }
-                    Some(path)
+        let root = tree::parse_path(link, self.max_depth)?;
+        let scope = cursor::sub_thread(discussion, link);
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let order = Order::OldestFirst;
+                let path = cursor_path(cursor, View::SubThread, order, scope, self.max_depth)?;
+                if !path.starts_with(&root) {
+                    return Err(invalid("not a position in this sub-thread"));
                 }
-            };
-            let window = self
-                .window_with(discussion, &root, link, Entity::Comment)
-                .await?;
-            let mut entries = Vec::new();
-            let mut path = root.clone();
-            window
-                .node(&root)
-                .expect("checked by window_with")
-                .preorder(&mut path, &mut entries);
-            Ok(page_after(
-                entries,
-                page.limit,
-                false,
-                |e| after.as_ref().is_none_or(|after| e.path > *after),
-                |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
-            ))
-        })
-        .await
+                Some(path)
+            }
+        };
+        let window = self
+            .window_with(discussion, &root, link, Entity::Comment)
+            .await?;
+        let mut entries = Vec::new();
+        let mut path = root.clone();
+        window
+            .node(&root)
+            .expect("checked by window_with")
+            .preorder(&mut path, &mut entries);
+        Ok(page_after(
+            entries,
+            page.limit,
+            false,
+            |e| after.as_ref().is_none_or(|after| e.path > *after),
+            |e| after_path(View::SubThread, Order::OldestFirst, scope, &e.path),
+        ))
     }
 
     /// One `find` of the discussion's document, every level ranked here as
@@ -356,29 +334,20 @@ impl ThreadedComments for Embedded {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        observe::operation!(
-            "comments.ranked_thread",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
-            let window = self
-                .window(discussion, Range::All)
-                .await?
-                .ok_or_else(|| validate::no_discussion(discussion))?;
-            let level = (window.first..).zip(&window.nodes).collect();
-            Ok(ranked_level(
-                discussion,
-                sort,
-                &[],
-                level,
-                after,
-                page.limit,
-                depth,
-            ))
-        })
-        .await
+        let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
+        let window = self
+            .window(discussion, Range::All)
+            .await?
+            .ok_or_else(|| validate::no_discussion(discussion))?;
+        let level = (window.first..).zip(&window.nodes).collect();
+        Ok(ranked_level(
+            discussion,
+            sort,
+            &[],
+            level,
+            after,
+            page.limit,
+            depth,
+        ))
     }
 }

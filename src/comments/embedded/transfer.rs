@@ -10,11 +10,11 @@ use futures::TryStreamExt;
 
 use super::read::Range;
 use super::{Embedded, KEYED, LAST_POSTED};
-use crate::comments::transfer::{self, CommentTransfer, HeldComment};
+use crate::comments::engine::TransferEngine;
+use crate::comments::transfer::{self, HeldComment};
 use crate::comments::tree::{format_path, Node};
 use crate::comments::VotedComments;
 use crate::error::Invalid;
-use crate::observe;
 use crate::{Error, Result};
 
 /// The fields a discussion's document holds for its comments (the rest is the application's).
@@ -143,127 +143,101 @@ impl Embedded {
 }
 
 #[async_trait]
-impl CommentTransfer for Embedded {
+impl TransferEngine for Embedded {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
-            .run(async move {
-                transfer::ids_after(
-                    &self.discussions,
-                    doc! { "slots": { "$exists": true } },
-                    after,
-                )
-                .await
-            })
-            .await
+        transfer::ids_after(
+            &self.discussions,
+            doc! { "slots": { "$exists": true } },
+            after,
+        )
+        .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        observe::operation!("comments.export", strategy = super::STRATEGY.name())
-            .run(async move {
-                self.settle_votes(discussion).await?;
-                let window = self
-                    .backend
-                    .retry("export comments", || self.window(discussion, Range::All))
-                    .await?;
-                let Some(window) = window else {
-                    return Ok(Vec::new());
-                };
-                let mut entries = window.threaded(crate::comments::Order::OldestFirst);
-                entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
-                let comments = entries
-                    .iter()
-                    .map(|entry| HeldComment::of(entry.comment()))
-                    .collect();
-                let votes = self.votes.all(discussion).await?;
-                Ok(transfer::parents_first(transfer::with_voters(
-                    comments, votes,
-                )))
-            })
-            .await
+        self.settle_votes(discussion).await?;
+        let window = self
+            .backend
+            .retry("export comments", || self.window(discussion, Range::All))
+            .await?;
+        let Some(window) = window else {
+            return Ok(Vec::new());
+        };
+        let mut entries = window.threaded(crate::comments::Order::OldestFirst);
+        entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
+        let comments = entries
+            .iter()
+            .map(|entry| HeldComment::of(entry.comment()))
+            .collect();
+        let votes = self.votes.all(discussion).await?;
+        Ok(transfer::parents_first(transfer::with_voters(
+            comments, votes,
+        )))
     }
 
     /// Builds the comment tree in the export's order (each comment after its earlier
     /// siblings: an export of this strategy keeps its position paths) and writes it with the
     /// discussion's counts in one `update`, keeping the document's other fields.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        observe::operation!(
-            "comments.import",
-            strategy = super::STRATEGY.name(),
-            items = comments.len()
-        )
-        .run(async move {
-            let (top, links) = self.imported_tree(discussion, comments)?;
-            let fields = self.imported_fields(discussion, comments, &top).await?;
-            self.votes.purge(Some(discussion)).await?;
-            let mut update = doc! { "$set": fields };
-            if top.is_empty() {
-                update.insert("$unset", doc! { LAST_POSTED: "" });
-            }
-            // A `$set` of the whole tree: repeating it writes the same.
-            self.backend
-                .retry("import comments", || async {
-                    self.discussions
-                        .update_one(doc! { "_id": discussion }, update.clone())
-                        .upsert(true)
-                        .await?;
-                    Ok(())
-                })
-                .await?;
-            self.votes
-                .import(discussion, &transfer::votes_under(comments, &links))
-                .await?;
-            Ok(links)
-        })
-        .await
+        let (top, links) = self.imported_tree(discussion, comments)?;
+        let fields = self.imported_fields(discussion, comments, &top).await?;
+        self.votes.purge(Some(discussion)).await?;
+        let mut update = doc! { "$set": fields };
+        if top.is_empty() {
+            update.insert("$unset", doc! { LAST_POSTED: "" });
+        }
+        // A `$set` of the whole tree: repeating it writes the same.
+        self.backend
+            .retry("import comments", || async {
+                self.discussions
+                    .update_one(doc! { "_id": discussion }, update.clone())
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        self.votes
+            .import(discussion, &transfer::votes_under(comments, &links))
+            .await?;
+        Ok(links)
     }
 
     /// Removes the comment fields from the discussion's document, and the document where it
     /// holds nothing else.
     async fn purge(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
-            .run(async move {
-                let unset: Document = FIELDS
-                    .iter()
-                    .filter(|f| **f != "_id")
-                    .map(|f| (f.to_string(), bson::Bson::from("")))
-                    .collect();
-                self.backend
-                    .retry("purge discussion", || async {
-                        self.discussions
-                            .update_one(
-                                doc! { "_id": discussion },
-                                doc! { "$unset": unset.clone() },
-                            )
-                            .await?;
-                        let left = self
-                            .discussions
-                            .find_one(doc! { "_id": discussion })
-                            .await?;
-                        if left.is_some_and(|left| left.len() == 1) {
-                            self.discussions
-                                .delete_one(
-                                    doc! { "_id": discussion, "slots": { "$exists": false } },
-                                )
-                                .await?;
-                        }
-                        Ok(())
-                    })
+        let unset: Document = FIELDS
+            .iter()
+            .filter(|f| **f != "_id")
+            .map(|f| (f.to_string(), bson::Bson::from("")))
+            .collect();
+        self.backend
+            .retry("purge discussion", || async {
+                self.discussions
+                    .update_one(doc! { "_id": discussion }, doc! { "$unset": unset.clone() })
                     .await?;
-                self.votes.purge(Some(discussion)).await
+                let left = self
+                    .discussions
+                    .find_one(doc! { "_id": discussion })
+                    .await?;
+                if left.is_some_and(|left| left.len() == 1) {
+                    self.discussions
+                        .delete_one(doc! { "_id": discussion, "slots": { "$exists": false } })
+                        .await?;
+                }
+                Ok(())
             })
-            .await
+            .await?;
+        self.votes.purge(Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
-            .run(async move {
-                let discussions: Vec<String> = self.discussions(None).await?.try_collect().await?;
-                for discussion in &discussions {
-                    self.purge(discussion).await?;
-                }
-                self.votes.purge(None).await
-            })
-            .await
+        let discussions: Vec<String> = TransferEngine::discussions(self, None)
+            .await?
+            .try_collect()
+            .await?;
+        for discussion in &discussions {
+            TransferEngine::purge(self, discussion).await?;
+        }
+        self.votes.purge(None).await
     }
 
     async fn is_empty(&self) -> Result<bool> {

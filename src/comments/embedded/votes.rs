@@ -7,11 +7,11 @@ use bson::oid::ObjectId;
 use super::read::Range;
 use super::{Embedded, STRATEGY};
 use crate::comments::cursor;
+use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
-use crate::comments::{discussion_lock, validate, Comment, Sort, Thread, Vote, VotedComments};
-use crate::observe;
+use crate::comments::{discussion_lock, validate, Comment, Sort, Thread, Vote};
 use crate::page::invalid;
 use crate::{Cursor, Entity, Page, PageRequest, Result};
 
@@ -152,7 +152,11 @@ impl Tally for Embedded {
 }
 
 #[async_trait]
-impl VotedComments for Embedded {
+impl VotesEngine for Embedded {
+    fn strategy(&self) -> crate::comments::Strategy {
+        crate::comments::Strategy::Embedded
+    }
+
     async fn vote(
         &self,
         discussion: &str,
@@ -160,28 +164,18 @@ impl VotedComments for Embedded {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote", strategy = STRATEGY.name())
-            .run(async move {
-                self.votes
-                    .set(self, discussion, link, user, vote.value())
-                    .await
-            })
+        self.votes
+            .set(self, discussion, link, user, vote.value())
             .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.retract_vote", strategy = STRATEGY.name())
-            .run(async move { self.votes.set(self, discussion, link, user, 0).await })
-            .await
+        self.votes.set(self, discussion, link, user, 0).await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote_of", strategy = STRATEGY.name())
-            .run(async move {
-                self.votes
-                    .get(|link| self.check_link(link), discussion, link, user)
-                    .await
-            })
+        self.votes
+            .get(|link| self.check_link(link), discussion, link, user)
             .await
     }
 
@@ -192,48 +186,37 @@ impl VotedComments for Embedded {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.ranked",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let parent_path = parent
-                .map(|parent| tree::parse_path(parent, self.max_depth))
-                .transpose()?;
-            let after = ranked_after(page.after.as_ref(), sort, discussion, parent)?;
-            let window = match (&parent_path, parent) {
-                (Some(path), Some(link)) => {
-                    self.window_with(discussion, path, link, Entity::ParentComment)
-                        .await?
-                }
-                _ => self
-                    .window(discussion, Range::All)
+        let parent_path = parent
+            .map(|parent| tree::parse_path(parent, self.max_depth))
+            .transpose()?;
+        let after = ranked_after(page.after.as_ref(), sort, discussion, parent)?;
+        let window = match (&parent_path, parent) {
+            (Some(path), Some(link)) => {
+                self.window_with(discussion, path, link, Entity::ParentComment)
                     .await?
-                    .ok_or_else(|| validate::no_discussion(discussion))?,
-            };
-            // The level ranked: its comments with their positions among their siblings.
-            let level: Vec<(usize, &Node)> = match &parent_path {
-                Some(path) => window
-                    .node(path)
-                    .expect("checked by window_with")
-                    .replies
-                    .iter()
-                    .enumerate()
-                    .collect(),
-                None => (window.first..).zip(&window.nodes).collect(),
-            };
-            let base = parent_path.unwrap_or_default();
-            let ranked = ranked_level(discussion, sort, &base, level, after, page.limit, 0);
-            Ok(ranked.map(|thread| thread.comment))
-        })
-        .await
+            }
+            _ => self
+                .window(discussion, Range::All)
+                .await?
+                .ok_or_else(|| validate::no_discussion(discussion))?,
+        };
+        // The level ranked: its comments with their positions among their siblings.
+        let level: Vec<(usize, &Node)> = match &parent_path {
+            Some(path) => window
+                .node(path)
+                .expect("checked by window_with")
+                .replies
+                .iter()
+                .enumerate()
+                .collect(),
+            None => (window.first..).zip(&window.nodes).collect(),
+        };
+        let base = parent_path.unwrap_or_default();
+        let ranked = ranked_level(discussion, sort, &base, level, after, page.limit, 0);
+        Ok(ranked.map(|thread| thread.comment))
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        observe::operation!("comments.settle_votes", strategy = STRATEGY.name())
-            .run(async move { self.votes.settle(self, discussion).await })
-            .await
+        self.votes.settle(self, discussion).await
     }
 }

@@ -7,11 +7,11 @@ use futures::TryStreamExt;
 use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
 use crate::comments::cursor;
+use crate::comments::engine::CommentEngine;
 use crate::comments::{
-    discussion_lock, validate, Comment, CommentStore, Deletion, Features, KeyedComment, NewComment,
-    Order, Strategy, ThreadedComments,
+    discussion_lock, validate, Comment, Deletion, Features, KeyedComment, NewComment, Order,
+    ThreadedComments,
 };
-use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Error, PageRequest, Result};
 
@@ -25,11 +25,7 @@ fn new_slug() -> String {
 }
 
 #[async_trait]
-impl CommentStore for HybridPages {
-    fn strategy(&self) -> Strategy {
-        Strategy::HybridPages
-    }
-
+impl CommentEngine for HybridPages {
     fn features(&self) -> Features {
         Features {
             threading: false,
@@ -42,85 +38,74 @@ impl CommentStore for HybridPages {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.create_discussion", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                self.registry
-                    .create(discussion, doc! { "last_page": 0_i64 })
-                    .await
-            })
+        self.registry
+            .create(discussion, doc! { "last_page": 0_i64 })
             .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("comments.post", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-                let keyed = KeyedComment::of(discussion, None, &comment)?;
-                let slug = match &keyed {
-                    // Derived from the key: every attempt of one keyed post looks for, and pushes, the
-                    // same slug.
-                    Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
-                    None => new_slug(),
-                };
-                if let Some(keyed) = &keyed {
-                    // A repeat: one `find`, nothing written.
-                    if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
-                        return Ok(entry.comment());
-                    }
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = KeyedComment::of(discussion, None, &comment)?;
+        let slug = match &keyed {
+            // Derived from the key: every attempt of one keyed post looks for, and pushes, the
+            // same slug.
+            Some(keyed) => keyed.id.to_hex()[..16].to_owned(),
+            None => new_slug(),
+        };
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some(entry) = self.keyed_entry(discussion, &slug, keyed).await? {
+                return Ok(entry.comment());
+            }
+        }
+        let mut entry = Entry {
+            slug,
+            posted: bson::DateTime::now(),
+            author: comment.author,
+            text: comment.text,
+            edited: None,
+            deleted: false,
+            ups: 0,
+            downs: 0,
+            idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
+            content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
+        };
+        validate::check_stored(&entry, self.max_comment_bytes)?;
+        // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
+        // the reads need are made before the first write.
+        self.backend.ensure_indexes().await?;
+        let post = async {
+            if let Some(keyed) = &keyed {
+                // Under the key's lock: a concurrent attempt that got there first is found.
+                if let Some(stored) = self.keyed_entry(discussion, &entry.slug, keyed).await? {
+                    return Ok(stored);
                 }
-                let mut entry = Entry {
-                    slug,
-                    posted: bson::DateTime::now(),
-                    author: comment.author,
-                    text: comment.text,
-                    edited: None,
-                    deleted: false,
-                    ups: 0,
-                    downs: 0,
-                    idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
-                    content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
-                };
-                validate::check_stored(&entry, self.max_comment_bytes)?;
-                // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
-                // the reads need are made before the first write.
-                self.backend.ensure_indexes().await?;
-                let post = async {
-                    if let Some(keyed) = &keyed {
-                        // Under the key's lock: a concurrent attempt that got there first is found.
-                        if let Some(stored) =
-                            self.keyed_entry(discussion, &entry.slug, keyed).await?
-                        {
-                            return Ok(stored);
-                        }
-                    }
-                    self.backend
-                        .exclusive_one(
-                            &discussion_lock(STRATEGY, discussion),
-                            self.push(discussion, &mut entry),
-                        )
-                        .await?;
-                    Ok(entry.clone())
-                };
-                let posted = match &keyed {
-                    // A page's `comments.slug` is unique within that page only, and a keyed post's
-                    // attempts could land on two pages: they take turns on the key, on every server.
-                    Some(keyed) => {
-                        let key = format!(
-                            "{}:key:{}",
-                            discussion_lock(STRATEGY, discussion),
-                            keyed.id.to_hex()
-                        );
-                        self.backend
-                            .lease_locks(LOCK_LEASE)
-                            .with_lock(&key, post)
-                            .await?
-                    }
-                    None => post.await?,
-                };
-                Ok(posted.comment())
-            })
-            .await
+            }
+            self.backend
+                .exclusive_one(
+                    &discussion_lock(STRATEGY, discussion),
+                    self.push(discussion, &mut entry),
+                )
+                .await?;
+            Ok(entry.clone())
+        };
+        let posted = match &keyed {
+            // A page's `comments.slug` is unique within that page only, and a keyed post's
+            // attempts could land on two pages: they take turns on the key, on every server.
+            Some(keyed) => {
+                let key = format!(
+                    "{}:key:{}",
+                    discussion_lock(STRATEGY, discussion),
+                    keyed.id.to_hex()
+                );
+                self.backend
+                    .lease_locks(LOCK_LEASE)
+                    .with_lock(&key, post)
+                    .await?
+            }
+            None => post.await?,
+        };
+        Ok(posted.comment())
     }
 
     async fn chronological(
@@ -129,55 +114,40 @@ impl CommentStore for HybridPages {
         order: Order,
         page: PageRequest,
     ) -> Result<crate::Page<Comment>> {
-        observe::operation!(
-            "comments.chronological",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let after = match &page.after {
-                None => None,
-                Some(cursor) => Some(parse_place(cursor, order, discussion)?),
-            };
-            // One more comment than the page, to know whether another page follows.
-            let entries = self.walk(discussion, order, after, page.fetch()).await?;
-            if entries.is_empty()
-                && page.after.is_none()
-                && self.registry.find(discussion).await?.is_none()
-            {
-                return Err(validate::no_discussion(discussion));
-            }
-            Ok(cursor::page_from(
-                entries,
-                page.limit,
-                |(_, entry)| entry.comment(),
-                |(place, _)| after_place(order, discussion, *place),
-            ))
-        })
-        .await
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => Some(parse_place(cursor, order, discussion)?),
+        };
+        // One more comment than the page, to know whether another page follows.
+        let entries = self.walk(discussion, order, after, page.fetch()).await?;
+        if entries.is_empty()
+            && page.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(cursor::page_from(
+            entries,
+            page.limit,
+            |(_, entry)| entry.comment(),
+            |(place, _)| after_place(order, discussion, *place),
+        ))
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        observe::operation!("comments.get", strategy = STRATEGY.name())
-            .run(async move {
-                let (page, index) = self.locate(discussion, link).await?;
-                Ok(page.comments[index].comment())
-            })
-            .await
+        let (page, index) = self.locate(discussion, link).await?;
+        Ok(page.comments[index].comment())
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        observe::operation!("comments.edit", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_edit(discussion, text, self.max_comment_bytes)?;
-                let now = bson::DateTime::now();
-                let edited = |entry: &Entry| Entry {
-                    text: text.to_owned(),
-                    edited: Some(now),
-                    ..entry.clone()
-                };
-                let changed = self
+        validate::check_edit(discussion, text, self.max_comment_bytes)?;
+        let now = bson::DateTime::now();
+        let edited = |entry: &Entry| Entry {
+            text: text.to_owned(),
+            edited: Some(now),
+            ..entry.clone()
+        };
+        let changed = self
             .change(
                 discussion,
                 link,
@@ -186,20 +156,16 @@ impl CommentStore for HybridPages {
                 0,
             )
             .await?;
-                let entry = changed.map_err(|_| Error::NotFound {
-                    what: crate::Entity::DeletedComment,
-                    id: link.to_owned(),
-                })?;
-                Ok(edited(&entry).comment())
-            })
-            .await
+        let entry = changed.map_err(|_| Error::NotFound {
+            what: crate::Entity::DeletedComment,
+            id: link.to_owned(),
+        })?;
+        Ok(edited(&entry).comment())
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        observe::operation!("comments.delete", strategy = STRATEGY.name())
-            .run(async move {
-                // Deleting a tombstone again changes nothing and reports the same.
-                let _was_deleted_already = self
+        // Deleting a tombstone again changes nothing and reports the same.
+        let _was_deleted_already = self
             .change(
                 discussion,
                 link,
@@ -209,37 +175,28 @@ impl CommentStore for HybridPages {
             )
             .await?
             .is_err();
-                Ok(Deletion::Tombstoned)
-            })
-            .await
+        Ok(Deletion::Tombstoned)
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        observe::operation!("comments.count", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                let pages: Vec<Document> = self
-                    .pages
-                    .find(doc! { "discussion_id": discussion })
-                    .projection(doc! { "visible": 1 })
-                    .await?
-                    .try_collect()
-                    .await?;
-                if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
-                    return Err(validate::no_discussion(discussion));
-                }
-                Ok(pages
-                    .iter()
-                    .map(|page| number(page, "visible").max(0) as u64)
-                    .sum())
-            })
-            .await
+        let pages: Vec<Document> = self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .projection(doc! { "visible": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
+            return Err(validate::no_discussion(discussion));
+        }
+        Ok(pages
+            .iter()
+            .map(|page| number(page, "visible").max(0) as u64)
+            .sum())
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("comments.create_indexes", strategy = STRATEGY.name())
-            .run(async move { self.backend.create_indexes().await })
-            .await
+        self.backend.create_indexes().await
     }
 
     fn database(&self) -> &mongodb::Database {

@@ -9,9 +9,9 @@ use futures::stream::BoxStream;
 use futures::TryStreamExt;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
-use crate::comments::transfer::{self, CommentTransfer, HeldComment};
+use crate::comments::engine::TransferEngine;
+use crate::comments::transfer::{self, HeldComment};
 use crate::comments::VotedComments;
-use crate::observe;
 use crate::Result;
 
 /// The entries an import stores, in the export's order: each keeps its slug where it is one of
@@ -91,120 +91,96 @@ impl HybridPages {
     }
 }
 #[async_trait]
-impl CommentTransfer for HybridPages {
+impl TransferEngine for HybridPages {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
-            .run(async move {
         transfer::ids_after(&self.registry.discussions, doc! {}, after).await
-    })
-            .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        observe::operation!("comments.export", strategy = super::STRATEGY.name())
-            .run(async move {
-                self.settle_votes(discussion).await?;
-                let pages: Vec<Document> = self
-                    .backend
-                    .retry("export comments", || async {
-                        Ok(self
-                            .pages
-                            .find(doc! { "discussion_id": discussion })
-                            .sort(doc! { "page": 1 })
-                            .await?
-                            .try_collect()
-                            .await?)
-                    })
-                    .await?;
-                let mut comments = Vec::new();
-                for page in pages {
-                    let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
-                    comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
-                }
-                let votes = self.votes.all(discussion).await?;
-                Ok(transfer::with_voters(comments, votes))
+        self.settle_votes(discussion).await?;
+        let pages: Vec<Document> = self
+            .backend
+            .retry("export comments", || async {
+                Ok(self
+                    .pages
+                    .find(doc! { "discussion_id": discussion })
+                    .sort(doc! { "page": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
             })
-            .await
+            .await?;
+        let mut comments = Vec::new();
+        for page in pages {
+            let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
+            comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
+        }
+        let votes = self.votes.all(discussion).await?;
+        Ok(transfer::with_voters(comments, votes))
     }
 
     /// Refuses a reply (this strategy has no threads) before anything is written. Keeps a
     /// comment's slug where it is one of this strategy's; fills pages of `page_size` in the
     /// export's order.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        observe::operation!(
-            "comments.import",
-            strategy = super::STRATEGY.name(),
-            items = comments.len()
-        )
-        .run(async move {
-            transfer::refuse_replies(discussion, comments)?;
-            let entries = imported_entries(comments);
-            let links: Vec<String> = entries.iter().map(|e| e.slug.clone()).collect();
-            let ImportedPages {
-                pages,
-                floor,
-                last_page,
-            } = self.imported_pages(discussion, &entries)?;
-            self.purge(discussion).await?;
-            let mut counter = doc! { "last_page": last_page };
-            if let Some(floor) = floor {
-                counter.insert(FLOOR, floor);
-            }
-            self.backend
-                .retry("register discussion", || async {
-                    self.registry
-                        .discussions
-                        .update_one(doc! { "_id": discussion }, doc! { "$set": counter.clone() })
-                        .upsert(true)
-                        .await?;
-                    Ok(())
-                })
-                .await?;
-            if !pages.is_empty() {
-                self.backend.insert_many_once(&self.pages, pages).await?;
-            }
-            self.votes
-                .import(discussion, &transfer::votes_under(comments, &links))
-                .await?;
-            Ok(links)
-        })
-        .await
+        transfer::refuse_replies(discussion, comments)?;
+        let entries = imported_entries(comments);
+        let links: Vec<String> = entries.iter().map(|e| e.slug.clone()).collect();
+        let ImportedPages {
+            pages,
+            floor,
+            last_page,
+        } = self.imported_pages(discussion, &entries)?;
+        TransferEngine::purge(self, discussion).await?;
+        let mut counter = doc! { "last_page": last_page };
+        if let Some(floor) = floor {
+            counter.insert(FLOOR, floor);
+        }
+        self.backend
+            .retry("register discussion", || async {
+                self.registry
+                    .discussions
+                    .update_one(doc! { "_id": discussion }, doc! { "$set": counter.clone() })
+                    .upsert(true)
+                    .await?;
+                Ok(())
+            })
+            .await?;
+        if !pages.is_empty() {
+            self.backend.insert_many_once(&self.pages, pages).await?;
+        }
+        self.votes
+            .import(discussion, &transfer::votes_under(comments, &links))
+            .await?;
+        Ok(links)
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
-            .run(async move {
-                self.backend
-                    .retry("purge discussion", || async {
-                        self.pages
-                            .delete_many(doc! { "discussion_id": discussion })
-                            .await?;
-                        self.registry
-                            .discussions
-                            .update_one(
-                                doc! { "_id": discussion },
-                                doc! { "$set": { "last_page": 0_i64 }, "$unset": { FLOOR: "" } },
-                            )
-                            .await?;
-                        Ok(())
-                    })
+        self.backend
+            .retry("purge discussion", || async {
+                self.pages
+                    .delete_many(doc! { "discussion_id": discussion })
                     .await?;
-                self.votes.purge(Some(discussion)).await
+                self.registry
+                    .discussions
+                    .update_one(
+                        doc! { "_id": discussion },
+                        doc! { "$set": { "last_page": 0_i64 }, "$unset": { FLOOR: "" } },
+                    )
+                    .await?;
+                Ok(())
             })
-            .await
+            .await?;
+        self.votes.purge(Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
-            .run(async move {
-                crate::inbox::transfer::delete_all(
-                    &self.backend,
-                    &[&self.pages, &self.registry.discussions],
-                )
-                .await?;
-                self.votes.purge(None).await
-            })
-            .await
+        crate::inbox::transfer::delete_all(
+            &self.backend,
+            &[&self.pages, &self.registry.discussions],
+        )
+        .await?;
+        self.votes.purge(None).await
     }
 
     async fn is_empty(&self) -> Result<bool> {

@@ -8,10 +8,10 @@ use futures::TryStreamExt;
 use super::{check_slug, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
+use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
-use crate::comments::{discussion_lock, validate, Comment, Sort, Vote, VotedComments};
-use crate::observe;
+use crate::comments::{discussion_lock, validate, Comment, Sort, Vote};
 use crate::page::invalid;
 use crate::{Error, PageRequest, Result};
 
@@ -122,7 +122,11 @@ impl Tally for HybridPages {
 }
 
 #[async_trait]
-impl VotedComments for HybridPages {
+impl VotesEngine for HybridPages {
+    fn strategy(&self) -> crate::comments::Strategy {
+        crate::comments::Strategy::HybridPages
+    }
+
     async fn vote(
         &self,
         discussion: &str,
@@ -130,25 +134,17 @@ impl VotedComments for HybridPages {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote", strategy = STRATEGY.name())
-            .run(async move {
-                self.votes
-                    .set(self, discussion, link, user, vote.value())
-                    .await
-            })
+        self.votes
+            .set(self, discussion, link, user, vote.value())
             .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.retract_vote", strategy = STRATEGY.name())
-            .run(async move { self.votes.set(self, discussion, link, user, 0).await })
-            .await
+        self.votes.set(self, discussion, link, user, 0).await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote_of", strategy = STRATEGY.name())
-            .run(async move { self.votes.get(check_slug, discussion, link, user).await })
-            .await
+        self.votes.get(check_slug, discussion, link, user).await
     }
 
     async fn ranked(
@@ -158,62 +154,50 @@ impl VotedComments for HybridPages {
         sort: Sort,
         page: PageRequest,
     ) -> Result<crate::Page<Comment>> {
-        observe::operation!(
-            "comments.ranked",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            if parent.is_some() {
-                return Err(Error::Unsupported {
-                    limit: crate::error::Limit::Strategy,
-                    feature: "replies",
-                    reason: "HybridPages keeps discussions flat; rank the top level".to_owned(),
-                });
-            }
-            let after = match &page.after {
-                None => None,
-                Some(cursor) => {
-                    let (key, place) =
-                        cursor::ranked_key(cursor, STRATEGY, sort, discussion, None)?;
-                    Some((key, parse_place_field(&place)?))
-                }
-            };
-            let pages: Vec<Document> = self
-                .pages
-                .find(doc! { "discussion_id": discussion })
-                .sort(doc! { "page": 1 })
-                .await?
-                .try_collect()
-                .await?;
-            if pages.is_empty()
-                && page.after.is_none()
-                && self.registry.find(discussion).await?.is_none()
-            {
-                return Err(validate::no_discussion(discussion));
-            }
-            let mut keyed = Vec::new();
-            for stored in pages {
-                let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
-                for (index, entry) in stored.comments.into_iter().enumerate() {
-                    let key = sort.key(entry.votes(), entry.posted);
-                    keyed.push((key, (stored.page, index), entry));
-                }
-            }
-            let mut ranked = rank_after(keyed, after);
-            ranked.truncate(page.fetch());
-            let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
-                cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
+        if parent.is_some() {
+            return Err(Error::Unsupported {
+                limit: crate::error::Limit::Strategy,
+                feature: "replies",
+                reason: "HybridPages keeps discussions flat; rank the top level".to_owned(),
             });
-            Ok(page.map(|(_, _, entry)| entry.comment()))
-        })
-        .await
+        }
+        let after = match &page.after {
+            None => None,
+            Some(cursor) => {
+                let (key, place) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, None)?;
+                Some((key, parse_place_field(&place)?))
+            }
+        };
+        let pages: Vec<Document> = self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .sort(doc! { "page": 1 })
+            .await?
+            .try_collect()
+            .await?;
+        if pages.is_empty()
+            && page.after.is_none()
+            && self.registry.find(discussion).await?.is_none()
+        {
+            return Err(validate::no_discussion(discussion));
+        }
+        let mut keyed = Vec::new();
+        for stored in pages {
+            let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
+            for (index, entry) in stored.comments.into_iter().enumerate() {
+                let key = sort.key(entry.votes(), entry.posted);
+                keyed.push((key, (stored.page, index), entry));
+            }
+        }
+        let mut ranked = rank_after(keyed, after);
+        ranked.truncate(page.fetch());
+        let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
+            cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
+        });
+        Ok(page.map(|(_, _, entry)| entry.comment()))
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        observe::operation!("comments.settle_votes", strategy = STRATEGY.name())
-            .run(async move { self.votes.settle(self, discussion).await })
-            .await
+        self.votes.settle(self, discussion).await
     }
 }

@@ -8,20 +8,16 @@ use mongodb::options::ReturnDocument;
 use super::stored::Stored;
 use super::{PerComment, STRATEGY};
 use crate::comments::cursor;
+use crate::comments::engine::CommentEngine;
 use crate::comments::{
-    discussion_lock, reply_to_withdraw, validate, Comment, CommentStore, Deletion, Features,
-    KeyedComment, NewComment, Order, Strategy, ThreadedComments,
+    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, KeyedComment,
+    NewComment, Order, ThreadedComments,
 };
-use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{bson_ext, Entity, Error, Page, PageRequest, Result};
 
 #[async_trait]
-impl CommentStore for PerComment {
-    fn strategy(&self) -> Strategy {
-        Strategy::PerComment
-    }
-
+impl CommentEngine for PerComment {
     fn features(&self) -> Features {
         Features {
             threading: true,
@@ -34,37 +30,28 @@ impl CommentStore for PerComment {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.create_discussion", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                self.registry.create(discussion, Document::new()).await
-            })
-            .await
+        self.registry.create(discussion, Document::new()).await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("comments.post", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
-                let keyed = KeyedComment::of(discussion, None, &comment)?;
-                if let Some(keyed) = &keyed {
-                    // A repeat: one `find`, nothing written.
-                    if let Some(stored) = self.keyed_comment(discussion, keyed).await? {
-                        return Ok(stored.comment());
-                    }
-                }
-                if self.registry.find(discussion).await?.is_none() {
-                    if !self.create_discussions {
-                        return Err(validate::no_discussion(discussion));
-                    }
-                    self.create_discussion(discussion).await?;
-                }
-                Ok(self
-                    .insert(discussion, None, comment, keyed.as_ref())
-                    .await?
-                    .comment())
-            })
-            .await
+        validate::check_new_comment(discussion, &comment, self.max_comment_bytes)?;
+        let keyed = KeyedComment::of(discussion, None, &comment)?;
+        if let Some(keyed) = &keyed {
+            // A repeat: one `find`, nothing written.
+            if let Some(stored) = self.keyed_comment(discussion, keyed).await? {
+                return Ok(stored.comment());
+            }
+        }
+        if self.registry.find(discussion).await?.is_none() {
+            if !self.create_discussions {
+                return Err(validate::no_discussion(discussion));
+            }
+            CommentEngine::create_discussion(self, discussion).await?;
+        }
+        Ok(self
+            .insert(discussion, None, comment, keyed.as_ref())
+            .await?
+            .comment())
     }
 
     async fn chronological(
@@ -73,59 +60,42 @@ impl CommentStore for PerComment {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.chronological",
-            strategy = STRATEGY.name(),
-            limit = page.limit
+        let (direction, after, at_or_after) = match order {
+            Order::OldestFirst => (1, "$gt", "$gte"),
+            Order::NewestFirst => (-1, "$lt", "$lte"),
+        };
+        let mut filter = doc! { "discussion_id": discussion };
+        if let Some(cursor) = &page.after {
+            let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
+            // The bound on `posted` alone lets the index scan start at the cursor; the `$or`
+            // then breaks ties within that millisecond by id.
+            filter.insert("posted", doc! { at_or_after: posted });
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { "posted": { after: posted } },
+                    doc! { "posted": posted, "_id": { after: id } },
+                ],
+            );
+        }
+        self.page(
+            discussion,
+            &page,
+            filter,
+            doc! { "posted": direction, "_id": direction },
+            |stored| cursor::after_posted(STRATEGY, order, discussion, stored.posted, stored.id),
         )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            let (direction, after, at_or_after) = match order {
-                Order::OldestFirst => (1, "$gt", "$gte"),
-                Order::NewestFirst => (-1, "$lt", "$lte"),
-            };
-            let mut filter = doc! { "discussion_id": discussion };
-            if let Some(cursor) = &page.after {
-                let (posted, id) = cursor::posted_key(cursor, STRATEGY, order, discussion)?;
-                // The bound on `posted` alone lets the index scan start at the cursor; the `$or`
-                // then breaks ties within that millisecond by id.
-                filter.insert("posted", doc! { at_or_after: posted });
-                filter.insert(
-                    "$or",
-                    vec![
-                        doc! { "posted": { after: posted } },
-                        doc! { "posted": posted, "_id": { after: id } },
-                    ],
-                );
-            }
-            self.page(
-                discussion,
-                &page,
-                filter,
-                doc! { "posted": direction, "_id": direction },
-                |stored| {
-                    cursor::after_posted(STRATEGY, order, discussion, stored.posted, stored.id)
-                },
-            )
-            .await
-        })
         .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        observe::operation!("comments.get", strategy = STRATEGY.name())
-            .run(async move {
-                Ok(self
-                    .find_link(discussion, link, Entity::Comment)
-                    .await?
-                    .comment())
-            })
-            .await
+        Ok(self
+            .find_link(discussion, link, Entity::Comment)
+            .await?
+            .comment())
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        observe::operation!("comments.edit", strategy = STRATEGY.name())
-            .run(async move {
         validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let stored = self.find_link(discussion, link, Entity::Comment).await?;
         let edited = Stored {
@@ -167,21 +137,16 @@ impl CommentStore for PerComment {
                 None => Err(validate::no_comment(Entity::Comment, link)),
             },
         }
-    })
-            .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        observe::operation!("comments.delete", strategy = STRATEGY.name())
-            .run(async move {
-                let withdrawal =
-                    reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
-                let deletion = async {
-                    let stored = self.find_link(discussion, link, Entity::Comment).await?;
-                    if stored.deleted {
-                        return Ok(Deletion::Tombstoned);
-                    }
-                    self.backend
+        let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
+        let deletion = async {
+            let stored = self.find_link(discussion, link, Entity::Comment).await?;
+            if stored.deleted {
+                return Ok(Deletion::Tombstoned);
+            }
+            self.backend
                 .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                     let live =
                         doc! { "_id": stored.id, "discussion_id": discussion, "deleted": false };
@@ -234,32 +199,23 @@ impl CommentStore for PerComment {
                     Ok(Deletion::Removed)
                 })
                 .await
-                }
-                .await?;
-                if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
-                    outbox.withdraw(activity).await;
-                }
-                Ok(deletion)
-            })
-            .await
+        }
+        .await?;
+        if let (Some(outbox), Some(activity)) = (&self.outbox, withdrawal) {
+            outbox.withdraw(activity).await;
+        }
+        Ok(deletion)
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        observe::operation!("comments.count", strategy = STRATEGY.name())
-            .run(async move {
-                validate::check_discussion(discussion)?;
-                Ok(self
-                    .comments
-                    .count_documents(doc! { "discussion_id": discussion, "deleted": false })
-                    .await?)
-            })
-            .await
+        Ok(self
+            .comments
+            .count_documents(doc! { "discussion_id": discussion, "deleted": false })
+            .await?)
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("comments.create_indexes", strategy = STRATEGY.name())
-            .run(async move { self.backend.create_indexes().await })
-            .await
+        self.backend.create_indexes().await
     }
 
     fn database(&self) -> &mongodb::Database {

@@ -11,9 +11,9 @@ use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::PerComment;
-use crate::comments::transfer::{self, CommentTransfer, HeldComment};
+use crate::comments::engine::TransferEngine;
+use crate::comments::transfer::{self, HeldComment};
 use crate::comments::{slug, CommentStore, VotedComments};
-use crate::observe;
 use crate::Result;
 
 /// Comments inserted at a time by an import.
@@ -129,101 +129,76 @@ fn imported_comment(
     }
 }
 #[async_trait]
-impl CommentTransfer for PerComment {
+impl TransferEngine for PerComment {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        observe::operation!("comments.discussions", strategy = super::STRATEGY.name())
-            .run(async move {
         transfer::ids_after(&self.registry.discussions, doc! {}, after).await
-    })
-            .await
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        observe::operation!("comments.export", strategy = super::STRATEGY.name())
-            .run(async move {
-                self.settle_votes(discussion).await?;
-                let stored: Vec<Document> = self
-                    .backend
-                    .retry("export comments", || async {
-                        Ok(self
-                            .comments
-                            .find(doc! { "discussion_id": discussion })
-                            .sort(doc! { "posted": 1, "_id": 1 })
-                            .await?
-                            .try_collect()
-                            .await?)
-                    })
-                    .await?;
-                let comments = stored
-                    .into_iter()
-                    .map(|document| {
-                        let stored: Stored =
-                            crate::bson_ext::decode(self.comments.name(), document)?;
-                        Ok(HeldComment::of(stored.comment()))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                let votes = self.votes.all(discussion).await?;
-                Ok(transfer::parents_first(transfer::with_voters(
-                    comments, votes,
-                )))
+        self.settle_votes(discussion).await?;
+        let stored: Vec<Document> = self
+            .backend
+            .retry("export comments", || async {
+                Ok(self
+                    .comments
+                    .find(doc! { "discussion_id": discussion })
+                    .sort(doc! { "posted": 1, "_id": 1 })
+                    .await?
+                    .try_collect()
+                    .await?)
             })
-            .await
+            .await?;
+        let comments = stored
+            .into_iter()
+            .map(|document| {
+                let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
+                Ok(HeldComment::of(stored.comment()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let votes = self.votes.all(discussion).await?;
+        Ok(transfer::parents_first(transfer::with_voters(
+            comments, votes,
+        )))
     }
 
     /// Keeps a comment's slug path where it is one of this strategy's (from another
     /// [`PerComment`] store); otherwise gives it a slug part derived from its source link.
     /// Steps follow the export's order, so the threaded view reads as the source's.
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
-        observe::operation!(
-            "comments.import",
-            strategy = super::STRATEGY.name(),
-            items = comments.len()
-        )
-        .run(async move {
-            let (documents, links) = self.imported_documents(discussion, comments)?;
-            self.purge(discussion).await?;
-            self.create_discussion(discussion).await?;
-            self.backend.ensure_indexes().await?;
-            for chunk in documents.chunks(IMPORT_CHUNK) {
-                self.backend
-                    .insert_many_once(&self.comments, chunk.to_vec())
-                    .await?;
-            }
-            self.votes
-                .import(discussion, &transfer::votes_under(comments, &links))
+        let (documents, links) = self.imported_documents(discussion, comments)?;
+        TransferEngine::purge(self, discussion).await?;
+        self.create_discussion(discussion).await?;
+        self.backend.ensure_indexes().await?;
+        for chunk in documents.chunks(IMPORT_CHUNK) {
+            self.backend
+                .insert_many_once(&self.comments, chunk.to_vec())
                 .await?;
-            Ok(links)
-        })
-        .await
+        }
+        self.votes
+            .import(discussion, &transfer::votes_under(comments, &links))
+            .await?;
+        Ok(links)
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
-        observe::operation!("comments.purge", strategy = super::STRATEGY.name())
-            .run(async move {
-                self.backend
-                    .retry("purge discussion", || async {
-                        self.comments
-                            .delete_many(doc! { "discussion_id": discussion })
-                            .await?;
-                        Ok(())
-                    })
+        self.backend
+            .retry("purge discussion", || async {
+                self.comments
+                    .delete_many(doc! { "discussion_id": discussion })
                     .await?;
-                self.votes.purge(Some(discussion)).await
+                Ok(())
             })
-            .await
+            .await?;
+        self.votes.purge(Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {
-        observe::operation!("comments.purge_all", strategy = super::STRATEGY.name())
-            .run(async move {
-                crate::inbox::transfer::delete_all(
-                    &self.backend,
-                    &[&self.comments, &self.registry.discussions],
-                )
-                .await?;
-                self.votes.purge(None).await
-            })
-            .await
+        crate::inbox::transfer::delete_all(
+            &self.backend,
+            &[&self.comments, &self.registry.discussions],
+        )
+        .await?;
+        self.votes.purge(None).await
     }
 
     async fn is_empty(&self) -> Result<bool> {

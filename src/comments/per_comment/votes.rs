@@ -10,10 +10,10 @@ use super::stored::{sort_field, Ranking};
 use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
+use crate::comments::engine::VotesEngine;
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_COMMENT};
-use crate::comments::{discussion_lock, slug, validate, Comment, Sort, Vote, VotedComments, Votes};
+use crate::comments::{discussion_lock, slug, Comment, Sort, Vote, Votes};
 use crate::error::{Entity, Result};
-use crate::observe;
 use crate::page::invalid;
 use crate::page::{Page, PageRequest};
 
@@ -118,7 +118,11 @@ impl Tally for PerComment {
 }
 
 #[async_trait]
-impl VotedComments for PerComment {
+impl VotesEngine for PerComment {
+    fn strategy(&self) -> crate::comments::Strategy {
+        crate::comments::Strategy::PerComment
+    }
+
     async fn vote(
         &self,
         discussion: &str,
@@ -126,28 +130,18 @@ impl VotedComments for PerComment {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote", strategy = STRATEGY.name())
-            .run(async move {
-                self.votes
-                    .set(self, discussion, link, user, vote.value())
-                    .await
-            })
+        self.votes
+            .set(self, discussion, link, user, vote.value())
             .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.retract_vote", strategy = STRATEGY.name())
-            .run(async move { self.votes.set(self, discussion, link, user, 0).await })
-            .await
+        self.votes.set(self, discussion, link, user, 0).await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("comments.vote_of", strategy = STRATEGY.name())
-            .run(async move {
-                self.votes
-                    .get(|link| self.check_link(link), discussion, link, user)
-                    .await
-            })
+        self.votes
+            .get(|link| self.check_link(link), discussion, link, user)
             .await
     }
 
@@ -158,65 +152,54 @@ impl VotedComments for PerComment {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!(
-            "comments.ranked",
-            strategy = STRATEGY.name(),
-            limit = page.limit
-        )
-        .run(async move {
-            validate::check_page(discussion, &page)?;
-            if let Some(parent) = parent {
-                slug::parse_slug(parent)?;
+        if let Some(parent) = parent {
+            slug::parse_slug(parent)?;
+        }
+        let field = sort_field(sort);
+        let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
+        if let Some(cursor) = &page.after {
+            let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
+            if !slug::is_sort_key(&after) {
+                return Err(invalid("not a thread position"));
             }
-            let field = sort_field(sort);
-            let mut filter = doc! { "discussion_id": discussion, "parent": parent.unwrap_or("") };
-            if let Some(cursor) = &page.after {
-                let (key, after) = cursor::ranked_key(cursor, STRATEGY, sort, discussion, parent)?;
-                if !slug::is_sort_key(&after) {
-                    return Err(invalid("not a thread position"));
-                }
-                // The bound on the key alone lets the index scan start at the cursor; the `$or`
-                // then breaks ties by posting order.
-                filter.insert(field, doc! { "$lte": key });
-                filter.insert(
-                    "$or",
-                    vec![
-                        doc! { field: { "$lt": key } },
-                        doc! { field: key, "full_slug": { "$gt": after } },
-                    ],
-                );
-            }
-            let ranked = self
-                .page(
-                    discussion,
-                    &page,
-                    filter,
-                    doc! { field: -1, "full_slug": 1 },
-                    |stored| {
-                        cursor::after_ranked(
-                            STRATEGY,
-                            sort,
-                            discussion,
-                            parent,
-                            stored.ranking.key(sort),
-                            &stored.full_slug,
-                        )
-                    },
-                )
+            // The bound on the key alone lets the index scan start at the cursor; the `$or`
+            // then breaks ties by posting order.
+            filter.insert(field, doc! { "$lte": key });
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { field: { "$lt": key } },
+                    doc! { field: key, "full_slug": { "$gt": after } },
+                ],
+            );
+        }
+        let ranked = self
+            .page(
+                discussion,
+                &page,
+                filter,
+                doc! { field: -1, "full_slug": 1 },
+                |stored| {
+                    cursor::after_ranked(
+                        STRATEGY,
+                        sort,
+                        discussion,
+                        parent,
+                        stored.ranking.key(sort),
+                        &stored.full_slug,
+                    )
+                },
+            )
+            .await?;
+        if let (Some(parent), true, None) = (parent, ranked.items.is_empty(), &page.after) {
+            // An empty first page: no replies, or no such parent.
+            self.find_link(discussion, parent, Entity::ParentComment)
                 .await?;
-            if let (Some(parent), true, None) = (parent, ranked.items.is_empty(), &page.after) {
-                // An empty first page: no replies, or no such parent.
-                self.find_link(discussion, parent, Entity::ParentComment)
-                    .await?;
-            }
-            Ok(ranked)
-        })
-        .await
+        }
+        Ok(ranked)
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        observe::operation!("comments.settle_votes", strategy = STRATEGY.name())
-            .run(async move { self.votes.settle(self, discussion).await })
-            .await
+        self.votes.settle(self, discussion).await
     }
 }

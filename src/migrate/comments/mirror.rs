@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::units::CommentEngine;
+use super::units::CommentMigrationEngine;
+use crate::comments::engine::{CommentEngine, Spans, ThreadsEngine, VotesEngine};
 use crate::comments::{
-    Comment, CommentStore, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort,
-    Strategy, ThreadedComments, Vote, VotedComments,
+    Comment, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort, Strategy, Thread,
+    ThreadedComments, Vote,
 };
 use crate::error::{Error, Invalid, Limit};
 use crate::migrate::engine::Writes;
-use crate::observe;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -28,7 +28,7 @@ use crate::{Page, PageRequest, Result};
 ///
 /// It threads ([`CommentStore::threaded`]) where both strategies do.
 pub struct MigratingComments {
-    inner: Arc<CommentEngine>,
+    inner: Arc<CommentMigrationEngine>,
 }
 
 impl fmt::Debug for MigratingComments {
@@ -50,7 +50,7 @@ enum Reader {
 }
 
 impl MigratingComments {
-    pub(super) fn new(inner: Arc<CommentEngine>) -> Self {
+    pub(super) fn new(inner: Arc<CommentMigrationEngine>) -> Self {
         Self { inner }
     }
 
@@ -340,13 +340,7 @@ fn no_threads(strategy: Strategy) -> Error {
 }
 
 #[async_trait]
-impl CommentStore for MigratingComments {
-    /// The source's strategy (the target's pages, once reads moved, carry the target's
-    /// cursors all the same).
-    fn strategy(&self) -> Strategy {
-        self.source().strategy()
-    }
-
+impl CommentEngine for MigratingComments {
     /// What both stores support.
     fn features(&self) -> Features {
         let (source, target) = (self.source().features(), self.target().features());
@@ -364,28 +358,22 @@ impl CommentStore for MigratingComments {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        observe::operation!("migrate.comments.create_discussion")
-            .run(async move {
-                match self.writes(discussion).await? {
-                    Writes::Source => self.source().create_discussion(discussion).await,
-                    Writes::Target => self.target().create_discussion(discussion).await,
-                    Writes::Both => {
-                        self.source().create_discussion(discussion).await?;
-                        self.inner
-                            .mirror(vec![discussion.to_owned()], |_| {
-                                self.target().create_discussion(discussion)
-                            })
-                            .await
-                    }
-                }
-            })
-            .await
+        match self.writes(discussion).await? {
+            Writes::Source => self.source().create_discussion(discussion).await,
+            Writes::Target => self.target().create_discussion(discussion).await,
+            Writes::Both => {
+                self.source().create_discussion(discussion).await?;
+                self.inner
+                    .mirror(vec![discussion.to_owned()], |_| {
+                        self.target().create_discussion(discussion)
+                    })
+                    .await
+            }
+        }
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("migrate.comments.post")
-            .run(async move { self.add(discussion, None, comment).await })
-            .await
+        self.add(discussion, None, comment).await
     }
 
     async fn chronological(
@@ -394,75 +382,51 @@ impl CommentStore for MigratingComments {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!("migrate.comments.chronological", limit = page.limit)
-            .run(async move {
-                self.page(discussion, None, &page, |store, _, page| async move {
-                    store.chronological(discussion, order, page).await
-                })
-                .await
-            })
-            .await
+        self.page(discussion, None, &page, |store, _, page| async move {
+            store.chronological(discussion, order, page).await
+        })
+        .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        observe::operation!("migrate.comments.get")
-            .run(async move {
-                let reader = self.reader(discussion).await?;
-                let found = match reader {
-                    Reader::Source => self.source().get(discussion, link).await?,
-                    _ => {
-                        let moved = self.link_for(&reader, discussion, link).await?;
-                        self.target().get(discussion, &moved).await?
-                    }
-                };
-                self.one(discussion, found, &reader).await
-            })
-            .await
+        let reader = self.reader(discussion).await?;
+        let found = match reader {
+            Reader::Source => self.source().get(discussion, link).await?,
+            _ => {
+                let moved = self.link_for(&reader, discussion, link).await?;
+                self.target().get(discussion, &moved).await?
+            }
+        };
+        self.one(discussion, found, &reader).await
     }
 
     /// Returns the source's comment as edited (the target's, once finished).
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        observe::operation!("migrate.comments.edit")
-            .run(async move {
-                self.write_at(discussion, link, false, |store, link| async move {
-                    store.edit(discussion, &link, text).await
-                })
-                .await
-            })
-            .await
+        self.write_at(discussion, link, false, |store, link| async move {
+            store.edit(discussion, &link, text).await
+        })
+        .await
     }
 
     /// What the source did (the target's strategy may tombstone what the source removes, and
     /// the other way round: each store keeps its own rule).
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        observe::operation!("migrate.comments.delete")
-            .run(async move {
-                self.write_at(discussion, link, true, |store, link| async move {
-                    store.delete(discussion, &link).await
-                })
-                .await
-            })
-            .await
+        self.write_at(discussion, link, true, |store, link| async move {
+            store.delete(discussion, &link).await
+        })
+        .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        observe::operation!("migrate.comments.count")
-            .run(async move {
-                match self.reader(discussion).await? {
-                    Reader::Source => self.source().count(discussion).await,
-                    _ => self.target().count(discussion).await,
-                }
-            })
-            .await
+        match self.reader(discussion).await? {
+            Reader::Source => self.source().count(discussion).await,
+            _ => self.target().count(discussion).await,
+        }
     }
 
     async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("migrate.comments.create_indexes")
-            .run(async move {
-                self.source().create_indexes().await?;
-                self.target().create_indexes().await
-            })
-            .await
+        self.source().create_indexes().await?;
+        self.target().create_indexes().await
     }
 
     fn database(&self) -> &mongodb::Database {
@@ -477,7 +441,17 @@ impl CommentStore for MigratingComments {
 }
 
 #[async_trait]
-impl VotedComments for MigratingComments {
+impl VotesEngine for MigratingComments {
+    /// The source's strategy (the target's pages, once reads moved, carry the target's
+    /// cursors all the same).
+    fn strategy(&self) -> Strategy {
+        self.source().strategy()
+    }
+
+    fn spans(&self) -> Spans {
+        Spans::Migration
+    }
+
     async fn vote(
         &self,
         discussion: &str,
@@ -485,41 +459,29 @@ impl VotedComments for MigratingComments {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        observe::operation!("migrate.comments.vote")
-            .run(async move {
-                self.write_at(discussion, link, false, |store, link| async move {
-                    store.vote(discussion, &link, user, vote).await
-                })
-                .await
-            })
-            .await
+        self.write_at(discussion, link, false, |store, link| async move {
+            store.vote(discussion, &link, user, vote).await
+        })
+        .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("migrate.comments.retract_vote")
-            .run(async move {
-                self.write_at(discussion, link, true, |store, link| async move {
-                    store.retract_vote(discussion, &link, user).await
-                })
-                .await
-            })
-            .await
+        self.write_at(discussion, link, true, |store, link| async move {
+            store.retract_vote(discussion, &link, user).await
+        })
+        .await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        observe::operation!("migrate.comments.vote_of")
-            .run(async move {
-                let reader = self.reader(discussion).await?;
-                match reader {
-                    Reader::Source => self.source().vote_of(discussion, link, user).await,
-                    _ => match self.link_for(&reader, discussion, link).await {
-                        Ok(moved) => self.target().vote_of(discussion, &moved, user).await,
-                        Err(Error::NotFound { .. }) => Ok(None),
-                        Err(error) => Err(error),
-                    },
-                }
-            })
-            .await
+        let reader = self.reader(discussion).await?;
+        match reader {
+            Reader::Source => self.source().vote_of(discussion, link, user).await,
+            _ => match self.link_for(&reader, discussion, link).await {
+                Ok(moved) => self.target().vote_of(discussion, &moved, user).await,
+                Err(Error::NotFound { .. }) => Ok(None),
+                Err(error) => Err(error),
+            },
+        }
     }
 
     async fn ranked(
@@ -529,46 +491,47 @@ impl VotedComments for MigratingComments {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!("migrate.comments.ranked", limit = page.limit)
-            .run(async move {
-                self.page(
-                    discussion,
-                    parent,
-                    &page,
-                    |store, parent, page| async move {
-                        store
-                            .ranked(discussion, parent.as_deref(), sort, page)
-                            .await
-                    },
-                )
-                .await
-            })
-            .await
+        self.page(
+            discussion,
+            parent,
+            &page,
+            |store, parent, page| async move {
+                store
+                    .ranked(discussion, parent.as_deref(), sort, page)
+                    .await
+            },
+        )
+        .await
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        observe::operation!("migrate.comments.settle_votes")
-            .run(async move {
-                let settled = self.source().settle_votes(discussion).await?;
-                if self.inner.units.in_scope(discussion) {
-                    self.target().settle_votes(discussion).await?;
-                }
-                Ok(settled)
-            })
-            .await
+        let settled = self.source().settle_votes(discussion).await?;
+        if self.inner.units.in_scope(discussion) {
+            self.target().settle_votes(discussion).await?;
+        }
+        Ok(settled)
     }
 }
 
 #[async_trait]
-impl ThreadedComments for MigratingComments {
+impl ThreadsEngine for MigratingComments {
+    /// Assembled from [`crate::comments::VotedComments::ranked`] of this store, level by level.
+    async fn ranked_thread(
+        &self,
+        discussion: &str,
+        sort: Sort,
+        page: PageRequest,
+        depth: usize,
+    ) -> Result<Page<Thread>> {
+        crate::comments::ranked_levels(self, discussion, sort, page, depth).await
+    }
+
     /// # Errors
     ///
     /// As the stores', and [`Error::Unsupported`] (`"replies"`) where either strategy has no
     /// threads, before anything is written.
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        observe::operation!("migrate.comments.reply")
-            .run(async move { self.add(discussion, Some(parent), comment).await })
-            .await
+        self.add(discussion, Some(parent), comment).await
     }
 
     async fn thread_page(
@@ -577,17 +540,13 @@ impl ThreadedComments for MigratingComments {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!("migrate.comments.thread_page", limit = page.limit)
-            .run(async move {
-                self.page(discussion, None, &page, |store, _, page| async move {
-                    match store.threaded() {
-                        Some(threads) => threads.thread_page(discussion, order, page).await,
-                        None => Err(no_threads(store.strategy())),
-                    }
-                })
-                .await
-            })
-            .await
+        self.page(discussion, None, &page, |store, _, page| async move {
+            match store.threaded() {
+                Some(threads) => threads.thread_page(discussion, order, page).await,
+                None => Err(no_threads(store.strategy())),
+            }
+        })
+        .await
     }
 
     async fn sub_thread(
@@ -596,23 +555,19 @@ impl ThreadedComments for MigratingComments {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        observe::operation!("migrate.comments.sub_thread", limit = page.limit)
-            .run(async move {
-                self.page(
-                    discussion,
-                    Some(link),
-                    &page,
-                    |store, link, page| async move {
-                        match (store.threaded(), link) {
-                            (Some(threads), Some(link)) => {
-                                threads.sub_thread(discussion, &link, page).await
-                            }
-                            _ => Err(no_threads(store.strategy())),
-                        }
-                    },
-                )
-                .await
-            })
-            .await
+        self.page(
+            discussion,
+            Some(link),
+            &page,
+            |store, link, page| async move {
+                match (store.threaded(), link) {
+                    (Some(threads), Some(link)) => {
+                        threads.sub_thread(discussion, &link, page).await
+                    }
+                    _ => Err(no_threads(store.strategy())),
+                }
+            },
+        )
+        .await
     }
 }

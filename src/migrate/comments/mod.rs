@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::jobs::Worker;
 use crate::observe;
 use crate::retry::RetryPolicy;
-use units::{CommentEngine, Discussions};
+use units::{CommentMigrationEngine, Discussions};
 
 /// How long a migrating store's lock of a discussion lasts if its holder dies.
 const LOCK_LEASE: Duration = Duration::from_secs(30);
@@ -67,7 +67,7 @@ pub struct CommentProgress {
 /// ```
 #[derive(Clone)]
 pub struct CommentMigration {
-    inner: Arc<CommentEngine>,
+    inner: Arc<CommentMigrationEngine>,
 }
 
 impl std::fmt::Debug for CommentMigration {

@@ -14,7 +14,7 @@ use crate::migrate::engine::{Engine, Units};
 use crate::migrate::links::Links;
 
 /// The comment migration's engine.
-pub(super) type CommentEngine = Engine<Discussions>;
+pub(super) type CommentMigrationEngine = Engine<Discussions>;
 
 /// What a comment migration moves: discussions, from `source` to `target`.
 pub(in crate::migrate) struct Discussions {

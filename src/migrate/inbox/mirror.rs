@@ -12,8 +12,7 @@ use crate::error::{Error, Invalid};
 use crate::inbox::engine::{InboxEngine, LifecycleEngine, Spans};
 use crate::inbox::keyed::KeyedSend;
 use crate::inbox::{
-    Filter, Filters, Message, MessageId, NewMessage, Payload,
-    Retention, Sent, Strategy, UpTo,
+    Filter, Filters, Message, MessageId, NewMessage, Payload, Retention, Sent, Strategy, UpTo,
 };
 use crate::migrate::engine::Writes;
 use crate::realtime::{ResumeToken, Updates, WatchOptions};

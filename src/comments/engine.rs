@@ -1,0 +1,180 @@
+//! What one comment strategy supplies: the engine half of every comment store.
+//!
+//! As for inboxes ([`crate::inbox`]'s engine), a comment store is a front written once
+//! ([`super::front`]: the discussion id and page checks, one span per operation) over an
+//! engine: where a comment, its thread position and its votes live, and how a discussion is
+//! exported and imported. [`super::PerComment`], [`super::Embedded`] and [`super::HybridPages`]
+//! are engines, and so is the migration mirror ([`crate::migrate::MigratingComments`]).
+//!
+//! The public traits ([`super::CommentStore`], [`super::VotedComments`],
+//! [`super::ThreadedComments`], [`super::CommentTransfer`]) stay the vocabulary applications
+//! use; these traits are public in a private module, so nothing outside the crate can name or
+//! implement them. Methods share their names with the public methods they serve, and may assume
+//! the discussion id (and a page's limit) passed the front's checks; checks that depend on the
+//! strategy (a link's form, a comment's size as stored) stay in the engine.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use super::transfer::HeldComment;
+use super::{
+    Comment, Deletion, Features, NewComment, Order, Sort, Strategy, Thread, ThreadedComments, Vote,
+};
+use crate::error::Result;
+use crate::page::{Page, PageRequest};
+use crate::sharding::ShardKey;
+
+/// Which spans the front opens for an engine's operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spans {
+    /// A store's own: `comments.<operation>`, with the strategy's name.
+    Store,
+    /// A running migration's store: `migrate.comments.<operation>`.
+    Migration,
+}
+
+/// The strategy's part of [`super::VotedComments`].
+#[async_trait]
+pub trait VotesEngine: Send + Sync + fmt::Debug + 'static {
+    /// Which strategy this is.
+    fn strategy(&self) -> Strategy;
+
+    /// Which spans the front opens.
+    fn spans(&self) -> Spans {
+        Spans::Store
+    }
+
+    /// Sets the user's vote on a comment.
+    async fn vote(
+        &self,
+        discussion: &str,
+        link: &str,
+        user: &str,
+        vote: Vote,
+    ) -> Result<Option<Vote>>;
+
+    /// Takes the user's vote back.
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+
+    /// The user's vote on a comment.
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+
+    /// A page of the comments under `parent` (or at the top), by `sort`.
+    async fn ranked(
+        &self,
+        discussion: &str,
+        parent: Option<&str>,
+        sort: Sort,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
+
+    /// Folds pending votes into the comments' scores.
+    async fn settle_votes(&self, discussion: &str) -> Result<usize>;
+}
+
+/// The strategy's part of [`super::CommentStore`].
+#[async_trait]
+pub trait CommentEngine: VotesEngine {
+    /// What the strategy supports.
+    fn features(&self) -> Features;
+
+    /// The store as threaded comments, where it threads.
+    fn threaded(&self) -> Option<&dyn ThreadedComments>;
+
+    /// Creates the discussion.
+    async fn create_discussion(&self, discussion: &str) -> Result<()>;
+
+    /// Posts a top-level comment.
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
+
+    /// A page of the discussion in posting order.
+    async fn chronological(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
+
+    /// One comment by its link.
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
+
+    /// Replaces a comment's text.
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
+
+    /// Deletes a comment.
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion>;
+
+    /// How many comments the discussion shows.
+    async fn count(&self, discussion: &str) -> Result<u64>;
+
+    /// Creates the engine's indexes.
+    async fn create_indexes(&self) -> Result<()>;
+
+    /// The shard key each collection should have.
+    fn shard_keys(&self) -> Vec<ShardKey>;
+
+    /// The database the store lives in.
+    fn database(&self) -> &mongodb::Database;
+}
+
+/// The strategy's part of [`super::ThreadedComments`].
+#[async_trait]
+pub trait ThreadsEngine: CommentEngine {
+    /// Posts a reply to `parent`.
+    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
+
+    /// A page of the discussion in thread order.
+    async fn thread_page(
+        &self,
+        discussion: &str,
+        order: Order,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
+
+    /// A page of the replies below `link`.
+    async fn sub_thread(
+        &self,
+        discussion: &str,
+        link: &str,
+        page: PageRequest,
+    ) -> Result<Page<Comment>>;
+
+    /// Ranked top-level comments with their ranked replies, `depth` levels down.
+    async fn ranked_thread(
+        &self,
+        discussion: &str,
+        sort: Sort,
+        page: PageRequest,
+        depth: usize,
+    ) -> Result<Page<Thread>>;
+}
+
+/// The strategy's part of [`super::CommentTransfer`].
+#[async_trait]
+pub trait TransferEngine: CommentEngine {
+    /// Every discussion after `after`, in order.
+    async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>>;
+
+    /// Everything the discussion holds, parents first.
+    async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>>;
+
+    /// Writes held comments into the discussion, idempotently.
+    async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>>;
+
+    /// Removes everything the discussion holds.
+    async fn purge(&self, discussion: &str) -> Result<()>;
+
+    /// Removes everything the store holds.
+    async fn purge_all(&self) -> Result<()>;
+
+    /// Whether the store holds no comment.
+    async fn is_empty(&self) -> Result<bool>;
+
+    /// A discussion with replies, among `within` (or any).
+    async fn threaded_discussion(&self, within: Option<&[String]>) -> Result<Option<String>>;
+
+    /// The collections holding the store's data.
+    fn data_collections(&self) -> Vec<String>;
+}
