@@ -39,7 +39,8 @@ use criterion::{BenchmarkId, Throughput};
 use futures::{StreamExt, TryStreamExt};
 use mongo_social::inbox::{DynInboxLifecycle, UpTo};
 use mongo_social::{
-    BucketedFanOut, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage, PageRequest, ServerInfo,
+    inbox::MessageId, server::ServerInfo, BucketedFanOut, FanOutOnRead, FanOutOnWrite, NewMessage,
+    PageRequest,
 };
 use mongo_social_lab::CommandCounter;
 use mongodb::{Collection, Database, IndexModel};

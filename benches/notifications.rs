@@ -22,7 +22,7 @@ use std::time::Duration;
 use criterion::BenchmarkId;
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::notifications::{Activity, Event, Kind, NotificationStore};
-use mongo_social::{PageRequest, PostId};
+use mongo_social::{feed::PostId, PageRequest};
 
 #[path = "support/bench_env.rs"]
 #[allow(dead_code)] // shared by every bench; this one uses part of it

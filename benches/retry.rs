@@ -16,7 +16,7 @@
 
 use criterion::BenchmarkId;
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
-use mongo_social::{BucketedFanOut, InboxStore, NewMessage, RetryPolicy};
+use mongo_social::{retry::RetryPolicy, BucketedFanOut, InboxStore, NewMessage};
 
 #[path = "support/bench_env.rs"]
 #[allow(dead_code)] // shared by every bench; this one uses part of it

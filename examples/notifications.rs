@@ -18,7 +18,10 @@ use mongo_social::comments::PerComment;
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::notifications::{Activity, Event, Group, Kind, NotificationStore};
 use mongo_social::realtime::WatchOptions;
-use mongo_social::{Author, CommentStore, FollowGraph, NewComment, PageRequest, ThreadedComments};
+use mongo_social::{
+    comments::Author, comments::ThreadedComments, CommentStore, FollowGraph, NewComment,
+    PageRequest,
+};
 
 mod common;
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use mongo_social::feed::{FeedKind, FeedStore, Media, NewPost, NewUser, SearchOrder};
 use mongo_social::graph::FollowList;
-use mongo_social::{PageRequest, Post};
+use mongo_social::{feed::Post, PageRequest};
 use mongo_social_lab::CommandCounter;
 use serde::{Deserialize, Serialize};
 

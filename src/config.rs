@@ -150,7 +150,7 @@ macro_rules! store_builder_methods {
         }
 
         /// How transient failures of the store's commands are retried (default
-        /// [`RetryPolicy::default`](crate::RetryPolicy::default)).
+        /// [`RetryPolicy::default`](crate::retry::RetryPolicy::default)).
         pub fn retry_policy(mut self, policy: crate::retry::RetryPolicy) -> Self {
             self.config.set_retry(policy);
             self

@@ -12,7 +12,7 @@ use bson::oid::ObjectId;
 use bson::Document;
 use serde::Serialize;
 
-use crate::{Entity, Error, Result};
+use crate::{error::Entity, Error, Result};
 
 /// The field a keyed create stores its key in.
 pub(crate) const KEY: &str = "idempotency_key";

@@ -46,7 +46,7 @@ pub mod page;
 mod payload;
 pub mod prelude;
 pub mod realtime;
-mod retry;
+pub mod retry;
 pub mod server;
 pub mod sharding;
 mod validate;
@@ -62,26 +62,19 @@ pub use bson;
 /// [`Database`](mongodb::Database) are what every store is built on.
 pub use mongodb;
 
-// The root holds, for every module, its stores, the traits they implement and the values their
-// core operations take and return, with the vocabulary every module shares (pages, errors,
-// retries, the server); builders, options and the rest stay in their module
-// (`comments::Strategy`, `inbox::Strategy`, `feed::SearchOrder`, ...).
-pub use comments::{
-    Author, Comment, CommentStore, DynCommentStore, Embedded, HybridPages, NewComment, PerComment,
-    ThreadedComments,
-};
+// The root names the entry points only: the stores, the values an application sends and reads
+// back, pages, and the error. Everything else (builders' options, traits an application
+// implements, ids, the server's description) is reached through its module
+// (`inbox::MessageId`, `graph::FollowSource`, `server::ServerInfo`, ...); `prelude` brings every
+// trait into scope at once.
+pub use comments::{Comment, CommentStore, Embedded, HybridPages, NewComment, PerComment};
 pub use delivery::Delivery;
-pub use error::{Entity, Error, Result};
-pub use feed::{FeedKind, FeedStore, NewPost, NewUser, Post, PostId, User, UserChunk};
-pub use graph::{FollowGraph, FollowSource, Origin, Recommendation, Subscription, UserStats};
+pub use error::{Error, Result};
+pub use feed::FeedStore;
+pub use graph::FollowGraph;
 pub use inbox::{
-    BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxLifecycle,
-    InboxStore, Message, MessageId, NewMessage, Payload,
+    BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite, InboxStore, Message, NewMessage,
 };
-pub use jobs::{Job, JobHandler, JobQueue, Worker};
-pub use notifications::{NotificationStore, Notifier};
+pub use jobs::JobQueue;
+pub use notifications::NotificationStore;
 pub use page::{Cursor, Page, PageRequest};
-pub use retry::RetryPolicy;
-pub use server::{Capabilities, ServerInfo};
-pub use sharding::ShardKey;
-pub use validate::MAX_ID_BYTES;

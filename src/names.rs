@@ -6,11 +6,13 @@ use crate::error::{Error, Invalid};
 
 /// [`Invalid::Name`] for `value`, which is not one of the names of `what`.
 pub(crate) fn unknown(what: &'static str, value: &str, expected: &'static str) -> Error {
-    Error::InvalidInput(Invalid::Name {
-        what,
-        value: value.to_owned(),
-        expected,
-    })
+    Error::InvalidInput {
+        reason: Invalid::Name {
+            what,
+            value: value.to_owned(),
+            expected,
+        },
+    }
 }
 
 /// `Serialize` as the value's `Display` text and `Deserialize` through its `FromStr`, so a JSON

@@ -55,12 +55,12 @@
 //!
 //! | tag | store: read | fields (the position) | scope |
 //! |---|---|---|---|
-//! | `ir`, `iw` | [`FanOutOnRead`](crate::FanOutOnRead), [`FanOutOnWrite`](crate::FanOutOnWrite): [`inbox_page`](crate::InboxStore::inbox_page), [`mark_read_up_to`](crate::InboxLifecycle::mark_read_up_to); [`Delivery::timeline`](crate::Delivery::timeline) over such an inbox | send time (ms), message id | the inbox's owner |
+//! | `ir`, `iw` | [`FanOutOnRead`](crate::FanOutOnRead), [`FanOutOnWrite`](crate::FanOutOnWrite): [`inbox_page`](crate::InboxStore::inbox_page), [`mark_read_up_to`](crate::inbox::InboxLifecycle::mark_read_up_to); [`Delivery::timeline`](crate::Delivery::timeline) over such an inbox | send time (ms), message id | the inbox's owner |
 //! | `ib` | [`BucketedFanOut`](crate::BucketedFanOut): the same reads | position in the inbox | the inbox's owner |
 //! | `cpco`, `cpcn`, `ceco`, `cecn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`chronological`](crate::CommentStore::chronological), oldest (`o`) or newest (`n`) first | posting time (ms), comment id | the discussion |
 //! | `chco`, `chcn` | [`HybridPages`](crate::HybridPages): [`chronological`](crate::CommentStore::chronological) | page, index in the page | the discussion |
-//! | `cpto`, `cptn`, `ceto`, `cetn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`thread_page`](crate::ThreadedComments::thread_page) | sort key (`PerComment`), position path (`Embedded`) | the discussion |
-//! | `cpso`, `ceso` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`sub_thread`](crate::ThreadedComments::sub_thread) | sort key, position path | the discussion and the sub-thread's root (its link) |
+//! | `cpto`, `cptn`, `ceto`, `cetn` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`thread_page`](crate::comments::ThreadedComments::thread_page) | sort key (`PerComment`), position path (`Embedded`) | the discussion |
+//! | `cpso`, `ceso` | [`PerComment`](crate::PerComment), [`Embedded`](crate::Embedded): [`sub_thread`](crate::comments::ThreadedComments::sub_thread) | sort key, position path | the discussion and the sub-thread's root (its link) |
 //! | `c` + `p`/`e`/`h` + `r` + `b`/`h`/`t`/`c` | each comment strategy: [`ranked`](crate::comments::VotedComments::ranked) by [`Sort`](crate::comments::Sort) (best, hot, top, controversial) | parent's link (`-`: the top level), sort key, place among equal keys | the discussion |
 //! | `ff` | [`Feeds::page`](crate::feed::Feeds::page) | score (IEEE-754 bits, hex), post id, the feed's generation | the feed (latest, hot, a user's) |
 //! | `fb`, `fn` | [`Search::page`](crate::feed::Search::page), best match or newest first | score and post id; creation time (ms) and post id | the search terms |
@@ -326,9 +326,11 @@ impl<'de> Deserialize<'de> for Cursor {
 
 /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) with `reason`.
 pub(crate) fn invalid(reason: &str) -> Error {
-    Error::InvalidInput(Invalid::Cursor {
-        reason: reason.to_owned(),
-    })
+    Error::InvalidInput {
+        reason: Invalid::Cursor {
+            reason: reason.to_owned(),
+        },
+    }
 }
 
 /// A time field: milliseconds since the Unix epoch, as [`bson::DateTime`] keeps it.
@@ -499,7 +501,9 @@ mod tests {
 
     fn reason(result: Result<impl fmt::Debug>) -> String {
         match result {
-            Err(Error::InvalidInput(Invalid::Cursor { reason })) => reason,
+            Err(Error::InvalidInput {
+                reason: Invalid::Cursor { reason },
+            }) => reason,
             other => panic!("expected InvalidCursor, got {other:?}"),
         }
     }
@@ -659,7 +663,9 @@ mod tests {
         for limit in [0, PageRequest::MAX_LIMIT + 1] {
             assert!(matches!(
                 PageRequest::first(limit).check(),
-                Err(Error::InvalidInput(Invalid::PageLimit { .. }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::PageLimit { .. }
+                })
             ));
         }
     }

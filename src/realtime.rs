@@ -20,7 +20,7 @@
 //!
 //! # Change streams, or polling
 //!
-//! Where the server has change streams ([`crate::Capabilities::change_streams`]: MongoDB
+//! Where the server has change streams ([`crate::server::Capabilities::change_streams`]: MongoDB
 //! replica sets and sharded clusters) and gives a position to resume from when one opens, a
 //! watch is one change stream filtered on the server to the owner's changes: no command while
 //! nothing happens. Elsewhere (a standalone MongoDB, servers without change streams, and servers
@@ -53,7 +53,7 @@
 //!
 //! The stream does work only while it is polled: nothing is read ahead of the consumer, and
 //! dropping it ends its server work (a change stream's cursor is closed). A transient failure
-//! (a dropped connection, a failover) is retried under the store's [`crate::RetryPolicy`],
+//! (a dropped connection, a failover) is retried under the store's [`crate::retry::RetryPolicy`],
 //! reopening a change stream from the last event; past the policy's budget the stream yields
 //! the error and ends.
 

@@ -1,17 +1,21 @@
-//! Retrying around transient failures.
-//!
-//! One policy ([`RetryPolicy`]) for every write path. [`retry`] runs an operation, and while it
-//! fails with a transient error (see [`crate::error::transient`] for which those are, and how a
-//! failure the request caused is told apart) and the policy's budget lasts, sleeps a jittered,
-//! doubling backoff and runs it again. Only operations that are idempotent (running them twice
-//! has the effect of running them once) are passed to it; each call site says why its operation
-//! is.
-//!
-//! The budget bounds the wait: an attempt after a failure is abandoned when the budget runs out,
-//! and the first attempt is bounded by the driver's own timeouts (`serverSelectionTimeoutMS`,
-//! which [`RetryPolicy::apply_to`] sets to the budget). Past the budget the caller gets
-//! [`Error::Unreachable`] when the last failure was the database's absence, and
-//! [`Error::RetriesExhausted`] (which says the operation may be partly applied) otherwise.
+//! The retry policy every store follows: [`RetryPolicy`], how long an operation keeps trying
+//! through transient failures (write conflicts, deadlocks, lost connections) before it reports
+//! [`Error::Unreachable`] or
+//! [`Error::RetriesExhausted`].
+//
+//
+// One policy ([`RetryPolicy`]) for every write path. [`retry`] runs an operation, and while it
+// fails with a transient error (see [`crate::error::transient`] for which those are, and how a
+// failure the request caused is told apart) and the policy's budget lasts, sleeps a jittered,
+// doubling backoff and runs it again. Only operations that are idempotent (running them twice
+// has the effect of running them once) are passed to it; each call site says why its operation
+// is.
+//
+// The budget bounds the wait: an attempt after a failure is abandoned when the budget runs out,
+// and the first attempt is bounded by the driver's own timeouts (`serverSelectionTimeoutMS`,
+// which [`RetryPolicy::apply_to`] sets to the budget). Past the budget the caller gets
+// [`Error::Unreachable`] when the last failure was the database's absence, and
+// [`Error::RetriesExhausted`] (which says the operation may be partly applied) otherwise.
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -71,7 +75,7 @@ pub(crate) fn once_per_op_in(
 ///
 /// ```
 /// use std::time::Duration;
-/// use mongo_social::RetryPolicy;
+/// use mongo_social::retry::RetryPolicy;
 ///
 /// let patient = RetryPolicy::default().budget(Duration::from_secs(60));
 /// assert_eq!(patient.max_elapsed(), Duration::from_secs(60));
@@ -138,7 +142,7 @@ impl RetryPolicy {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use mongo_social::RetryPolicy;
+    /// use mongo_social::retry::RetryPolicy;
     /// use mongodb::options::ClientOptions;
     ///
     /// let mut options = ClientOptions::default();

@@ -54,7 +54,7 @@ impl ShardKey {
 /// collections are sharded, and the refusal is reported (below), the refused ones left whole
 /// and unique.
 ///
-/// Each command is retried on a transient failure under the default [`RetryPolicy`](crate::RetryPolicy): a repeat
+/// Each command is retried on a transient failure under the default [`RetryPolicy`](crate::retry::RetryPolicy): a repeat
 /// of `enableSharding` or of a `shardCollection` with the same key is accepted as done.
 ///
 /// # Errors

@@ -41,11 +41,13 @@ pub const MAX_ID_BYTES: usize = 512;
 pub(crate) fn id(what: &'static str, id: &str) -> Result<()> {
     non_blank(what, id)?;
     if id.len() > MAX_ID_BYTES {
-        return Err(Error::InvalidInput(Invalid::TooLong {
-            what,
-            bytes: id.len(),
-            max: MAX_ID_BYTES,
-        }));
+        return Err(Error::InvalidInput {
+            reason: Invalid::TooLong {
+                what,
+                bytes: id.len(),
+                max: MAX_ID_BYTES,
+            },
+        });
     }
     Ok(())
 }
@@ -58,7 +60,9 @@ pub(crate) fn user_id(what: &'static str, user: &str) -> Result<()> {
 /// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) (naming `field`) for blank required text.
 pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
     if is_blank(value) {
-        return Err(Error::InvalidInput(Invalid::Blank { what: field }));
+        return Err(Error::InvalidInput {
+            reason: Invalid::Blank { what: field },
+        });
     }
     Ok(())
 }
@@ -67,7 +71,9 @@ pub(crate) fn non_blank(field: &'static str, value: &str) -> Result<()> {
 /// every paged read.
 pub(crate) fn page_limit(limit: usize, max: usize) -> Result<()> {
     if limit == 0 || limit > max {
-        return Err(Error::InvalidInput(Invalid::PageLimit { limit, max }));
+        return Err(Error::InvalidInput {
+            reason: Invalid::PageLimit { limit, max },
+        });
     }
     Ok(())
 }
@@ -100,7 +106,9 @@ pub(crate) fn encoded_size(
     }
     let size = bson::to_vec(&Wrapped { value })?.len() - WRAPPER_BYTES;
     if size > limit {
-        return Err(Error::InvalidInput(Invalid::TooLarge { what, size, limit }));
+        return Err(Error::InvalidInput {
+            reason: Invalid::TooLarge { what, size, limit },
+        });
     }
     Ok(size)
 }
@@ -125,7 +133,7 @@ mod tests {
         for limit in [0, 11] {
             assert!(matches!(
                 page_limit(limit, 10),
-                Err(Error::InvalidInput(Invalid::PageLimit { limit: l, max: 10 })) if l == limit
+                Err(Error::InvalidInput { reason: Invalid::PageLimit { limit: l, max: 10 } }) if l == limit
             ));
         }
     }
@@ -137,7 +145,7 @@ mod tests {
         assert_eq!(encoded_size("post", &document, exact).unwrap(), exact);
         assert!(matches!(
             encoded_size("post", &document, exact - 1),
-            Err(Error::InvalidInput(Invalid::TooLarge { what: "post", size, limit }))
+            Err(Error::InvalidInput { reason: Invalid::TooLarge { what: "post", size, limit } })
                 if size == exact && limit == exact - 1
         ));
         // A string is its length, its terminator and the 4 bytes of its length.
@@ -158,7 +166,7 @@ mod tests {
         let huge = "x".repeat(MAX_DOCUMENT_BYTES + 1);
         assert!(matches!(
             encoded_size("comment", &huge, MAX_DOCUMENT_BYTES),
-            Err(Error::InvalidInput(Invalid::TooLarge { what: "comment", size, .. }))
+            Err(Error::InvalidInput { reason: Invalid::TooLarge { what: "comment", size, .. } })
                 if size == MAX_DOCUMENT_BYTES + 6
         ));
     }
@@ -169,11 +177,13 @@ mod tests {
         let long = "d".repeat(10 * 1024);
         assert!(matches!(
             id("discussion id", &long),
-            Err(Error::InvalidInput(Invalid::TooLong {
-                what: "discussion id",
-                bytes: 10240,
-                max: MAX_ID_BYTES
-            }))
+            Err(Error::InvalidInput {
+                reason: Invalid::TooLong {
+                    what: "discussion id",
+                    bytes: 10240,
+                    max: MAX_ID_BYTES
+                }
+            })
         ));
         // Bytes, not characters.
         assert!(user_id("owner", &"é".repeat(MAX_ID_BYTES / 2 + 1)).is_err());
@@ -184,11 +194,15 @@ mod tests {
         for blank in ["", " ", "\t\n", "\u{3000}"] {
             assert!(matches!(
                 user_id("owner", blank),
-                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "owner" }
+                })
             ));
             assert!(matches!(
                 non_blank("text", blank),
-                Err(Error::InvalidInput(Invalid::Blank { what: "text" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "text" }
+                })
             ));
         }
         assert!(user_id("owner", " bob ").is_ok());

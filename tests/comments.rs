@@ -10,7 +10,7 @@ use futures::FutureExt;
 use mongo_social::comments::{
     Author, CommentStore, Deletion, Embedded, HybridPages, NewComment, Order, PerComment,
 };
-use mongo_social::{Error, PageRequest, RetryPolicy};
+use mongo_social::{retry::RetryPolicy, Error, PageRequest};
 use mongo_social_lab::comment_votes_suite as votes;
 use mongo_social_lab::comments_suite::{self as suite, DISCUSSION};
 use mongo_social_lab::{self as testing, TestDb};
@@ -307,7 +307,10 @@ async fn per_comment_refuses_replies_past_the_index_key_limit() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::ThreadTooDeep { depth: 5, .. })
+            Error::InvalidInput {
+                reason: Invalid::ThreadTooDeep { depth: 5, .. },
+                ..
+            }
         ),
         "{error}"
     );
@@ -398,11 +401,14 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "discussion",
-                limit: 4096,
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "discussion",
+                    limit: 4096,
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
@@ -422,10 +428,13 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "discussion",
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "discussion",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
@@ -436,10 +445,13 @@ async fn embedded_refuses_a_comment_past_the_document_limit() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "discussion",
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "discussion",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
@@ -470,11 +482,15 @@ async fn embedded_stops_before_16_mib() {
     }
     let error = store.post(DISCUSSION, new(&big)).await.unwrap_err();
     match error {
-        Error::InvalidInput(Invalid::TooLarge {
-            what: "discussion",
-            size,
-            limit,
-        }) => {
+        Error::InvalidInput {
+            reason:
+                Invalid::TooLarge {
+                    what: "discussion",
+                    size,
+                    limit,
+                },
+            ..
+        } => {
             assert_eq!(limit, Embedded::DEFAULT_MAX_DOCUMENT_BYTES);
             assert!(size > 20_000_000, "{size}");
         }

@@ -115,7 +115,10 @@ where
 /// Checks that `result` is `Invalid::Cursor` with a reason holding `reason`.
 fn refused<T: Debug>(what: &str, result: Result<T>, reason: &str) {
     match result {
-        Err(Error::InvalidInput(Invalid::Cursor { reason: given })) => {
+        Err(Error::InvalidInput {
+            reason: Invalid::Cursor { reason: given },
+            ..
+        }) => {
             assert!(given.contains(reason), "{what}: {given:?}, want {reason:?}")
         }
         other => panic!("{what}: expected Invalid::Cursor ({reason}), got {other:?}"),
@@ -416,7 +419,7 @@ async fn feed_store(t: &TestDb) -> FeedStore<()> {
 async fn feed_and_search_cursors_are_url_safe_and_bound_to_their_feed_or_terms() {
     let t = testing::test_db("cursors_feed").await;
     let store = &feed_store(&t).await;
-    let ids = |page: Page<mongo_social::Post<()>>| page.map(|post| post.id);
+    let ids = |page: Page<mongo_social::feed::Post<()>>| page.map(|post| post.id);
 
     let read = |feed: FeedKind| {
         move |request| {
@@ -501,8 +504,9 @@ async fn graph_cursors_are_url_safe_and_bound_to_their_list() {
             graph.block(owner, user).await.unwrap();
         }
     }
-    let users =
-        |page: Page<mongo_social::Subscription>| page.map(|s| format!("{} {}", s.owner, s.user));
+    let users = |page: Page<mongo_social::graph::Subscription>| {
+        page.map(|s| format!("{} {}", s.owner, s.user))
+    };
 
     let following = |owner: &'static str| {
         move |request| async move { Ok(users(graph.following(owner, request).await?)) }

@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 use mongo_social::delivery::Delivery;
 use mongo_social::graph::FollowGraph;
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, InboxStore,
+    error::Entity, BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore,
     NewMessage, PageRequest,
 };
 use mongo_social_lab::{self as testing, TestDb};
@@ -526,9 +526,12 @@ async fn bad_input_writes_nothing() {
             assert!(
                 matches!(
                     result,
-                    Err(Error::InvalidInput(Invalid::Blank {
-                        what: "sender" | "user" | "owner"
-                    }))
+                    Err(Error::InvalidInput {
+                        reason: Invalid::Blank {
+                            what: "sender" | "user" | "owner"
+                        },
+                        ..
+                    })
                 ),
                 "{blank:?}: {result:?}"
             );
@@ -548,10 +551,13 @@ async fn bad_input_writes_nothing() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "message",
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "message",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
@@ -585,7 +591,13 @@ async fn bad_input_writes_nothing() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error}"
     );
 }

@@ -16,7 +16,7 @@ use mongo_social::feed::{
 };
 use mongo_social::graph::FollowList;
 use mongo_social::jobs::{Job, JobHandler, JobQueue};
-use mongo_social::{Cursor, Entity, Error, PageRequest, Post, PostId};
+use mongo_social::{error::Entity, feed::Post, feed::PostId, Cursor, Error, PageRequest};
 use mongo_social_lab::{self as testing, TestDb};
 use serde::{Deserialize, Serialize};
 
@@ -547,7 +547,10 @@ async fn hot_feed_counts_only_the_window() {
             .feeds()
             .page(&FeedKind::Hot, PageRequest::after(1, first.next.unwrap()))
             .await,
-        Err(Error::InvalidInput(Invalid::Cursor { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Cursor { .. },
+            ..
+        })
     ));
 
     // At T0+26h, A (created 26 h ago) is out, and only D's recent like counts: B 2, D 1.
@@ -883,31 +886,43 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
     t.commands.reset();
     assert!(matches!(
         store.posts().create(new("ann", " ", "")).await,
-        Err(Error::InvalidInput(Invalid::Blank {
-            what: "title and body"
-        }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Blank {
+                what: "title and body"
+            },
+            ..
+        })
     ));
     assert!(matches!(
         store
             .posts()
             .create(new("ann", "t", "b").image(Media::new("", "no url")))
             .await,
-        Err(Error::InvalidInput(Invalid::Blank { what: "media url" }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Blank { what: "media url" },
+            ..
+        })
     ));
     assert!(matches!(
         store
             .posts()
             .create(new("ann", "big", &"x".repeat(5000)))
             .await,
-        Err(Error::InvalidInput(Invalid::TooLarge {
-            what: "post",
-            limit: 4096,
+        Err(Error::InvalidInput {
+            reason: Invalid::TooLarge {
+                what: "post",
+                limit: 4096,
+                ..
+            },
             ..
-        }))
+        })
     ));
     assert!(matches!(
         "f.zz".parse::<Cursor>(),
-        Err(Error::InvalidInput(Invalid::Cursor { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Cursor { .. },
+            ..
+        })
     ));
     assert!(
         matches!(
@@ -918,7 +933,10 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
                     PageRequest::after(5, search_cursor.clone())
                 )
                 .await,
-            Err(Error::InvalidInput(Invalid::Cursor { .. }))
+            Err(Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            })
         ),
         "a search cursor is not a feed cursor"
     );
@@ -931,23 +949,32 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
                 PageRequest::after(5, search_cursor)
             )
             .await,
-        Err(Error::InvalidInput(Invalid::Cursor { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Cursor { .. },
+            ..
+        })
     ));
     assert!(matches!(
         store
             .search()
             .page("  ", SearchOrder::Newest, PageRequest::first(5))
             .await,
-        Err(Error::InvalidInput(Invalid::Blank {
-            what: "search terms"
-        }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Blank {
+                what: "search terms"
+            },
+            ..
+        })
     ));
     assert!(matches!(
         store
             .feeds()
             .page(&FeedKind::Latest, PageRequest::first(0))
             .await,
-        Err(Error::InvalidInput(Invalid::PageLimit { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::PageLimit { .. },
+            ..
+        })
     ));
     // Empty and whitespace-only are the same error, `Blank`, as in every module: naming the
     // role of a user id, the field of other text.
@@ -973,9 +1000,12 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
             assert!(
                 matches!(
                     result,
-                    Err(Error::InvalidInput(Invalid::Blank {
-                        what: "user" | "author"
-                    }))
+                    Err(Error::InvalidInput {
+                        reason: Invalid::Blank {
+                            what: "user" | "author"
+                        },
+                        ..
+                    })
                 ),
                 "{blank:?}: {result:?}"
             );
@@ -983,7 +1013,10 @@ async fn bad_input_is_a_typed_error_and_writes_nothing() {
         assert!(
             matches!(
                 store.users().create(NewUser::new("u9", blank)).await,
-                Err(Error::InvalidInput(Invalid::Blank { what: "username" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "username" },
+                    ..
+                })
             ),
             "{blank:?}"
         );
@@ -1108,10 +1141,8 @@ struct Failing;
 
 #[async_trait]
 impl JobHandler for Failing {
-    async fn handle(&self, _job: &Job) -> mongo_social::Result<()> {
-        Err(Error::InvalidConfig {
-            reason: "always fails".into(),
-        })
+    async fn handle(&self, job: &Job) -> mongo_social::Result<()> {
+        Err(job.error("always fails"))
     }
 }
 
@@ -1146,7 +1177,7 @@ async fn failing_job_is_retried_then_marked_failed() {
         .unwrap();
     assert_eq!(
         stored.get_str("last_error").unwrap(),
-        "invalid configuration: always fails"
+        "job `doomed` failed: always fails"
     );
     queue
         .wait_until_drained(Duration::from_secs(1))

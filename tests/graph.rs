@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bson::{doc, Document};
 use mongo_social::graph::{FollowGraph, Origin, RebuildReport, Subscription};
-use mongo_social::{Entity, Error, PageRequest};
+use mongo_social::{error::Entity, Error, PageRequest};
 use mongo_social_lab as testing;
 
 async fn graph(test: &str) -> (testing::TestDb, Arc<FollowGraph>) {
@@ -561,16 +561,19 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::SelfAction {
-                action: "follow",
+            Error::InvalidInput {
+                reason: Invalid::SelfAction {
+                    action: "follow",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
     let error = graph.follow("a", "nobody").await.unwrap_err();
     assert!(
-        matches!(error, Error::NotFound { what: Entity::User, ref id } if id == "nobody"),
+        matches!(error, Error::NotFound { what: Entity::User, ref id, .. } if id == "nobody"),
         "{error}"
     );
     let error = graph.follow("nobody", "a").await.unwrap_err();
@@ -637,9 +640,12 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
             assert!(
                 matches!(
                     error,
-                    Error::InvalidInput(Invalid::Blank {
-                        what: "owner" | "user"
-                    })
+                    Error::InvalidInput {
+                        reason: Invalid::Blank {
+                            what: "owner" | "user"
+                        },
+                        ..
+                    }
                 ),
                 "{blank:?}: {error}"
             );
@@ -655,7 +661,10 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
             assert!(
                 matches!(
                     error,
-                    Error::InvalidInput(Invalid::Blank { what: "group id" })
+                    Error::InvalidInput {
+                        reason: Invalid::Blank { what: "group id" },
+                        ..
+                    }
                 ),
                 "{blank:?}: {error}"
             );
@@ -666,7 +675,13 @@ async fn bad_input_is_refused_and_repeats_change_nothing() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::PageLimit { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     assert!("x.y".parse::<mongo_social::Cursor>().is_err());

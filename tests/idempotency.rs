@@ -14,7 +14,7 @@ use mongo_social::comments::{
 use mongo_social::feed::{FeedStore, NewPost, NewUser};
 use mongo_social::notifications::{Activity, Event, Kind, NotificationStore};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, Entity, Error, FanOutOnRead, FanOutOnWrite, FollowGraph,
+    error::Entity, BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, FollowGraph,
     NewMessage, PageRequest,
 };
 use mongo_social_lab::{self as testing, fault_proxy::FaultProxy, TestDb};
@@ -81,7 +81,7 @@ fn hello(key: &str) -> NewMessage<String> {
     NewMessage::new("joe", ["bob", "jane"], "Hi!".to_string()).with_key(key)
 }
 
-async fn shown(inbox: &Inbox, owner: &str) -> Vec<mongo_social::MessageId> {
+async fn shown(inbox: &Inbox, owner: &str) -> Vec<mongo_social::inbox::MessageId> {
     let page = inbox
         .inbox_page(owner, PageRequest::first(50))
         .await

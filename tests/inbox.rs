@@ -12,8 +12,8 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongo_social::inbox::{InboxLifecycle, UpTo};
 use mongo_social::{
-    BucketedFanOut, DynInboxStore, Error, FanOutOnRead, FanOutOnWrite, InboxStore, MessageId,
-    NewMessage, PageRequest, RetryPolicy,
+    inbox::MessageId, retry::RetryPolicy, BucketedFanOut, DynInboxStore, Error, FanOutOnRead,
+    FanOutOnWrite, InboxStore, NewMessage, PageRequest,
 };
 use mongo_social_lab::inbox_suite::{self, Note};
 use mongo_social_lab::{self as testing, TestDb};
@@ -422,7 +422,7 @@ async fn bucketed_message_limit_is_exact_and_typed() {
     let too_big = "x".repeat(limit);
     let refused = store.send(NewMessage::new("joe", ["bob"], too_big)).await;
     assert!(
-        matches!(refused, Err(Error::InvalidInput(Invalid::TooLarge { what: "message", limit: l, .. })) if l == limit)
+        matches!(refused, Err(Error::InvalidInput { reason: Invalid::TooLarge { what: "message", limit: l, .. }, .. }) if l == limit)
     );
     let fits = "x".repeat(limit - 200);
     for _ in 0..3 {

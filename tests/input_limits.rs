@@ -21,8 +21,8 @@ use mongo_social::graph::FollowGraph;
 use mongo_social::jobs::JobQueue;
 use mongo_social::notifications::{self, Activity, Event, Kind, NotificationStore};
 use mongo_social::{
-    BucketedFanOut, DynInboxLifecycle, Embedded, Error, FanOutOnRead, FanOutOnWrite, HybridPages,
-    NewMessage, PageRequest, PerComment, MAX_ID_BYTES,
+    error::MAX_ID_BYTES, inbox::DynInboxLifecycle, BucketedFanOut, Embedded, Error, FanOutOnRead,
+    FanOutOnWrite, HybridPages, NewMessage, PageRequest, PerComment,
 };
 use mongo_social_lab::{self as testing, TestDb};
 
@@ -79,11 +79,15 @@ async fn too_large<T>(
     op: impl Future<Output = mongo_social::Result<T>>,
 ) {
     match refused(t, label, op).await {
-        Error::InvalidInput(Invalid::TooLarge {
-            what: found,
-            size,
-            limit,
-        }) if found == what => assert!(size > limit, "{label}: {size} <= {limit}"),
+        Error::InvalidInput {
+            reason:
+                Invalid::TooLarge {
+                    what: found,
+                    size,
+                    limit,
+                },
+            ..
+        } if found == what => assert!(size > limit, "{label}: {size} <= {limit}"),
         other => panic!("{label}: expected TooLarge of {what:?}, got {other:?}"),
     }
 }
@@ -97,11 +101,15 @@ async fn too_long_by<T>(
     op: impl Future<Output = mongo_social::Result<T>>,
 ) {
     match refused(t, label, op).await {
-        Error::InvalidInput(Invalid::TooLong {
-            what: found,
-            bytes: found_bytes,
-            max,
-        }) if found == what => {
+        Error::InvalidInput {
+            reason:
+                Invalid::TooLong {
+                    what: found,
+                    bytes: found_bytes,
+                    max,
+                },
+            ..
+        } if found == what => {
             assert_eq!((found_bytes, max), (bytes, MAX_ID_BYTES), "{label}");
         }
         other => panic!(

@@ -204,9 +204,10 @@ async fn a_blank_job_kind_is_refused() {
         assert!(
             matches!(
                 refused,
-                Err(mongo_social::Error::InvalidInput(Invalid::Blank {
-                    what: "job kind"
-                }))
+                Err(mongo_social::Error::InvalidInput {
+                    reason: Invalid::Blank { what: "job kind" },
+                    ..
+                })
             ),
             "{blank:?}: {refused:?}"
         );

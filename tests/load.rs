@@ -15,7 +15,7 @@ mod run;
 
 use std::time::Duration;
 
-use mongo_social::RetryPolicy;
+use mongo_social::retry::RetryPolicy;
 use mongo_social_lab as testing;
 use run::{Config, Op, Outcome};
 

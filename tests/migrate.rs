@@ -518,9 +518,10 @@ mod online {
         tokio::time::sleep(Duration::from_millis(1100)).await;
         assert!(matches!(
             store.inbox_page(owner, PageRequest::after(5, cursor)).await,
-            Err(Error::InvalidInput(
-                mongo_social::error::Invalid::Cursor { .. }
-            ))
+            Err(Error::InvalidInput {
+                reason: mongo_social::error::Invalid::Cursor { .. },
+                ..
+            })
         ));
     }
 }

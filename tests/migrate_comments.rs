@@ -481,7 +481,10 @@ async fn a_cursor_in_flight_at_the_cut_over_and_one_discussion_moved() {
         store
             .chronological("d1", Order::OldestFirst, PageRequest::after(5, cursor))
             .await,
-        Err(Error::InvalidInput(Invalid::Cursor { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Cursor { .. },
+            ..
+        })
     ));
     let old = &first.items[0];
     assert_eq!(store.get("d1", &old.link).await.unwrap().text, old.text);
@@ -526,6 +529,7 @@ async fn threads_into_a_strategy_without_them_are_refused_before_anything_is_wri
                 feature: "replies",
                 limit: Limit::Strategy,
                 reason,
+                ..
             }) => assert!(
                 // Every discussion has replies; which one is named is the engine's scan order
                 // (on a sharded collection, whichever shard answers first).

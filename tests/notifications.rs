@@ -10,7 +10,7 @@ use std::time::Duration;
 use bson::{doc, Document};
 use futures::future::join_all;
 use mongo_social::notifications::{Activity, Event, Group, Kind, NotificationStore};
-use mongo_social::{Entity, Error, PageRequest};
+use mongo_social::{error::Entity, Error, PageRequest};
 use mongo_social_lab as testing;
 
 type Store = NotificationStore<String>;
@@ -275,12 +275,21 @@ async fn pages_have_no_gaps_or_repeats_and_refuse_foreign_cursors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error:?}"
     );
     assert!(matches!(
         store.page("ann", PageRequest::first(0)).await,
-        Err(Error::InvalidInput(Invalid::PageLimit { .. }))
+        Err(Error::InvalidInput {
+            reason: Invalid::PageLimit { .. },
+            ..
+        })
     ));
 }
 
@@ -329,18 +338,33 @@ async fn bad_input_writes_nothing() {
     for blank in blanks {
         let error = store.notify(blank.clone()).await.unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { .. },
+                    ..
+                }
+            ),
             "{blank:?}: {error:?}"
         );
         let error = store.withdraw(&blank).await.unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { .. },
+                    ..
+                }
+            ),
             "{blank:?}: {error:?}"
         );
     }
     assert!(matches!(
         store.counts("").await,
-        Err(Error::InvalidInput(Invalid::Blank { what: "recipient" }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Blank { what: "recipient" },
+            ..
+        })
     ));
     assert!(matches!(
         NotificationStore::<()>::builder(&t.db)
@@ -560,7 +584,7 @@ async fn the_graph_notifies_follows_and_withdraws_unfollows() {
 #[tokio::test]
 async fn replies_notify_the_parent_author() {
     use mongo_social::comments::{Embedded, PerComment};
-    use mongo_social::{Author, NewComment, ThreadedComments};
+    use mongo_social::{comments::Author, comments::ThreadedComments, NewComment};
     let (t, store) = store("replies").await;
     let store = Arc::new(store);
     let per_comment = PerComment::builder(&t.db)

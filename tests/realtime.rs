@@ -171,7 +171,13 @@ async fn a_token_from_another_watch_is_refused() {
     let mut ann = store.watch("ann", Some(token), options(Mode::Polling));
     let error = ann.next().await.unwrap().unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error:?}"
     );
     assert!(
@@ -181,9 +187,10 @@ async fn a_token_from_another_watch_is_refused() {
     let mut blank = store.watch(" ", None, options(Mode::Polling));
     assert!(matches!(
         blank.next().await,
-        Some(Err(Error::InvalidInput(Invalid::Blank {
-            what: "recipient"
-        })))
+        Some(Err(Error::InvalidInput {
+            reason: Invalid::Blank { what: "recipient" },
+            ..
+        }))
     ));
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use mongo_social::graph::{FollowGraph, Origin, RecommendOptions};
-use mongo_social::{Entity, Error, PageRequest, Recommendation};
+use mongo_social::{error::Entity, graph::Recommendation, Error, PageRequest};
 use mongo_social_lab as testing;
 
 /// The ways a read can go on this server: with `$graphLookup` where it has it, and with `find`s.
@@ -388,7 +388,7 @@ async fn dismissed_and_blocked_users_never_come_back() {
     for (owner, user) in [("me", "ann"), ("ann", "me")] {
         let error = graph.follow(owner, user).await.unwrap_err();
         assert!(
-            matches!(&error, Error::Forbidden(Forbidden::Blocked { by, blocked }) if by == "me" && blocked == "ann"),
+            matches!(&error, Error::Forbidden { reason: Forbidden::Blocked { by, blocked }, .. } if by == "me" && blocked == "ann"),
             "{error}"
         );
     }
@@ -644,7 +644,11 @@ async fn a_block_racing_follows_leaves_no_follow() {
             tasks.push(tokio::spawn(async move {
                 let (owner, user) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
                 match graph.follow(owner, user).await {
-                    Ok(_) | Err(Error::Forbidden(Forbidden::Blocked { .. })) => {}
+                    Ok(_)
+                    | Err(Error::Forbidden {
+                        reason: Forbidden::Blocked { .. },
+                        ..
+                    }) => {}
                     Err(error) => panic!("{error}"),
                 }
             }));
@@ -694,9 +698,12 @@ async fn bad_input_is_refused_before_anything_is_written() {
             assert!(
                 matches!(
                     error,
-                    Error::InvalidInput(Invalid::Blank {
-                        what: "owner" | "user"
-                    })
+                    Error::InvalidInput {
+                        reason: Invalid::Blank {
+                            what: "owner" | "user"
+                        },
+                        ..
+                    }
                 ),
                 "{blank:?}: {error}"
             );
@@ -713,7 +720,7 @@ async fn bad_input_is_refused_before_anything_is_written() {
         graph.unblock("nobody", "a").await.unwrap_err(),
     ] {
         assert!(
-            matches!(&error, Error::NotFound { what: Entity::User, id } if id == "nobody"),
+            matches!(&error, Error::NotFound { what: Entity::User, id, .. } if id == "nobody"),
             "{error}"
         );
     }
@@ -722,7 +729,7 @@ async fn bad_input_is_refused_before_anything_is_written() {
         (graph.block("a", "a").await.unwrap_err(), "block"),
     ] {
         assert!(
-            matches!(&error, Error::InvalidInput(Invalid::SelfAction { user, action: a }) if user == "a" && *a == action),
+            matches!(&error, Error::InvalidInput { reason: Invalid::SelfAction { user, action: a }, .. } if user == "a" && *a == action),
             "{error}"
         );
         assert!(error.is_invalid_input());
@@ -733,7 +740,13 @@ async fn bad_input_is_refused_before_anything_is_written() {
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::PageLimit { .. },
+                    ..
+                }
+            ),
             "{error}"
         );
     }
@@ -744,7 +757,13 @@ async fn bad_input_is_refused_before_anything_is_written() {
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     assert_eq!(

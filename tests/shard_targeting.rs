@@ -22,8 +22,8 @@ use mongo_social::graph::{FollowGraph, FollowList};
 use mongo_social::server::Topology;
 use mongo_social::sharding::{Routing, ShardKey};
 use mongo_social::{
-    BucketedFanOut, DynInboxLifecycle, DynInboxStore, FanOutOnRead, FanOutOnWrite, NewMessage,
-    PageRequest,
+    inbox::DynInboxLifecycle, BucketedFanOut, DynInboxStore, FanOutOnRead, FanOutOnWrite,
+    NewMessage, PageRequest,
 };
 use mongo_social_lab::routing::{engine_routing, route_commands, EngineRouting, RoutedCommand};
 use mongo_social_lab::{self as testing, CommandCounter};

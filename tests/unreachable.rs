@@ -20,7 +20,8 @@ use mongo_social::inbox::UpTo;
 use mongo_social::jobs::JobQueue;
 use mongo_social::notifications::{Activity, Kind, NotificationStore};
 use mongo_social::{
-    BucketedFanOut, DynInboxLifecycle, Error, FanOutOnRead, FanOutOnWrite, NewMessage, PageRequest,
+    inbox::DynInboxLifecycle, BucketedFanOut, Error, FanOutOnRead, FanOutOnWrite, NewMessage,
+    PageRequest,
 };
 use mongo_social_lab::{self as testing, fault_proxy::FaultProxy};
 use mongodb::Database;

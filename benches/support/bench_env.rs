@@ -48,7 +48,7 @@ pub fn connect() -> (
     tokio::runtime::Runtime,
     mongodb::Client,
     mongo_social_lab::CommandCounter,
-    mongo_social::ServerInfo,
+    mongo_social::server::ServerInfo,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -61,7 +61,7 @@ pub fn connect() -> (
             .expect("parse the server URI");
         commands.attach(&mut options);
         let client = mongodb::Client::with_options(options).expect("client");
-        let info = mongo_social::ServerInfo::detect(&client)
+        let info = mongo_social::server::ServerInfo::detect(&client)
             .await
             .expect("detect the server");
         (client, info)

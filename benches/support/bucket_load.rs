@@ -16,7 +16,7 @@ pub fn fill_through_send(m: u64, atomic_updates: bool) -> bool {
 }
 
 use bson::{doc, Bson, Document};
-use mongo_social::MessageId;
+use mongo_social::inbox::MessageId;
 use mongodb::Database;
 
 /// Writes what sending `messages` (`(from, text)` pairs, oldest first) to `owner` one at a time

@@ -42,7 +42,7 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn of(info: &mongo_social::ServerInfo) -> Self {
+    pub fn of(info: &mongo_social::server::ServerInfo) -> Self {
         let capabilities = info.capabilities();
         Self {
             atomic_updates: capabilities.atomic_updates,

@@ -17,7 +17,7 @@ mod measure;
 mod model;
 mod report;
 
-use mongo_social::ServerInfo;
+use mongo_social::server::ServerInfo;
 
 /// The heading of `docs/CAPACITY.md`'s section that this example does not write.
 const GROWTH_SECTION: &str = "\n## How costs grow with an inbox\n";

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use mongo_social::ServerInfo;
+use mongo_social::server::ServerInfo;
 
 use crate::measure::Costs;
 use crate::model::{Load, LIMITS, WORKLOAD};

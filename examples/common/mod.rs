@@ -2,7 +2,7 @@
 //! Each example uses part of it, so unused items are expected per example.
 #![allow(dead_code)]
 
-use mongo_social::{Message, ServerInfo};
+use mongo_social::{server::ServerInfo, Message};
 use mongo_social_lab::{self as testing, CommandCounter};
 use mongodb::options::ClientOptions;
 use mongodb::{Client, Database};

@@ -14,8 +14,8 @@ use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongo_social::inbox::DEFAULT_BUCKET_SIZE;
 use mongo_social::{
-    BucketedFanOut, DynInboxLifecycle, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage,
-    PageRequest,
+    inbox::DynInboxLifecycle, inbox::MessageId, BucketedFanOut, FanOutOnRead, FanOutOnWrite,
+    NewMessage, PageRequest,
 };
 use mongodb::Database;
 

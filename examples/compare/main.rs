@@ -193,7 +193,7 @@ async fn main() -> BoxResult<()> {
     options.server_selection_timeout = Some(testing::SERVER_SELECTION_TIMEOUT);
     commands.attach(&mut options);
     let client = Client::with_options(options)?;
-    let info = mongo_social::ServerInfo::detect(&client).await?;
+    let info = mongo_social::server::ServerInfo::detect(&client).await?;
     let server = info.describe();
     println!("server: {server}");
     println!(

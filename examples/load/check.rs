@@ -21,7 +21,7 @@ use std::fmt;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 use mongo_social::comments::{Comment, Order, Vote};
-use mongo_social::{Message, MessageId, PageRequest, RetryPolicy};
+use mongo_social::{inbox::MessageId, retry::RetryPolicy, Message, PageRequest};
 
 use crate::run::{self, BoxResult, Config, Ledger, Stores};
 

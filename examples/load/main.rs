@@ -94,7 +94,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use mongo_social::RetryPolicy;
+use mongo_social::retry::RetryPolicy;
 use run::{BoxResult, Config, Mix};
 
 /// `var` parsed, or `default` when unset or empty.

@@ -15,8 +15,8 @@ use mongo_social::comments::{
 };
 use mongo_social::inbox::{DynInboxLifecycle, Strategy as InboxStrategy, UpTo};
 use mongo_social::{
-    BucketedFanOut, Cursor, FanOutOnRead, FanOutOnWrite, MessageId, NewMessage, PageRequest,
-    RetryPolicy, ServerInfo,
+    inbox::MessageId, retry::RetryPolicy, server::ServerInfo, BucketedFanOut, Cursor, FanOutOnRead,
+    FanOutOnWrite, NewMessage, PageRequest,
 };
 use mongo_social_lab::{self as testing, fault_proxy::FaultProxy, CommandCounter};
 use mongodb::options::{ClientOptions, ServerAddress};

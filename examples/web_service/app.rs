@@ -47,8 +47,8 @@ use mongo_social::mongodb::Database;
 use mongo_social::notifications::{Counts, Group};
 use mongo_social::prelude::*;
 use mongo_social::{
-    Cursor, Error, FanOutOnWrite, Message, MessageId, NewMessage, NotificationStore, Page,
-    PageRequest, RetryPolicy,
+    inbox::MessageId, retry::RetryPolicy, Cursor, Error, FanOutOnWrite, Message, NewMessage,
+    NotificationStore, Page, PageRequest,
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -103,7 +103,7 @@ impl App {
     }
 
     /// Starts the worker that delivers the reply notifications whose first attempt failed.
-    pub fn start_outbox_worker(&self) -> Option<mongo_social::Worker> {
+    pub fn start_outbox_worker(&self) -> Option<mongo_social::jobs::Worker> {
         self.comments.outbox().map(|outbox| outbox.start_worker())
     }
 }
@@ -154,12 +154,12 @@ pub const RETRY_AFTER_SECONDS: u32 = 2;
 /// The HTTP status of every [`Error`]: the one place the crate's failures meet HTTP.
 pub fn status_of(error: &Error) -> StatusCode {
     match error {
-        Error::InvalidInput(_) => StatusCode::BAD_REQUEST,
+        Error::InvalidInput { .. } => StatusCode::BAD_REQUEST,
         Error::NotFound { .. } => StatusCode::NOT_FOUND,
         Error::AlreadyExists { .. } | Error::Conflict { .. } | Error::Precondition { .. } => {
             StatusCode::CONFLICT
         }
-        Error::Forbidden(_) => StatusCode::FORBIDDEN,
+        Error::Forbidden { .. } => StatusCode::FORBIDDEN,
         Error::Unsupported { .. } => StatusCode::NOT_IMPLEMENTED,
         // Worth another try a little later: the database is down, or busy.
         Error::Unreachable { .. } | Error::RetriesExhausted { .. } | Error::Timeout { .. } => {

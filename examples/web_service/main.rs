@@ -20,7 +20,7 @@ mod app;
 use std::time::Duration;
 
 use mongo_social::mongodb::{options::ClientOptions, Client};
-use mongo_social::RetryPolicy;
+use mongo_social::retry::RetryPolicy;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

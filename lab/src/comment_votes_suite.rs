@@ -15,7 +15,7 @@ use crate::CommandCounter;
 use mongo_social::comments::{
     Comment, CommentStore, Deletion, NewComment, Sort, Thread, ThreadedComments, Vote, Votes,
 };
-use mongo_social::{Cursor, Entity, Error, Page, PageRequest};
+use mongo_social::{error::Entity, Cursor, Error, Page, PageRequest};
 
 fn new(text: &str) -> NewComment {
     NewComment::new(
@@ -212,7 +212,7 @@ pub async fn votes_change_and_retract(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: mongo_social::Entity::DeletedComment,
+                    what: mongo_social::error::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -626,7 +626,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "user" },
+                    ..
+                }
+            ),
             "{blank:?}: {error}"
         );
         let error = store
@@ -634,22 +640,37 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "user" },
+                    ..
+                }
+            ),
             "{blank:?}: {error}"
         );
         let error = store.vote(blank, link, "u1", Vote::Up).await.unwrap_err();
         assert!(
             matches!(
                 error,
-                Error::InvalidInput(Invalid::Blank {
-                    what: "discussion id"
-                })
+                Error::InvalidInput {
+                    reason: Invalid::Blank {
+                        what: "discussion id"
+                    },
+                    ..
+                }
             ),
             "{blank:?}: {error}"
         );
         let error = store.vote_of(DISCUSSION, link, blank).await.unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { what: "user" })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "user" },
+                    ..
+                }
+            ),
             "{blank:?}: {error}"
         );
     }
@@ -659,7 +680,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Link { .. },
+                    ..
+                }
+            ),
             "{bad:?}: {error}"
         );
     }
@@ -704,14 +731,17 @@ pub async fn vote_bad_input(
     for dir in [2, -2, 7] {
         let error = Vote::from_dir(dir).unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Vote { value }) if value == dir)
+            matches!(error, Error::InvalidInput { reason: Invalid::Vote { value }, .. } if value == dir)
                 && error.is_invalid_input(),
             "{error}"
         );
     }
     assert!(matches!(
         Vote::try_from(0),
-        Err(Error::InvalidInput(Invalid::Vote { value: 0 }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Vote { value: 0 },
+            ..
+        })
     ));
     if tombstone {
         let error = store
@@ -722,7 +752,7 @@ pub async fn vote_bad_input(
             matches!(
                 error,
                 Error::NotFound {
-                    what: mongo_social::Entity::DeletedComment,
+                    what: mongo_social::error::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -737,7 +767,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::PageLimit { .. },
+                    ..
+                }
+            ),
             "{error}"
         );
     }
@@ -757,7 +793,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                }
+            ),
             "{sort}: {error}"
         );
     }
@@ -770,7 +812,13 @@ pub async fn vote_bad_input(
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     let chronological = store
@@ -793,7 +841,13 @@ pub async fn vote_bad_input(
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     let error = store
@@ -826,7 +880,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                }
+            ),
             "another parent's: {error}"
         );
         let error = store
@@ -858,7 +918,13 @@ pub async fn vote_bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Link { .. },
+                    ..
+                }
+            ),
             "{error}"
         );
     }

@@ -14,7 +14,7 @@ use mongo_social::comments::{
     Author, Comment, CommentStore, Deletion, NewComment, Order, Strategy, ThreadedComments,
 };
 use mongo_social::test_support::discussion_cursor;
-use mongo_social::{Cursor, Entity, Error, Page, PageRequest};
+use mongo_social::{error::Entity, Cursor, Error, Page, PageRequest};
 
 /// The discussion most checks use.
 pub const DISCUSSION: &str = "article-1";
@@ -280,8 +280,13 @@ pub async fn sub_threads(store: &dyn CommentStore) {
         )
         .await;
     assert!(
-        matches!(foreign, Err(Error::InvalidInput(Invalid::Cursor { .. })))
-            || foreign.is_ok_and(|p| p.items.iter().all(|c| c.text.starts_with('b'))),
+        matches!(
+            foreign,
+            Err(Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            })
+        ) || foreign.is_ok_and(|p| p.items.iter().all(|c| c.text.starts_with('b'))),
         "another sub-thread's cursor is refused or stays in this sub-thread"
     );
 }
@@ -334,7 +339,13 @@ pub async fn direct_links(store: &dyn CommentStore) {
     for bad in ["", "not a link!", "../etc", "1..2"] {
         let error = store.get(DISCUSSION, bad).await.unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Link { .. },
+                    ..
+                }
+            ),
             "{bad}: {error}"
         );
     }
@@ -403,7 +414,7 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: mongo_social::Entity::DeletedComment,
+                    what: mongo_social::error::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -443,7 +454,7 @@ pub async fn edits_and_deletes(store: &dyn CommentStore) {
             matches!(
                 error,
                 Error::NotFound {
-                    what: mongo_social::Entity::DeletedComment,
+                    what: mongo_social::error::Entity::DeletedComment,
                     ..
                 }
             ),
@@ -639,7 +650,13 @@ pub async fn bad_input(
     );
     let error = store.post(DISCUSSION, new("   ")).await.unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Blank { what: "text" },
+                ..
+            }
+        ),
         "{error}"
     );
     // Empty and whitespace-only are the same error, `Blank`, in every module: naming the role
@@ -649,9 +666,12 @@ pub async fn bad_input(
         assert!(
             matches!(
                 error,
-                Error::InvalidInput(Invalid::Blank {
-                    what: "discussion id"
-                })
+                Error::InvalidInput {
+                    reason: Invalid::Blank {
+                        what: "discussion id"
+                    },
+                    ..
+                }
             ),
             "{blank:?}: {error}"
         );
@@ -659,9 +679,12 @@ pub async fn bad_input(
         assert!(
             matches!(
                 error,
-                Error::InvalidInput(Invalid::Blank {
-                    what: "discussion id"
-                })
+                Error::InvalidInput {
+                    reason: Invalid::Blank {
+                        what: "discussion id"
+                    },
+                    ..
+                }
             ),
             "{blank:?}: {error}"
         );
@@ -675,13 +698,22 @@ pub async fn bad_input(
         assert!(
             matches!(
                 error,
-                Error::InvalidInput(Invalid::Blank { what: "author" })
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "author" },
+                    ..
+                }
             ),
             "{blank:?}: {error}"
         );
         let error = store.post(DISCUSSION, new(blank)).await.unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "text" },
+                    ..
+                }
+            ),
             "{blank:?}: {error}"
         );
     }
@@ -692,10 +724,13 @@ pub async fn bad_input(
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "comment",
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "comment",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
@@ -704,7 +739,13 @@ pub async fn bad_input(
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Blank { what: "text" },
+                ..
+            }
+        ),
         "{error}"
     );
     let error = store
@@ -714,16 +755,25 @@ pub async fn bad_input(
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::TooLarge {
-                what: "comment",
+            Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "comment",
+                    ..
+                },
                 ..
-            })
+            }
         ),
         "{error}"
     );
     let error = store.delete(DISCUSSION, "bad link").await.unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Link { .. },
+                ..
+            }
+        ),
         "{error}"
     );
 
@@ -733,7 +783,13 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Link { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Link { .. },
+                    ..
+                }
+            ),
             "{error}"
         );
         let mut unknown = posted[0].link.clone();
@@ -761,7 +817,13 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Blank { what: "text" })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Blank { what: "text" },
+                    ..
+                }
+            ),
             "{error}"
         );
     }
@@ -784,7 +846,13 @@ pub async fn bad_input(
         .await
         .unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+                ..
+            }
+        ),
         "{error}"
     );
     // Whole cursors (tag: `c`, strategy, view, order) whose position no store made.
@@ -806,7 +874,13 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::Cursor { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                }
+            ),
             "{tag} {position:?}: {error}"
         );
     }
@@ -816,7 +890,13 @@ pub async fn bad_input(
             .await
             .unwrap_err();
         assert!(
-            matches!(error, Error::InvalidInput(Invalid::PageLimit { .. })),
+            matches!(
+                error,
+                Error::InvalidInput {
+                    reason: Invalid::PageLimit { .. },
+                    ..
+                }
+            ),
             "{error}"
         );
     }

@@ -64,7 +64,7 @@ impl Volume {
     /// 1.x) make [`mongo_social::BucketedFanOut`] lock each recipient and scan every bucket on every
     /// update, so there the checks keep 8 senders but send fewer messages (still hundreds to
     /// overlapping recipients, and an inbox of a thousand), and say so on stderr.
-    pub fn for_server(info: &mongo_social::ServerInfo, strategy: Strategy) -> Volume {
+    pub fn for_server(info: &mongo_social::server::ServerInfo, strategy: Strategy) -> Volume {
         if strategy == Strategy::BucketedFanOut && !info.capabilities().atomic_updates {
             let reduced = Volume {
                 senders: 8,
@@ -452,39 +452,54 @@ pub async fn bad_input(store: &Store) {
     let send = |from: &str, to: Vec<&str>| store.send(NewMessage::new(from, to, Note::new("x", 0)));
     assert!(matches!(
         send("joe", vec![]).await,
-        Err(Error::InvalidInput(Invalid::NoRecipients))
+        Err(Error::InvalidInput {
+            reason: Invalid::NoRecipients,
+            ..
+        })
     ));
     assert!(matches!(
         send("joe", vec!["bob", "ann", "bob"]).await,
-        Err(Error::InvalidInput(Invalid::DuplicateRecipient { recipient })) if recipient == "bob"
+        Err(Error::InvalidInput { reason: Invalid::DuplicateRecipient { recipient }, .. }) if recipient == "bob"
     ));
     // Empty and whitespace-only ids are the same error, in every module.
     for blank in ["", " ", "\t "] {
         assert!(
             matches!(
                 send(blank, vec!["bob"]).await,
-                Err(Error::InvalidInput(Invalid::Blank { what: "sender" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "sender" },
+                    ..
+                })
             ),
             "sender {blank:?}"
         );
         assert!(
             matches!(
                 send("joe", vec!["bob", blank]).await,
-                Err(Error::InvalidInput(Invalid::Blank { what: "recipient" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "recipient" },
+                    ..
+                })
             ),
             "recipient {blank:?}"
         );
         assert!(
             matches!(
                 store.inbox_page(blank, PageRequest::first(5)).await,
-                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "owner" },
+                    ..
+                })
             ),
             "owner {blank:?}"
         );
         assert!(
             matches!(
                 store.count(blank).await,
-                Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Blank { what: "owner" },
+                    ..
+                })
             ),
             "count {blank:?}"
         );
@@ -498,10 +513,13 @@ pub async fn bad_input(store: &Store) {
         store
             .send(NewMessage::new("joe", ["bob", "ann"], huge))
             .await,
-        Err(Error::InvalidInput(Invalid::TooLarge {
-            what: "message",
+        Err(Error::InvalidInput {
+            reason: Invalid::TooLarge {
+                what: "message",
+                ..
+            },
             ..
-        }))
+        })
     ));
     for owner in ["bob", "ann"] {
         assert_eq!(
@@ -518,7 +536,13 @@ pub async fn bad_input(store: &Store) {
     ] {
         let result = text.parse::<Cursor>();
         assert!(
-            matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
+            matches!(
+                result,
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                })
+            ),
             "cursor {text:?}: {result:?}"
         );
     }
@@ -539,7 +563,13 @@ pub async fn bad_input(store: &Store) {
             .inbox_page("bob", PageRequest::after(10, cursor))
             .await;
         assert!(
-            matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
+            matches!(
+                result,
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                })
+            ),
             "cursor {tag} {position:?}: {result:?}"
         );
     }
@@ -564,7 +594,10 @@ pub async fn bad_input(store: &Store) {
                 store
                     .inbox_page("bob", PageRequest::after(10, cursor))
                     .await,
-                Err(Error::InvalidInput(Invalid::Cursor { .. }))
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                })
             ),
             "{} accepted {foreign}",
             store.strategy()
@@ -573,12 +606,18 @@ pub async fn bad_input(store: &Store) {
     for limit in [0, PageRequest::MAX_LIMIT + 1] {
         assert!(matches!(
             store.inbox_page("bob", PageRequest::first(limit)).await,
-            Err(Error::InvalidInput(Invalid::PageLimit { .. }))
+            Err(Error::InvalidInput {
+                reason: Invalid::PageLimit { .. },
+                ..
+            })
         ));
     }
     assert!(matches!(
         store.inbox_page("", PageRequest::first(5)).await,
-        Err(Error::InvalidInput(Invalid::Blank { what: "owner" }))
+        Err(Error::InvalidInput {
+            reason: Invalid::Blank { what: "owner" },
+            ..
+        })
     ));
     assert_eq!(store.count("bob").await.expect("count"), 3);
 }
@@ -613,7 +652,13 @@ pub async fn foreign_cursors(stores: &[Arc<Store>]) {
                     .inbox_page("bob", PageRequest::after(5, cursor.clone()))
                     .await;
                 assert!(
-                    matches!(result, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
+                    matches!(
+                        result,
+                        Err(Error::InvalidInput {
+                            reason: Invalid::Cursor { .. },
+                            ..
+                        })
+                    ),
                     "{} accepted the {made_by} cursor {cursor}: {result:?}",
                     store.strategy()
                 );
@@ -767,7 +812,13 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     }
     let error = store.deliver(&sent, &[]).await.unwrap_err();
     assert!(
-        matches!(error, Error::InvalidInput(Invalid::NoRecipients)),
+        matches!(
+            error,
+            Error::InvalidInput {
+                reason: Invalid::NoRecipients,
+                ..
+            }
+        ),
         "{error}"
     );
     let twice = ["hal".to_owned(), "hal".to_owned()];
@@ -775,7 +826,10 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::DuplicateRecipient { .. })
+            Error::InvalidInput {
+                reason: Invalid::DuplicateRecipient { .. },
+                ..
+            }
         ),
         "{error}"
     );
@@ -783,7 +837,10 @@ pub async fn deliver_is_idempotent(store: Arc<Store>) {
     assert!(
         matches!(
             error,
-            Error::InvalidInput(Invalid::Blank { what: "recipient" })
+            Error::InvalidInput {
+                reason: Invalid::Blank { what: "recipient" },
+                ..
+            }
         ),
         "{error}"
     );

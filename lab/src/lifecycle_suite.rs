@@ -1,4 +1,4 @@
-//! The behaviour every [`InboxLifecycle`](mongo_social::InboxLifecycle) strategy must show, as plain async checks, and the
+//! The behaviour every [`InboxLifecycle`](mongo_social::inbox::InboxLifecycle) strategy must show, as plain async checks, and the
 //! commands each operation costs ([`COSTS`], also the table of `docs/INBOXES.md`: [`cost_table`]).
 //!
 //! Each check takes a store (any strategy, behind `&DynInboxLifecycle<Note>`) in a fresh
@@ -16,7 +16,7 @@ use mongo_social::inbox::{
     DynInboxLifecycle, DynInboxStore, Filter, Message, MessageId, NewMessage, Strategy, UpTo,
 };
 use mongo_social::test_support::inbox_cursor;
-use mongo_social::{Entity, Error, PageRequest};
+use mongo_social::{error::Entity, Error, PageRequest};
 
 type Store = DynInboxLifecycle<Note>;
 
@@ -278,12 +278,24 @@ pub async fn retract_and_edit(store: &Store) {
 
     let refused = store.edit("ann", group.id, Note::new("ann", 9)).await;
     assert!(
-        matches!(refused, Err(Error::Forbidden(Forbidden::NotSender { .. }))),
+        matches!(
+            refused,
+            Err(Error::Forbidden {
+                reason: Forbidden::NotSender { .. },
+                ..
+            })
+        ),
         "{refused:?}"
     );
     let refused = store.retract("ann", group.id).await;
     assert!(
-        matches!(refused, Err(Error::Forbidden(Forbidden::NotSender { .. }))),
+        matches!(
+            refused,
+            Err(Error::Forbidden {
+                reason: Forbidden::NotSender { .. },
+                ..
+            })
+        ),
         "{refused:?}"
     );
     assert!(is_message_not_found(
@@ -532,7 +544,7 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
     };
     let blank = |result: mongo_social::Result<()>, what: &str| {
         assert!(
-            matches!(result, Err(Error::InvalidInput(Invalid::Blank { what: w })) if w == what),
+            matches!(result, Err(Error::InvalidInput { reason: Invalid::Blank { what: w }, .. }) if w == what),
             "{what}: {result:?}"
         );
     };
@@ -584,7 +596,7 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
             .map(drop),
     ] {
         assert!(
-            matches!(&result, Err(Error::Forbidden(Forbidden::NotSender { user, .. })) if user != "joe"),
+            matches!(&result, Err(Error::Forbidden { reason: Forbidden::NotSender { user, .. }, .. }) if user != "joe"),
             "{result:?}"
         );
     }
@@ -592,7 +604,10 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
     assert!(
         matches!(
             too_large,
-            Err(Error::InvalidInput(Invalid::TooLarge { .. }))
+            Err(Error::InvalidInput {
+                reason: Invalid::TooLarge { .. },
+                ..
+            })
         ),
         "{too_large:?}"
     );
@@ -608,14 +623,26 @@ pub async fn bad_input(store: &Store, db: &TestDb) {
             .mark_read_up_to("bob", UpTo::Cursor(cursor.clone()))
             .await;
         assert!(
-            matches!(marked, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
+            matches!(
+                marked,
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                })
+            ),
             "{cursor}: {marked:?}"
         );
         let page = store
             .inbox_page("bob", PageRequest::after(5, cursor.clone()))
             .await;
         assert!(
-            matches!(page, Err(Error::InvalidInput(Invalid::Cursor { .. }))),
+            matches!(
+                page,
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                    ..
+                })
+            ),
             "page after {cursor}: {page:?}"
         );
     }
@@ -762,7 +789,7 @@ fn column(strategy: Strategy) -> usize {
 pub fn expected_commands(
     operation: &str,
     strategy: Strategy,
-    capabilities: &mongo_social::Capabilities,
+    capabilities: &mongo_social::server::Capabilities,
 ) -> usize {
     let cost = COSTS
         .iter()
@@ -789,7 +816,7 @@ pub fn expected_commands(
 pub fn checked_commands(
     operation: &str,
     strategy: Strategy,
-    capabilities: &mongo_social::Capabilities,
+    capabilities: &mongo_social::server::Capabilities,
     names: &[String],
 ) -> usize {
     let expected = expected_commands(operation, strategy, capabilities);
@@ -1175,7 +1202,7 @@ pub async fn survives_outage(
 /// The messages each concurrent sender sends in [`concurrent_lifecycle`] on this server: fewer
 /// where the bucketed strategy serializes delivery per recipient (no atomic updates), as
 /// [`super::inbox_suite::Volume::for_server`] does.
-pub fn concurrent_volume(info: &mongo_social::ServerInfo, strategy: Strategy) -> u32 {
+pub fn concurrent_volume(info: &mongo_social::server::ServerInfo, strategy: Strategy) -> u32 {
     if super::inbox_suite::Volume::for_server(info, strategy) == super::inbox_suite::Volume::FULL {
         12
     } else {

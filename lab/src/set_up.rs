@@ -4,9 +4,9 @@ use async_trait::async_trait;
 
 use mongo_social::server::Topology;
 use mongo_social::{
-    BucketedFanOut, Delivery, DynCommentStore, DynInboxLifecycle, DynInboxStore, Embedded,
-    FanOutOnRead, FanOutOnWrite, FeedStore, FollowGraph, HybridPages, JobQueue, NotificationStore,
-    Payload, PerComment, Result,
+    comments::DynCommentStore, inbox::DynInboxLifecycle, inbox::Payload, BucketedFanOut, Delivery,
+    DynInboxStore, Embedded, FanOutOnRead, FanOutOnWrite, FeedStore, FollowGraph, HybridPages,
+    JobQueue, NotificationStore, PerComment, Result,
 };
 
 /// Readies a store for a test as a new deployment would: when the server is a sharded deployment
@@ -63,5 +63,5 @@ set_up!(=> JobQueue);
 set_up!(P => Delivery<P>);
 set_up!(P => NotificationStore<P>);
 set_up!(P => FeedStore<P>);
-set_up!(=> dyn mongo_social::ThreadedComments);
+set_up!(=> dyn mongo_social::comments::ThreadedComments);
 set_up!(=> mongo_social::comments::DynCommentTransfer);

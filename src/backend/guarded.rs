@@ -17,7 +17,7 @@
 //!
 //! One guard is kept in time order rather than checked: [`Guard::InOrder`], "the entry this
 //! update pushes is stamped no earlier than the document's newest". Where the server runs update
-//! pipelines ([`Capabilities::pipeline_updates`](crate::Capabilities::pipeline_updates)) the
+//! pipelines ([`Capabilities::pipeline_updates`](crate::server::Capabilities::pipeline_updates)) the
 //! update is sent as a pipeline that raises the entry's stamp to the document's newest in the
 //! same atomic step, so concurrent pushes into one document never refuse each other; elsewhere
 //! a document holding a later stamp refuses the update, and the caller tries again later. Under

@@ -70,7 +70,7 @@ pub(crate) const FEW_BY_ID: usize = 8;
 /// round's writes end well inside a lock's lease even on a slow server (50 recipients' pushes
 /// took under half a second on FerretDB 1.24 with SQLite). Its writes go out in `update`
 /// commands of at most
-/// [`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements).
+/// [`Capabilities::max_update_statements`](crate::server::Capabilities::max_update_statements).
 pub(crate) const LOCKED_ROUND: usize = 50;
 
 /// A store's view of its server; cheap to clone, and clones share what was detected and

@@ -119,7 +119,7 @@ impl<'a> UpdateBatch<'a> {
     }
 
     /// Adds `{q: filter, u: pipeline, upsert}`: an update pipeline (see
-    /// [`Capabilities::pipeline_updates`](crate::Capabilities::pipeline_updates)), which must be
+    /// [`Capabilities::pipeline_updates`](crate::server::Capabilities::pipeline_updates)), which must be
     /// idempotent.
     pub(crate) fn push_pipeline(
         &mut self,
@@ -161,8 +161,8 @@ impl<'a> UpdateBatch<'a> {
     }
 
     /// Runs every statement, in as few commands as the server's limits allow
-    /// ([`Capabilities::max_update_statements`](crate::Capabilities::max_update_statements)),
-    /// [`Capabilities::update_commands_in_flight`](crate::Capabilities::update_commands_in_flight)
+    /// ([`Capabilities::max_update_statements`](crate::server::Capabilities::max_update_statements)),
+    /// [`Capabilities::update_commands_in_flight`](crate::server::Capabilities::update_commands_in_flight)
     /// of them at once.
     ///
     /// Statements are sent in the order of their filter's first value (the owner, the `_id`), so
@@ -172,7 +172,7 @@ impl<'a> UpdateBatch<'a> {
     /// [`Error::is_retryable`]) are sent again under the batch's [`RetryPolicy`].
     ///
     /// Where the server does not run every statement of an unordered batch and report each
-    /// failure by index ([`Capabilities::unordered_update_batches`](crate::Capabilities::unordered_update_batches)), a command that reports any
+    /// failure by index ([`Capabilities::unordered_update_batches`](crate::server::Capabilities::unordered_update_batches)), a command that reports any
     /// error marks all its statements as unknown.
     ///
     /// # Errors

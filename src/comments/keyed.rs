@@ -40,7 +40,7 @@ impl KeyedComment {
     /// [`crate::Error::Conflict`].
     pub(super) fn check(&self, key: Option<&str>, content: Option<&str>) -> Result<()> {
         let conflict = |reason| crate::Error::Conflict {
-            what: crate::Entity::Comment,
+            what: crate::error::Entity::Comment,
             id: self.key.clone(),
             reason,
         };

@@ -52,7 +52,7 @@ impl NewComment {
     }
 
     /// The same comment with an idempotency key: a caller-chosen id (blank or longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per discussion, that makes a repeated
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) refused), unique per discussion, that makes a repeated
     /// [`CommentStore::post`](super::CommentStore::post) or
     /// [`ThreadedComments::reply`](super::ThreadedComments::reply) (a client retrying a request
     /// whose response it lost) return the first call's comment (the same link and posting time, as
@@ -61,7 +61,7 @@ impl NewComment {
     /// under concurrency (see [`CommentStore::post`](super::CommentStore::post)).
     ///
     /// ```no_run
-    /// # async fn demo(store: &mongo_social::DynCommentStore) -> mongo_social::Result<()> {
+    /// # async fn demo(store: &mongo_social::comments::DynCommentStore) -> mongo_social::Result<()> {
     /// use mongo_social::comments::{Author, NewComment};
     /// let hello = NewComment::new(Author::new("u1", "Rick"), "First!").with_key("req-41c2");
     /// let first = store.post("article-42", hello.clone()).await?;

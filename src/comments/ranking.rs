@@ -73,7 +73,9 @@ impl Vote {
             1 => Ok(Some(Vote::Up)),
             -1 => Ok(Some(Vote::Down)),
             0 => Ok(None),
-            value => Err(Error::InvalidInput(Invalid::Vote { value })),
+            value => Err(Error::InvalidInput {
+                reason: Invalid::Vote { value },
+            }),
         }
     }
 
@@ -92,7 +94,9 @@ impl TryFrom<i64> for Vote {
 
     /// `1` up, `-1` down; anything else (0 too) is [`Invalid::Vote`](crate::error::Invalid::Vote).
     fn try_from(value: i64) -> Result<Vote> {
-        Vote::from_dir(value)?.ok_or(Error::InvalidInput(Invalid::Vote { value }))
+        Vote::from_dir(value)?.ok_or(Error::InvalidInput {
+            reason: Invalid::Vote { value },
+        })
     }
 }
 
@@ -391,12 +395,14 @@ mod tests {
         for bad in [2, -2, 100, i64::MIN] {
             assert!(matches!(
                 Vote::from_dir(bad),
-                Err(Error::InvalidInput(Invalid::Vote { value })) if value == bad
+                Err(Error::InvalidInput { reason: Invalid::Vote { value } }) if value == bad
             ));
         }
         assert!(matches!(
             Vote::try_from(0),
-            Err(Error::InvalidInput(Invalid::Vote { value: 0 }))
+            Err(Error::InvalidInput {
+                reason: Invalid::Vote { value: 0 }
+            })
         ));
         assert_eq!(Vote::try_from(1).unwrap(), Vote::Up);
         assert_eq!(Vote::of_value(Vote::Down.value()), Some(Vote::Down));
@@ -413,11 +419,13 @@ mod tests {
         }
         assert!(matches!(
             "Best".parse::<Sort>(),
-            Err(Error::InvalidInput(Invalid::Name { what: "sort", value, .. })) if value == "Best"
+            Err(Error::InvalidInput { reason: Invalid::Name { what: "sort", value, .. } }) if value == "Best"
         ));
         assert!(matches!(
             "1".parse::<Vote>(),
-            Err(Error::InvalidInput(Invalid::Name { what: "vote", .. }))
+            Err(Error::InvalidInput {
+                reason: Invalid::Name { what: "vote", .. }
+            })
         ));
     }
 

@@ -17,7 +17,7 @@ fn reply_activity(discussion: &str, parent: &str, parent_author: &str, replier: 
 
 /// Fails before a reply to `parent` of `discussion` is written if the store notifies (`outbox`
 /// set) and the notification store would refuse the reply's notification: its target,
-/// `"<discussion>/<parent link>"`, is an id, of at most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)
+/// `"<discussion>/<parent link>"`, is an id, of at most [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES)
 /// ([`Invalid::TooLong`](crate::error::Invalid::TooLong), `"notification target"`).
 pub(super) fn check_reply_target(
     outbox: Option<&Outbox>,

@@ -72,7 +72,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`) for one over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES); server errors as they come.
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES); server errors as they come.
     async fn create_discussion(&self, discussion: &str) -> Result<()>;
 
     /// Posts a top-level comment and returns it as stored.
@@ -87,7 +87,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// lets attempts of one key take turns on a leased lock of the key, looking the slug up first.
     ///
     /// ```no_run
-    /// # async fn demo(store: &mongo_social::DynCommentStore) -> mongo_social::Result<()> {
+    /// # async fn demo(store: &mongo_social::comments::DynCommentStore) -> mongo_social::Result<()> {
     /// use mongo_social::comments::{Author, NewComment};
     /// let hello = NewComment::new(Author::new("u1", "Rick"), "First!").with_key("req-1");
     /// let first = store.post("article-42", hello.clone()).await?;
@@ -100,7 +100,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// Before anything is written, and before anything is read for the first three:
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) (blank discussion id, author id, text or
     /// key), [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`, `"author"`,
-    /// `"idempotency key"`) for an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// `"idempotency key"`) for an id over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a comment over the
     /// store's `max_comment_bytes` (64 KiB by default, encoded as stored); then
     /// [`crate::Error::NotFound`] (discussion not registered, where the store does not
@@ -140,7 +140,7 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     ///
     /// # Errors
     ///
-    /// As [`CommentStore::get`], plus [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment) for a tombstone,
+    /// As [`CommentStore::get`], plus [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::error::Entity::DeletedComment) for a tombstone,
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank text,
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"comment"`) for a text, or the
     /// comment with it, over the store's `max_comment_bytes` (the text alone is checked before
@@ -234,7 +234,7 @@ pub trait VotedComments: Send + Sync {
     ///
     /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) (discussion id, `"user"`),
     /// [`Invalid::Link`](crate::error::Invalid::Link), [`crate::Error::NotFound`] (the discussion or the comment),
-    /// [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment) (a tombstone takes no votes).
+    /// [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::error::Entity::DeletedComment) (a tombstone takes no votes).
     async fn vote(
         &self,
         discussion: &str,
@@ -248,7 +248,7 @@ pub trait VotedComments: Send + Sync {
     ///
     /// # Errors
     ///
-    /// As [`VotedComments::vote`], without [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::Entity::DeletedComment).
+    /// As [`VotedComments::vote`], without [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::error::Entity::DeletedComment).
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
 
     /// `user`'s vote on the comment at `link`, if any (one `find`; an unknown comment has none).
@@ -312,7 +312,7 @@ pub trait ThreadedComments: CommentStore {
     /// notifies nobody again.
     ///
     /// ```no_run
-    /// # async fn demo(store: &dyn mongo_social::ThreadedComments) -> mongo_social::Result<()> {
+    /// # async fn demo(store: &dyn mongo_social::comments::ThreadedComments) -> mongo_social::Result<()> {
     /// use mongo_social::comments::{Author, NewComment};
     /// let hi = NewComment::new(Author::new("u2", "Morty"), "Hi Rick").with_key("req-2");
     /// let first = store.reply("article-42", "0", hi.clone()).await?;
@@ -326,7 +326,7 @@ pub trait ThreadedComments: CommentStore {
     /// [`crate::Error::NotFound`] for the parent, and [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep).
     /// A store built with a notifier also refuses, before anything is written, a reply whose
     /// notification target `"<discussion>/<parent link>"` would be over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
     /// `"notification target"`), which the notifier would refuse once the reply was stored.
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 

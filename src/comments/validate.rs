@@ -4,11 +4,11 @@ use crate::error::Invalid;
 use serde::Serialize;
 
 use super::{Author, NewComment};
-use crate::{Entity, Error, PageRequest, Result};
+use crate::{error::Entity, Error, PageRequest, Result};
 
 /// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank discussion id and
 /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for one over
-/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"discussion id"`).
+/// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) (`"discussion id"`).
 pub(super) fn check_discussion(discussion: &str) -> Result<()> {
     crate::validate::id("discussion id", discussion)
 }
@@ -71,10 +71,12 @@ pub(super) fn check_page(discussion: &str, page: &PageRequest) -> Result<()> {
 
 /// [`Invalid::Link`](crate::error::Invalid::Link) for `link`.
 pub(super) fn invalid_link(link: &str, reason: &'static str) -> Error {
-    Error::InvalidInput(Invalid::Link {
-        link: link.to_owned(),
-        reason,
-    })
+    Error::InvalidInput {
+        reason: Invalid::Link {
+            link: link.to_owned(),
+            reason,
+        },
+    }
 }
 
 /// [`Error::NotFound`] for the comment at `link`.

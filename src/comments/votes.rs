@@ -169,7 +169,7 @@ impl VoteBook {
         let found = tally.find(discussion, link).await?;
         if to != 0 && found.deleted {
             return Err(Error::NotFound {
-                what: crate::Entity::DeletedComment,
+                what: crate::error::Entity::DeletedComment,
                 id: link.to_owned(),
             });
         }
@@ -393,7 +393,12 @@ impl VoteBook {
                 .map_err(|_| self.corrupt(stored, "a vote without its comment"))?;
             let found = match tally.find(discussion, link).await {
                 Ok(found) => Some(found.target),
-                Err(Error::NotFound { .. } | Error::InvalidInput(Invalid::Link { .. })) => None,
+                Err(
+                    Error::NotFound { .. }
+                    | Error::InvalidInput {
+                        reason: Invalid::Link { .. },
+                    },
+                ) => None,
                 Err(error) => return Err(error),
             };
             self.backend

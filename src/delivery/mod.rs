@@ -92,7 +92,7 @@ const FAN_OUT: &str = "fan_out";
 const REBUILD: &str = "rebuild";
 /// Bytes a fan-out job's payload takes beyond its message: the field names and the cursor of
 /// the followers' page it reached (which holds a user id of up to
-/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)).
+/// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES)).
 const FAN_OUT_JOB_OVERHEAD: usize = 2 * 1024;
 
 /// Posts delivered to followers by background workers. See the [module docs](self).

@@ -9,7 +9,7 @@ use super::Delivery;
 use crate::graph::FollowSource;
 use crate::inbox::{cursor, Message, Strategy};
 use crate::observe;
-use crate::{Page, PageRequest, Payload, Result};
+use crate::{payload::Payload, Page, PageRequest, Result};
 
 impl<P: Payload> Delivery<P> {
     /// One page of `owner`'s timeline, newest first, with the inbox's cursor API.

@@ -16,7 +16,7 @@ use super::{Delivery, DeliveryState};
 use crate::backend::Backend;
 use crate::inbox::{Message, Strategy};
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
-use crate::{Payload, Result};
+use crate::{payload::Payload, Result};
 
 impl<P: Payload> Delivery<P> {
     /// A stream of what arrives in `owner`'s timeline ([`Delivery::timeline`]), from `from`

@@ -272,7 +272,9 @@ mod tests {
             assert!(
                 matches!(
                     followers_cursor(bad, "ann"),
-                    Err(Error::InvalidInput(Invalid::Cursor { .. }))
+                    Err(Error::InvalidInput {
+                        reason: Invalid::Cursor { .. }
+                    })
                 ),
                 "{bad:?}"
             );

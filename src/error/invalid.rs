@@ -17,13 +17,13 @@ pub enum Invalid {
     },
 
     /// An id (of a user, a discussion, a group, a feed, ...) is longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), which keeps every index key holding it within what
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), which keeps every index key holding it within what
     /// every engine's indexes take.
     #[error("{what} is {bytes} bytes long, longer than the {max} bytes an id may have")]
     TooLong {
         /// The id's role, as for [`Invalid::Blank`]; `"notification target"` for the target a
         /// reply's notification would have
-        /// ([`ThreadedComments::reply`](crate::ThreadedComments::reply)).
+        /// ([`ThreadedComments::reply`](crate::comments::ThreadedComments::reply)).
         what: &'static str,
         /// Its length in bytes.
         bytes: usize,

@@ -14,6 +14,7 @@ use std::fmt;
 
 use bson::Bson;
 
+pub use crate::validate::MAX_ID_BYTES;
 pub use entity::Entity;
 pub use forbidden::Forbidden;
 pub use invalid::Invalid;
@@ -51,10 +52,16 @@ pub enum Error {
     /// The caller's input was refused before anything was written: calling again with the same
     /// input fails the same way. [`Invalid`] says what was wrong.
     #[error(transparent)]
-    InvalidInput(#[from] Invalid),
+    #[non_exhaustive]
+    InvalidInput {
+        /// What was wrong with the input.
+        #[from]
+        reason: Invalid,
+    },
 
     /// A store was configured with a value it cannot work with.
     #[error("invalid configuration: {reason}")]
+    #[non_exhaustive]
     InvalidConfig {
         /// What is wrong with the configuration.
         reason: String,
@@ -63,6 +70,7 @@ pub enum Error {
     /// Something an operation names does not exist (a post, a user, a discussion, a comment), or
     /// no longer does ([`Entity::DeletedComment`]).
     #[error("unknown {what} `{id}`")]
+    #[non_exhaustive]
     NotFound {
         /// What kind of thing was looked up.
         what: Entity,
@@ -72,6 +80,7 @@ pub enum Error {
 
     /// Something to be created exists already (a user id, a username).
     #[error("{what} `{id}` already exists")]
+    #[non_exhaustive]
     AlreadyExists {
         /// What kind of thing clashed ([`Entity::User`], [`Entity::Username`]).
         what: Entity,
@@ -82,6 +91,7 @@ pub enum Error {
     /// A create repeated with the same caller-chosen id (an idempotency key) but other content:
     /// the first create stands, and nothing was written.
     #[error("{what} `{id}` was created already with other content: {reason}")]
+    #[non_exhaustive]
     Conflict {
         /// What was created.
         what: Entity,
@@ -95,6 +105,7 @@ pub enum Error {
     /// every owner is copied, started into a target that holds messages); nothing was
     /// changed.
     #[error("{reason}")]
+    #[non_exhaustive]
     Precondition {
         /// What state is needed, and what it is in.
         reason: String,
@@ -102,10 +113,16 @@ pub enum Error {
 
     /// The user may not do this; nothing was written. [`Forbidden`] says why.
     #[error(transparent)]
-    Forbidden(#[from] Forbidden),
+    #[non_exhaustive]
+    Forbidden {
+        /// Why the user may not.
+        #[from]
+        reason: Forbidden,
+    },
 
     /// The server lacks something an operation needs, or the store's strategy does not offer it.
     #[error("{feature} is not supported by this {limit}: {reason}")]
+    #[non_exhaustive]
     Unsupported {
         /// The missing feature.
         feature: &'static str,
@@ -116,12 +133,13 @@ pub enum Error {
     },
 
     /// The database could not be reached, or the connection to it was lost, and did not come
-    /// back within the store's [`RetryPolicy`](crate::RetryPolicy): no server answered within
+    /// back within the store's [`RetryPolicy`](crate::retry::RetryPolicy): no server answered within
     /// the client's server selection timeout, a connection failed, or the database behind the
     /// server (PostgreSQL, for the engines built on it) was restarting. Every operation of every store reports an outage this way.
     /// A write may have been applied before the connection was lost; every write of this crate
     /// is idempotent, so calling it again completes it once.
     #[error("the database is unreachable: {reason}")]
+    #[non_exhaustive]
     Unreachable {
         /// What was seen, in words.
         reason: String,
@@ -133,13 +151,14 @@ pub enum Error {
 
     /// Transient failures (write conflicts, deadlocks) or concurrent writers changing what the
     /// operation read kept it from completing within the store's
-    /// [`RetryPolicy`](crate::RetryPolicy). It may be partly applied (a message delivered to
+    /// [`RetryPolicy`](crate::retry::RetryPolicy). It may be partly applied (a message delivered to
     /// some of its recipients); every operation the library retries is idempotent, so calling
     /// it again completes it without applying anything twice.
     #[error(
         "{operation} gave up after {attempts} attempts and may be partly applied{}",
         Last(.last)
     )]
+    #[non_exhaustive]
     RetriesExhausted {
         /// What was attempted (`"update batch"`, `"like"`, ...).
         operation: &'static str,
@@ -153,6 +172,7 @@ pub enum Error {
 
     /// Waiting for something (a job queue to drain) took longer than allowed.
     #[error("{what} did not finish within {waited:?}")]
+    #[non_exhaustive]
     Timeout {
         /// What was waited for.
         what: &'static str,
@@ -167,6 +187,7 @@ pub enum Error {
     /// [`source`](std::error::Error::source); where the crate read it from a command's reply
     /// itself (an entry of an `update` command's `writeErrors`), `source` is `None`.
     #[error("{}", DatabaseMessage(*.code, .message))]
+    #[non_exhaustive]
     Database {
         /// The server's error code.
         code: Option<i32>,
@@ -178,13 +199,19 @@ pub enum Error {
     },
 
     /// A value could not be encoded to BSON.
-    #[error("could not encode to BSON: {0}")]
-    Encode(#[from] bson::ser::Error),
+    #[error("could not encode to BSON: {source}")]
+    #[non_exhaustive]
+    Encode {
+        /// What did not encode.
+        #[from]
+        source: bson::ser::Error,
+    },
 
     /// A stored document could not be decoded (for example, a payload of another type, or a
     /// field the crate needs missing): names the collection and the document's `_id`, for the
     /// application to find it.
     #[error("could not decode {} in `{collection}`: {source}", DocumentId(.id))]
+    #[non_exhaustive]
     Decode {
         /// The collection the document was read from.
         collection: String,
@@ -200,6 +227,7 @@ pub enum Error {
     /// own; build it with [`Job::error`](crate::jobs::Job::error). The job queue records the text on the job and
     /// runs the job again later.
     #[error("job `{kind}` failed: {source}")]
+    #[non_exhaustive]
     Handler {
         /// The kind of the job that failed.
         kind: String,
@@ -217,25 +245,25 @@ impl Error {
     /// A name never changes meaning; a variant added later gets a new one.
     ///
     /// ```
-    /// use mongo_social::{Entity, Error};
-    /// let error = Error::NotFound { what: Entity::Discussion, id: "d1".into() };
-    /// assert_eq!(error.kind(), "not_found");
+    /// use mongo_social::{error::Invalid, Error};
+    /// let error: Error = Invalid::NoRecipients.into();
+    /// assert_eq!(error.kind(), "invalid_input");
     /// ```
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::InvalidInput(_) => "invalid_input",
+            Error::InvalidInput { .. } => "invalid_input",
             Error::InvalidConfig { .. } => "invalid_config",
             Error::NotFound { .. } => "not_found",
             Error::AlreadyExists { .. } => "already_exists",
             Error::Conflict { .. } => "conflict",
             Error::Precondition { .. } => "precondition",
-            Error::Forbidden(_) => "forbidden",
+            Error::Forbidden { .. } => "forbidden",
             Error::Unsupported { .. } => "unsupported",
             Error::Unreachable { .. } => "unreachable",
             Error::RetriesExhausted { .. } => "retries_exhausted",
             Error::Timeout { .. } => "timeout",
             Error::Database { .. } => "database",
-            Error::Encode(_) => "encode",
+            Error::Encode { .. } => "encode",
             Error::Decode { .. } => "decode",
             Error::Handler { .. } => "handler",
         }
@@ -244,7 +272,7 @@ impl Error {
     /// Whether the failure is transient: the same call, made again a little later, may succeed
     /// ([`Error::Unreachable`], [`Error::RetriesExhausted`], [`Error::Timeout`], and a
     /// [`Error::Database`] whose code is one of the transient ones of [`transient`]). The
-    /// library has already retried within its [`RetryPolicy`](crate::RetryPolicy) before
+    /// library has already retried within its [`RetryPolicy`](crate::retry::RetryPolicy) before
     /// returning one; a caller retrying further should back off.
     pub fn is_retryable(&self) -> bool {
         match self {
@@ -268,24 +296,26 @@ impl Error {
     /// assert!(error.is_invalid_input() && !error.is_retryable());
     /// ```
     pub fn is_invalid_input(&self) -> bool {
-        matches!(self, Error::InvalidInput(_))
+        matches!(self, Error::InvalidInput { .. })
     }
 
     /// What was wrong with the input, for an [`Error::InvalidInput`].
     pub fn invalid_input(&self) -> Option<&Invalid> {
         match self {
-            Error::InvalidInput(invalid) => Some(invalid),
+            Error::InvalidInput { reason: invalid } => Some(invalid),
             _ => None,
         }
     }
 
     /// Whether something the operation names does not exist ([`Error::NotFound`]).
     ///
-    /// ```
-    /// use mongo_social::{Entity, Error};
+    /// ```no_run
+    /// # async fn demo(comments: &mongo_social::PerComment) -> mongo_social::Result<()> {
+    /// use mongo_social::CommentStore;
     ///
-    /// let error = Error::NotFound { what: Entity::Post, id: "p1".into() };
+    /// let error = comments.get("d1", "no-such-comment").await.unwrap_err();
     /// assert!(error.is_not_found() && !error.is_retryable());
+    /// # Ok(()) }
     /// ```
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
@@ -304,13 +334,15 @@ impl Error {
     /// The server's error code, where the server refused the operation ([`Error::Database`]).
     /// `None` for every other error.
     ///
-    /// ```
-    /// let error = mongo_social::Error::Database {
-    ///     code: Some(11000),
-    ///     message: "E11000 duplicate key error".into(),
-    ///     source: None,
-    /// };
-    /// assert_eq!(error.code(), Some(11000));
+    /// ```no_run
+    /// # async fn demo(db: mongo_social::mongodb::Database) -> mongo_social::Result<()> {
+    /// use mongo_social::bson::{doc, Document};
+    ///
+    /// let users = db.collection::<Document>("users");
+    /// users.insert_one(doc! { "_id": 1 }).await.map_err(mongo_social::Error::from)?;
+    /// let again = users.insert_one(doc! { "_id": 1 }).await.map_err(mongo_social::Error::from);
+    /// assert_eq!(again.unwrap_err().code(), Some(11000)); // a duplicate key
+    /// # Ok(()) }
     /// ```
     pub fn code(&self) -> Option<i32> {
         match self {

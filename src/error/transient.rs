@@ -1,6 +1,6 @@
 //! Which failures may pass by themselves, and which the request caused.
 //!
-//! The library retries (under a store's [`RetryPolicy`](crate::RetryPolicy)) only what another
+//! The library retries (under a store's [`RetryPolicy`](crate::retry::RetryPolicy)) only what another
 //! attempt may not meet:
 //!
 //! - **a lost connection**: an I/O error, a cleared connection pool, or a server whose own
@@ -19,7 +19,7 @@
 //! large, a bad value, an internal error that does not say its database is gone), and a failed
 //! server selection, after which the driver has already waited its whole
 //! `serverSelectionTimeoutMS` for a server (that timeout is the client's own bound on waiting
-//! for one; see [`RetryPolicy::apply_to`](crate::RetryPolicy::apply_to)). Background work (a
+//! for one; see [`RetryPolicy::apply_to`](crate::retry::RetryPolicy::apply_to)). Background work (a
 //! job worker finishing its jobs, a lock given back) waits that out too, within its budget.
 
 use bson::{Bson, Document};

@@ -21,8 +21,8 @@ use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
 use super::state::FeedState;
 use super::types::{FeedKind, Post, PostId};
+use crate::payload::Payload;
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
-use crate::Payload;
 use crate::{Error, Page, PageRequest, Result};
 
 /// Feeds: pages of a feed, its raw entries, and the feeds recomputed as a whole. From
@@ -102,7 +102,7 @@ impl<X: Payload> Feeds<X> {
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit),
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for one over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
     /// unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
         observe::operation!("feed.feeds.page")
@@ -126,12 +126,12 @@ impl<X: Payload> Feeds<X> {
                 };
                 if let Some((cursor_generation, key)) = after {
                     if cursor_generation != generation {
-                        return Err(Error::InvalidInput(Invalid::Cursor {
+                        return Err(Error::InvalidInput { reason: Invalid::Cursor {
                             reason:
                                 "the feed was recomputed since this cursor was made; start again \
                                      from the first page"
                                     .to_owned(),
-                        }));
+                        } });
                     }
                     items.retain(|item| comes_after(item, key));
                 }

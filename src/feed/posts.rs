@@ -13,8 +13,8 @@ use super::state::{not_found_post, FeedState};
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
 use crate::idempotency::{CONTENT, KEY};
+use crate::payload::Payload;
 use crate::validate::{non_blank, user_id};
-use crate::Payload;
 use crate::{Error, Result};
 
 /// A post to publish.
@@ -66,7 +66,7 @@ impl<X> NewPost<X> {
     }
 
     /// The same post with an idempotency key: a caller-chosen id (blank or longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per author, that makes a repeated
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) refused), unique per author, that makes a repeated
     /// [`Posts::create`] (a client retrying a request whose response it lost) return the first
     /// call's post (the same id and creation time, as it reads now) and write nothing. The same
     /// key with other content is [`Error::Conflict`]. Enforced in the database under
@@ -158,9 +158,11 @@ fn check_new_post<X>(post: &NewPost<X>) -> Result<()> {
     user_id("author", &post.author)?;
     crate::idempotency::check(post.key.as_deref())?;
     if post.title.trim().is_empty() && post.body.trim().is_empty() {
-        return Err(Error::InvalidInput(Invalid::Blank {
-            what: "title and body",
-        }));
+        return Err(Error::InvalidInput {
+            reason: Invalid::Blank {
+                what: "title and body",
+            },
+        });
     }
     let media = post.images.iter().chain(&post.videos).chain(&post.audio);
     for item in media {
@@ -202,7 +204,7 @@ impl<X: Payload> Posts<X> {
     /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for an empty
     /// author, a post with neither title nor body, or a media item without url;
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"author"`) for an author id over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES); [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES); [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"post"`) for a post (title, body, media and the application's fields, encoded as
     /// stored) above [`super::FeedStoreBuilder::max_post_bytes`] (256 KiB by default), before
     /// any command; [`Error::NotFound`] for an unknown author. If the post cannot be inserted,
@@ -417,12 +419,17 @@ impl<X: Payload> Posts<X> {
         };
         if found.get_str("author") != Ok(keyed.author.as_str()) {
             return Err(Error::Conflict {
-                what: crate::Entity::Post,
+                what: crate::error::Entity::Post,
                 id: keyed.key.clone(),
                 reason: "its id is taken by another author's post",
             });
         }
-        crate::idempotency::same(&found, crate::Entity::Post, &keyed.key, &keyed.content)?;
+        crate::idempotency::same(
+            &found,
+            crate::error::Entity::Post,
+            &keyed.key,
+            &keyed.content,
+        )?;
         Ok(Some(found))
     }
 

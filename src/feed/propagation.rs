@@ -38,7 +38,7 @@ use futures::TryStreamExt;
 
 use super::state::FeedState;
 use super::types::UserChunk;
-use crate::{Entity, Error, Result};
+use crate::{error::Entity, Error, Result};
 
 /// How far a propagation got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

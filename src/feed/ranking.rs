@@ -29,6 +29,8 @@ pub struct Candidate {
 /// stable while posts arrive; a refresh or rebuild starts a new generation of the feed, whose
 /// older cursors are refused. Return a finite number: a NaN or infinity is an
 /// [`crate::Error::InvalidConfig`] where the post is scored.
+///
+/// An application implements it for a ranking of its own; the store calls it.
 pub trait Ranking: Send + Sync + fmt::Debug + 'static {
     /// The score of `candidate` in `feed`.
     fn score(&self, feed: &FeedKind, candidate: &Candidate) -> f64;

@@ -2,13 +2,13 @@
 //! keyset-paged.
 //!
 //! Every term must appear (in the title or the body). Where the server has text indexes
-//! ([`crate::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
+//! ([`crate::server::Capabilities::text_search`], MongoDB), the store creates a text index over `title`
 //! (weight 3) and `body` (weight 1) and searches it with `$text`, each term quoted so all are
 //! required. MongoDB matches a quoted term as a phrase: the text index finds candidates, then
 //! each must contain the term as written (case-insensitively), so matching is not stemmed
 //! ("run" does not find "ran") and a stop word given as a term is required like any other.
 //! Best match is MongoDB's `textScore`; either order is one `aggregate`. Where `$text` matches
-//! documents holding *any* quoted phrase ([`crate::Capabilities::text_all_phrases`] false;
+//! documents holding *any* quoted phrase ([`crate::server::Capabilities::text_all_phrases`] false;
 //! docs/SERVERS.md lists the servers), the same `aggregate` filters the text index's candidates
 //! again with the fallback's regexes, so every term is still required; the score stays the text
 //! index's.
@@ -55,7 +55,7 @@ pub enum SearchOrder {
 /// Search over posts: every term must appear in the title or the body. From
 /// [`super::FeedStore::search`]; cheap to clone.
 ///
-/// Where the server has text indexes ([`crate::Capabilities::text_search`], MongoDB) it
+/// Where the server has text indexes ([`crate::server::Capabilities::text_search`], MongoDB) it
 /// searches a text index over `title` (weight 3) and `body` (weight 1), each term quoted, so a
 /// term matches as written (not stemmed); elsewhere a case-insensitive `$regex` per term, with
 /// best match scored in the library over the newest [`FALLBACK_CANDIDATES`] matches. A page is
@@ -119,9 +119,11 @@ impl<X: Payload> Search<X> {
             .run(async move {
                 let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();
                 if terms.is_empty() {
-                    return Err(Error::InvalidInput(Invalid::Blank {
-                        what: "search terms",
-                    }));
+                    return Err(Error::InvalidInput {
+                        reason: Invalid::Blank {
+                            what: "search terms",
+                        },
+                    });
                 }
                 request.check()?;
                 match order {

@@ -16,9 +16,9 @@ use crate::backend::Backend;
 use crate::bson_ext;
 use crate::graph::DynFollowSource;
 use crate::jobs::JobQueue;
+use crate::payload::Payload;
 use crate::validate;
-use crate::Payload;
-use crate::{Entity, Error, Result};
+use crate::{error::Entity, Error, Result};
 
 /// The store's collections (its job queue and lock collections are the queue's and the
 /// backend's).

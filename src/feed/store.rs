@@ -17,9 +17,9 @@ use super::state::FeedState;
 use super::users::Users;
 use crate::jobs::{JobQueue, Worker};
 use crate::observe;
+use crate::payload::Payload;
 use crate::server::Capabilities;
 use crate::sharding::ShardKey;
-use crate::Payload;
 use crate::Result;
 
 /// Posts, users, likes and counters, feeds and search over one database; cheap to clone.

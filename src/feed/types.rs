@@ -144,6 +144,8 @@ impl FeedKind {
 
 /// Where the store gets the time: posts' `created`, likes' `at` and the hot window's end.
 /// Replace it to test windows without waiting (see [`super::FeedStoreBuilder::clock`]).
+///
+/// An application implements it in tests (a clock it moves); the store calls it.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time.
     fn now(&self) -> bson::DateTime;

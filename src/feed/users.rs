@@ -96,7 +96,7 @@ impl fmt::Debug for Users {
 impl Users {
     /// The largest user profile ([`User`]: id, username, display name, avatar url), encoded as
     /// stored, in bytes: 16 MiB less 1 KiB, which keeps room in its document for a rename to a
-    /// username of up to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
+    /// username of up to [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES).
     pub const MAX_PROFILE_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
 
     /// The largest rest of a user ([`Users::put_extended`]'s details), encoded, in bytes: 16 MiB
@@ -113,7 +113,7 @@ impl Users {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id or username,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`, `"username"`) for one
-    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (`"user"`) for a profile over
     /// [`Users::MAX_PROFILE_BYTES`], all before any command;
     /// [`Error::AlreadyExists`] for an id or username taken, before anything is written.
@@ -226,7 +226,7 @@ impl Users {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (id or username, over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), before any command; [`Error::NotFound`],
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES)), before any command; [`Error::NotFound`],
     /// [`Error::AlreadyExists`] (username taken),
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 
 use super::{not_found, FollowGraph};
 use crate::validate;
-use crate::{Entity, Error, Result};
+use crate::{error::Entity, Error, Result};
 
 impl FollowGraph {
     /// Fails unless `owner` and `user` are distinct registered users.
@@ -15,10 +15,12 @@ impl FollowGraph {
         validate::user_id("owner", owner)?;
         validate::user_id("user", user)?;
         if owner == user {
-            return Err(Error::InvalidInput(crate::error::Invalid::SelfAction {
-                user: owner.to_owned(),
-                action: "follow",
-            }));
+            return Err(Error::InvalidInput {
+                reason: crate::error::Invalid::SelfAction {
+                    user: owner.to_owned(),
+                    action: "follow",
+                },
+            });
         }
         self.check_users(&[owner, user]).await
     }

@@ -41,7 +41,7 @@ impl FollowGraph {
     /// # Errors
     ///
     /// [`Invalid::Blank`] for a blank id, [`Invalid::TooLong`] (`"owner"`, `"user"`) for one
-    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
+    /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
         observe::operation!("graph.dismiss")
@@ -140,10 +140,12 @@ impl FollowGraph {
             .projection(doc! { "owner": 1, "user": 1 })
             .await?;
         match found {
-            Some(block) => Err(Error::Forbidden(Forbidden::Blocked {
-                by: block.get_str("owner").unwrap_or(owner).to_owned(),
-                blocked: block.get_str("user").unwrap_or(user).to_owned(),
-            })),
+            Some(block) => Err(Error::Forbidden {
+                reason: Forbidden::Blocked {
+                    by: block.get_str("owner").unwrap_or(owner).to_owned(),
+                    blocked: block.get_str("user").unwrap_or(user).to_owned(),
+                },
+            }),
             None => Ok(()),
         }
     }
@@ -181,10 +183,12 @@ impl FollowGraph {
         validate::user_id("owner", owner)?;
         validate::user_id("user", user)?;
         if owner == user {
-            return Err(Error::InvalidInput(Invalid::SelfAction {
-                user: owner.to_owned(),
-                action,
-            }));
+            return Err(Error::InvalidInput {
+                reason: Invalid::SelfAction {
+                    user: owner.to_owned(),
+                    action,
+                },
+            });
         }
         self.check_users(&[owner, user]).await
     }

@@ -15,6 +15,9 @@ use crate::Result;
 /// Per-user feeds are built on write from [`FollowSource::followers_of`] (a new post goes into
 /// each follower's feed) and rebuilt on demand from [`FollowSource::followees_of`] (a returning
 /// user's feed is refilled with the latest posts of whom they follow).
+///
+/// An application implements it for a follow graph of its own;
+/// [`FollowGraph`](crate::FollowGraph) implements it for the crate's.
 #[async_trait]
 pub trait FollowSource: Send + Sync + fmt::Debug + 'static {
     /// Users who follow `user`.

@@ -7,7 +7,7 @@ use super::paging::{page_of, trim};
 use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
 use crate::observe;
 use crate::{bson_ext, validate};
-use crate::{Entity, Page, PageRequest, Result};
+use crate::{error::Entity, Page, PageRequest, Result};
 
 impl FollowGraph {
     /// Whom `owner` follows, by any route: one page of the `{owner, user}` index, by user id.

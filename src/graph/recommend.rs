@@ -54,7 +54,7 @@ impl FollowGraph {
     ///    subscriptions, the stats of each (their `following` count) and, for each followee
     ///    following at most [`per_followee`](super::RecommendOptions::per_followee) users, all of
     ///    their subscriptions. Where the server has them
-    ///    ([`Capabilities::graph_lookup`](crate::Capabilities::graph_lookup)) this is one
+    ///    ([`Capabilities::graph_lookup`](crate::server::Capabilities::graph_lookup)) this is one
     ///    `aggregate`: `$lookup` of the stats, `$graphLookup` (one hop) of the followees'
     ///    subscriptions, skipping hubs; elsewhere three `find`s, over the `{owner, user}` index
     ///    and the stats' `_id`.

@@ -39,7 +39,7 @@ impl FollowGraph {
     ///
     /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction), [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"owner"`, `"user"`) for one over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
         observe::operation!("graph.follow")
@@ -113,7 +113,7 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id or group id,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for one over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"owner"` or, adding and removing members,
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) (`"owner"` or, adding and removing members,
     /// `"user"`; `"group id"`), both before any command;
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {

@@ -112,7 +112,7 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for an id blank or over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command.
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command.
     pub async fn add_user(&self, user: &str) -> Result<()> {
         observe::operation!("graph.add_user")
             .run(async move {
@@ -134,7 +134,7 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"group id"`) for an id blank or
-    /// over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before any command: the graph stores ids
+    /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command: the graph stores ids
     /// only, so this is the one limit on what it stores.
     pub async fn add_group(&self, group: &str) -> Result<()> {
         observe::operation!("graph.add_group")

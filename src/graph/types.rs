@@ -276,7 +276,7 @@ impl RecommendOptions {
     }
 
     /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
-    /// `$graphLookup`) where the server has them ([`crate::Capabilities::graph_lookup`]); with
+    /// `$graphLookup`) where the server has them ([`crate::server::Capabilities::graph_lookup`]); with
     /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
     /// `true`.
     pub fn graph_lookup(mut self, use_it: bool) -> Self {

@@ -169,8 +169,8 @@ impl FilterLists {
     }
 
     /// The lists' shard key: one small document per owner, read by id.
-    pub(super) fn shard_key(&self) -> crate::ShardKey {
-        crate::ShardKey::new(
+    pub(super) fn shard_key(&self) -> crate::sharding::ShardKey {
+        crate::sharding::ShardKey::new(
             self.lists.name(),
             doc! { "_id": "hashed" },
             "one small document per owner, read by id",

@@ -15,7 +15,7 @@ use mongodb::Collection;
 use super::{Message, MessageId, NewMessage, Payload, Sent};
 use crate::backend::Backend;
 use crate::idempotency::{self, CONTENT, KEY};
-use crate::{Entity, Error, Result};
+use crate::{error::Entity, Error, Result};
 
 /// A keyed send's id and content digest.
 #[derive(Debug)]

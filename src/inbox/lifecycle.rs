@@ -45,7 +45,7 @@
 //!   other than the sender is [`Forbidden::NotSender`]; a blank id is [`Invalid::Blank`](crate::error::Invalid::Blank); an edit too
 //!   large for the store is [`Invalid::TooLarge`](crate::error::Invalid::TooLarge).
 //! - **Retries.** Every write is idempotent under a lost reply (see each strategy's notes), so
-//!   the store retries it under its [`RetryPolicy`](crate::RetryPolicy), and a caller may repeat
+//!   the store retries it under its [`RetryPolicy`](crate::retry::RetryPolicy), and a caller may repeat
 //!   any call after a failure.
 //!
 //! # How each strategy keeps the state
@@ -347,15 +347,17 @@ pub type DynInboxLifecycle<P> = dyn InboxLifecycle<P>;
 /// [`Error::NotFound`] for message `id`.
 pub(super) fn message_not_found(id: MessageId) -> Error {
     Error::NotFound {
-        what: crate::Entity::Message,
+        what: crate::error::Entity::Message,
         id: id.to_string(),
     }
 }
 
 /// [`Forbidden::NotSender`] for `user` and message `id`.
 pub(super) fn not_sender(user: &str, id: MessageId) -> Error {
-    Error::Forbidden(Forbidden::NotSender {
-        user: user.to_owned(),
-        id: id.to_string(),
-    })
+    Error::Forbidden {
+        reason: Forbidden::NotSender {
+            user: user.to_owned(),
+            id: id.to_string(),
+        },
+    }
 }

@@ -125,7 +125,7 @@ impl<P> NewMessage<P> {
     }
 
     /// The same message with an idempotency key: a caller-chosen id (blank or longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per sender, that makes a repeated
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) refused), unique per sender, that makes a repeated
     /// send (a client retrying a request whose response it lost) return the first send's
     /// message (the same [`Message::id`] and [`Message::sent`]) and write nothing. The same key
     /// with another recipient list or payload is [`Error::Conflict`](crate::Error::Conflict).
@@ -342,7 +342,7 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// [`Invalid::DuplicateRecipient`](crate::error::Invalid::DuplicateRecipient),
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) or
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"sender"`, `"recipient"`, the key) for an id
-    /// blank or over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// blank or over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
     /// [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) for a message (`"message"`: its
     /// payload and recipients, as stored) over what the strategy stores (about
     /// [`InboxStore::max_message_bytes`]) or a recipient list stored apart (`"recipient list"`)

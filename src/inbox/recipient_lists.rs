@@ -65,8 +65,8 @@ impl RecipientLists {
     }
 
     /// The lists' shard key: one list per message, read by id.
-    pub(super) fn shard_key(&self) -> crate::ShardKey {
-        crate::ShardKey::new(
+    pub(super) fn shard_key(&self) -> crate::sharding::ShardKey {
+        crate::sharding::ShardKey::new(
             self.lists.name(),
             doc! { "_id": "hashed" },
             "long recipient lists, one per message, read by id",
@@ -138,7 +138,7 @@ impl RecipientLists {
                 continue;
             };
             let to = lists.get(&id).cloned().ok_or_else(|| Error::NotFound {
-                what: crate::Entity::RecipientList,
+                what: crate::error::Entity::RecipientList,
                 id: id.to_hex(),
             })?;
             entry.remove(SHARED);

@@ -17,15 +17,19 @@ pub(super) fn check_new_message<P>(message: &NewMessage<P>) -> Result<()> {
 /// Checks recipients: at least one, none empty, none repeated.
 pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
     if recipients.is_empty() {
-        return Err(Error::InvalidInput(Invalid::NoRecipients));
+        return Err(Error::InvalidInput {
+            reason: Invalid::NoRecipients,
+        });
     }
     let mut seen = HashSet::with_capacity(recipients.len());
     for recipient in recipients {
         check_user_id("recipient", recipient)?;
         if !seen.insert(recipient.as_str()) {
-            return Err(Error::InvalidInput(Invalid::DuplicateRecipient {
-                recipient: recipient.clone(),
-            }));
+            return Err(Error::InvalidInput {
+                reason: Invalid::DuplicateRecipient {
+                    recipient: recipient.clone(),
+                },
+            });
         }
     }
     Ok(())
@@ -33,7 +37,7 @@ pub(super) fn check_recipients(recipients: &[String]) -> Result<()> {
 
 /// Fails with [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank user id and
 /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for one over
-/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), naming its role (the crate's one rule).
+/// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), naming its role (the crate's one rule).
 pub(super) fn check_user_id(what: &'static str, id: &str) -> Result<()> {
     crate::validate::user_id(what, id)
 }

@@ -65,6 +65,9 @@ impl Job {
 /// The application's code for running jobs.
 ///
 /// Must be idempotent: a job can run more than once (see the [module docs](super)).
+///
+/// An application implements it, for its own jobs; the crate calls it (the delivery and the feed
+/// implement it for theirs).
 #[async_trait]
 pub trait JobHandler: Send + Sync + fmt::Debug + 'static {
     /// Runs one job. An error leaves the job in the queue, retried after a back-off, and marked

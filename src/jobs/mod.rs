@@ -33,7 +33,7 @@
 //!
 //! # Transient failures
 //!
-//! Every command of the queue is retried on transient failures under its [`RetryPolicy`](crate::RetryPolicy)
+//! Every command of the queue is retried on transient failures under its [`RetryPolicy`](crate::retry::RetryPolicy)
 //! ([`JobQueueBuilder::retry_policy`]), and none applies twice: an enqueue carries its job's
 //! `_id` (a retry that meets the stored job counts it as its own insert), a claim is a lock
 //! insert whose retry recognises its own token, completing a job and releasing claims are

@@ -102,7 +102,7 @@ impl JobQueue {
     }
 
     /// The largest payload a job may carry, encoded, in bytes: 16 MiB less 8 KiB, which a job's
-    /// document keeps for its other fields (its kind, of up to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    /// document keeps for its other fields (its kind, of up to [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
     /// its attempt count and times, and the last failure's text, kept to 4 KiB).
     pub const MAX_PAYLOAD_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 8 * 1024;
 
@@ -112,7 +112,7 @@ impl JobQueue {
     ///
     /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
     /// `kind`, [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"job kind"`) for one over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"job payload"`) for a payload over [`JobQueue::MAX_PAYLOAD_BYTES`].
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
         observe::operation!("jobs.enqueue", kind)

@@ -341,7 +341,7 @@ impl States {
             .projection(doc! { "listed_after": 1, "listed": 1 })
             .await?
             .ok_or_else(|| Error::NotFound {
-                what: crate::Entity::Migration,
+                what: crate::error::Entity::Migration,
                 id: MIGRATION.to_owned(),
             })?;
         Ok((

@@ -10,7 +10,7 @@ use mongodb::IndexModel;
 
 use super::{Groups, NotificationStore, CHANGED, COLLECTIONS};
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::{Error, Payload, Result};
+use crate::{payload::Payload, Error, Result};
 
 /// How long a group's lock lasts if its holder dies (servers without atomic updates).
 const LOCK_LEASE: Duration = Duration::from_secs(30);

@@ -112,7 +112,7 @@ const CHANGES: &str = "changes";
 /// A group keeps its newest event's data beside its actors, in one document of at most 16 MiB:
 /// 1 MiB of data leaves the rest to them, room for the default 10,000 actors
 /// ([`NotificationStoreBuilder::max_actors`]) even with ids of the longest kind
-/// ([`MAX_ID_BYTES`](crate::MAX_ID_BYTES)). Data is for showing the group ("Ann liked *your
+/// ([`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES)). Data is for showing the group ("Ann liked *your
 /// trip photos*"); the application keeps anything larger itself and puts its id here.
 pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 
@@ -121,6 +121,9 @@ pub const MAX_DATA_BYTES: usize = 1024 * 1024;
 /// again (at least once per write), later than the write, and from the outbox's worker. Both
 /// calls must be idempotent. Applications implement it for notifications of their own (a push
 /// service, a queue of their own); an error leaves the notification in the outbox, retried.
+///
+/// An application implements it to send events elsewhere; [`NotificationStore`] implements it,
+/// and the graph, the feed and the comment stores call it.
 #[async_trait]
 pub trait Notifier: Send + Sync + fmt::Debug + 'static {
     /// Adds `activity`'s actor to the recipient's group of its kind and target.

@@ -18,7 +18,7 @@ use crate::observe;
 use crate::realtime::{self, ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::validate;
-use crate::{Page, PageRequest, Payload, Result};
+use crate::{payload::Payload, Page, PageRequest, Result};
 
 impl<D: Payload> NotificationStore<D> {
     /// A store with default settings in `database`.
@@ -98,7 +98,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// Before anything is written: [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank
     /// recipient, actor, target or custom kind, [`Invalid::TooLong`](crate::error::Invalid::TooLong)
-    /// for one over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) (`"recipient"`, `"actor"`, `"target"`,
+    /// for one over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) (`"recipient"`, `"actor"`, `"target"`,
     /// `"kind"`), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"notification data"`) for data over [`MAX_DATA_BYTES`]. Then
     /// [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) if more than 64 full groups of the window were met; [`Error::Conflict`](crate::Error::Conflict) for a key the recipient's events used with another
@@ -141,7 +141,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for blank input,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id over
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), before anything is written.
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
         observe::operation!("notifications.withdraw")
             .run(async move {
@@ -224,7 +224,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::Entity::Notification)) for a group `recipient` does not have;
+    /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::error::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
         observe::operation!("notifications.mark_read")

@@ -13,7 +13,7 @@ use crate::error::Error;
 ///
 /// Named as stored (`"like"`, `"comment"`, `"reply"`, `"follow"`, `"mention"`, or a custom
 /// kind's name): `FromStr` parses a request's name, refusing a blank one or one longer than
-/// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) with [`Invalid::Name`](crate::error::Invalid::Name);
+/// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) with [`Invalid::Name`](crate::error::Invalid::Name);
 /// `Display` prints it, and serde uses the same text.
 ///
 /// ```
@@ -84,7 +84,7 @@ impl FromStr for Kind {
     type Err = Error;
 
     /// As [`Kind::from_name`], refusing with [`Invalid::Name`](crate::error::Invalid::Name) a
-    /// blank name or one longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), which no event
+    /// blank name or one longer than [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), which no event
     /// could have.
     fn from_str(name: &str) -> Result<Self, Error> {
         if crate::validate::id("kind", name).is_err() {
@@ -103,7 +103,7 @@ crate::names::serde_by_name!(Kind);
 
 /// One actor's action, as a store that knows it (a like, a follow, a reply) reports it to a
 /// [`Notifier`](super::Notifier): who is told, what happened, on what, by whom. Each is an id
-/// (a custom kind's name too): not blank, and at most [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
+/// (a custom kind's name too): not blank, and at most [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Activity {
     /// Who is notified.
@@ -166,7 +166,7 @@ impl<D> Event<D> {
     }
 
     /// The same event with an idempotency key: a caller-chosen id (blank or longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES) refused), unique per recipient, that makes a
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) refused), unique per recipient, that makes a
     /// repeated [`NotificationStore::notify`](super::NotificationStore::notify) return `Ok` and
     /// write nothing, and the same key with another activity, time or data
     /// [`Error::Conflict`](crate::Error::Conflict). (An event without a key is idempotent per

@@ -10,7 +10,7 @@ use mongodb::Collection;
 use super::{Group, Groups, CHANGED, CHANGES};
 use crate::bson_ext::{self, integer};
 use crate::realtime::{Key, Source};
-use crate::{Payload, Result};
+use crate::{payload::Payload, Result};
 
 /// A recipient's groups as a watch sees them: keyed by when they last gained an actor.
 pub(super) struct Changes<D> {

@@ -19,7 +19,7 @@
 //!
 //! **One span per public store operation**, at `debug`, named `store.operation`: `inbox.send`,
 //! `inbox.page` (`inbox_page`), `inbox.mark_read`, ... for every [`InboxStore`](crate::InboxStore)
-//! and [`InboxLifecycle`](crate::InboxLifecycle) operation of every strategy; `graph.follow`,
+//! and [`InboxLifecycle`](crate::inbox::InboxLifecycle) operation of every strategy; `graph.follow`,
 //! `feed.posts.create`, `feed.users.rename`, `feed.likes.like`, `feed.feeds.page`,
 //! `feed.search.page`, `notifications.notify`, `notifications.outbox.run_pending`,
 //! `delivery.post`, `jobs.enqueue`, `jobs.run_pending`, and so on for each public `async`
@@ -30,7 +30,7 @@
 //! `comments.reply`, `comments.thread_page`, `comments.sub_thread`, `comments.ranked_thread`,
 //! ... for every [`CommentStore`](crate::CommentStore),
 //! [`VotedComments`](crate::comments::VotedComments) and
-//! [`ThreadedComments`](crate::ThreadedComments) operation of every comment strategy (named
+//! [`ThreadedComments`](crate::comments::ThreadedComments) operation of every comment strategy (named
 //! after the trait's method); the transfers' `comments.discussions`, `comments.export`,
 //! `comments.import`, `comments.purge`, `comments.purge_all`
 //! ([`CommentTransfer`](crate::comments::CommentTransfer)) and `inbox.owners`,
@@ -89,7 +89,7 @@
 //! | a worker's round failed (it backs off) | `warn` | `worker`, `error` |
 //! | a page of a post's followers delivered ([`Delivery`](crate::Delivery)'s fan-out job) | `debug` | `post` (the post's message id, shared by every page's job), `followers`, `delivered`, `first_page`, `last_page` |
 //! | the server detected | `debug`, once per store | `server` (`mongodb`, `ferretdb` for 1.x, `documentdb` for DocumentDB and FerretDB 2.x, `mongo-java-server`, `other`), `version` |
-//! | server capabilities missing, so fallback paths are used | `info`, once per detection (once per store) | `missing` ([`Capabilities::missing`](crate::Capabilities::missing), comma-separated), `server`, `version` |
+//! | server capabilities missing, so fallback paths are used | `info`, once per detection (once per store) | `missing` ([`Capabilities::missing`](crate::server::Capabilities::missing), comma-separated), `server`, `version` |
 //!
 //! **Background work**: each job run is a `jobs.run` span whose `job` field is the job's id,
 //! with its `kind`, `attempt` (from 1) and, when a worker started by
@@ -318,8 +318,11 @@ impl Operation {
 }
 
 /// Reports what detection found: at `debug` the server, and at `info` the capabilities it lacks,
-/// for which the stores take fallback paths (see [`Capabilities`](crate::Capabilities)).
-pub(crate) fn detected(info: &crate::ServerInfo, capabilities: &crate::Capabilities) {
+/// for which the stores take fallback paths (see [`Capabilities`](crate::server::Capabilities)).
+pub(crate) fn detected(
+    info: &crate::server::ServerInfo,
+    capabilities: &crate::server::Capabilities,
+) {
     #[cfg(feature = "tracing")]
     {
         let server = info.family().name();

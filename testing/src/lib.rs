@@ -496,8 +496,8 @@ pub fn skip_unless(cond: bool, test: &str, reason: &str) -> bool {
 /// [`fault_proxy::FaultProxy::impatient_client`]): a 1-second budget, shorter than the outage,
 /// so some of their writes fail, including writes that ran on the server but whose replies were
 /// lost, and the checks see what a caller is left with after an error.
-pub fn impatient_retry() -> mongo_social::RetryPolicy {
-    mongo_social::RetryPolicy::default().budget(std::time::Duration::from_secs(1))
+pub fn impatient_retry() -> mongo_social::retry::RetryPolicy {
+    mongo_social::retry::RetryPolicy::default().budget(std::time::Duration::from_secs(1))
 }
 
 /// Prints a note on the real stderr (not captured by the test harness), for what a reader of

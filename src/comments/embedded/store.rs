@@ -137,7 +137,7 @@ impl CommentEngine for Embedded {
         self.change_comment(discussion, link, |path, node| {
             if node.deleted {
                 return Err(Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: crate::error::Entity::DeletedComment,
                     id: link.to_owned(),
                 });
             }

@@ -16,7 +16,7 @@ use crate::comments::{
 };
 use crate::error::Invalid;
 use crate::page::{invalid, Scope};
-use crate::{Cursor, Entity, Error, Page, PageRequest, Result};
+use crate::{error::Entity, Cursor, Error, Page, PageRequest, Result};
 
 /// The position path in a threaded or sub-thread cursor of `view` in `order`, made by a read of
 /// `scope`.
@@ -194,10 +194,12 @@ impl ThreadsEngine for Embedded {
         let parent_path = tree::parse_path(parent, self.max_depth)?;
         check_reply_target(self.outbox.as_ref(), discussion, parent)?;
         if parent_path.len() > self.max_depth {
-            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                depth: parent_path.len(),
-                limit: format!("this store nests replies at most {} deep", self.max_depth),
-            }));
+            return Err(Error::InvalidInput {
+                reason: Invalid::ThreadTooDeep {
+                    depth: parent_path.len(),
+                    limit: format!("this store nests replies at most {} deep", self.max_depth),
+                },
+            });
         }
         let keyed = KeyedComment::of(discussion, Some(parent), &comment)?;
         if let Some(keyed) = &keyed {

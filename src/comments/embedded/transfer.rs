@@ -73,13 +73,15 @@ impl Embedded {
                         )
                     })?;
                     if parent_path.len() > self.max_depth {
-                        return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                            depth: parent_path.len(),
-                            limit: format!(
-                                "this store nests replies at most {} deep",
-                                self.max_depth
-                            ),
-                        }));
+                        return Err(Error::InvalidInput {
+                            reason: Invalid::ThreadTooDeep {
+                                depth: parent_path.len(),
+                                limit: format!(
+                                    "this store nests replies at most {} deep",
+                                    self.max_depth
+                                ),
+                            },
+                        });
                     }
                     let siblings = &mut node_at(&mut top, &parent_path).replies;
                     siblings.push(node);
@@ -131,11 +133,13 @@ impl Embedded {
         whole.extend(fields.clone());
         let bytes = bson::to_vec(&whole)?.len();
         if bytes > self.max_document_bytes {
-            return Err(Error::InvalidInput(Invalid::TooLarge {
-                what: "discussion",
-                size: bytes,
-                limit: self.max_document_bytes,
-            }));
+            return Err(Error::InvalidInput {
+                reason: Invalid::TooLarge {
+                    what: "discussion",
+                    size: bytes,
+                    limit: self.max_document_bytes,
+                },
+            });
         }
         fields.insert("bytes", bytes as i64);
         Ok(fields)

@@ -13,7 +13,7 @@ use crate::comments::tree::{self, Node};
 use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
 use crate::comments::{discussion_lock, validate, Comment, Sort, Thread, Vote};
 use crate::page::invalid;
-use crate::{Cursor, Entity, Page, PageRequest, Result};
+use crate::{error::Entity, Cursor, Page, PageRequest, Result};
 
 /// Where a ranked page of `parent`'s replies (the top level for `None`) by `sort` continues: the
 /// key and sibling index in `cursor`, if any.

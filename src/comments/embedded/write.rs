@@ -37,11 +37,13 @@ impl Embedded {
         };
         let bytes = count_field(&found, "bytes") as i64;
         if bytes + growth > self.max_document_bytes as i64 {
-            return Ok(Err(Error::InvalidInput(crate::error::Invalid::TooLarge {
-                what: "discussion",
-                size: (bytes + growth).max(0) as usize,
-                limit: self.max_document_bytes,
-            })));
+            return Ok(Err(Error::InvalidInput {
+                reason: crate::error::Invalid::TooLarge {
+                    what: "discussion",
+                    size: (bytes + growth).max(0) as usize,
+                    limit: self.max_document_bytes,
+                },
+            }));
         }
         Ok(Ok(bson_ext::date(&found, LAST_POSTED)))
     }

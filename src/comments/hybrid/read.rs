@@ -8,7 +8,7 @@ use crate::bson_ext;
 use crate::comments::cursor::{self, View};
 use crate::comments::{validate, KeyedComment, Order};
 use crate::page::{invalid, Cursor};
-use crate::{Entity, Result};
+use crate::{error::Entity, Result};
 
 impl HybridPages {
     /// How many comments each page document of `discussion` holds, page 0 first (tombstones

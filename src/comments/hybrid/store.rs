@@ -157,7 +157,7 @@ impl CommentEngine for HybridPages {
             )
             .await?;
         let entry = changed.map_err(|_| Error::NotFound {
-            what: crate::Entity::DeletedComment,
+            what: crate::error::Entity::DeletedComment,
             id: link.to_owned(),
         })?;
         Ok(edited(&entry).comment())

@@ -9,7 +9,7 @@ use super::{PerComment, STRATEGY};
 use crate::comments::cursor::{self, page_from, View};
 use crate::comments::{slug, validate, Comment, Order};
 use crate::page::{invalid, Scope};
-use crate::{bson_ext, Cursor, Entity, Page, PageRequest, Result};
+use crate::{bson_ext, error::Entity, Cursor, Page, PageRequest, Result};
 
 impl PerComment {
     pub(super) async fn find_one(&self, filter: Document) -> Result<Option<Stored>> {

@@ -14,7 +14,7 @@ use crate::comments::{
     NewComment, Order, ThreadedComments,
 };
 use crate::sharding::ShardKey;
-use crate::{bson_ext, Entity, Error, Page, PageRequest, Result};
+use crate::{bson_ext, error::Entity, Error, Page, PageRequest, Result};
 
 #[async_trait]
 impl CommentEngine for PerComment {
@@ -131,7 +131,7 @@ impl CommentEngine for PerComment {
                 .await?
             {
                 Some(_) => Err(Error::NotFound {
-                    what: crate::Entity::DeletedComment,
+                    what: crate::error::Entity::DeletedComment,
                     id: link.to_owned(),
                 }),
                 None => Err(validate::no_comment(Entity::Comment, link)),

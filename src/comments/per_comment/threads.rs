@@ -16,7 +16,7 @@ use crate::comments::{
     Sort, Thread, VotedComments,
 };
 use crate::page::invalid;
-use crate::{bson_ext, Entity, Page, PageRequest, Result};
+use crate::{bson_ext, error::Entity, Page, PageRequest, Result};
 
 #[async_trait]
 impl ThreadsEngine for PerComment {

@@ -143,14 +143,16 @@ impl PerComment {
     pub(super) fn check_key(&self, discussion: &str, stored: &Stored) -> Result<()> {
         let key_bytes = discussion.len() + stored.full_slug.len();
         if key_bytes > self.max_key_bytes {
-            return Err(Error::InvalidInput(Invalid::ThreadTooDeep {
-                depth: stored.slug.matches('/').count(),
-                limit: format!(
-                    "its full_slug index key would be {key_bytes} bytes, over the \
+            return Err(Error::InvalidInput {
+                reason: Invalid::ThreadTooDeep {
+                    depth: stored.slug.matches('/').count(),
+                    limit: format!(
+                        "its full_slug index key would be {key_bytes} bytes, over the \
                      {}-byte limit (max_key_bytes)",
-                    self.max_key_bytes
-                ),
-            }));
+                        self.max_key_bytes
+                    ),
+                },
+            });
         }
         Ok(())
     }

@@ -52,7 +52,7 @@ pub use counters::{Counter, Counters};
 /// [`super::FeedStore::likes`]; cheap to clone.
 ///
 /// ```no_run
-/// # use mongo_social::{FeedStore, PostId};
+/// # use mongo_social::{FeedStore, feed::PostId};
 /// # async fn demo(store: FeedStore<()>, post: PostId) -> mongo_social::Result<()> {
 /// use mongo_social::feed::Counter;
 ///
@@ -100,7 +100,7 @@ pub use counters::{Counter, Counters};
 ///
 /// # Retries
 ///
-/// Every write here is retried on transient failures (see [`crate::RetryPolicy`]) and is
+/// Every write here is retried on transient failures (see [`crate::retry::RetryPolicy`]) and is
 /// idempotent, so a retry after a lost reply applies nothing twice:
 /// - a like's insert carries a client-made `_id` and `op` id: a retry that meets a duplicate key
 ///   finds its own document (by `op`) and counts it as inserted;

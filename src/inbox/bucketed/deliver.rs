@@ -182,7 +182,7 @@ impl Buckets {
     ///
     /// A push whose command failed transiently is never sent again blindly: its recipients are
     /// checked like any other suspect (the check reads whether their bucket holds the message),
-    /// after a backoff under the store's [`RetryPolicy`](crate::RetryPolicy).
+    /// after a backoff under the store's [`RetryPolicy`](crate::retry::RetryPolicy).
     async fn deliver(
         &self,
         mut pending: Vec<String>,

@@ -92,7 +92,7 @@ const FLOOR: &str = "floor";
 ///   otherwise (a message to N users would put N names in each of N buckets), and a page holding
 ///   such messages takes one more `find` to put their lists back. A send with an idempotency key
 ///   ([`NewMessage::with_key`](super::NewMessage::with_key)) keeps its key here too (see
-///   [`InboxStore::send`]).
+///   [`InboxStore::send`](crate::InboxStore::send)).
 ///
 /// # How it improves on the seed
 /// - **Hard cap.** A message is pushed only into a bucket whose `count` is below the size, in the
@@ -137,7 +137,7 @@ const FLOOR: &str = "floor";
 ///
 /// # Setup and failures
 ///
-/// Run [`BucketedFanOut::create_indexes`] at startup (the unread count's index; correctness
+/// Run [`InboxStore::create_indexes`](crate::InboxStore::create_indexes) at startup (the unread count's index; correctness
 /// depends on no index: a bucket's `_id` keeps it from being opened twice). A send that fails
 /// part-way (server unreachable, [`Error::RetriesExhausted`]) may have reached some recipients; the
 /// error is returned and the deliveries already made stay.

@@ -43,12 +43,12 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// Its one collection, `inbox`, holds documents `{_id, id, from, to: [..], sent, message}`,
 /// indexed by `{to: 1, sent: 1, id: 1}`; the seed's `{to: 1, sent: 1}` plus the message id, so
 /// keyset pages break ties between messages of the same millisecond. A sent message is one
-/// document whose `_id` is its id; [`InboxStore::deliver`] adds one document per recipient not
+/// document whose `_id` is its id; [`InboxStore::deliver`](crate::InboxStore::deliver) adds one document per recipient not
 /// already named by one (a `find` first), whose `_id` derives from the message and the
 /// recipient, so a recipient never gets a second one. A message sent with an idempotency key
 /// ([`NewMessage::with_key`](super::NewMessage::with_key)) has an id (and `_id`) derived from
 /// its sender and the key, and keeps `idempotency_key`, `content_digest` and `skipped`: a
-/// repeat finds it by `_id` (see [`InboxStore::send`]).
+/// repeat finds it by `_id` (see [`InboxStore::send`](crate::InboxStore::send)).
 ///
 /// Owners' state lives on the shared documents, as arrays of owners (`read_by`, `starred_by`,
 /// `gone_for`, `muted_for`, `blocked_for`, and `retracted` for the sender's tombstone; see

@@ -62,7 +62,7 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   send takes 2 commands, and a page holding such messages 2 `find`s; the `to` read back is
 ///   the whole list either way. A send with an idempotency key ([`NewMessage::with_key`]) also
 ///   records itself here, `{_id: message id, from, to, sent, idempotency_key, content_digest,
-///   done, skipped}`, before its copies: see [`InboxStore::send`].
+///   done, skipped}`, before its copies: see [`InboxStore::send`](crate::InboxStore::send).
 /// - `inbox_filters`: `{_id: owner, muted: [..], blocked: [..]}`, each owner's mute and block
 ///   lists, read by every send (one `find`): a blocked sender's copy is not written, a muted
 ///   one's is written hidden (see [`super::InboxLifecycle`]).
@@ -229,7 +229,7 @@ impl<P: Payload> FanOutOnWrite<P> {
     /// Inserts one copy of `message` per recipient, in one unordered `insert`, after one `find`
     /// of the recipients' filters (and, at once, the `insert` of a long recipient list): none for a recipient who blocks the sender (returned), a
     /// hidden one (`muted`) for one who mutes them; `delivered` marks copies written by
-    /// [`InboxStore::deliver`], which `remove_from` may take back.
+    /// [`InboxStore::deliver`](crate::InboxStore::deliver), which `remove_from` may take back.
     ///
     /// Retried under the store's policy. Idempotent: a copy's `_id` is derived from the message
     /// and the recipient, so a copy refused as a duplicate was stored by an earlier attempt (or an

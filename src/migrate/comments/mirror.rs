@@ -26,7 +26,7 @@ use crate::{Page, PageRequest, Result};
 /// [module docs](crate::migrate) for what each costs. Errors are the source's: the target's own, after
 /// the source took a write, leave the discussion to be copied again.
 ///
-/// It threads ([`CommentStore::threaded`]) where both strategies do.
+/// It threads ([`CommentStore::threaded`](crate::CommentStore::threaded)) where both strategies do.
 pub struct MigratingComments {
     inner: Arc<CommentMigrationEngine>,
 }
@@ -126,7 +126,7 @@ impl MigratingComments {
             Reader::Target => match self.moved(discussion, link).await {
                 // Not in the map: not a comment the source has, as the target would say.
                 Err(_) => Err(Error::NotFound {
-                    what: crate::Entity::Comment,
+                    what: crate::error::Entity::Comment,
                     id: link.to_owned(),
                 }),
                 found => found,
@@ -182,9 +182,9 @@ impl MigratingComments {
             Reader::Source => read(self.source(), link_given, page.clone()).await,
             Reader::Finished => read(self.target(), translated, page.clone()).await,
             Reader::Target => match read(self.target(), translated, page.clone()).await {
-                Err(Error::InvalidInput(Invalid::Cursor { .. })) if page.after.is_some() => {
-                    read(self.source(), link_given, page.clone()).await
-                }
+                Err(Error::InvalidInput {
+                    reason: Invalid::Cursor { .. },
+                }) if page.after.is_some() => read(self.source(), link_given, page.clone()).await,
                 Err(error) => Err(error),
                 Ok(found) => {
                     let next = found.next;

@@ -179,9 +179,9 @@ impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
             .inbox_page(owner, page.clone())
             .await
         {
-            Err(Error::InvalidInput(Invalid::Cursor { .. }))
-                if page.after.is_some() && !self.inner.finished().await? =>
-            {
+            Err(Error::InvalidInput {
+                reason: Invalid::Cursor { .. },
+            }) if page.after.is_some() && !self.inner.finished().await? => {
                 self.inner.units.source.inbox_page(owner, page).await
             }
             other => other,
@@ -354,7 +354,7 @@ impl<P: Payload> MigratingInbox<P> {
                 inner.states.bump_epoch().await?;
                 match write(inner.units.target.clone()).await {
                     Ok(_) | Err(Error::NotFound { .. }) => Ok(done),
-                    Err(Error::Forbidden(_)) => Ok(done),
+                    Err(Error::Forbidden { .. }) => Ok(done),
                     Err(error) => Err(error),
                 }
             }
