@@ -1,7 +1,7 @@
 //! What the DocumentDB engine's errors say: a PostgreSQL SQLSTATE packed into the code, or
 //! (behind FerretDB 2.x) PostgreSQL's own words under `InternalError`, which tell a deadlock or a
 //! restarting database, both transient, from the rest. Read by
-//! [`crate::error::transient`]; imports nothing, so the error module depends on it alone.
+//! [`crate::error::transient`] through the family module; imports nothing.
 
 /// MongoDB's `InternalError`, which FerretDB uses for failures of its PostgreSQL.
 pub(crate) const INTERNAL_ERROR: i32 = 1;
@@ -65,4 +65,21 @@ pub(crate) fn is_lost_backend(code: i32, message: &str) -> bool {
     LOST_BACKEND_MESSAGES
         .iter()
         .any(|known| message.contains(known))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_sqlstates_packed_in_codes() {
+        assert_eq!(sqlstate(16908292).as_deref(), Some("40P01"), "deadlock");
+        assert_eq!(
+            sqlstate(100663808).as_deref(),
+            Some("08006"),
+            "connection failure"
+        );
+        assert_eq!(sqlstate(11000), None, "MongoDB's own codes are small");
+        assert!(server_says_transient(16908292) && !server_says_transient(INTERNAL_ERROR));
+    }
 }
