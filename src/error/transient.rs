@@ -24,8 +24,8 @@
 
 use bson::{Bson, Document};
 
-pub use crate::server::family::sqlstate;
-use crate::server::family::{is_lost_backend, server_says_transient};
+pub use crate::server::family::errors::sqlstate;
+use crate::server::family::errors::{is_lost_backend, server_says_transient};
 
 /// Server error codes that mean "try again": the node stepped down, is shutting down or was
 /// unreachable, a write conflicted with another, a lock or time limit ran out. The drivers'
@@ -149,7 +149,7 @@ pub(crate) fn is_transient_driver_error(error: &mongodb::error::Error) -> bool {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::server::family::INTERNAL_ERROR;
+    use crate::server::family::errors::INTERNAL_ERROR;
     use bson::doc;
 
     /// A server family's own transient codes count (a deadlock's SQLSTATE, packed as the

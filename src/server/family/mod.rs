@@ -14,6 +14,7 @@
 //! of [`ServerFamily`] matched in this file, and a row in `docs/SERVERS.md`.
 
 pub(crate) mod documentdb;
+pub(crate) mod errors;
 pub(super) mod ferretdb1;
 pub(super) mod mongo_java_server;
 pub(super) mod mongodb;
@@ -95,27 +96,6 @@ impl ServerFamily {
 /// The capabilities of a server that is probed, with no tunings of its own: atomic updates
 /// assumed (a race is no cheap probe), commands of as many statements as it takes, one at a
 /// time.
-/// The SQLSTATE a server error code carries, for the engines that report PostgreSQL's errors
-/// as codes (DocumentDB); `None` for MongoDB's own codes.
-pub use documentdb::errors::sqlstate;
-
-/// MongoDB's `InternalError`, under which some families pass on their own failures.
-#[cfg(test)]
-pub(crate) use documentdb::errors::INTERNAL_ERROR;
-
-/// Whether a server error code is transient for the family that sends it, beyond MongoDB's
-/// own codes (which `crate::error::transient` knows): a deadlock or serialization failure of the
-/// engines on PostgreSQL, or their lost backend.
-pub(crate) fn server_says_transient(code: i32) -> bool {
-    documentdb::errors::server_says_transient(code)
-}
-
-/// Whether a server error (its code and message) says the database behind the server is gone
-/// or restarting: an outage, not a refusal.
-pub(crate) fn is_lost_backend(code: i32, message: &str) -> bool {
-    documentdb::errors::is_lost_backend(code, message)
-}
-
 pub(super) fn probed(
     topology: Topology,
     max_write_batch_size: usize,
