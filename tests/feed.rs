@@ -1262,8 +1262,14 @@ async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
         "all four claimed"
     );
     let runs = sleepy.runs.lock().unwrap().clone();
-    // Three quarters of 400 ms: the third job would start after 300 ms of sleep.
-    assert_eq!(runs.len(), 2, "no job started past lease - margin");
+    // Three quarters of 400 ms: the third job would start after 300 ms of sleep, past the
+    // deadline, so two at most start (one only, where the first started late on a busy server).
+    assert!(
+        (1..=2).contains(&runs.len()),
+        "no job started past lease - margin: {} started",
+        runs.len()
+    );
+    let started_first = runs.len();
     for (_, started, deadline) in &runs {
         let deadline = deadline.expect("a queued job has a deadline");
         assert!(*started < deadline);
@@ -1271,9 +1277,15 @@ async fn a_batch_stops_starting_jobs_before_its_lease_runs_out() {
         assert!(deadline >= before + (lease - lease / 4));
         assert!(deadline <= runs[0].1 + (lease - lease / 4));
     }
-    assert_eq!(queue.pending().await.unwrap(), 2);
+    assert_eq!(queue.pending().await.unwrap(), 4 - started_first as u64);
     assert_eq!(count(&t, "work_locks").await, 0, "unstarted jobs released");
-    assert_eq!(queue.run_once(&sleepy).await.unwrap(), 2);
+    // The unstarted jobs are claimed again (two runs at most, each starting one or two).
+    for _ in 0..3 {
+        if sleepy.runs.lock().unwrap().len() == 4 {
+            break;
+        }
+        assert!(queue.run_once(&sleepy).await.unwrap() > 0, "claimed again");
+    }
     assert_eq!(sleepy.runs.lock().unwrap().len(), 4);
     assert_eq!(queue.pending().await.unwrap(), 0);
 
