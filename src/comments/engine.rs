@@ -26,24 +26,16 @@ use crate::error::Result;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
-/// Which spans the front opens for an engine's operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spans {
-    /// A store's own: `comments.<operation>`, with the strategy's name.
-    Store,
-    /// A running migration's store: `migrate.comments.<operation>`.
-    Migration,
-}
-
 /// The strategy's part of [`super::VotedComments`].
 #[async_trait]
 pub trait VotesEngine: Send + Sync + fmt::Debug + 'static {
     /// Which strategy this is.
     fn strategy(&self) -> Strategy;
 
-    /// Which spans the front opens.
-    fn spans(&self) -> Spans {
-        Spans::Store
+    /// Whether this is a running migration's store, whose operations' spans are
+    /// `migrate.comments.<operation>` (a store's own are `comments.<operation>`).
+    fn migrating(&self) -> bool {
+        false
     }
 
     /// Sets the user's vote on a comment.

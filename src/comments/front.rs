@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::engine::{CommentEngine, Spans, ThreadsEngine, TransferEngine, VotesEngine};
+use super::engine::{CommentEngine, ThreadsEngine, TransferEngine, VotesEngine};
 use super::transfer::{CommentTransfer, HeldComment};
 use super::validate::{check_discussion, check_page};
 use super::{
@@ -17,22 +17,20 @@ use super::{
     ThreadedComments, Vote, VotedComments,
 };
 use crate::error::Result;
-use crate::observe::operation;
+use crate::observe::store_operation;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
-/// The span of operation `$name` of `$engine`: `comments.<name>` with the strategy, or
-/// `migrate.comments.<name>` for a running migration's store.
+/// The span of operation `$name` of `$engine` (see [`crate::observe::store_operation`]).
 macro_rules! span {
     ($engine:expr, $name:literal $(, $($fields:tt)*)?) => {
-        match VotesEngine::spans($engine) {
-            Spans::Store => operation!(
-                concat!("comments.", $name),
-                strategy = VotesEngine::strategy($engine).name()
-                $(, $($fields)*)?
-            ),
-            Spans::Migration => operation!(concat!("migrate.comments.", $name) $(, $($fields)*)?),
-        }
+        store_operation!(
+            VotesEngine::migrating($engine),
+            VotesEngine::strategy($engine).name(),
+            "comments",
+            $name
+            $(, $($fields)*)?
+        )
     };
 }
 

@@ -36,25 +36,16 @@ use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::validate::MAX_DOCUMENT_BYTES;
 
-/// Which spans the front opens for an engine's operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Spans {
-    /// A store's own: `inbox.<operation>`, with the strategy's name.
-    Store,
-    /// A running migration's store: `migrate.inbox.<operation>`, holding the source's and the
-    /// target's spans.
-    Migration,
-}
-
 /// The strategy's part of [`super::InboxStore`]: sending, delivering, reading pages.
 #[async_trait]
 pub trait InboxEngine<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// Which strategy this is.
     fn strategy(&self) -> Strategy;
 
-    /// Which spans the front opens.
-    fn spans(&self) -> Spans {
-        Spans::Store
+    /// Whether this is a running migration's store, whose operations' spans are
+    /// `migrate.inbox.<operation>` (a store's own are `inbox.<operation>`).
+    fn migrating(&self) -> bool {
+        false
     }
 
     /// The database the store lives in.

@@ -11,30 +11,28 @@
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::engine::{InboxEngine, LifecycleEngine, Spans, TransferEngine};
+use super::engine::{InboxEngine, LifecycleEngine, TransferEngine};
 use super::keyed::KeyedSend;
 use super::lifecycle::{Filter, Filters, InboxLifecycle, Retention, UpTo};
 use super::transfer::{HeldMessage, InboxTransfer};
 use super::validate::{check_new_message, check_recipients, check_user_id};
 use super::{InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy};
 use crate::error::Result;
-use crate::observe::operation;
+use crate::observe::store_operation;
 use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 
-/// The span of operation `$name` of `$engine`: `inbox.<name>` with the strategy, or
-/// `migrate.inbox.<name>` for a running migration's store; `$fields` as `tracing` takes them.
+/// The span of operation `$name` of `$engine` (see [`crate::observe::store_operation`]).
 macro_rules! span {
     ($engine:expr, $name:literal $(, $($fields:tt)*)?) => {
-        match InboxEngine::spans($engine) {
-            Spans::Store => operation!(
-                concat!("inbox.", $name),
-                strategy = InboxEngine::strategy($engine).name()
-                $(, $($fields)*)?
-            ),
-            Spans::Migration => operation!(concat!("migrate.inbox.", $name) $(, $($fields)*)?),
-        }
+        store_operation!(
+            InboxEngine::migrating($engine),
+            InboxEngine::strategy($engine).name(),
+            "inbox",
+            $name
+            $(, $($fields)*)?
+        )
     };
 }
 

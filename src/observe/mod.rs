@@ -289,7 +289,25 @@ macro_rules! event {
     ($($rest:tt)*) => {};
 }
 
-pub(crate) use {event, operation};
+/// The span of a store's operation `$name` (literals: `"inbox"`, `"send"`): `<store>.<name>` with
+/// the strategy's name for a strategy's store, `migrate.<store>.<name>` for a running
+/// migration's (whose inner stores' spans carry the strategies); `$fields` as `tracing` takes
+/// them. The inbox and comment fronts open every span of their stores through it.
+macro_rules! store_operation {
+    ($migrating:expr, $strategy:expr, $store:literal, $name:literal $(, $($fields:tt)*)?) => {
+        if $migrating {
+            $crate::observe::operation!(concat!("migrate.", $store, ".", $name) $(, $($fields)*)?)
+        } else {
+            $crate::observe::operation!(
+                concat!($store, ".", $name),
+                strategy = $strategy
+                $(, $($fields)*)?
+            )
+        }
+    };
+}
+
+pub(crate) use {event, operation, store_operation};
 
 /// Without the `tracing` feature: nothing, and [`Operation::run`] returns the future it is given.
 #[cfg(not(feature = "tracing"))]

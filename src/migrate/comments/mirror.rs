@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::units::CommentMigrationEngine;
-use crate::comments::engine::{CommentEngine, Spans, ThreadsEngine, VotesEngine};
+use crate::comments::engine::{CommentEngine, ThreadsEngine, VotesEngine};
 use crate::comments::{
     Comment, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort, Strategy, Thread,
     ThreadedComments, Vote,
@@ -448,8 +448,8 @@ impl VotesEngine for MigratingComments {
         self.source().strategy()
     }
 
-    fn spans(&self) -> Spans {
-        Spans::Migration
+    fn migrating(&self) -> bool {
+        true
     }
 
     async fn vote(

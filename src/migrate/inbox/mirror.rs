@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::units::InboxMigrationEngine;
 use crate::error::{Error, Invalid};
-use crate::inbox::engine::{InboxEngine, LifecycleEngine, Spans};
+use crate::inbox::engine::{InboxEngine, LifecycleEngine};
 use crate::inbox::keyed::KeyedSend;
 use crate::inbox::{
     Filter, Filters, Message, MessageId, NewMessage, Payload, Retention, Sent, Strategy, UpTo,
@@ -102,8 +102,8 @@ impl<P: Payload> MigratingInbox<P> {
 
 #[async_trait]
 impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
-    fn spans(&self) -> Spans {
-        Spans::Migration
+    fn migrating(&self) -> bool {
+        true
     }
 
     /// The source's strategy (the target's pages, once reads moved, carry the target's
