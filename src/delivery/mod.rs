@@ -57,6 +57,7 @@
 //! [`crate::jobs`]), 1 `find` of followers, 1 `find` of their activity, the
 //! strategy's delivery, and 1 `insert` of the next job.
 
+mod spans;
 mod timeline;
 mod watch;
 mod worker;
@@ -74,11 +75,11 @@ use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::delivery::spans::Op;
 use crate::error::{Error, Result};
 use crate::graph::FollowGraph;
 use crate::inbox::{DynInboxStore, Message, MessageId, Strategy};
 use crate::jobs::{JobQueue, Worker};
-use crate::observe;
 use crate::page::PageRequest;
 use crate::payload::Payload;
 use crate::sharding::ShardKey;
@@ -351,7 +352,8 @@ impl<P: Payload> Delivery<P> {
     /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
     /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("delivery.create_indexes")
+        Op::CreateIndexes
+            .span()
             .run(async move {
                 self.inner.backend.create_indexes().await?;
                 self.inner.jobs.create_indexes().await?;
@@ -389,7 +391,8 @@ impl<P: Payload> Delivery<P> {
     /// indexes). The graph it
     /// reads is sharded by its own [`FollowGraph::shard_collections`](crate::FollowGraph::shard_collections).
     pub async fn shard_collections(&self) -> Result<()> {
-        observe::operation!("delivery.shard_collections")
+        Op::ShardCollections
+            .span()
             .run(async move {
                 crate::sharding::shard_collections(
                     self.inner.backend.database(),
@@ -413,7 +416,8 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::max_message_bytes`]. Then [`Error::NotFound`] (an author the graph does not
     /// know) before anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
-        observe::operation!("delivery.post")
+        Op::Post
+            .span()
             .run(async move {
                 crate::validate::user_id("sender", author)?;
                 let message = Message {
@@ -495,7 +499,8 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
     /// inbox.
     pub async fn touch(&self, user: &str) -> Result<bool> {
-        observe::operation!("delivery.touch")
+        Op::Touch
+            .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
                 let inner = &self.inner;
@@ -561,7 +566,8 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("delivery.follow")
+        Op::Follow
+            .span()
             .run(async move {
                 let new = self.inner.graph.follow(owner, user).await?;
                 if new && !self.is_celebrity(user).await? {
@@ -590,7 +596,8 @@ impl<P: Payload> Delivery<P> {
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("delivery.unfollow")
+        Op::Unfollow
+            .span()
             .run(async move {
                 crate::validate::user_id("owner", owner)?;
                 crate::validate::user_id("user", user)?;
@@ -613,7 +620,8 @@ impl<P: Payload> Delivery<P> {
 
     /// Whether `user`'s posts are merged at read time rather than copied.
     pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
-        observe::operation!("delivery.is_celebrity")
+        Op::IsCelebrity
+            .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
                 Ok(self
@@ -639,7 +647,8 @@ impl<P: Payload> Delivery<P> {
     /// Runs the fan-out jobs that are due, in this task, until none is left; returns how many
     /// ran. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        observe::operation!("delivery.run_pending")
+        Op::RunPending
+            .span()
             .run(async move {
                 self.inner
                     .jobs
@@ -656,7 +665,8 @@ impl<P: Payload> Delivery<P> {
     ///
     /// [`Error::Timeout`] after `timeout`.
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        observe::operation!("delivery.wait_until_drained")
+        Op::WaitUntilDrained
+            .span()
             .run(async move { self.inner.jobs.wait_until_drained(timeout).await })
             .await
     }

@@ -6,9 +6,9 @@ use futures::TryStreamExt;
 
 use super::worker::decode_post;
 use super::Delivery;
+use crate::delivery::spans::Op;
 use crate::graph::FollowSource;
 use crate::inbox::{cursor, Message, Strategy};
-use crate::observe;
 use crate::{payload::Payload, Page, PageRequest, Result};
 
 impl<P: Payload> Delivery<P> {
@@ -40,7 +40,8 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`crate::InboxStore::inbox_page`].
     pub async fn timeline(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        observe::operation!("delivery.timeline")
+        Op::Timeline
+            .span()
             .run(async move {
                 let inner = &self.inner;
                 if inner.inbox.strategy() == Strategy::BucketedFanOut {

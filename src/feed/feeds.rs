@@ -14,13 +14,13 @@ use async_trait::async_trait;
 use bson::doc;
 
 use crate::error::Invalid;
-use crate::observe;
 
 use super::cursor;
 use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
 use super::state::FeedState;
 use super::types::{FeedKind, Post, PostId};
+use crate::feed::spans::Op;
 use crate::payload::Payload;
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::{Error, Page, PageRequest, Result};
@@ -105,7 +105,8 @@ impl<X: Payload> Feeds<X> {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
     /// unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
-        observe::operation!("feed.feeds.page")
+        Op::FeedsPage
+            .span()
             .run(async move {
                 request.check()?;
                 if let FeedKind::User(user) = feed {
@@ -189,7 +190,8 @@ impl<X: Payload> Feeds<X> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for the user id of a
     /// [`FeedKind::User`], before any command.
     pub async fn items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
-        observe::operation!("feed.feeds.items")
+        Op::FeedsItems
+            .span()
             .run(async move {
                 if let FeedKind::User(user) = feed {
                     crate::validate::user_id("user", user)?;
@@ -221,14 +223,16 @@ impl<X: Payload> Feeds<X> {
     /// the `4 × max_feed_len` most liked; one `find` of those posts; one write of the feed.
     /// Returns the feed's length.
     pub async fn refresh_hot(&self) -> Result<usize> {
-        observe::operation!("feed.feeds.refresh_hot")
+        Op::FeedsRefreshHot
+            .span()
             .run(async move { lists::refresh_hot(&self.inner).await })
             .await
     }
 
     /// Queues a refresh of the "hot" feed for a worker (one `insert`).
     pub async fn schedule_hot_refresh(&self) -> Result<()> {
-        observe::operation!("feed.feeds.schedule_hot_refresh")
+        Op::FeedsScheduleHotRefresh
+            .span()
             .run(async move {
                 FeedJob::RefreshHot.enqueue(&self.inner.jobs).await?;
                 Ok(())
@@ -250,7 +254,8 @@ impl<X: Payload> Feeds<X> {
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user(&self, user: &str) -> Result<usize> {
-        observe::operation!("feed.feeds.rebuild_user")
+        Op::FeedsRebuildUser
+            .span()
             .run(async move { lists::rebuild_user(&self.inner, user).await })
             .await
     }

@@ -98,6 +98,7 @@ mod posts;
 mod propagation;
 mod ranking;
 mod search;
+mod spans;
 mod state;
 mod store;
 mod types;

@@ -1,7 +1,6 @@
 //! The [`Posts`] handle: publishing posts and reading them, one denormalized document each.
 
 use crate::error::Invalid;
-use crate::observe;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -12,6 +11,7 @@ use super::jobs::FeedJob;
 use super::state::{not_found_post, FeedState};
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
+use crate::feed::spans::Op;
 use crate::idempotency::{CONTENT, KEY};
 use crate::payload::Payload;
 use crate::validate::{non_blank, user_id};
@@ -230,7 +230,8 @@ impl<X: Payload> Posts<X> {
     /// # Ok(()) }
     /// ```
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
-        observe::operation!("feed.posts.create")
+        Op::PostsCreate
+            .span()
             .run(async move {
                 check_new_post(&post)?;
                 let keyed = match &post.key {
@@ -439,7 +440,8 @@ impl<X: Payload> Posts<X> {
     ///
     /// [`Error::NotFound`] for an unknown post.
     pub async fn get(&self, id: PostId) -> Result<Post<X>> {
-        observe::operation!("feed.posts.get")
+        Op::PostsGet
+            .span()
             .run(async move {
                 let posts = &self.inner.collections.posts;
                 let found = posts
@@ -454,7 +456,8 @@ impl<X: Payload> Posts<X> {
     /// The posts with these ids, in this order, in one `find` with `$in` (MongoDB returns `$in`
     /// matches in any order). Ids of deleted posts are skipped.
     pub async fn get_many(&self, ids: &[PostId]) -> Result<Vec<Post<X>>> {
-        observe::operation!("feed.posts.get_many")
+        Op::PostsGetMany
+            .span()
             .run(async move { self.inner.posts_in_order(ids).await })
             .await
     }

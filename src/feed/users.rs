@@ -17,7 +17,7 @@ use super::state::{not_found_user, FeedState};
 use super::types::User;
 use crate::bson_ext;
 use crate::error::{Entity, Error, Result};
-use crate::observe;
+use crate::feed::spans::Op;
 use crate::validate;
 
 /// A user to create.
@@ -118,7 +118,8 @@ impl Users {
     /// [`Users::MAX_PROFILE_BYTES`], all before any command;
     /// [`Error::AlreadyExists`] for an id or username taken, before anything is written.
     pub async fn create(&self, user: NewUser) -> Result<User> {
-        observe::operation!("feed.users.create")
+        Op::UsersCreate
+            .span()
             .run(async move {
                 validate::user_id("user", &user.id)?;
                 validate::id("username", &user.username)?;
@@ -166,7 +167,8 @@ impl Users {
     ///
     /// [`Error::NotFound`] for an unknown user.
     pub async fn get(&self, id: &str) -> Result<User> {
-        observe::operation!("feed.users.get")
+        Op::UsersGet
+            .span()
             .run(async move { self.inner.user(id).await })
             .await
     }
@@ -181,7 +183,8 @@ impl Users {
     /// over [`Users::MAX_EXTENDED_BYTES`], before any command; [`Error::NotFound`] for an
     /// unknown user (one more `find`).
     pub async fn put_extended<E: Serialize>(&self, id: &str, details: &E) -> Result<()> {
-        observe::operation!("feed.users.put_extended")
+        Op::UsersPutExtended
+            .span()
             .run(async move {
                 validate::user_id("user", id)?;
                 let details = bson::to_bson(details)?;
@@ -204,7 +207,8 @@ impl Users {
     ///
     /// [`Error::NotFound`] when none was stored for this user.
     pub async fn get_extended<E: DeserializeOwned>(&self, id: &str) -> Result<ExtendedUser<E>> {
-        observe::operation!("feed.users.get_extended")
+        Op::UsersGetExtended
+            .span()
             .run(async move {
                 validate::user_id("user", id)?;
                 let extended_users = &self.inner.collections.extended_users;
@@ -231,7 +235,8 @@ impl Users {
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename(&self, id: &str, username: &str) -> Result<PropagationStatus> {
-        observe::operation!("feed.users.rename")
+        Op::UsersRename
+            .span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
                 propagation::run(&self.inner, propagation, None, None).await
@@ -246,7 +251,8 @@ impl Users {
     /// queues a new job that resumes from the recorded progress, so a long propagation never
     /// holds a claim past its lease.
     pub async fn rename_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
-        observe::operation!("feed.users.rename_in_background")
+        Op::UsersRenameInBackground
+            .span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
                 FeedJob::Propagate { propagation }
@@ -318,7 +324,8 @@ impl Users {
     /// Copies a user's current chunk into every document that embeds it (idempotent; for
     /// repairs).
     pub async fn propagate(&self, id: &str) -> Result<PropagationStatus> {
-        observe::operation!("feed.users.propagate")
+        Op::UsersPropagate
+            .span()
             .run(async move {
                 self.inner.user(id).await?;
                 let propagation = propagation::record(&self.inner, id).await?;
@@ -338,7 +345,8 @@ impl Users {
         propagation: ObjectId,
         max_batches: Option<usize>,
     ) -> Result<PropagationStatus> {
-        observe::operation!("feed.users.run_propagation")
+        Op::UsersRunPropagation
+            .span()
             .run(async move { propagation::run(&self.inner, propagation, max_batches, None).await })
             .await
     }
@@ -346,7 +354,8 @@ impl Users {
     /// Unfinished propagations (interrupted by a crash, a timeout or a batch limit), oldest
     /// first.
     pub async fn unfinished_propagations(&self) -> Result<Vec<ObjectId>> {
-        observe::operation!("feed.users.unfinished_propagations")
+        Op::UsersUnfinishedPropagations
+            .span()
             .run(async move {
                 let records: Vec<bson::Document> = self
                     .inner
@@ -369,7 +378,8 @@ impl Users {
     /// Finishes every unfinished propagation; run at startup or on a timer. Returns how many
     /// were finished.
     pub async fn resume_propagations(&self) -> Result<usize> {
-        observe::operation!("feed.users.resume_propagations")
+        Op::UsersResumePropagations
+            .span()
             .run(async move {
                 let unfinished = self.unfinished_propagations().await?;
                 for propagation in &unfinished {

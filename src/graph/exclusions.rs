@@ -19,7 +19,6 @@
 //! Lifting a block ([`FollowGraph::unblock`]) restores no follow. A dismissal is never lifted.
 
 use crate::error::{Forbidden, Invalid};
-use crate::observe;
 use std::collections::BTreeSet;
 
 use bson::{doc, Document};
@@ -27,6 +26,7 @@ use futures::TryStreamExt;
 
 use super::paging::{page_of, trim, List};
 use super::FollowGraph;
+use crate::graph::spans::Op;
 use crate::{validate, Error, Page, PageRequest, Result};
 
 /// `kind` of a dismissal.
@@ -44,7 +44,8 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.dismiss")
+        Op::Dismiss
+            .span()
             .run(async move {
                 self.check_other(owner, user, "dismiss").await?;
                 self.backend.ensure_indexes().await?;
@@ -74,7 +75,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.block")
+        Op::Block
+            .span()
             .run(async move {
                 self.check_other(owner, user, "block").await?;
                 self.backend.ensure_indexes().await?;
@@ -96,7 +98,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.unblock")
+        Op::Unblock
+            .span()
             .run(async move {
                 self.check_other(owner, user, "block").await?;
                 let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
@@ -112,7 +115,8 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
-        observe::operation!("graph.blocked")
+        Op::Blocked
+            .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
                 let filter = doc! { "owner": owner, "kind": BLOCK };

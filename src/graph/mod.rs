@@ -100,6 +100,7 @@ mod recommend;
 mod relations;
 mod repair;
 mod setup;
+mod spans;
 mod types;
 
 pub use builder::FollowGraphBuilder;

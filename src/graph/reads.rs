@@ -5,7 +5,7 @@ use futures::TryStreamExt;
 
 use super::paging::{page_of, trim};
 use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
-use crate::observe;
+use crate::graph::spans::Op;
 use crate::{bson_ext, validate};
 use crate::{error::Entity, Page, PageRequest, Result};
 
@@ -18,7 +18,8 @@ impl FollowGraph {
     /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        observe::operation!("graph.following")
+        Op::Following
+            .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
                 let list = List::Following(owner);
@@ -34,7 +35,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        observe::operation!("graph.followers")
+        Op::Followers
+            .span()
             .run(async move {
                 validate::user_id("user", user)?;
                 let list = List::Followers(user);
@@ -50,7 +52,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
-        observe::operation!("graph.members")
+        Op::Members
+            .span()
             .run(async move {
                 validate::id("group id", group)?;
                 let list = List::Members(group);
@@ -67,7 +70,8 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        observe::operation!("graph.follows_any")
+        Op::FollowsAny
+            .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
                 self.subscribed(("owner", owner), ("user", users)).await
@@ -77,7 +81,8 @@ impl FollowGraph {
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        observe::operation!("graph.followers_among")
+        Op::FollowersAmong
+            .span()
             .run(async move {
                 validate::user_id("user", user)?;
                 self.subscribed(("user", user), ("owner", owners)).await
@@ -112,7 +117,8 @@ impl FollowGraph {
 
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
-        observe::operation!("graph.subscription")
+        Op::Subscription
+            .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
                 validate::user_id("user", user)?;
@@ -135,7 +141,8 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        observe::operation!("graph.stats")
+        Op::Stats
+            .span()
             .run(async move {
                 validate::user_id("user", user)?;
                 let found = self

@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
 use crate::error::Result;
-use crate::observe;
+use crate::graph::spans::Op;
 use crate::page::{invalid, Cursor, Scope};
 use crate::page::{Page, PageRequest};
 use crate::{bson_ext, validate};
@@ -108,7 +108,8 @@ impl FollowGraph {
         user: &str,
         page: PageRequest,
     ) -> Result<Page<Recommendation>> {
-        observe::operation!("graph.recommendations")
+        Op::Recommendations
+            .span()
             .run(async move {
                 validate::user_id("user", user)?;
                 page.check()?;

@@ -7,8 +7,8 @@ use mongodb::Collection;
 use super::{group_key, owner_key, FollowGraph, Kind, Origin};
 use crate::backend::lease_lock::Lease;
 use crate::error::Result;
+use crate::graph::spans::Op;
 use crate::notifications::{Activity, Kind as NotificationKind};
-use crate::observe;
 
 /// Members or followers read per query while fanning a change out over a group.
 const SCAN_PAGE: i64 = 500;
@@ -42,7 +42,8 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.follow")
+        Op::Follow
+            .span()
             .run(async move {
                 self.check_pair(owner, user).await?;
                 self.backend.ensure_indexes().await?;
@@ -77,7 +78,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.unfollow")
+        Op::Unfollow
+            .span()
             .run(async move {
                 self.check_pair(owner, user).await?;
                 self.backend.ensure_indexes().await?;
@@ -117,7 +119,8 @@ impl FollowGraph {
     /// `"user"`; `"group id"`), both before any command;
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        observe::operation!("graph.follow_group")
+        Op::FollowGroup
+            .span()
             .run(async move { self.change_group(group, owner, GroupChange::Follow).await })
             .await
     }
@@ -129,7 +132,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        observe::operation!("graph.unfollow_group")
+        Op::UnfollowGroup
+            .span()
             .run(async move { self.change_group(group, owner, GroupChange::Unfollow).await })
             .await
     }
@@ -141,7 +145,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.add_member")
+        Op::AddMember
+            .span()
             .run(async move { self.change_group(group, user, GroupChange::Join).await })
             .await
     }
@@ -153,7 +158,8 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
-        observe::operation!("graph.remove_member")
+        Op::RemoveMember
+            .span()
             .run(async move { self.change_group(group, user, GroupChange::Leave).await })
             .await
     }

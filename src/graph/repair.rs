@@ -3,7 +3,7 @@
 use bson::doc;
 
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
-use crate::observe;
+use crate::graph::spans::Op;
 use crate::validate;
 use crate::Result;
 
@@ -19,7 +19,8 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        observe::operation!("graph.rebuild")
+        Op::Rebuild
+            .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
                 self.check_users(&[owner]).await?;
@@ -47,7 +48,8 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        observe::operation!("graph.recount")
+        Op::Recount
+            .span()
             .run(async move {
                 validate::user_id("user", user)?;
                 self.check_users(&[user]).await?;

@@ -48,6 +48,7 @@ mod builder;
 mod job;
 mod queue;
 mod run;
+mod spans;
 mod worker;
 
 pub use builder::JobQueueBuilder;

@@ -12,7 +12,7 @@ use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::observe;
+use crate::jobs::spans::Op;
 use crate::sharding::ShardKey;
 
 /// A durable job queue; cheap to clone (clones share the collections).
@@ -115,7 +115,8 @@ impl JobQueue {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// (`"job payload"`) for a payload over [`JobQueue::MAX_PAYLOAD_BYTES`].
     pub async fn enqueue(&self, kind: &str, payload: Document) -> Result<ObjectId> {
-        observe::operation!("jobs.enqueue", kind)
+        Op::Enqueue(kind)
+            .span()
             .run(async move {
                 let id = ObjectId::new();
                 self.enqueue_once(id, kind, payload).await?;
@@ -134,7 +135,8 @@ impl JobQueue {
     ///
     /// As [`JobQueue::enqueue`].
     pub async fn enqueue_once(&self, id: ObjectId, kind: &str, payload: Document) -> Result<bool> {
-        observe::operation!("jobs.enqueue_once", kind)
+        Op::EnqueueOnce(kind)
+            .span()
             .run(async move {
                 crate::validate::id("job kind", kind)?;
                 crate::validate::encoded_size("job payload", &payload, Self::MAX_PAYLOAD_BYTES)?;
@@ -203,7 +205,8 @@ impl JobQueue {
     /// Retried on transient failures: deleting by `_id` twice deletes once. When the first
     /// attempt's reply was lost, a retry finds the job gone and returns `false`.
     pub async fn cancel(&self, job: ObjectId) -> Result<bool> {
-        observe::operation!("jobs.cancel")
+        Op::Cancel
+            .span()
             .run(async move {
                 let deleted = self
                     .backend
@@ -218,14 +221,16 @@ impl JobQueue {
 
     /// Jobs waiting or running (not failed), one `count`.
     pub async fn pending(&self) -> Result<u64> {
-        observe::operation!("jobs.pending")
+        Op::Pending
+            .span()
             .run(async move { Ok(self.jobs.count_documents(doc! { "failed": false }).await?) })
             .await
     }
 
     /// Jobs given up on after [`JobQueueBuilder::max_attempts`] runs, one `count`.
     pub async fn failed(&self) -> Result<u64> {
-        observe::operation!("jobs.failed")
+        Op::Failed
+            .span()
             .run(async move { Ok(self.jobs.count_documents(doc! { "failed": true }).await?) })
             .await
     }
@@ -236,7 +241,8 @@ impl JobQueue {
     ///
     /// [`Error::Timeout`] if jobs are still pending after `timeout`.
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        observe::operation!("jobs.wait_until_drained")
+        Op::WaitUntilDrained
+            .span()
             .run(async move {
                 let started = tokio::time::Instant::now();
                 loop {
@@ -258,7 +264,8 @@ impl JobQueue {
     /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
     /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("jobs.create_indexes")
+        Op::CreateIndexes
+            .span()
             .run(async move { self.backend.create_indexes().await })
             .await
     }
@@ -266,7 +273,8 @@ impl JobQueue {
     /// Shards the queue's collections on [`JobQueue::shard_keys`] when connected to a `mongos`
     /// (or a front end that answers as one); see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        observe::operation!("jobs.shard_collections")
+        Op::ShardCollections
+            .span()
             .run(async move {
                 crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
                     .await

@@ -8,6 +8,7 @@ use futures::TryStreamExt;
 
 use super::{Job, JobHandler, JobQueue};
 use crate::error::{Error, Result};
+use crate::jobs::spans::Op;
 use crate::observe;
 
 /// A worker looks at this many batches of due jobs and claims the first free one.
@@ -20,7 +21,8 @@ impl JobQueue {
     /// their own that passes their handler.
     pub async fn run_pending(&self, handler: &dyn JobHandler) -> Result<usize> {
         let mut total = 0;
-        observe::operation!("jobs.run_pending")
+        Op::RunPending
+            .span()
             .run(async {
                 loop {
                     let ran = self.run_round(handler).await?;
@@ -45,9 +47,7 @@ impl JobQueue {
     /// Server errors while claiming, re-reading or completing jobs; the claims are then released
     /// (or, if releasing fails too, left to their lease) and the first error is returned.
     pub async fn run_once(&self, handler: &dyn JobHandler) -> Result<usize> {
-        observe::operation!("jobs.run_once")
-            .run(self.run_round(handler))
-            .await
+        Op::RunOnce.span().run(self.run_round(handler)).await
     }
 
     /// [`JobQueue::run_once`], without its span: a worker's round, which emits only for the jobs
@@ -158,15 +158,10 @@ impl JobQueue {
             job.deadline = Some(deadline);
             // The handler's failure is recorded on the job: only a failure to record it stops
             // the round.
-            let _handled = observe::operation!(
-                "jobs.run",
-                job = %job.id,
-                kind = job.kind.as_str(),
-                attempt = job.attempts + 1,
-                worker = observe::worker_number(),
-            )
-            .run_nested(self.run_job(handler, &job))
-            .await?;
+            let _handled = Op::Run(&job)
+                .span()
+                .run_nested(self.run_job(handler, &job))
+                .await?;
         }
         Ok(())
     }

@@ -273,18 +273,35 @@ impl<U: Units> Engine<U> {
 
     /// Records the migration and enqueues the listing; see `InboxMigration::start`.
     pub(super) async fn start(&self) -> Result<()> {
-        self.units.create_indexes().await?;
-        self.jobs.create_indexes().await?;
-        if self.states.phase().await?.is_none() {
-            self.units.check_start().await?;
-            let (source, target) = self.units.strategies();
-            self.states.begin(&source, &target).await?;
-        }
-        let kind = self.list_kind();
-        self.jobs
-            .enqueue_once(job_id(&kind, ""), &kind, doc! {})
-            .await?;
-        Ok(())
+        observe::operation!("migrate.start", migration = self.name())
+            .run(async move {
+                self.units.create_indexes().await?;
+                self.jobs.create_indexes().await?;
+                if self.states.phase().await?.is_none() {
+                    self.units.check_start().await?;
+                    let (source, target) = self.units.strategies();
+                    self.states.begin(&source, &target).await?;
+                }
+                let kind = self.list_kind();
+                self.jobs
+                    .enqueue_once(job_id(&kind, ""), &kind, doc! {})
+                    .await?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// How far the copy has got, in the span of the handle's `progress`.
+    pub(super) async fn progress(&self) -> Result<Tally> {
+        observe::operation!("migrate.progress", migration = self.name())
+            .run(self.tally())
+            .await
+    }
+
+    /// The migration's name in spans: `inbox`, `comments`.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    fn name(&self) -> &'static str {
+        self.units.kind().trim_start_matches("migrate-")
     }
 
     /// How far the copy has got.
@@ -316,37 +333,49 @@ impl<U: Units> Engine<U> {
     }
 
     pub(super) async fn cut_over(&self) -> Result<()> {
-        self.require_copied("cut over").await?;
-        self.set_phase(
-            &[Phase::Copying, Phase::CutOver],
-            Phase::CutOver,
-            "cut over",
-        )
-        .await
+        observe::operation!("migrate.cut_over", migration = self.name())
+            .run(async move {
+                self.require_copied("cut over").await?;
+                self.set_phase(
+                    &[Phase::Copying, Phase::CutOver],
+                    Phase::CutOver,
+                    "cut over",
+                )
+                .await
+            })
+            .await
     }
 
     pub(super) async fn finish(&self) -> Result<()> {
-        self.require_copied("finish").await?;
-        self.set_phase(
-            &[Phase::Copying, Phase::CutOver, Phase::Finished],
-            Phase::Finished,
-            "finish",
-        )
-        .await
+        observe::operation!("migrate.finish", migration = self.name())
+            .run(async move {
+                self.require_copied("finish").await?;
+                self.set_phase(
+                    &[Phase::Copying, Phase::CutOver, Phase::Finished],
+                    Phase::Finished,
+                    "finish",
+                )
+                .await
+            })
+            .await
     }
 
     pub(super) async fn abort(&self) -> Result<()> {
-        self.set_phase(
-            &[Phase::Copying, Phase::CutOver, Phase::Aborted],
-            Phase::Aborted,
-            "abort",
-        )
-        .await?;
-        // Processes trusting a phase read within its time-to-live stop writing the target.
-        tokio::time::sleep(States::phase_ttl() * 2).await;
-        self.units.purge_target().await?;
-        self.states.forget_units().await?;
-        Ok(())
+        observe::operation!("migrate.abort", migration = self.name())
+            .run(async move {
+                self.set_phase(
+                    &[Phase::Copying, Phase::CutOver, Phase::Aborted],
+                    Phase::Aborted,
+                    "abort",
+                )
+                .await?;
+                // Processes trusting a phase read within its time-to-live stop writing the target.
+                tokio::time::sleep(States::phase_ttl() * 2).await;
+                self.units.purge_target().await?;
+                self.states.forget_units().await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn require_copied(&self, what: &str) -> Result<()> {
@@ -373,7 +402,9 @@ impl<U: Units> Engine<U> {
 
 /// Runs the copy's jobs of `engine` until none is due; returns how many ran.
 pub(super) async fn run_pending<U: Units>(engine: &Arc<Engine<U>>) -> Result<usize> {
-    engine.jobs.run_pending(&Copier(engine.clone())).await
+    observe::operation!("migrate.run_pending", migration = engine.name())
+        .run(engine.jobs.run_pending(&Copier(engine.clone())))
+        .await
 }
 
 /// Runs the copy of `engine` in the background until the worker is stopped or dropped.
@@ -488,7 +519,7 @@ impl<U: Units> Copier<U> {
     async fn copy(&self, unit: &str) -> Result<()> {
         observe::operation!(
             "migrate.copy",
-            migration = self.0.units.kind().trim_start_matches("migrate-"),
+            migration = self.0.name(),
             items = ::tracing::field::Empty
         )
         .run(async move {

@@ -79,6 +79,7 @@
 mod builder;
 mod outbox;
 mod reads;
+mod spans;
 mod store;
 mod types;
 mod watch;

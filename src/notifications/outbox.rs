@@ -11,7 +11,7 @@ use bson::oid::ObjectId;
 
 use super::{Activity, DynNotifier, Kind};
 use crate::jobs::{Job, JobHandler, JobQueue, Worker};
-use crate::observe;
+use crate::notifications::spans::Op;
 use crate::Result;
 
 /// The kind of the outbox's jobs.
@@ -166,7 +166,8 @@ impl Outbox {
     /// Server errors of the outbox's own database; a notifier's failure is recorded on its job,
     /// which runs again later.
     pub async fn run_pending(&self) -> Result<usize> {
-        observe::operation!("notifications.outbox.run_pending")
+        Op::OutboxRunPending
+            .span()
             .run(async move { self.queue.run_pending(&self.handler()).await })
             .await
     }
@@ -179,14 +180,16 @@ impl Outbox {
 
     /// Notifications waiting for delivery (one `count`).
     pub async fn pending(&self) -> Result<u64> {
-        observe::operation!("notifications.outbox.pending")
+        Op::OutboxPending
+            .span()
             .run(async move { self.queue.pending().await })
             .await
     }
 
     /// Notifications given up on after 1,000 failed runs (one `count`).
     pub async fn failed(&self) -> Result<u64> {
-        observe::operation!("notifications.outbox.failed")
+        Op::OutboxFailed
+            .span()
             .run(async move { self.queue.failed().await })
             .await
     }

@@ -14,7 +14,7 @@ use super::{
     MAX_DATA_BYTES,
 };
 use crate::config::StoreConfig;
-use crate::observe;
+use crate::notifications::spans::Op;
 use crate::realtime::{self, ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::validate;
@@ -48,7 +48,8 @@ impl<D: Payload> NotificationStore<D> {
     /// Correctness does not depend on them (a group's `_id` is what keeps it single), only the
     /// speed of pages, counts and withdrawals.
     pub async fn create_indexes(&self) -> Result<()> {
-        observe::operation!("notifications.create_indexes")
+        Op::CreateIndexes
+            .span()
             .run(async move { self.groups.backend.create_indexes().await })
             .await
     }
@@ -65,7 +66,8 @@ impl<D: Payload> NotificationStore<D> {
     /// Shards the store's collection on [`NotificationStore::shard_keys`] when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        observe::operation!("notifications.shard_collections")
+        Op::ShardCollections
+            .span()
             .run(async move {
                 crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
             })
@@ -104,7 +106,8 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) if more than 64 full groups of the window were met; [`Error::Conflict`](crate::Error::Conflict) for a key the recipient's events used with another
     /// activity, time or data, nothing written.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
-        observe::operation!("notifications.notify")
+        Op::Notify
+            .span()
             .run(async move {
                 let event = event.into();
                 check(&event.activity)?;
@@ -143,7 +146,8 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id over
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
-        observe::operation!("notifications.withdraw")
+        Op::Withdraw
+            .span()
             .run(async move {
                 check(activity)?;
                 self.groups.withdraw(activity).await
@@ -158,7 +162,8 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
-        observe::operation!("notifications.page")
+        Op::Page
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 page.check()?;
@@ -173,7 +178,8 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
-        observe::operation!("notifications.counts")
+        Op::Counts
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 self.groups.counts(recipient).await
@@ -189,7 +195,8 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
-        observe::operation!("notifications.mark_seen")
+        Op::MarkSeen
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 self.groups
@@ -210,7 +217,8 @@ impl<D: Payload> NotificationStore<D> {
         recipient: &str,
         until: Option<bson::DateTime>,
     ) -> Result<u64> {
-        observe::operation!("notifications.mark_all_read")
+        Op::MarkAllRead
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 self.groups
@@ -227,7 +235,8 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::error::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
-        observe::operation!("notifications.mark_read")
+        Op::MarkRead
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 self.groups.mark_read(recipient, group).await
@@ -284,7 +293,8 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
-        observe::operation!("notifications.trim")
+        Op::Trim
+            .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
                 self.groups.trim(recipient, keep).await

@@ -19,7 +19,6 @@ use crate::backend::Backend;
 use crate::comments::DynCommentTransfer;
 use crate::error::{Error, Result};
 use crate::jobs::Worker;
-use crate::observe;
 use crate::retry::RetryPolicy;
 use units::{CommentMigrationEngine, Discussions};
 
@@ -214,17 +213,13 @@ impl CommentMigration {
     /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
     /// strategy has no threads.
     pub async fn start(&self) -> Result<()> {
-        observe::operation!("migrate.start", migration = "comments")
-            .run(async move { self.inner.start().await })
-            .await
+        self.inner.start().await
     }
 
     /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
     /// [`crate::JobQueue::run_pending`]).
     pub async fn run_pending(&self) -> Result<usize> {
-        observe::operation!("migrate.run_pending", migration = "comments")
-            .run(async move { engine::run_pending(&self.inner).await })
-            .await
+        engine::run_pending(&self.inner).await
     }
 
     /// Runs the copy in the background until the returned worker is stopped or dropped.
@@ -234,19 +229,15 @@ impl CommentMigration {
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<CommentProgress> {
-        observe::operation!("migrate.progress", migration = "comments")
-            .run(async move {
-                let tally = self.inner.tally().await?;
-                Ok(CommentProgress {
-                    discussions_done: tally.done,
-                    discussions_total: tally.total,
-                    listed: tally.listed,
-                    comments_copied: tally.items,
-                    rate: tally.rate,
-                    time_left: tally.time_left,
-                })
-            })
-            .await
+        let tally = self.inner.progress().await?;
+        Ok(CommentProgress {
+            discussions_done: tally.done,
+            discussions_total: tally.total,
+            listed: tally.listed,
+            comments_copied: tally.items,
+            rate: tally.rate,
+            time_left: tally.time_left,
+        })
     }
 
     /// Whether every discussion is listed and copied, and no copy is waiting.
@@ -261,9 +252,7 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] before every discussion is copied, or after an abort.
     pub async fn cut_over(&self) -> Result<()> {
-        observe::operation!("migrate.cut_over", migration = "comments")
-            .run(async move { self.inner.cut_over().await })
-            .await
+        self.inner.cut_over().await
     }
 
     /// Ends the migration: the source is no longer written, every read and write goes to the
@@ -274,9 +263,7 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] before every discussion is copied, or after an abort.
     pub async fn finish(&self) -> Result<()> {
-        observe::operation!("migrate.finish", migration = "comments")
-            .run(async move { self.inner.finish().await })
-            .await
+        self.inner.finish().await
     }
 
     /// Stops the migration: writes and reads go to the source alone again, and what the target
@@ -288,8 +275,6 @@ impl CommentMigration {
     ///
     /// [`Error::Precondition`] after [`CommentMigration::finish`].
     pub async fn abort(&self) -> Result<()> {
-        observe::operation!("migrate.abort", migration = "comments")
-            .run(async move { self.inner.abort().await })
-            .await
+        self.inner.abort().await
     }
 }

@@ -16,7 +16,6 @@ use super::Reads;
 use crate::error::Result;
 use crate::inbox::{DynInboxTransfer, Payload};
 use crate::jobs::Worker;
-use crate::observe;
 use crate::retry::RetryPolicy;
 use units::{InboxMigrationEngine, Inboxes};
 
@@ -163,17 +162,13 @@ impl<P: Payload> InboxMigration<P> {
     /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
     /// (a target must start empty; an aborted migration empties it).
     pub async fn start(&self) -> Result<()> {
-        observe::operation!("migrate.start", migration = "inbox")
-            .run(async move { self.inner.start().await })
-            .await
+        self.inner.start().await
     }
 
     /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
     /// [`crate::JobQueue::run_pending`]).
     pub async fn run_pending(&self) -> Result<usize> {
-        observe::operation!("migrate.run_pending", migration = "inbox")
-            .run(async move { engine::run_pending(&self.inner).await })
-            .await
+        engine::run_pending(&self.inner).await
     }
 
     /// Runs the copy in the background until the returned worker is stopped or dropped.
@@ -183,19 +178,15 @@ impl<P: Payload> InboxMigration<P> {
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<Progress> {
-        observe::operation!("migrate.progress", migration = "inbox")
-            .run(async move {
-                let tally = self.inner.tally().await?;
-                Ok(Progress {
-                    owners_done: tally.done,
-                    owners_total: tally.total,
-                    listed: tally.listed,
-                    messages_copied: tally.items,
-                    rate: tally.rate,
-                    time_left: tally.time_left,
-                })
-            })
-            .await
+        let tally = self.inner.progress().await?;
+        Ok(Progress {
+            owners_done: tally.done,
+            owners_total: tally.total,
+            listed: tally.listed,
+            messages_copied: tally.items,
+            rate: tally.rate,
+            time_left: tally.time_left,
+        })
     }
 
     /// Whether every owner of the source is listed and copied, and no copy is waiting.
@@ -210,9 +201,7 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
     pub async fn cut_over(&self) -> Result<()> {
-        observe::operation!("migrate.cut_over", migration = "inbox")
-            .run(async move { self.inner.cut_over().await })
-            .await
+        self.inner.cut_over().await
     }
 
     /// Ends the migration: the source is no longer written, every read and write goes to the
@@ -222,9 +211,7 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
     pub async fn finish(&self) -> Result<()> {
-        observe::operation!("migrate.finish", migration = "inbox")
-            .run(async move { self.inner.finish().await })
-            .await
+        self.inner.finish().await
     }
 
     /// Stops the migration: writes go to the source alone again, reads too, and the target is
@@ -235,8 +222,6 @@ impl<P: Payload> InboxMigration<P> {
     ///
     /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
     pub async fn abort(&self) -> Result<()> {
-        observe::operation!("migrate.abort", migration = "inbox")
-            .run(async move { self.inner.abort().await })
-            .await
+        self.inner.abort().await
     }
 }
