@@ -1086,3 +1086,166 @@ async fn payloads_that_look_like_expressions_stay_data() {
         );
     }
 }
+
+/// Every inbox page, walked by its cursors, shows what a plain sort of the owner's messages
+/// shows: the messages not hidden (deleted, retracted, muted, blocked) by `(sent, id)` newest
+/// first, ties on `sent` broken by id, each with its read state and star; the counts agree.
+/// The owner holds more than 1,000 messages (another owner's are interleaved), so the page
+/// queries' shapes are checked where an engine could plan them differently.
+mod plain_sort {
+    use bson::Bson;
+    use mongo_social::inbox::{DynInboxTransfer, Gone, HeldMessage};
+
+    use super::*;
+
+    const OWNER: &str = "bob";
+    /// The owner's messages: three to a millisecond.
+    const HELD: usize = 1_110;
+
+    fn fan_out_on_read(db: &Database) -> Arc<DynInboxTransfer<Note>> {
+        Arc::new(FanOutOnRead::new(db))
+    }
+
+    fn fan_out_on_write(db: &Database) -> Arc<DynInboxTransfer<Note>> {
+        Arc::new(FanOutOnWrite::new(db))
+    }
+
+    fn bucketed(db: &Database) -> Arc<DynInboxTransfer<Note>> {
+        Arc::new(BucketedFanOut::new(db))
+    }
+
+    /// `count` messages for `owner` from six senders, three to a millisecond from `base` on,
+    /// ids within a millisecond in another order than the messages', with some read, starred,
+    /// deleted, muted and blocked; oldest first, as `import` takes them.
+    fn held(template: &HeldMessage, owner: &str, count: usize, base: i64) -> Vec<HeldMessage> {
+        let mut messages: Vec<HeldMessage> = (0..count)
+            .map(|i| {
+                let mut message = template.clone();
+                message.id = MessageId::new();
+                message.from = format!("s{}", i % 6);
+                message.to = vec![owner.to_owned()];
+                message.sent = bson::DateTime::from_millis(base + (i / 3) as i64);
+                message.payload = Some(
+                    bson::to_bson(&Note {
+                        sender: message.from.clone(),
+                        seq: i as u32,
+                        text: format!("{owner} {i}"),
+                    })
+                    .unwrap(),
+                );
+                message.read = i % 5 == 0;
+                message.starred = i % 11 == 0;
+                message.gone = (i % 13 == 0).then_some(Gone::Deleted);
+                message.muted = i % 17 == 0;
+                message.blocked = i % 19 == 0;
+                message
+            })
+            .collect();
+        // Ids made in order: reverse each millisecond's, so an id tie-break is visible.
+        for group in messages.chunks_mut(3) {
+            let mut ids: Vec<MessageId> = group.iter().map(|m| m.id).collect();
+            ids.reverse();
+            for (message, id) in group.iter_mut().zip(ids) {
+                message.id = id;
+            }
+        }
+        messages.sort_by_key(|m| (m.sent, m.id.0));
+        messages
+    }
+
+    /// The owner's pages of `limit`, walked by their cursors: `(id, read, starred)` in order.
+    async fn walk(store: &DynInboxTransfer<Note>, limit: usize) -> Vec<(MessageId, bool, bool)> {
+        let mut shown = Vec::new();
+        let mut page = PageRequest::first(limit);
+        loop {
+            let read = store.inbox_page(OWNER, page).await.unwrap();
+            assert!(read.items.len() <= limit);
+            shown.extend(read.items.iter().map(|m| (m.id, m.read, m.starred)));
+            match read.next {
+                Some(next) => page = PageRequest::after(limit, next),
+                None => return shown,
+            }
+        }
+    }
+
+    async fn pages_match_a_plain_sort(store: Arc<DynInboxTransfer<Note>>) {
+        store.set_up().await.unwrap();
+        store
+            .send(NewMessage::new("s0", [OWNER], Note::new("s0", 0)))
+            .await
+            .unwrap();
+        let template: HeldMessage = store
+            .export(OWNER)
+            .await
+            .unwrap()
+            .try_next()
+            .await
+            .unwrap()
+            .expect("the template is held");
+        store.purge(OWNER).await.unwrap();
+        let base = template.sent.timestamp_millis() - 10_000_000;
+        let mut messages = held(&template, OWNER, HELD, base);
+        for chunk in messages.chunks(250) {
+            store.import(OWNER, chunk).await.unwrap();
+        }
+        let others = held(&template, "carol", HELD / 10, base + 1);
+        store.import("carol", &others).await.unwrap();
+        // Hidden and marked through the store too: a muted and a blocked sender, a deletion, a
+        // retraction, a message read and one starred.
+        store.mute(OWNER, "s4").await.unwrap();
+        store.block(OWNER, "s5").await.unwrap();
+        let visible: Vec<usize> = (0..messages.len())
+            .filter(|&i| messages[i].is_shown() && !["s4", "s5"].contains(&&*messages[i].from))
+            .collect();
+        let (deleted, retracted, read, starred) = (
+            visible[10],
+            visible[20],
+            visible[visible.len() - 2],
+            visible[visible.len() - 3],
+        );
+        store.delete(OWNER, messages[deleted].id).await.unwrap();
+        messages[deleted].gone = Some(Gone::Deleted);
+        let sender = messages[retracted].from.clone();
+        store.retract(&sender, messages[retracted].id).await.unwrap();
+        messages[retracted].gone = Some(Gone::Retracted);
+        store.mark_read(OWNER, messages[read].id).await.unwrap();
+        messages[read].read = true;
+        store.set_starred(OWNER, messages[starred].id, true).await.unwrap();
+        messages[starred].starred = true;
+
+        let mut expected: Vec<&HeldMessage> = messages
+            .iter()
+            .filter(|m| m.is_shown() && !["s4", "s5"].contains(&&*m.from))
+            .collect();
+        expected.sort_by_key(|m| std::cmp::Reverse((m.sent, m.id.0)));
+        let expected: Vec<(MessageId, bool, bool)> =
+            expected.iter().map(|m| (m.id, m.read, m.starred)).collect();
+        assert!(expected.len() > 500, "{} shown", expected.len());
+        for limit in [50, 97] {
+            let shown = walk(&*store, limit).await;
+            assert_eq!(shown.len(), expected.len(), "pages of {limit}");
+            assert!(shown == expected, "pages of {limit} differ from a plain sort");
+        }
+        assert_eq!(store.count(OWNER).await.unwrap(), expected.len() as u64);
+        let unread = expected.iter().filter(|(_, read, _)| !read).count();
+        assert_eq!(store.unread_count(OWNER).await.unwrap(), unread as u64);
+    }
+
+    #[tokio::test]
+    async fn fan_out_on_read_pages_match_a_plain_sort() {
+        let db = testing::test_db("plain_sort_read").await;
+        pages_match_a_plain_sort(fan_out_on_read(&db.db)).await;
+    }
+
+    #[tokio::test]
+    async fn fan_out_on_write_pages_match_a_plain_sort() {
+        let db = testing::test_db("plain_sort_write").await;
+        pages_match_a_plain_sort(fan_out_on_write(&db.db)).await;
+    }
+
+    #[tokio::test]
+    async fn bucketed_pages_match_a_plain_sort() {
+        let db = testing::test_db("plain_sort_buckets").await;
+        pages_match_a_plain_sort(bucketed(&db.db)).await;
+    }
+}
