@@ -1229,6 +1229,12 @@ mod plain_sort {
         assert_eq!(store.count(OWNER).await.unwrap(), expected.len() as u64);
         let unread = expected.iter().filter(|(_, read, _)| !read).count();
         assert_eq!(store.unread_count(OWNER).await.unwrap(), unread as u64);
+        // A capped count is exact below its cap and the cap above it.
+        let unread = unread as u64;
+        for (cap, counted) in [(0, 0), (1, 1), (100, 100), (unread, unread), (unread + 5, unread)] {
+            let up_to = store.unread_count_up_to(OWNER, cap).await.unwrap();
+            assert_eq!(up_to, counted, "unread up to {cap}");
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,8 @@
 //! `COMPARE_PARTS=growth`: how each inbox strategy's costs grow with one owner's inbox, from
-//! 1,000 to 1,000,000 messages (`COMPARE_GROWTH_SIZES`): the newest page of 50, the unread
-//! count, and a send to 1 and to 100 recipients (the owner among them), at each size.
+//! 1,000 to 1,000,000 messages (`COMPARE_GROWTH_SIZES`): the newest page of 50, the next page
+//! of 50 (by the newest page's cursor), the unread count as a badge shows it (up to 100, all
+//! the messages unread), the exact unread count, and a send to 1 and to 100 recipients (the
+//! owner among them), at each size.
 //!
 //! Filling an inbox of a million through `send` takes hours, so each store's inbox is loaded
 //! in bulk in the store's own layout: the store writes one message, and its documents are
@@ -28,6 +30,16 @@ const LOAD_BATCH: usize = 10_000;
 /// The payload of every message, as in the rest of `compare`.
 const PAYLOAD: &str =
     "Hi! Are we still on for the design review at 3? I moved the slides to the shared drive. -j";
+
+/// What is measured at each size, in the order of the tables.
+const OPERATIONS: [&str; 6] = [
+    "newest 50",
+    "next 50",
+    "unread count",
+    "exact unread",
+    "send to 1",
+    "send to 100",
+];
 
 /// The strategies, by name.
 const STRATEGIES: [&str; 3] = ["fan-out-on-read", "fan-out-on-write", "bucketed-fan-out"];
@@ -99,16 +111,29 @@ async fn measure(
         .chain((1..100).map(|i| format!("member{i:03}")))
         .collect();
     let mut out = Vec::new();
-    for operation in ["newest 50", "unread count", "send to 1", "send to 100"] {
+    let newest = store.inbox_page(OWNER, PageRequest::first(50)).await?;
+    let second = newest.next.ok_or("no page after the newest")?;
+    for operation in OPERATIONS {
         let call = || async {
             match operation {
-                "newest 50" => {
-                    let page = store.inbox_page(OWNER, PageRequest::first(50)).await?;
+                "newest 50" | "next 50" => {
+                    let page = if operation == "newest 50" {
+                        PageRequest::first(50)
+                    } else {
+                        PageRequest::after(50, second.clone())
+                    };
+                    let page = store.inbox_page(OWNER, page).await?;
                     if page.items.len() != 50 {
-                        return Err(format!("read {} of the newest 50", page.items.len()).into());
+                        return Err(format!("read {} of {operation}", page.items.len()).into());
                     }
                 }
                 "unread count" => {
+                    let unread = store.unread_count_up_to(OWNER, 100).await?;
+                    if unread != 100 {
+                        return Err(format!("{unread} unread, up to 100").into());
+                    }
+                }
+                "exact unread" => {
                     store.unread_count(OWNER).await?;
                 }
                 "send to 1" => {
@@ -209,9 +234,13 @@ async fn load(
 /// One Markdown table per operation: a row per strategy, a column per inbox size, each cell
 /// the median in ms (and the commands when they are not 1).
 fn print(figures: &[Figure], sizes: &[usize]) {
-    let operations = ["newest 50", "unread count", "send to 1", "send to 100"];
-    for operation in operations {
-        println!("\n{operation}, by messages in the owner's inbox:\n");
+    for operation in OPERATIONS {
+        let title = match operation {
+            "unread count" => "unread count (up to 100)",
+            "exact unread" => "unread count (exact)",
+            _ => operation,
+        };
+        println!("\n{title}, by messages in the owner's inbox:\n");
         let header: Vec<String> = sizes.iter().map(|s| format!("{s}")).collect();
         println!("| strategy | {} |", header.join(" | "));
         println!("|---|{}", "---|".repeat(sizes.len()));

@@ -101,8 +101,9 @@ pub trait LifecycleEngine<P: Payload>: InboxEngine<P> {
     /// Marks the message `up_to` names and every older one read.
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
 
-    /// How many of the owner's shown messages are unread.
-    async fn unread_count(&self, owner: &str) -> Result<u64>;
+    /// How many of the owner's shown messages are unread, counting no further than `cap`
+    /// (`None`: every one). The front sends nothing for a cap of 0.
+    async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64>;
 
     /// Stars or unstars the owner's message.
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()>;

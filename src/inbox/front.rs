@@ -163,7 +163,19 @@ impl<P: Payload, E: LifecycleEngine<P>> InboxLifecycle<P> for E {
         span!(self, "unread_count")
             .run(async move {
                 check_user_id("owner", owner)?;
-                LifecycleEngine::unread_count(self, owner).await
+                LifecycleEngine::unread_count(self, owner, None).await
+            })
+            .await
+    }
+
+    async fn unread_count_up_to(&self, owner: &str, cap: u64) -> Result<u64> {
+        span!(self, "unread_count", cap)
+            .run(async move {
+                check_user_id("owner", owner)?;
+                if cap == 0 {
+                    return Ok(0);
+                }
+                LifecycleEngine::unread_count(self, owner, Some(cap)).await
             })
             .await
     }

@@ -258,7 +258,37 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     }
 
     /// How many messages of `owner`'s inbox are unread, leaving out hidden ones. One command.
+    ///
+    /// The count is exact, so its cost grows with the unread messages (a count of a million
+    /// reads a million index entries). For a badge, [`InboxLifecycle::unread_count_up_to`] stops
+    /// at a cap.
     async fn unread_count(&self, owner: &str) -> Result<u64>;
+
+    /// How many messages of `owner`'s inbox are unread, counting no further than `cap`: exact
+    /// below `cap`, `cap` itself when there are `cap` or more (show it as "99+" for a cap of
+    /// 100, as Mastodon's `unread_count` does with its `limit`). One command, whose cost
+    /// depends on `cap`, not on how many messages are unread; a `cap` of 0 returns 0 and sends
+    /// nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(inbox: &mongo_social::FanOutOnWrite<String>) -> mongo_social::Result<()> {
+    /// use mongo_social::inbox::InboxLifecycle;
+    /// let badge = match inbox.unread_count_up_to("bob", 100).await? {
+    ///     100 => "99+".to_owned(),
+    ///     n => n.to_string(),
+    /// };
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// A store of the application's own that leaves this out counts exactly and caps the
+    /// result.
+    ///
+    /// # Errors
+    ///
+    /// As [`InboxLifecycle::unread_count`].
+    async fn unread_count_up_to(&self, owner: &str, cap: u64) -> Result<u64> {
+        Ok(self.unread_count(owner).await?.min(cap))
+    }
 
     /// Stars (`true`) or unstars message `id` of `owner`'s inbox.
     ///

@@ -174,16 +174,22 @@ pub(super) async fn count(
     Ok(collection.count_documents(filter).await?)
 }
 
-/// How many messages `owner`'s inbox shows unread: a counted index range.
+/// How many messages `owner`'s inbox shows unread, at most `cap`: a counted index range, which
+/// stops after `cap` documents.
 pub(super) async fn unread_count(
     collection: &Collection<Document>,
     layout: Layout,
     owner: &str,
+    cap: Option<u64>,
 ) -> Result<u64> {
     let mut filter = doc! { layout.owner_field: owner };
     filter.extend(layout.state.unread(owner));
     filter.extend(layout.state.visible(owner));
-    Ok(collection.count_documents(filter).await?)
+    let count = collection.count_documents(filter);
+    Ok(match cap {
+        Some(cap) => count.limit(cap).await?,
+        None => count.await?,
+    })
 }
 
 /// The messages `owner`'s inbox shows that were sent at `from` or later, oldest first, at most

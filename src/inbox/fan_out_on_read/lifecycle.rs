@@ -160,8 +160,8 @@ impl<P: Payload> LifecycleEngine<P> for FanOutOnRead<P> {
         Ok(())
     }
 
-    async fn unread_count(&self, owner: &str) -> Result<u64> {
-        time_ordered::unread_count(&self.messages, LAYOUT, owner).await
+    async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
+        time_ordered::unread_count(&self.messages, LAYOUT, owner, cap).await
     }
 
     /// One `update` adding the owner to `gone_for` (a retracted message matches too: deleting

@@ -154,8 +154,8 @@ impl<P: Payload> LifecycleEngine<P> for FanOutOnWrite<P> {
             .await
     }
 
-    async fn unread_count(&self, owner: &str) -> Result<u64> {
-        time_ordered::unread_count(&self.copies, LAYOUT, owner).await
+    async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
+        time_ordered::unread_count(&self.copies, LAYOUT, owner, cap).await
     }
 
     /// One `update` turning the copy into a tombstone; when it matches nothing, one `find` tells

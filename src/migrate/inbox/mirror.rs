@@ -262,8 +262,12 @@ impl<P: Payload> LifecycleEngine<P> for MigratingInbox<P> {
         .await
     }
 
-    async fn unread_count(&self, owner: &str) -> Result<u64> {
-        self.reader(owner).await?.unread_count(owner).await
+    async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
+        let reader = self.reader(owner).await?;
+        match cap {
+            Some(cap) => reader.unread_count_up_to(owner, cap).await,
+            None => reader.unread_count(owner).await,
+        }
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {

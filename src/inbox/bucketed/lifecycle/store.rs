@@ -90,8 +90,9 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
     /// `unread` summed over the owner's buckets: where the server has partial indexes, the full
     /// buckets that have any (one `find` of the partial index) and the newest bucket (one `find`
     /// of one bucket by `_id`), at the same time; elsewhere one `find` of the owner's buckets.
-    /// Every bucket but the newest is full.
-    async fn unread_count(&self, owner: &str) -> Result<u64> {
+    /// Every bucket but the newest is full. Under a `cap`, at most `cap` full buckets are
+    /// read (the newest first): each counts at least one unread message.
+    async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
         let buckets = &self.buckets;
         let unread = |found: Vec<Document>| {
             found
@@ -112,7 +113,7 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
         full.insert("unread", doc! { "$gt": 0_i64 });
         let newest = owner_buckets(owner, 0, None);
         let (full, newest) = futures::future::try_join(
-            buckets.read_counts(full, None),
+            buckets.read_counts(full, cap.map(|cap| cap.min(i64::MAX as u64) as i64)),
             buckets.read_counts(newest, Some(1)),
         )
         .await?;
@@ -120,7 +121,8 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
             .into_iter()
             .filter(|bucket| integer(bucket, "count").unwrap_or(0) < size)
             .collect();
-        Ok(unread(full) + unread(newest))
+        let count = unread(full) + unread(newest);
+        Ok(cap.map_or(count, |cap| count.min(cap)))
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
