@@ -1093,7 +1093,6 @@ async fn payloads_that_look_like_expressions_stay_data() {
 /// The owner holds more than 1,000 messages (another owner's are interleaved), so the page
 /// queries' shapes are checked where an engine could plan them differently.
 mod plain_sort {
-    use bson::Bson;
     use mongo_social::inbox::{DynInboxTransfer, Gone, HeldMessage};
 
     use super::*;
@@ -1206,11 +1205,17 @@ mod plain_sort {
         store.delete(OWNER, messages[deleted].id).await.unwrap();
         messages[deleted].gone = Some(Gone::Deleted);
         let sender = messages[retracted].from.clone();
-        store.retract(&sender, messages[retracted].id).await.unwrap();
+        store
+            .retract(&sender, messages[retracted].id)
+            .await
+            .unwrap();
         messages[retracted].gone = Some(Gone::Retracted);
         store.mark_read(OWNER, messages[read].id).await.unwrap();
         messages[read].read = true;
-        store.set_starred(OWNER, messages[starred].id, true).await.unwrap();
+        store
+            .set_starred(OWNER, messages[starred].id, true)
+            .await
+            .unwrap();
         messages[starred].starred = true;
 
         let mut expected: Vec<&HeldMessage> = messages
@@ -1224,14 +1229,23 @@ mod plain_sort {
         for limit in [50, 97] {
             let shown = walk(&*store, limit).await;
             assert_eq!(shown.len(), expected.len(), "pages of {limit}");
-            assert!(shown == expected, "pages of {limit} differ from a plain sort");
+            assert!(
+                shown == expected,
+                "pages of {limit} differ from a plain sort"
+            );
         }
         assert_eq!(store.count(OWNER).await.unwrap(), expected.len() as u64);
         let unread = expected.iter().filter(|(_, read, _)| !read).count();
         assert_eq!(store.unread_count(OWNER).await.unwrap(), unread as u64);
         // A capped count is exact below its cap and the cap above it.
         let unread = unread as u64;
-        for (cap, counted) in [(0, 0), (1, 1), (100, 100), (unread, unread), (unread + 5, unread)] {
+        for (cap, counted) in [
+            (0, 0),
+            (1, 1),
+            (100, 100),
+            (unread, unread),
+            (unread + 5, unread),
+        ] {
             let up_to = store.unread_count_up_to(OWNER, cap).await.unwrap();
             assert_eq!(up_to, counted, "unread up to {cap}");
         }

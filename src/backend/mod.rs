@@ -36,6 +36,7 @@ mod guarded;
 pub(crate) mod indexes;
 pub(crate) mod lease_lock;
 mod lists;
+mod newest;
 mod owners;
 pub(crate) mod sharding;
 pub(crate) mod update_batch;

@@ -57,17 +57,13 @@ impl<P: Payload> DeliveryState<P> {
         if authors.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut filter = doc! { "from": { "$in": authors } };
+        let mut filter = doc! {};
         if let Some(since) = since {
             filter.insert("sent", doc! { "$gte": since });
         }
-        let found: Vec<Document> = self
-            .outbox
-            .find(filter)
-            .sort(doc! { "sent": -1, "_id": -1 })
-            .limit(limit as i64)
-            .await?
-            .try_collect()
+        let found = self
+            .backend
+            .newest_of_keys(&self.outbox, "from", authors, filter, limit)
             .await?;
         let outbox = self.outbox.name();
         found

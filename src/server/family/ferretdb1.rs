@@ -52,5 +52,6 @@ pub(super) fn capabilities(topology: Topology, max_write_batch_size: usize) -> C
         sharding: topology == Topology::Sharded,
         filters_beyond_id: false,
         retried_writes_applied_once: true,
+        merged_key_ranges: false,
     }
 }

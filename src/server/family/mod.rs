@@ -128,5 +128,8 @@ pub(super) fn probed(
         // Not probed (a lost reply is no cheap probe): only where the driver does not retry
         // writes by itself.
         retried_writes_applied_once: topology == Topology::Standalone,
+        // Not probed (a plan is no cheap probe): the probed families (DocumentDB,
+        // mongo-java-server) sort what an `$in` matches.
+        merged_key_ranges: false,
     }
 }
