@@ -116,3 +116,45 @@ fn slice_number(n: usize, sign: i64) -> Bson {
     let n = i64::try_from(n).unwrap_or(i64::MAX) * sign;
     i32::try_from(n).map_or(Bson::Int64(n), Bson::Int32)
 }
+
+/// The index behind one owner's pages, newest first: the owner, then `sent`, ties broken by the
+/// message id.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimeIndex {
+    /// The field holding the owner (an array of owners where `owners_in_array`).
+    pub(crate) owner_field: &'static str,
+    /// The field holding the id that breaks ties on `sent`.
+    pub(crate) id_field: &'static str,
+    /// Whether a document holds several owners in an array (the index is multikey).
+    pub(crate) owners_in_array: bool,
+}
+
+impl TimeIndex {
+    /// Ascending keys, read backwards for newest first; their prefix `{owner, sent}` is what a
+    /// shard key of that form needs.
+    pub(crate) fn ascending(&self) -> Document {
+        doc! { self.owner_field: 1, "sent": 1, self.id_field: 1 }
+    }
+
+    /// Descending time keys, read forward for newest first.
+    pub(crate) fn descending(&self) -> Document {
+        doc! { self.owner_field: 1, "sent": -1, self.id_field: -1 }
+    }
+
+    /// Whether the server with `capabilities` reads the descending index: where ordered scans
+    /// go forward only ([`Capabilities::ordered_scans_forward_only`]), unless the owners are
+    /// in an array: DocumentDB 0.106 fails an ordered scan of an array field's index ("Cannot
+    /// iterate over a lossy check on order by"), so there the ascending index is read and its
+    /// matches sorted.
+    pub(crate) fn descends_on(&self, capabilities: &Capabilities) -> bool {
+        capabilities.ordered_scans_forward_only && !self.owners_in_array
+    }
+}
+
+impl Dialect {
+    /// The keys to name in the hint of a newest-first page read through `index`, where the
+    /// server must be told (its plan otherwise depends on table statistics); `None` elsewhere.
+    pub(crate) fn newest_first_hint(&self, index: &TimeIndex) -> Option<Document> {
+        index.descends_on(&self.0).then(|| index.descending())
+    }
+}

@@ -57,7 +57,7 @@ use mongodb::{Collection, Database, IndexModel};
 use crate::error::Result;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
-use dialect::Dialect;
+use dialect::{Dialect, TimeIndex};
 use indexes::Indexes;
 use lease_lock::LeaseLocks;
 use update_batch::UpdateBatch;
@@ -119,6 +119,35 @@ impl Backend {
         model: IndexModel,
     ) -> Self {
         self.indexes = self.indexes.with(collection, model, None);
+        self
+    }
+
+    /// Adds the index behind an owner's newest-first pages in the order the server reads
+    /// ([`TimeIndex::descends_on`]); reads name it in the hint [`Dialect::newest_first_hint`]
+    /// gives.
+    pub(crate) fn with_time_index(
+        mut self,
+        collection: &Collection<Document>,
+        index: TimeIndex,
+    ) -> Self {
+        let ascending = IndexModel::builder().keys(index.ascending()).build();
+        if index.owners_in_array {
+            self.indexes = self.indexes.with(collection, ascending, None);
+            return self;
+        }
+        let descending = IndexModel::builder().keys(index.descending()).build();
+        self.indexes = self
+            .indexes
+            .with(
+                collection,
+                ascending,
+                Some(|c| !c.ordered_scans_forward_only),
+            )
+            .with(
+                collection,
+                descending,
+                Some(|c| c.ordered_scans_forward_only),
+            );
         self
     }
 

@@ -4,11 +4,13 @@
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
+use mongodb::options::Hint;
 use mongodb::Collection;
 
 use super::lifecycle::Retention;
 use super::recipient_lists::RecipientLists;
 use super::{cursor, Message, MessageId, Payload, Strategy};
+use crate::backend::dialect::TimeIndex;
 use crate::backend::Backend;
 use crate::{Page, PageRequest, Result};
 
@@ -21,6 +23,8 @@ pub(super) struct Layout {
     pub(super) owner_field: &'static str,
     /// Field holding the message id (`_id` or `id`).
     pub(super) id_field: &'static str,
+    /// Whether a document holds its owners in an array (one document for every recipient).
+    pub(super) owners_in_array: bool,
     /// Where an owner's read state, stars and hidden marks are kept.
     pub(super) state: OwnerState,
 }
@@ -102,10 +106,14 @@ impl OwnerState {
 }
 
 impl Layout {
-    /// The index behind every page read: owner, then send time, ties broken by id. Pages walk it
-    /// backwards (newest first); ascending keys keep the shard key a prefix of the index.
-    pub(super) fn index_keys(&self) -> Document {
-        doc! { self.owner_field: 1, "sent": 1, self.id_field: 1 }
+    /// The index behind every page read: owner, then send time, ties broken by id, in the
+    /// order the server reads (see [`TimeIndex`]).
+    pub(super) fn time_index(&self) -> TimeIndex {
+        TimeIndex {
+            owner_field: self.owner_field,
+            id_field: self.id_field,
+            owners_in_array: self.owners_in_array,
+        }
     }
 
     fn sort(&self) -> Document {
@@ -115,8 +123,11 @@ impl Layout {
 
 /// One page, in one `find` command: the index range after the cursor, `limit + 1` documents to
 /// learn whether another page follows; and where copies share their recipient list
-/// (`recipients`), one more `find` for those lists.
+/// (`recipients`), one more `find` for those lists. Where the server must be told which index
+/// serves the order ([`crate::backend::dialect::Dialect::newest_first_hint`]), the `find`
+/// names it, once the store's indexes exist (a hint of a missing index fails the read).
 pub(super) async fn read_page<P: Payload>(
+    backend: &Backend,
     collection: &Collection<Document>,
     layout: Layout,
     owner: &str,
@@ -134,14 +145,20 @@ pub(super) async fn read_page<P: Payload>(
         )?);
     }
     let fetch = page.fetch();
-    let mut documents: Vec<Document> = collection
+    let mut find = collection
         .find(filter)
         .sort(layout.sort())
         .limit(fetch as i64)
-        .batch_size(fetch as u32)
+        .batch_size(fetch as u32);
+    if let Some(keys) = backend
+        .dialect()
         .await?
-        .try_collect()
-        .await?;
+        .newest_first_hint(&layout.time_index())
+    {
+        backend.ensure_indexes().await?;
+        find = find.hint(Hint::Keys(keys));
+    }
+    let mut documents: Vec<Document> = find.await?.try_collect().await?;
     let more = documents.len() > page.limit;
     documents.truncate(page.limit);
     if let Some(recipients) = recipients {

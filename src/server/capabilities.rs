@@ -100,6 +100,15 @@ pub struct Capabilities {
     /// 1.x sort what they scan; there the stores read each value's newest page apart and merge
     /// them. Not probed (a plan is no cheap probe): true on MongoDB only.
     pub merged_key_ranges: bool,
+    /// A sort is served from an index only in the index's own key order (never by reading it
+    /// backwards), and only when the planner expects that to be cheaper, which it does not
+    /// right after a bulk load, before the table has statistics. DocumentDB: its ordered scans
+    /// come from the `documentdb_extended_rum` access method with `enableIndexOrderbyPushdown`
+    /// (the default from DocumentDB 0.109; docs/SERVERS.md), and without them it sorts every
+    /// match. There a page read newest first reads an index whose time keys descend, named in
+    /// a hint. False where an index is read either way (MongoDB) and where sorts happen in
+    /// memory anyway (FerretDB 1.x, mongo-java-server). Not probed: true for DocumentDB.
+    pub ordered_scans_forward_only: bool,
 }
 
 impl Capabilities {
@@ -134,6 +143,10 @@ impl Capabilities {
                 "retried writes applied once",
             ),
             (self.merged_key_ranges, "merged $in ranges in sorted reads"),
+            (
+                !self.ordered_scans_forward_only,
+                "backward ordered index scans",
+            ),
         ]
         .into_iter()
         .filter_map(|(has, name)| (!has).then_some(name))

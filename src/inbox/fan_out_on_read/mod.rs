@@ -31,6 +31,7 @@ const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnRead,
     owner_field: "to",
     id_field: "id",
+    owners_in_array: true,
     state: OwnerState::Shared,
 };
 /// Where a keyed message keeps the recipients its send skipped (`gone_for` also takes deletes).
@@ -138,7 +139,6 @@ impl<P: Payload> FanOutOnReadBuilder<P> {
         let [messages, filters, locks] = self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let messages = database.collection(&messages);
-        let by_owner = IndexModel::builder().keys(LAYOUT.index_keys()).build();
         let by_id = IndexModel::builder().keys(doc! { "id": 1 }).build();
         Ok(FanOutOnRead {
             // The store's correctness does not depend on its indexes (a delivered copy's `_id`
@@ -146,7 +146,7 @@ impl<P: Payload> FanOutOnReadBuilder<P> {
             backend: self
                 .config
                 .backend(&locks, LOCK_LEASE)
-                .with_index(&messages, by_owner)
+                .with_time_index(&messages, LAYOUT.time_index())
                 .with_index(&messages, by_id),
             messages,
             filters: FilterLists::new(database.collection(&filters)),
@@ -362,7 +362,7 @@ impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.messages, LAYOUT, owner, page, None).await
+        time_ordered::read_page(&self.backend, &self.messages, LAYOUT, owner, page, None).await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {

@@ -39,6 +39,7 @@ const LAYOUT: Layout = Layout {
     strategy: Strategy::FanOutOnWrite,
     owner_field: "recipient",
     id_field: "id",
+    owners_in_array: false,
     state: OwnerState::Copy,
 };
 /// How long an owner's lifecycle lock lasts if its holder dies (servers without atomic updates).
@@ -52,7 +53,8 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 ///   from the message and the recipient (`"<message id hex>.<recipient>"`): unique, so a message
 ///   is in an inbox at most once, one owner's copy is found by `_id`, and all of a message's
 ///   copies are one range of `_id`. The index `{recipient: 1, sent: 1, id: 1}` serves every page
-///   read. All copies go to the server in one unordered `insert` (the driver
+///   read, walked backwards; on DocumentDB, which reads an index in order only forwards, it is
+///   `{recipient: 1, sent: -1, id: -1}`, named in each page's hint. All copies go to the server in one unordered `insert` (the driver
 ///   splits batches above 100,000 documents or 48 MB), not one round trip per recipient as in
 ///   the seed.
 /// - `inbox_recipients`: `{_id: message id, to}`, the recipient list of a message sent to more
@@ -159,11 +161,6 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
         let [copies, recipients, filters, locks] = self.config.names(COLLECTIONS)?;
         let database = self.config.database();
         let copies = database.collection(&copies);
-        // Pages: an owner's copies newest first. Not unique: a copy's `_id`, derived from the
-        // message and the owner, keeps it in an inbox once (on engines that keep documents in
-        // PostgreSQL a unique secondary index is an exclusion constraint, which checks every
-        // new copy against the others: 1,000 copies took 215 ms against 75 ms without).
-        let pages = IndexModel::builder().keys(LAYOUT.index_keys()).build();
         // The unread count: an index of the unread copies only, which reading a copy takes out
         // of the index and no other write maintains; where the server has no partial indexes,
         // an index of every copy by owner and unread state.
@@ -183,7 +180,12 @@ impl<P: Payload> FanOutOnWriteBuilder<P> {
             backend: self
                 .config
                 .backend(&locks, LOCK_LEASE)
-                .with_index(&copies, pages)
+                // Pages: an owner's copies newest first. Not unique: a copy's `_id`, derived
+                // from the message and the owner, keeps it in an inbox once (on engines that
+                // keep documents in PostgreSQL a unique secondary index is an exclusion
+                // constraint, which checks every new copy against the others: 1,000 copies
+                // took 215 ms against 75 ms without).
+                .with_time_index(&copies, LAYOUT.time_index())
                 .with_partial_index(&copies, unread, Some(unread_everywhere)),
             copies,
             recipients: RecipientLists::new(database.collection(&recipients), self.max_inline),
@@ -327,7 +329,15 @@ impl<P: Payload> InboxEngine<P> for FanOutOnWrite<P> {
     }
 
     async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.copies, LAYOUT, owner, page, Some(&self.recipients)).await
+        time_ordered::read_page(
+            &self.backend,
+            &self.copies,
+            LAYOUT,
+            owner,
+            page,
+            Some(&self.recipients),
+        )
+        .await
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {

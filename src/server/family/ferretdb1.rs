@@ -52,6 +52,7 @@ pub(super) fn capabilities(topology: Topology, max_write_batch_size: usize) -> C
         sharding: topology == Topology::Sharded,
         filters_beyond_id: false,
         retried_writes_applied_once: true,
+        ordered_scans_forward_only: false,
         merged_key_ranges: false,
     }
 }

@@ -131,5 +131,6 @@ pub(super) fn probed(
         // Not probed (a plan is no cheap probe): the probed families (DocumentDB,
         // mongo-java-server) sort what an `$in` matches.
         merged_key_ranges: false,
+        ordered_scans_forward_only: false,
     }
 }

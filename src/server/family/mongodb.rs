@@ -35,6 +35,7 @@ pub(super) fn capabilities(
         sharding,
         filters_beyond_id: true,
         retried_writes_applied_once: true,
+        ordered_scans_forward_only: false,
         merged_key_ranges: true,
     }
 }

@@ -46,6 +46,7 @@ pub(super) fn capabilities(
         max_update_statements: max_write_batch_size.min(DOCUMENTDB_MAX_UPDATE_STATEMENTS),
         update_commands_in_flight: DOCUMENTDB_UPDATE_COMMANDS_IN_FLIGHT,
         write_commands_are_transactions: true,
+        ordered_scans_forward_only: true,
         ..super::probed(topology, max_write_batch_size, probes)
     }
 }
