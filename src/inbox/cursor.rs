@@ -77,7 +77,10 @@ pub(super) fn time_key(
 
 /// The filter for messages after `cursor` (made for `owner`'s inbox) in newest-first
 /// `(sent, id)` order, with the message id in `id_field`. `sent <= cursor` bounds the index
-/// scan; the `$or` drops the cursor's own millisecond up to and including the cursor's message.
+/// scan; the `$nor` drops the cursor's own millisecond up to and including the cursor's
+/// message. (The same condition as an `$or` of "older" and "same millisecond, lower id" makes
+/// DocumentDB plan a union of two bitmap scans and sort the owner's whole inbox: 500 ms at
+/// 100,000 messages against 8 ms.)
 pub(crate) fn older_than(
     cursor: &Cursor,
     strategy: Strategy,
@@ -87,10 +90,7 @@ pub(crate) fn older_than(
     let (sent, id) = time_key(cursor, strategy, owner)?;
     Ok(bson::doc! {
         "sent": { "$lte": sent },
-        "$or": [
-            { "sent": { "$lt": sent } },
-            { id_field: { "$lt": id.0 } },
-        ],
+        "$nor": [{ "sent": sent, id_field: { "$gte": id.0 } }],
     })
 }
 
@@ -99,10 +99,7 @@ pub(crate) fn older_than(
 pub(super) fn at_or_older(sent: bson::DateTime, id: MessageId, id_field: &str) -> bson::Document {
     bson::doc! {
         "sent": { "$lte": sent },
-        "$or": [
-            { "sent": { "$lt": sent } },
-            { id_field: { "$lte": id.0 } },
-        ],
+        "$nor": [{ "sent": sent, id_field: { "$gt": id.0 } }],
     }
 }
 
