@@ -266,9 +266,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
 
     /// How many messages of `owner`'s inbox are unread, counting no further than `cap`: exact
     /// below `cap`, `cap` itself when there are `cap` or more (show it as "99+" for a cap of
-    /// 100, as Mastodon's `unread_count` does with its `limit`). One command, whose cost
-    /// depends on `cap`, not on how many messages are unread; a `cap` of 0 returns 0 and sends
-    /// nothing.
+    /// 100, as Mastodon's `unread_count` does with its `limit`). One command, which stops
+    /// counting at `cap`: on MongoDB its cost follows `cap`, not the unread messages; on
+    /// DocumentDB it still grows with them, more slowly than an exact count
+    /// (docs/BENCHMARKS.md). A `cap` of 0 returns 0 and sends nothing.
     ///
     /// ```no_run
     /// # async fn demo(inbox: &mongo_social::FanOutOnWrite<String>) -> mongo_social::Result<()> {
