@@ -112,7 +112,10 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// The names of the capabilities this server lacks, for messages.
+    /// The names of the capabilities this server lacks, for messages. How the server plans a
+    /// sorted read ([`Capabilities::merged_key_ranges`],
+    /// [`Capabilities::ordered_scans_forward_only`]) is not listed: the stores adapt their
+    /// reads to it, and nothing is missing.
     pub fn missing(&self) -> Vec<&'static str> {
         [
             (self.atomic_updates, "atomic updates"),
@@ -141,11 +144,6 @@ impl Capabilities {
             (
                 self.retried_writes_applied_once,
                 "retried writes applied once",
-            ),
-            (self.merged_key_ranges, "merged $in ranges in sorted reads"),
-            (
-                !self.ordered_scans_forward_only,
-                "backward ordered index scans",
             ),
         ]
         .into_iter()
