@@ -123,19 +123,20 @@ impl Backend {
     }
 
     /// Adds the index behind an owner's newest-first pages in the order the server reads
-    /// ([`TimeIndex::descends_on`]); reads name it in the hint [`Dialect::newest_first_hint`]
-    /// gives.
+    /// ([`TimeIndex::descends_on`]; for owners in an array, [`TimeIndex::unordered`] where
+    /// ordered scans go forward only); reads name it in the hint
+    /// [`Dialect::newest_first_hint`] gives.
     pub(crate) fn with_time_index(
         mut self,
         collection: &Collection<Document>,
         index: TimeIndex,
     ) -> Self {
         let ascending = IndexModel::builder().keys(index.ascending()).build();
-        if index.owners_in_array {
-            self.indexes = self.indexes.with(collection, ascending, None);
-            return self;
-        }
-        let descending = IndexModel::builder().keys(index.descending()).build();
+        let forward_only = if index.owners_in_array {
+            index.unordered()
+        } else {
+            IndexModel::builder().keys(index.descending()).build()
+        };
         self.indexes = self
             .indexes
             .with(
@@ -145,7 +146,7 @@ impl Backend {
             )
             .with(
                 collection,
-                descending,
+                forward_only,
                 Some(|c| c.ordered_scans_forward_only),
             );
         self

@@ -26,9 +26,36 @@ use crate::error::Result;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
+/// The votes half of [`VotesEngine`]: a vote, taking it back, reading it, settling pending
+/// ones. Every strategy gets it from its [`super::votes::Voting`] (written once, in
+/// [`super::votes`]); the migration mirror routes it.
+#[async_trait]
+pub trait BallotEngine: Send + Sync {
+    /// Sets the user's vote on a comment.
+    async fn vote(&self, at: At<'_>, user: &str, vote: Vote) -> Result<Option<Vote>>;
+
+    /// Takes the user's vote back.
+    async fn retract_vote(&self, at: At<'_>, user: &str) -> Result<Option<Vote>>;
+
+    /// The user's vote on a comment.
+    async fn vote_of(&self, at: At<'_>, user: &str) -> Result<Option<Vote>>;
+
+    /// Folds pending votes into the comments' scores.
+    async fn settle_votes(&self, discussion: &str) -> Result<usize>;
+}
+
+/// Where a comment is: its discussion and its link.
+#[derive(Clone, Copy, Debug)]
+pub struct At<'a> {
+    /// The discussion's id.
+    pub discussion: &'a str,
+    /// The comment's link, in the strategy's form.
+    pub link: &'a str,
+}
+
 /// The strategy's part of [`super::VotedComments`].
 #[async_trait]
-pub trait VotesEngine: Send + Sync + fmt::Debug + 'static {
+pub trait VotesEngine: BallotEngine + fmt::Debug + 'static {
     /// Which strategy this is.
     fn strategy(&self) -> Strategy;
 
@@ -38,21 +65,6 @@ pub trait VotesEngine: Send + Sync + fmt::Debug + 'static {
         false
     }
 
-    /// Sets the user's vote on a comment.
-    async fn vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-        vote: Vote,
-    ) -> Result<Option<Vote>>;
-
-    /// Takes the user's vote back.
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
-
-    /// The user's vote on a comment.
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
-
     /// A page of the comments under `parent` (or at the top), by `sort`.
     async fn ranked(
         &self,
@@ -61,9 +73,6 @@ pub trait VotesEngine: Send + Sync + fmt::Debug + 'static {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>>;
-
-    /// Folds pending votes into the comments' scores.
-    async fn settle_votes(&self, discussion: &str) -> Result<usize>;
 }
 
 /// The strategy's part of [`super::CommentStore`].

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::engine::{CommentEngine, ThreadsEngine, TransferEngine, VotesEngine};
+use super::engine::{At, BallotEngine, CommentEngine, ThreadsEngine, TransferEngine, VotesEngine};
 use super::transfer::{CommentTransfer, HeldComment};
 use super::validate::{check_discussion, check_page};
 use super::{
@@ -46,7 +46,7 @@ impl<E: VotesEngine> VotedComments for E {
         span!(self, "vote")
             .run(async move {
                 check_discussion(discussion)?;
-                VotesEngine::vote(self, discussion, link, user, vote).await
+                BallotEngine::vote(self, At { discussion, link }, user, vote).await
             })
             .await
     }
@@ -55,7 +55,7 @@ impl<E: VotesEngine> VotedComments for E {
         span!(self, "retract_vote")
             .run(async move {
                 check_discussion(discussion)?;
-                VotesEngine::retract_vote(self, discussion, link, user).await
+                BallotEngine::retract_vote(self, At { discussion, link }, user).await
             })
             .await
     }
@@ -64,7 +64,7 @@ impl<E: VotesEngine> VotedComments for E {
         span!(self, "vote_of")
             .run(async move {
                 check_discussion(discussion)?;
-                VotesEngine::vote_of(self, discussion, link, user).await
+                BallotEngine::vote_of(self, At { discussion, link }, user).await
             })
             .await
     }
@@ -88,7 +88,7 @@ impl<E: VotesEngine> VotedComments for E {
         span!(self, "settle_votes")
             .run(async move {
                 check_discussion(discussion)?;
-                VotesEngine::settle_votes(self, discussion).await
+                BallotEngine::settle_votes(self, discussion).await
             })
             .await
     }

@@ -43,6 +43,7 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::{Collection, IndexModel};
 
+use super::engine::{At, BallotEngine};
 use super::ranking::Vote;
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
@@ -125,6 +126,33 @@ pub(super) trait Tally: Send + Sync {
     fn lock_key(&self, discussion: &str) -> String;
 }
 
+/// A strategy's votes: its [`Tally`] and the [`VoteBook`] that keeps them. A vote, taking it
+/// back, reading it and settling pending ones ([`BallotEngine`]) are written once, over these.
+pub(super) trait Voting: Tally {
+    /// Where the strategy's votes are kept.
+    fn vote_book(&self) -> &VoteBook;
+}
+
+#[async_trait]
+impl<T: Voting> BallotEngine for T {
+    async fn vote(&self, at: At<'_>, user: &str, vote: Vote) -> Result<Option<Vote>> {
+        let value = vote.value();
+        self.vote_book().set(self, at, user, value).await
+    }
+
+    async fn retract_vote(&self, at: At<'_>, user: &str) -> Result<Option<Vote>> {
+        self.vote_book().set(self, at, user, 0).await
+    }
+
+    async fn vote_of(&self, at: At<'_>, user: &str) -> Result<Option<Vote>> {
+        self.vote_book().get(self, at, user).await
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        self.vote_book().settle(self, discussion).await
+    }
+}
+
 /// The votes collection and the journal's steps.
 #[derive(Clone, Debug)]
 pub(super) struct VoteBook {
@@ -158,8 +186,7 @@ impl VoteBook {
     pub(super) async fn set<T: Tally>(
         &self,
         tally: &T,
-        discussion: &str,
-        link: &str,
+        At { discussion, link }: At<'_>,
         user: &str,
         to: i32,
     ) -> Result<Option<Vote>> {
@@ -354,16 +381,15 @@ impl VoteBook {
 
     /// `user`'s vote on `link` (one `find`): a vote whose count a failure interrupted reads as
     /// what it became.
-    pub(super) async fn get(
+    pub(super) async fn get<T: Tally>(
         &self,
-        check_link: impl FnOnce(&str) -> Result<()>,
-        discussion: &str,
-        link: &str,
+        tally: &T,
+        At { discussion, link }: At<'_>,
         user: &str,
     ) -> Result<Option<Vote>> {
         validate::check_discussion(discussion)?;
         crate::validate::user_id("user", user)?;
-        check_link(link)?;
+        tally.check_link(link)?;
         let pair = Pair {
             discussion,
             link,

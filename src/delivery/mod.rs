@@ -57,7 +57,6 @@
 //! [`crate::jobs`]), 1 `find` of followers, 1 `find` of their activity, the
 //! strategy's delivery, and 1 `insert` of the next job.
 
-mod spans;
 mod timeline;
 mod watch;
 mod worker;
@@ -75,11 +74,11 @@ use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::delivery::spans::Op;
 use crate::error::{Error, Result};
 use crate::graph::FollowGraph;
 use crate::inbox::{DynInboxStore, Message, MessageId, Strategy};
 use crate::jobs::{JobQueue, Worker};
+use crate::observe::spans::Op;
 use crate::page::PageRequest;
 use crate::payload::Payload;
 use crate::sharding::ShardKey;
@@ -352,7 +351,7 @@ impl<P: Payload> Delivery<P> {
     /// Creates the indexes of the outbox, the jobs and the inbox store (idempotent, safe on
     /// every start).
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::CreateIndexes
+        Op::DeliveryCreateIndexes
             .span()
             .run(async move {
                 self.inner.backend.create_indexes().await?;
@@ -391,7 +390,7 @@ impl<P: Payload> Delivery<P> {
     /// indexes). The graph it
     /// reads is sharded by its own [`FollowGraph::shard_collections`](crate::FollowGraph::shard_collections).
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::ShardCollections
+        Op::DeliveryShardCollections
             .span()
             .run(async move {
                 crate::sharding::shard_collections(
@@ -416,7 +415,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::max_message_bytes`]. Then [`Error::NotFound`] (an author the graph does not
     /// know) before anything is written.
     pub async fn post(&self, author: &str, payload: P) -> Result<Message<P>> {
-        Op::Post
+        Op::DeliveryPost
             .span()
             .run(async move {
                 crate::validate::user_id("sender", author)?;
@@ -499,7 +498,7 @@ impl<P: Payload> Delivery<P> {
     /// [`Delivery::timeline`] reads those posts directly, so the user never sees a partial
     /// inbox.
     pub async fn touch(&self, user: &str) -> Result<bool> {
-        Op::Touch
+        Op::DeliveryTouch
             .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
@@ -566,7 +565,7 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Follow
+        Op::DeliveryFollow
             .span()
             .run(async move {
                 let new = self.inner.graph.follow(owner, user).await?;
@@ -596,7 +595,7 @@ impl<P: Payload> Delivery<P> {
     /// bucketed inbox, which cannot remove messages (use [`FollowGraph::unfollow`] there; the
     /// posts stay).
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Unfollow
+        Op::DeliveryUnfollow
             .span()
             .run(async move {
                 crate::validate::user_id("owner", owner)?;
@@ -620,7 +619,7 @@ impl<P: Payload> Delivery<P> {
 
     /// Whether `user`'s posts are merged at read time rather than copied.
     pub async fn is_celebrity(&self, user: &str) -> Result<bool> {
-        Op::IsCelebrity
+        Op::DeliveryIsCelebrity
             .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
@@ -647,7 +646,7 @@ impl<P: Payload> Delivery<P> {
     /// Runs the fan-out jobs that are due, in this task, until none is left; returns how many
     /// ran. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        Op::RunPending
+        Op::DeliveryRunPending
             .span()
             .run(async move {
                 self.inner
@@ -665,7 +664,7 @@ impl<P: Payload> Delivery<P> {
     ///
     /// [`Error::Timeout`] after `timeout`.
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        Op::WaitUntilDrained
+        Op::DeliveryWaitUntilDrained
             .span()
             .run(async move { self.inner.jobs.wait_until_drained(timeout).await })
             .await

@@ -6,9 +6,9 @@ use futures::TryStreamExt;
 
 use super::worker::decode_post;
 use super::Delivery;
-use crate::delivery::spans::Op;
 use crate::graph::FollowSource;
 use crate::inbox::{cursor, Message, Strategy};
+use crate::observe::spans::Op;
 use crate::{payload::Payload, Page, PageRequest, Result};
 
 impl<P: Payload> Delivery<P> {
@@ -43,7 +43,7 @@ impl<P: Payload> Delivery<P> {
     ///
     /// As [`crate::InboxStore::inbox_page`].
     pub async fn timeline(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        Op::Timeline
+        Op::DeliveryTimeline
             .span()
             .run(async move {
                 let inner = &self.inner;

@@ -20,7 +20,7 @@ use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
 use super::state::FeedState;
 use super::types::{FeedKind, Post, PostId};
-use crate::feed::spans::Op;
+use crate::observe::spans::Op;
 use crate::payload::Payload;
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::{Error, Page, PageRequest, Result};
@@ -105,7 +105,7 @@ impl<X: Payload> Feeds<X> {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command; [`Error::NotFound`] for an
     /// unknown user.
     pub async fn page(&self, feed: &FeedKind, request: PageRequest) -> Result<Page<Post<X>>> {
-        Op::FeedsPage
+        Op::FeedFeedsPage
             .span()
             .run(async move {
                 request.check()?;
@@ -190,7 +190,7 @@ impl<X: Payload> Feeds<X> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for the user id of a
     /// [`FeedKind::User`], before any command.
     pub async fn items(&self, feed: &FeedKind) -> Result<Vec<FeedItem>> {
-        Op::FeedsItems
+        Op::FeedFeedsItems
             .span()
             .run(async move {
                 if let FeedKind::User(user) = feed {
@@ -223,7 +223,7 @@ impl<X: Payload> Feeds<X> {
     /// the `4 × max_feed_len` most liked; one `find` of those posts; one write of the feed.
     /// Returns the feed's length.
     pub async fn refresh_hot(&self) -> Result<usize> {
-        Op::FeedsRefreshHot
+        Op::FeedFeedsRefreshHot
             .span()
             .run(async move { lists::refresh_hot(&self.inner).await })
             .await
@@ -231,7 +231,7 @@ impl<X: Payload> Feeds<X> {
 
     /// Queues a refresh of the "hot" feed for a worker (one `insert`).
     pub async fn schedule_hot_refresh(&self) -> Result<()> {
-        Op::FeedsScheduleHotRefresh
+        Op::FeedFeedsScheduleHotRefresh
             .span()
             .run(async move {
                 FeedJob::RefreshHot.enqueue(&self.inner.jobs).await?;
@@ -254,7 +254,7 @@ impl<X: Payload> Feeds<X> {
     /// (one `find` first), both before anything is written; errors of the follow source;
     /// [`Error::InvalidConfig`] for a non-finite score from the ranking.
     pub async fn rebuild_user(&self, user: &str) -> Result<usize> {
-        Op::FeedsRebuildUser
+        Op::FeedFeedsRebuildUser
             .span()
             .run(async move { lists::rebuild_user(&self.inner, user).await })
             .await

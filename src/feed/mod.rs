@@ -98,7 +98,6 @@ mod posts;
 mod propagation;
 mod ranking;
 mod search;
-mod spans;
 mod state;
 mod store;
 mod types;

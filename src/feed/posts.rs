@@ -11,8 +11,8 @@ use super::jobs::FeedJob;
 use super::state::{not_found_post, FeedState};
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
-use crate::feed::spans::Op;
 use crate::idempotency::{CONTENT, KEY};
+use crate::observe::spans::Op;
 use crate::payload::Payload;
 use crate::validate::{non_blank, user_id};
 use crate::{Error, Result};
@@ -230,7 +230,7 @@ impl<X: Payload> Posts<X> {
     /// # Ok(()) }
     /// ```
     pub async fn create(&self, post: NewPost<X>) -> Result<Post<X>> {
-        Op::PostsCreate
+        Op::FeedPostsCreate
             .span()
             .run(async move {
                 check_new_post(&post)?;
@@ -440,7 +440,7 @@ impl<X: Payload> Posts<X> {
     ///
     /// [`Error::NotFound`] for an unknown post.
     pub async fn get(&self, id: PostId) -> Result<Post<X>> {
-        Op::PostsGet
+        Op::FeedPostsGet
             .span()
             .run(async move {
                 let posts = &self.inner.collections.posts;
@@ -456,7 +456,7 @@ impl<X: Payload> Posts<X> {
     /// The posts with these ids, in this order, in one `find` with `$in` (MongoDB returns `$in`
     /// matches in any order). Ids of deleted posts are skipped.
     pub async fn get_many(&self, ids: &[PostId]) -> Result<Vec<Post<X>>> {
-        Op::PostsGetMany
+        Op::FeedPostsGetMany
             .span()
             .run(async move { self.inner.posts_in_order(ids).await })
             .await

@@ -32,7 +32,7 @@ use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
 use crate::error::{Error, Result};
-use crate::feed::spans::Op;
+use crate::observe::spans::Op;
 use crate::page::{Page, PageRequest};
 use crate::payload::Payload;
 
@@ -115,7 +115,7 @@ impl<X: Payload> Search<X> {
         order: SearchOrder,
         request: PageRequest,
     ) -> Result<Page<Post<X>>> {
-        Op::SearchPage
+        Op::FeedSearchPage
             .span()
             .run(async move {
                 let terms: Vec<&str> = terms.split_whitespace().take(MAX_TERMS).collect();

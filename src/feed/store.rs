@@ -15,8 +15,8 @@ use super::posts::Posts;
 use super::search::Search;
 use super::state::FeedState;
 use super::users::Users;
-use crate::feed::spans::Op;
 use crate::jobs::{JobQueue, Worker};
+use crate::observe::spans::Op;
 use crate::payload::Payload;
 use crate::server::Capabilities;
 use crate::sharding::ShardKey;
@@ -139,7 +139,7 @@ impl<X: Payload> FeedStore<X> {
     /// Runs due jobs in this task until none is left; returns how many ran. For tests, scripts
     /// and applications without a worker. See [`JobQueue::run_pending`].
     pub async fn run_pending(&self) -> Result<usize> {
-        Op::RunPending
+        Op::FeedRunPending
             .span()
             .run(async move {
                 let handler = FeedJobs(self.inner.clone());
@@ -150,7 +150,7 @@ impl<X: Payload> FeedStore<X> {
 
     /// Waits until every job enqueued so far has run; see [`JobQueue::wait_until_drained`].
     pub async fn wait_until_drained(&self, timeout: Duration) -> Result<()> {
-        Op::WaitUntilDrained
+        Op::FeedWaitUntilDrained
             .span()
             .run(async move { self.inner.jobs.wait_until_drained(timeout).await })
             .await
@@ -162,7 +162,7 @@ impl<X: Payload> FeedStore<X> {
     /// username taken once, so a store that was not told to create its indexes creates them
     /// before its first [`Users::create`] or rename.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::CreateIndexes
+        Op::FeedCreateIndexes
             .span()
             .run(async move {
                 self.inner.backend.create_indexes().await?;
@@ -234,7 +234,7 @@ impl<X: Payload> FeedStore<X> {
     /// is left unsharded), and each `shardCollection` accepts a repeat, so a run that stopped
     /// halfway (a network error) is finished by running it again.
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::ShardCollections
+        Op::FeedShardCollections
             .span()
             .run(async move {
                 crate::sharding::shard_collections(self.database(), &self.shard_keys()).await

@@ -17,7 +17,7 @@ use super::state::{not_found_user, FeedState};
 use super::types::User;
 use crate::bson_ext;
 use crate::error::{Entity, Error, Result};
-use crate::feed::spans::Op;
+use crate::observe::spans::Op;
 use crate::validate;
 
 /// A user to create.
@@ -118,7 +118,7 @@ impl Users {
     /// [`Users::MAX_PROFILE_BYTES`], all before any command;
     /// [`Error::AlreadyExists`] for an id or username taken, before anything is written.
     pub async fn create(&self, user: NewUser) -> Result<User> {
-        Op::UsersCreate
+        Op::FeedUsersCreate
             .span()
             .run(async move {
                 validate::user_id("user", &user.id)?;
@@ -167,7 +167,7 @@ impl Users {
     ///
     /// [`Error::NotFound`] for an unknown user.
     pub async fn get(&self, id: &str) -> Result<User> {
-        Op::UsersGet
+        Op::FeedUsersGet
             .span()
             .run(async move { self.inner.user(id).await })
             .await
@@ -183,7 +183,7 @@ impl Users {
     /// over [`Users::MAX_EXTENDED_BYTES`], before any command; [`Error::NotFound`] for an
     /// unknown user (one more `find`).
     pub async fn put_extended<E: Serialize>(&self, id: &str, details: &E) -> Result<()> {
-        Op::UsersPutExtended
+        Op::FeedUsersPutExtended
             .span()
             .run(async move {
                 validate::user_id("user", id)?;
@@ -207,7 +207,7 @@ impl Users {
     ///
     /// [`Error::NotFound`] when none was stored for this user.
     pub async fn get_extended<E: DeserializeOwned>(&self, id: &str) -> Result<ExtendedUser<E>> {
-        Op::UsersGetExtended
+        Op::FeedUsersGetExtended
             .span()
             .run(async move {
                 validate::user_id("user", id)?;
@@ -235,7 +235,7 @@ impl Users {
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename(&self, id: &str, username: &str) -> Result<PropagationStatus> {
-        Op::UsersRename
+        Op::FeedUsersRename
             .span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
@@ -251,7 +251,7 @@ impl Users {
     /// queues a new job that resumes from the recorded progress, so a long propagation never
     /// holds a claim past its lease.
     pub async fn rename_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
-        Op::UsersRenameInBackground
+        Op::FeedUsersRenameInBackground
             .span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
@@ -324,7 +324,7 @@ impl Users {
     /// Copies a user's current chunk into every document that embeds it (idempotent; for
     /// repairs).
     pub async fn propagate(&self, id: &str) -> Result<PropagationStatus> {
-        Op::UsersPropagate
+        Op::FeedUsersPropagate
             .span()
             .run(async move {
                 self.inner.user(id).await?;
@@ -345,7 +345,7 @@ impl Users {
         propagation: ObjectId,
         max_batches: Option<usize>,
     ) -> Result<PropagationStatus> {
-        Op::UsersRunPropagation
+        Op::FeedUsersRunPropagation
             .span()
             .run(async move { propagation::run(&self.inner, propagation, max_batches, None).await })
             .await
@@ -354,7 +354,7 @@ impl Users {
     /// Unfinished propagations (interrupted by a crash, a timeout or a batch limit), oldest
     /// first.
     pub async fn unfinished_propagations(&self) -> Result<Vec<ObjectId>> {
-        Op::UsersUnfinishedPropagations
+        Op::FeedUsersUnfinishedPropagations
             .span()
             .run(async move {
                 let records: Vec<bson::Document> = self
@@ -378,7 +378,7 @@ impl Users {
     /// Finishes every unfinished propagation; run at startup or on a timer. Returns how many
     /// were finished.
     pub async fn resume_propagations(&self) -> Result<usize> {
-        Op::UsersResumePropagations
+        Op::FeedUsersResumePropagations
             .span()
             .run(async move {
                 let unfinished = self.unfinished_propagations().await?;

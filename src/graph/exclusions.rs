@@ -26,7 +26,7 @@ use futures::TryStreamExt;
 
 use super::paging::{page_of, trim, List};
 use super::FollowGraph;
-use crate::graph::spans::Op;
+use crate::observe::spans::Op;
 use crate::{validate, Error, Page, PageRequest, Result};
 
 /// `kind` of a dismissal.
@@ -44,7 +44,7 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Dismiss
+        Op::GraphDismiss
             .span()
             .run(async move {
                 self.check_other(owner, user, "dismiss").await?;
@@ -75,7 +75,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Block
+        Op::GraphBlock
             .span()
             .run(async move {
                 self.check_other(owner, user, "block").await?;
@@ -98,7 +98,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Unblock
+        Op::GraphUnblock
             .span()
             .run(async move {
                 self.check_other(owner, user, "block").await?;
@@ -115,7 +115,7 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
-        Op::Blocked
+        Op::GraphBlocked
             .span()
             .run(async move {
                 validate::user_id("owner", owner)?;

@@ -100,7 +100,6 @@ mod recommend;
 mod relations;
 mod repair;
 mod setup;
-mod spans;
 mod types;
 
 pub use builder::FollowGraphBuilder;

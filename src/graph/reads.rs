@@ -5,7 +5,7 @@ use futures::TryStreamExt;
 
 use super::paging::{page_of, trim};
 use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
-use crate::graph::spans::Op;
+use crate::observe::spans::Op;
 use crate::{bson_ext, validate};
 use crate::{error::Entity, Page, PageRequest, Result};
 
@@ -18,7 +18,7 @@ impl FollowGraph {
     /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::Following
+        Op::GraphFollowing
             .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
@@ -35,7 +35,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::Followers
+        Op::GraphFollowers
             .span()
             .run(async move {
                 validate::user_id("user", user)?;
@@ -52,7 +52,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn members(&self, group: &str, page: PageRequest) -> Result<Page<String>> {
-        Op::Members
+        Op::GraphMembers
             .span()
             .run(async move {
                 validate::id("group id", group)?;
@@ -70,7 +70,7 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        Op::FollowsAny
+        Op::GraphFollowsAny
             .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
@@ -81,7 +81,7 @@ impl FollowGraph {
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        Op::FollowersAmong
+        Op::GraphFollowersAmong
             .span()
             .run(async move {
                 validate::user_id("user", user)?;
@@ -117,7 +117,7 @@ impl FollowGraph {
 
     /// Whether and how `owner` follows `user`.
     pub async fn subscription(&self, owner: &str, user: &str) -> Result<Option<Subscription>> {
-        Op::Subscription
+        Op::GraphSubscription
             .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
@@ -141,7 +141,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        Op::Stats
+        Op::GraphStats
             .span()
             .run(async move {
                 validate::user_id("user", user)?;

@@ -12,7 +12,7 @@ use futures::TryStreamExt;
 
 use super::{listed, FollowGraph, Recommendation};
 use crate::error::Result;
-use crate::graph::spans::Op;
+use crate::observe::spans::Op;
 use crate::page::{invalid, Cursor, Scope};
 use crate::page::{Page, PageRequest};
 use crate::{bson_ext, validate};
@@ -108,7 +108,7 @@ impl FollowGraph {
         user: &str,
         page: PageRequest,
     ) -> Result<Page<Recommendation>> {
-        Op::Recommendations
+        Op::GraphRecommendations
             .span()
             .run(async move {
                 validate::user_id("user", user)?;

@@ -7,8 +7,8 @@ use mongodb::Collection;
 use super::{group_key, owner_key, FollowGraph, Kind, Origin};
 use crate::backend::lease_lock::Lease;
 use crate::error::Result;
-use crate::graph::spans::Op;
 use crate::notifications::{Activity, Kind as NotificationKind};
+use crate::observe::spans::Op;
 
 /// Members or followers read per query while fanning a change out over a group.
 const SCAN_PAGE: i64 = 500;
@@ -42,7 +42,7 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Follow
+        Op::GraphFollow
             .span()
             .run(async move {
                 self.check_pair(owner, user).await?;
@@ -78,7 +78,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::Unfollow
+        Op::GraphUnfollow
             .span()
             .run(async move {
                 self.check_pair(owner, user).await?;
@@ -119,7 +119,7 @@ impl FollowGraph {
     /// `"user"`; `"group id"`), both before any command;
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        Op::FollowGroup
+        Op::GraphFollowGroup
             .span()
             .run(async move { self.change_group(group, owner, GroupChange::Follow).await })
             .await
@@ -132,7 +132,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        Op::UnfollowGroup
+        Op::GraphUnfollowGroup
             .span()
             .run(async move { self.change_group(group, owner, GroupChange::Unfollow).await })
             .await
@@ -145,7 +145,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
-        Op::AddMember
+        Op::GraphAddMember
             .span()
             .run(async move { self.change_group(group, user, GroupChange::Join).await })
             .await
@@ -158,7 +158,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
-        Op::RemoveMember
+        Op::GraphRemoveMember
             .span()
             .run(async move { self.change_group(group, user, GroupChange::Leave).await })
             .await

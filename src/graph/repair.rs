@@ -3,7 +3,7 @@
 use bson::doc;
 
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
-use crate::graph::spans::Op;
+use crate::observe::spans::Op;
 use crate::validate;
 use crate::Result;
 
@@ -19,7 +19,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        Op::Rebuild
+        Op::GraphRebuild
             .span()
             .run(async move {
                 validate::user_id("owner", owner)?;
@@ -48,7 +48,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        Op::Recount
+        Op::GraphRecount
             .span()
             .run(async move {
                 validate::user_id("user", user)?;

@@ -6,8 +6,8 @@ use mongodb::Database;
 use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
 use crate::config::StoreConfig;
 use crate::error::Result;
-use crate::graph::spans::Op;
 use crate::notifications::Outbox;
+use crate::observe::spans::Op;
 use crate::sharding::ShardKey;
 use crate::validate;
 
@@ -40,7 +40,7 @@ impl FollowGraph {
     /// told to create them creates them before its first follow, unfollow, membership change,
     /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::CreateIndexes
+        Op::GraphCreateIndexes
             .span()
             .run(async move { self.backend.create_indexes().await })
             .await
@@ -59,7 +59,7 @@ impl FollowGraph {
     /// # Ok(()) }
     /// ```
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::ShardCollections
+        Op::GraphShardCollections
             .span()
             .run(async move {
                 crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
@@ -116,7 +116,7 @@ impl FollowGraph {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"user"`) for an id blank or over
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command.
     pub async fn add_user(&self, user: &str) -> Result<()> {
-        Op::AddUser.span()
+        Op::GraphAddUser.span()
             .run(async move {
                 validate::user_id("user", user)?;
                 let document = doc! {
@@ -139,7 +139,7 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before any command: the graph stores ids
     /// only, so this is the one limit on what it stores.
     pub async fn add_group(&self, group: &str) -> Result<()> {
-        Op::AddGroup
+        Op::GraphAddGroup
             .span()
             .run(async move {
                 validate::id("group id", group)?;

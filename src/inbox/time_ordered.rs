@@ -150,12 +150,7 @@ pub(super) async fn read_page<P: Payload>(
         .sort(layout.sort())
         .limit(fetch as i64)
         .batch_size(fetch as u32);
-    if let Some(keys) = backend
-        .dialect()
-        .await?
-        .newest_first_hint(&layout.time_index())
-    {
-        backend.ensure_indexes().await?;
+    if let Some(keys) = newest_first_hint(backend, layout).await? {
         find = find.hint(Hint::Keys(keys));
     }
     let mut documents: Vec<Document> = find.await?.try_collect().await?;
@@ -192,8 +187,12 @@ pub(super) async fn count(
 }
 
 /// How many messages `owner`'s inbox shows unread, at most `cap`: a counted index range, which
-/// stops after `cap` documents.
+/// stops after `cap` documents. Under a cap, where the server must be told which index serves
+/// the newest-first order ([`crate::backend::dialect::Dialect::newest_first_hint`]), the count
+/// names it too: DocumentDB then walks the owner's index entries and stops at the cap (6.6 ms
+/// for 100 of 1,000,000 unread) instead of collecting every entry first (627 ms).
 pub(super) async fn unread_count(
+    backend: &Backend,
     collection: &Collection<Document>,
     layout: Layout,
     owner: &str,
@@ -203,10 +202,28 @@ pub(super) async fn unread_count(
     filter.extend(layout.state.unread(owner));
     filter.extend(layout.state.visible(owner));
     let count = collection.count_documents(filter);
-    Ok(match cap {
-        Some(cap) => count.limit(cap).await?,
+    let Some(cap) = cap else {
+        return Ok(count.await?);
+    };
+    let count = count.limit(cap);
+    Ok(match newest_first_hint(backend, layout).await? {
+        Some(keys) => count.hint(Hint::Keys(keys)).await?,
         None => count.await?,
     })
+}
+
+/// The hint of a newest-first read of `layout`'s index, where the server needs one (see
+/// [`crate::backend::dialect::Dialect::newest_first_hint`]), once the store's indexes exist (a
+/// hint of a missing index fails the read).
+async fn newest_first_hint(backend: &Backend, layout: Layout) -> Result<Option<Document>> {
+    let keys = backend
+        .dialect()
+        .await?
+        .newest_first_hint(&layout.time_index());
+    if keys.is_some() {
+        backend.ensure_indexes().await?;
+    }
+    Ok(keys)
 }
 
 /// The messages `owner`'s inbox shows that were sent at `from` or later, oldest first, at most

@@ -79,7 +79,6 @@
 mod builder;
 mod outbox;
 mod reads;
-mod spans;
 mod store;
 mod types;
 mod watch;

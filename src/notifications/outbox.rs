@@ -11,7 +11,7 @@ use bson::oid::ObjectId;
 
 use super::{Activity, DynNotifier, Kind};
 use crate::jobs::{Job, JobHandler, JobQueue, Worker};
-use crate::notifications::spans::Op;
+use crate::observe::spans::Op;
 use crate::Result;
 
 /// The kind of the outbox's jobs.
@@ -166,7 +166,7 @@ impl Outbox {
     /// Server errors of the outbox's own database; a notifier's failure is recorded on its job,
     /// which runs again later.
     pub async fn run_pending(&self) -> Result<usize> {
-        Op::OutboxRunPending
+        Op::NotificationsOutboxRunPending
             .span()
             .run(async move { self.queue.run_pending(&self.handler()).await })
             .await
@@ -180,7 +180,7 @@ impl Outbox {
 
     /// Notifications waiting for delivery (one `count`).
     pub async fn pending(&self) -> Result<u64> {
-        Op::OutboxPending
+        Op::NotificationsOutboxPending
             .span()
             .run(async move { self.queue.pending().await })
             .await
@@ -188,7 +188,7 @@ impl Outbox {
 
     /// Notifications given up on after 1,000 failed runs (one `count`).
     pub async fn failed(&self) -> Result<u64> {
-        Op::OutboxFailed
+        Op::NotificationsOutboxFailed
             .span()
             .run(async move { self.queue.failed().await })
             .await

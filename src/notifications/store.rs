@@ -14,7 +14,7 @@ use super::{
     MAX_DATA_BYTES,
 };
 use crate::config::StoreConfig;
-use crate::notifications::spans::Op;
+use crate::observe::spans::Op;
 use crate::realtime::{self, ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
 use crate::validate;
@@ -48,7 +48,7 @@ impl<D: Payload> NotificationStore<D> {
     /// Correctness does not depend on them (a group's `_id` is what keeps it single), only the
     /// speed of pages, counts and withdrawals.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::CreateIndexes
+        Op::NotificationsCreateIndexes
             .span()
             .run(async move { self.groups.backend.create_indexes().await })
             .await
@@ -66,7 +66,7 @@ impl<D: Payload> NotificationStore<D> {
     /// Shards the store's collection on [`NotificationStore::shard_keys`] when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::ShardCollections
+        Op::NotificationsShardCollections
             .span()
             .run(async move {
                 crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
@@ -106,7 +106,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::RetriesExhausted`](crate::Error::RetriesExhausted) if more than 64 full groups of the window were met; [`Error::Conflict`](crate::Error::Conflict) for a key the recipient's events used with another
     /// activity, time or data, nothing written.
     pub async fn notify(&self, event: impl Into<Event<D>>) -> Result<()> {
-        Op::Notify
+        Op::NotificationsNotify
             .span()
             .run(async move {
                 let event = event.into();
@@ -146,7 +146,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id over
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), before anything is written.
     pub async fn withdraw(&self, activity: &Activity) -> Result<()> {
-        Op::Withdraw
+        Op::NotificationsWithdraw
             .span()
             .run(async move {
                 check(activity)?;
@@ -162,7 +162,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
-        Op::Page
+        Op::NotificationsPage
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
@@ -178,7 +178,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
-        Op::Counts
+        Op::NotificationsCounts
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
@@ -195,7 +195,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
-        Op::MarkSeen
+        Op::NotificationsMarkSeen
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
@@ -217,7 +217,7 @@ impl<D: Payload> NotificationStore<D> {
         recipient: &str,
         until: Option<bson::DateTime>,
     ) -> Result<u64> {
-        Op::MarkAllRead
+        Op::NotificationsMarkAllRead
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
@@ -235,7 +235,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::error::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
-        Op::MarkRead
+        Op::NotificationsMarkRead
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;
@@ -293,7 +293,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
-        Op::Trim
+        Op::NotificationsTrim
             .span()
             .run(async move {
                 validate::user_id("recipient", recipient)?;

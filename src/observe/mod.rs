@@ -181,6 +181,7 @@
 
 #[cfg(feature = "tracing")]
 mod enabled;
+pub(crate) mod spans;
 
 use mongodb::event::command::CommandStartedEvent;
 use mongodb::options::ClientOptions;

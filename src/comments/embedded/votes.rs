@@ -10,8 +10,10 @@ use crate::comments::cursor;
 use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
-use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
-use crate::comments::{discussion_lock, validate, Comment, Sort, Thread, Vote};
+use crate::comments::votes::{
+    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_DOCUMENT,
+};
+use crate::comments::{discussion_lock, validate, Comment, Sort, Thread};
 use crate::page::invalid;
 use crate::{error::Entity, Cursor, Page, PageRequest, Result};
 
@@ -151,32 +153,16 @@ impl Tally for Embedded {
     }
 }
 
+impl Voting for Embedded {
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
+}
+
 #[async_trait]
 impl VotesEngine for Embedded {
     fn strategy(&self) -> crate::comments::Strategy {
         crate::comments::Strategy::Embedded
-    }
-
-    async fn vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-        vote: Vote,
-    ) -> Result<Option<Vote>> {
-        self.votes
-            .set(self, discussion, link, user, vote.value())
-            .await
-    }
-
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes.set(self, discussion, link, user, 0).await
-    }
-
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes
-            .get(|link| self.check_link(link), discussion, link, user)
-            .await
     }
 
     async fn ranked(
@@ -214,9 +200,5 @@ impl VotesEngine for Embedded {
         let base = parent_path.unwrap_or_default();
         let ranked = ranked_level(discussion, sort, &base, level, after, page.limit, 0);
         Ok(ranked.map(|thread| thread.comment))
-    }
-
-    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        self.votes.settle(self, discussion).await
     }
 }

@@ -10,8 +10,10 @@ use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
-use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_DOCUMENT};
-use crate::comments::{discussion_lock, validate, Comment, Sort, Vote};
+use crate::comments::votes::{
+    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_DOCUMENT,
+};
+use crate::comments::{discussion_lock, validate, Comment, Sort};
 use crate::page::invalid;
 use crate::{Error, PageRequest, Result};
 
@@ -121,30 +123,16 @@ impl Tally for HybridPages {
     }
 }
 
+impl Voting for HybridPages {
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
+}
+
 #[async_trait]
 impl VotesEngine for HybridPages {
     fn strategy(&self) -> crate::comments::Strategy {
         crate::comments::Strategy::HybridPages
-    }
-
-    async fn vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-        vote: Vote,
-    ) -> Result<Option<Vote>> {
-        self.votes
-            .set(self, discussion, link, user, vote.value())
-            .await
-    }
-
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes.set(self, discussion, link, user, 0).await
-    }
-
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes.get(check_slug, discussion, link, user).await
     }
 
     async fn ranked(
@@ -195,9 +183,5 @@ impl VotesEngine for HybridPages {
             cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
         });
         Ok(page.map(|(_, _, entry)| entry.comment()))
-    }
-
-    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        self.votes.settle(self, discussion).await
     }
 }

@@ -11,8 +11,10 @@ use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::VotesEngine;
-use crate::comments::votes::{Delta, Found, Tally, VOTE_OPS, VOTE_OPS_PER_COMMENT};
-use crate::comments::{discussion_lock, slug, Comment, Sort, Vote, Votes};
+use crate::comments::votes::{
+    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
+};
+use crate::comments::{discussion_lock, slug, Comment, Sort, Votes};
 use crate::error::{Entity, Result};
 use crate::page::invalid;
 use crate::page::{Page, PageRequest};
@@ -117,32 +119,16 @@ impl Tally for PerComment {
     }
 }
 
+impl Voting for PerComment {
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
+}
+
 #[async_trait]
 impl VotesEngine for PerComment {
     fn strategy(&self) -> crate::comments::Strategy {
         crate::comments::Strategy::PerComment
-    }
-
-    async fn vote(
-        &self,
-        discussion: &str,
-        link: &str,
-        user: &str,
-        vote: Vote,
-    ) -> Result<Option<Vote>> {
-        self.votes
-            .set(self, discussion, link, user, vote.value())
-            .await
-    }
-
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes.set(self, discussion, link, user, 0).await
-    }
-
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        self.votes
-            .get(|link| self.check_link(link), discussion, link, user)
-            .await
     }
 
     async fn ranked(
@@ -197,9 +183,5 @@ impl VotesEngine for PerComment {
                 .await?;
         }
         Ok(ranked)
-    }
-
-    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        self.votes.settle(self, discussion).await
     }
 }

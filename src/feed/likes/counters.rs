@@ -8,8 +8,8 @@ use super::{Likes, MAX_FIRST_UPDATE_RACES, REMOVING};
 use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext;
 use crate::error::Result;
-use crate::feed::spans::Op;
 use crate::feed::types::PostId;
+use crate::observe::spans::Op;
 
 /// A post's social counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +56,7 @@ impl Likes {
     /// carries an operation id the counter remembers); a call made again by the caller is a new
     /// change.
     pub async fn add_to_counter(&self, post: PostId, counter: Counter, delta: i64) -> Result<()> {
-        Op::LikesAddToCounter
+        Op::FeedLikesAddToCounter
             .span()
             .run(async move {
                 self.check_post_exists(post).await?;
@@ -71,7 +71,7 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn counters(&self, post: PostId) -> Result<Counters> {
-        Op::LikesCounters
+        Op::FeedLikesCounters
             .span()
             .run(async move {
                 match self
@@ -103,7 +103,7 @@ impl Likes {
     /// unlike, missed once): run it when no like of the post is in flight (a repair after a
     /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount(&self, post: PostId) -> Result<i64> {
-        Op::LikesRecount
+        Op::FeedLikesRecount
             .span()
             .run(async move {
                 self.check_post_exists(post).await?;

@@ -8,10 +8,10 @@ use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING
 use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext;
 use crate::error::Result;
-use crate::feed::spans::Op;
 use crate::feed::state::not_found_post;
 use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
+use crate::observe::spans::Op;
 
 impl Likes {
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
@@ -34,7 +34,7 @@ impl Likes {
     /// like stays marked "not yet counted" and the next like or unlike of the pair (or
     /// [`Likes::settle`]) counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
-        Op::LikesLike
+        Op::FeedLikesLike
             .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
@@ -125,7 +125,7 @@ impl Likes {
     /// stays marked "removing" (and reads as absent) and the next like or unlike of the pair (or
     /// [`Likes::settle`]) removes and counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
-        Op::LikesUnlike
+        Op::FeedLikesUnlike
             .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
@@ -241,7 +241,7 @@ impl Likes {
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike
     /// reads as absent; one stored but not yet counted, as present.
     pub async fn is_liked(&self, post: PostId, user: &str) -> Result<bool> {
-        Op::LikesIsLiked
+        Op::FeedLikesIsLiked
             .span()
             .run(async move {
                 crate::validate::user_id("user", user)?;
@@ -275,7 +275,7 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn settle(&self, post: PostId) -> Result<usize> {
-        Op::LikesSettle
+        Op::FeedLikesSettle
             .span()
             .run(async move {
                 self.check_post_exists(post).await?;

@@ -79,12 +79,13 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         let database = self.config.database();
         let buckets = database.collection(&buckets);
         // The unread count's index: the full buckets with unread messages, which pushes (into
-        // the newest bucket, not full) never maintain.
+        // the newest bucket, not full) never maintain, newest first, so that a capped count
+        // reads the newest few in order and stops.
         let unread = IndexModel::builder()
-            .keys(doc! { "owner": 1 })
+            .keys(doc! { "owner": 1, "_id": -1 })
             .options(
                 IndexOptions::builder()
-                    .name("owner_1_full_unread".to_owned())
+                    .name(FULL_UNREAD_INDEX.to_owned())
                     .partial_filter_expression(doc! {
                         "count": { "$gte": i64::from(self.bucket_size) },
                         "unread": { "$gt": 0_i64 },

@@ -161,7 +161,7 @@ impl<P: Payload> LifecycleEngine<P> for FanOutOnRead<P> {
     }
 
     async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
-        time_ordered::unread_count(&self.messages, LAYOUT, owner, cap).await
+        time_ordered::unread_count(&self.backend, &self.messages, LAYOUT, owner, cap).await
     }
 
     /// One `update` adding the owner to `gone_for` (a retracted message matches too: deleting

@@ -155,7 +155,7 @@ impl<P: Payload> LifecycleEngine<P> for FanOutOnWrite<P> {
     }
 
     async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
-        time_ordered::unread_count(&self.copies, LAYOUT, owner, cap).await
+        time_ordered::unread_count(&self.backend, &self.copies, LAYOUT, owner, cap).await
     }
 
     /// One `update` turning the copy into a tombstone; when it matches nothing, one `find` tells

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::units::CommentMigrationEngine;
-use crate::comments::engine::{CommentEngine, ThreadsEngine, VotesEngine};
+use crate::comments::engine::{At, BallotEngine, CommentEngine, ThreadsEngine, VotesEngine};
 use crate::comments::{
     Comment, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort, Strategy, Thread,
     ThreadedComments, Vote,
@@ -441,21 +441,10 @@ impl CommentEngine for MigratingComments {
 }
 
 #[async_trait]
-impl VotesEngine for MigratingComments {
-    /// The source's strategy (the target's pages, once reads moved, carry the target's
-    /// cursors all the same).
-    fn strategy(&self) -> Strategy {
-        self.source().strategy()
-    }
-
-    fn migrating(&self) -> bool {
-        true
-    }
-
+impl BallotEngine for MigratingComments {
     async fn vote(
         &self,
-        discussion: &str,
-        link: &str,
+        At { discussion, link }: At<'_>,
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
@@ -465,14 +454,18 @@ impl VotesEngine for MigratingComments {
         .await
     }
 
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+    async fn retract_vote(
+        &self,
+        At { discussion, link }: At<'_>,
+        user: &str,
+    ) -> Result<Option<Vote>> {
         self.write_at(discussion, link, true, |store, link| async move {
             store.retract_vote(discussion, &link, user).await
         })
         .await
     }
 
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+    async fn vote_of(&self, At { discussion, link }: At<'_>, user: &str) -> Result<Option<Vote>> {
         let reader = self.reader(discussion).await?;
         match reader {
             Reader::Source => self.source().vote_of(discussion, link, user).await,
@@ -482,6 +475,27 @@ impl VotesEngine for MigratingComments {
                 Err(error) => Err(error),
             },
         }
+    }
+
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        let settled = self.source().settle_votes(discussion).await?;
+        if self.inner.units.in_scope(discussion) {
+            self.target().settle_votes(discussion).await?;
+        }
+        Ok(settled)
+    }
+}
+
+#[async_trait]
+impl VotesEngine for MigratingComments {
+    /// The source's strategy (the target's pages, once reads moved, carry the target's
+    /// cursors all the same).
+    fn strategy(&self) -> Strategy {
+        self.source().strategy()
+    }
+
+    fn migrating(&self) -> bool {
+        true
     }
 
     async fn ranked(
@@ -502,14 +516,6 @@ impl VotesEngine for MigratingComments {
             },
         )
         .await
-    }
-
-    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        let settled = self.source().settle_votes(discussion).await?;
-        if self.inner.units.in_scope(discussion) {
-            self.target().settle_votes(discussion).await?;
-        }
-        Ok(settled)
     }
 }
 

@@ -167,11 +167,12 @@ impl Buckets {
     }
 
     /// The `count` and `unread` of the buckets `filter` selects (the newest `limit` of them, by
-    /// `_id`, when given): one `find`, retried.
+    /// `_id`, when given), through `index` when named: one `find`, retried.
     pub(super) async fn read_counts(
         &self,
         filter: Document,
         limit: Option<i64>,
+        index: Option<&str>,
     ) -> Result<Vec<Document>> {
         self.backend
             .retry("read counts", || async {
@@ -182,6 +183,9 @@ impl Buckets {
                     .batch_size(100_000);
                 if let Some(limit) = limit {
                     find = find.sort(doc! { "_id": -1 }).limit(limit);
+                }
+                if let Some(index) = index {
+                    find = find.hint(Hint::Name(index.to_owned()));
                 }
                 Ok(find.await?.try_collect().await?)
             })

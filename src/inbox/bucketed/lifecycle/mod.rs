@@ -35,7 +35,9 @@ mod store;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::{owner_buckets, owner_from_hex, BucketedFanOut, Buckets, MAX_ROUNDS, PLACED};
+use super::{
+    owner_buckets, owner_from_hex, BucketedFanOut, Buckets, FULL_UNREAD_INDEX, MAX_ROUNDS, PLACED,
+};
 use crate::bson_ext::integer;
 use crate::inbox::filters::FilterLists;
 use crate::inbox::lifecycle::{message_not_found, not_sender, Filter, Retention, UpTo};
@@ -45,6 +47,7 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
+use mongodb::options::Hint;
 
 /// An entry's tombstone mark: `"deleted"` (by its owner) or `"retracted"` (by its sender).
 const GONE: &str = "gone";

@@ -91,9 +91,13 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
     /// buckets that have any (one `find` of the partial index) and the newest bucket (one `find`
     /// of one bucket by `_id`), at the same time; elsewhere one `find` of the owner's buckets.
     /// Every bucket but the newest is full. Under a `cap`, at most `cap` full buckets are
-    /// read (the newest first): each counts at least one unread message.
+    /// read, the newest first, in the partial index's order (named in a hint where the server
+    /// needs one, [`Dialect::names_ordered_indexes`]): each counts at least one unread message.
+    ///
+    /// [`Dialect::names_ordered_indexes`]: crate::backend::dialect::Dialect::names_ordered_indexes
     async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64> {
         let buckets = &self.buckets;
+        let dialect = buckets.backend.dialect().await?;
         let unread = |found: Vec<Document>| {
             found
                 .iter()
@@ -104,17 +108,18 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
         // Every bucket but the newest is full: the full ones still counting unread messages
         // (by the partial index on `owner`, which no push into the newest bucket maintains;
         // by the owner's `_id` range where the server has no partial indexes), and the newest.
-        let mut full = buckets
-            .backend
-            .dialect()
-            .await?
-            .through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
+        let mut full =
+            dialect.through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
         full.insert("count", doc! { "$gte": size });
         full.insert("unread", doc! { "$gt": 0_i64 });
+        let hint = (cap.is_some() && dialect.names_ordered_indexes()).then_some(FULL_UNREAD_INDEX);
+        if hint.is_some() {
+            buckets.backend.ensure_indexes().await?;
+        }
         let newest = owner_buckets(owner, 0, None);
         let (full, newest) = futures::future::try_join(
-            buckets.read_counts(full, cap.map(|cap| cap.min(i64::MAX as u64) as i64)),
-            buckets.read_counts(newest, Some(1)),
+            buckets.read_counts(full, cap.map(|cap| cap.min(i64::MAX as u64) as i64), hint),
+            buckets.read_counts(newest, Some(1), None),
         )
         .await?;
         let newest = newest
