@@ -82,7 +82,7 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
         // the newest bucket, not full) never maintain, newest first, so that a capped count
         // reads the newest few in order and stops.
         let unread = IndexModel::builder()
-            .keys(doc! { "owner": 1, "_id": -1 })
+            .keys(doc! { "owner": 1, "sequence": -1 })
             .options(
                 IndexOptions::builder()
                     .name(FULL_UNREAD_INDEX.to_owned())

@@ -51,7 +51,7 @@ pub const DEFAULT_BUCKET_SIZE: u32 = 50;
 /// The largest bucket size accepted.
 pub const MAX_BUCKET_SIZE: u32 = 10_000;
 /// The name of the unread count's partial index.
-const FULL_UNREAD_INDEX: &str = "owner_1__id_-1_full_unread";
+const FULL_UNREAD_INDEX: &str = "owner_1_sequence_-1_full_unread";
 
 /// Rounds of delivery a send tries before giving up with [`Error::RetriesExhausted`]. A round only
 /// repeats for recipients whose bucket filled or appeared while the round ran.
@@ -74,7 +74,7 @@ const FLOOR: &str = "floor";
 ///   sequence (the owner's bytes in hex, `.`, the sequence in 12 digits), so one bucket is found
 ///   by `_id` and an owner's buckets are one range of `_id`, oldest first: every read goes through
 ///   the `_id` index. The only other index holds the full buckets that still count unread
-///   messages (`{owner: 1, _id: -1}`, named `owner_1__id_-1_full_unread`, partial on
+///   messages (`{owner: 1, sequence: -1}`, named `owner_1_sequence_-1_full_unread`, partial on
 ///   `count >= bucket_size` and `unread > 0`, where the server has partial indexes; a capped
 ///   unread count reads its newest entries in order and stops), which no push into the newest bucket maintains: on engines that keep
 ///   documents in PostgreSQL every index of a bucket is rewritten by every push to it (a push

@@ -166,12 +166,12 @@ impl Buckets {
         self.converge_owner(owner, &write).await
     }
 
-    /// The `count` and `unread` of the buckets `filter` selects (the newest `limit` of them, by
-    /// `_id`, when given), through `index` when named: one `find`, retried.
+    /// The `count` and `unread` of the buckets `filter` selects (the first `limit` of them in
+    /// `order`, when given), through `index` when named: one `find`, retried.
     pub(super) async fn read_counts(
         &self,
         filter: Document,
-        limit: Option<i64>,
+        first: Option<(Document, i64)>,
         index: Option<&str>,
     ) -> Result<Vec<Document>> {
         self.backend
@@ -181,8 +181,8 @@ impl Buckets {
                     .find(filter.clone())
                     .projection(doc! { "_id": 0, "count": 1, "unread": 1 })
                     .batch_size(100_000);
-                if let Some(limit) = limit {
-                    find = find.sort(doc! { "_id": -1 }).limit(limit);
+                if let Some((order, limit)) = &first {
+                    find = find.sort(order.clone()).limit(*limit);
                 }
                 if let Some(index) = index {
                     find = find.hint(Hint::Name(index.to_owned()));

@@ -117,9 +117,11 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
             buckets.backend.ensure_indexes().await?;
         }
         let newest = owner_buckets(owner, 0, None);
+        // The newest full buckets by the partial index's order; the newest bucket by `_id`.
+        let newest_full = cap.map(|cap| (doc! { "sequence": -1 }, cap.min(i64::MAX as u64) as i64));
         let (full, newest) = futures::future::try_join(
-            buckets.read_counts(full, cap.map(|cap| cap.min(i64::MAX as u64) as i64), hint),
-            buckets.read_counts(newest, Some(1), None),
+            buckets.read_counts(full, newest_full, hint),
+            buckets.read_counts(newest, Some((doc! { "_id": -1 }, 1)), None),
         )
         .await?;
         let newest = newest
