@@ -28,7 +28,7 @@ pub(super) const DOCUMENTDB_VERSION: &str = "0.106.0";
 /// PostgreSQL's major version (Debian's package).
 const PG_MAJOR: u32 = 15;
 /// The install script's subdirectory of the cache directory (its `KEY`).
-const INSTALL_KEY: &str = "documentdb-0.106.0-ferretdb-2.5.0-pg15-r2";
+const INSTALL_KEY: &str = "documentdb-0.106.0-ferretdb-2.5.0-pg15-r3";
 /// PostgreSQL starts from a copied template in well under a second; a cold machine is slower.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 

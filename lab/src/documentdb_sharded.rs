@@ -18,7 +18,7 @@ use std::time::Duration;
 use super::local_server::{self, cache_root};
 
 /// The install script's subdirectory of the cache directory (its `KEY`).
-const INSTALL_KEY: &str = "documentdb-0.106.0-ferretdb-2.5.0-pg15-r2";
+const INSTALL_KEY: &str = "documentdb-0.106.0-ferretdb-2.5.0-pg15-r3";
 /// Three clusters made with `initdb`, the distributed extension set up, the gateway started.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// The user and password `scripts/documentdb-cluster` makes for the gateway's clients.
