@@ -62,6 +62,14 @@ const LOCK_LEASE: Duration = Duration::from_secs(30);
 /// Sharded on `{from: 1}`, writes spread by sender but every inbox read goes to every shard:
 /// choose it when messages are sent far more often than inboxes are read.
 ///
+/// On MongoDB a page walks `{to, sent, id}` in order and stops. The DocumentDB engine reads no
+/// index over an array in order (its ordered index over `to` bounds no time range and fails some
+/// reads, so there the index is created with `storageEngine: { enableOrderedIndex: false }`):
+/// a page sorts every message of the owner's (1.6 s for the newest 50 of 1,000,000, see
+/// `docs/BENCHMARKS.md`). There, bound long inboxes with a
+/// [`Retention`](super::lifecycle::Retention) or choose [`super::FanOutOnWrite`] or
+/// [`super::BucketedFanOut`], whose pages stay flat.
+///
 /// `P` is the application's payload type.
 ///
 /// ```no_run
