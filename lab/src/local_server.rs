@@ -5,7 +5,9 @@
 //! [`super::mongo_java_server`], [`super::documentdb`]). Blocking, standard library only (plus
 //! `sh` and `kill`).
 
+use std::collections::hash_map::RandomState;
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -136,12 +138,36 @@ fn start_once(
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// Where [`free_port`] looks: below the ports the kernel gives outgoing connections (32768 and
+/// up on Linux, 49152 and up on macOS).
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A loopback port nobody listens on right now, drawn at random from [`PORTS`]. Not one the
+/// kernel hands out itself (bind to port 0): those are the ports of outgoing connections, and
+/// DocumentDB's gateway binds its listening socket anew after each connection it accepts, and
+/// an outgoing connection that takes its port between two binds leaves it listening nowhere.
+/// That is the likeliest reading of one CI run in which, beside the other legs' thousands of
+/// connections, the sharded leg's gateway came up and then refused every connection for 20 s
+/// (all 7 tests of that process failed their first `ping`; the binary passed alone and under
+/// load afterwards).
 fn free_port() -> Result<u16, String> {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .map_err(|error| format!("cannot find a free loopback port: {error}"))
+    let width = u64::from(PORTS.end - PORTS.start);
+    let seed = RandomState::new().build_hasher().finish();
+    let mut last_error = None;
+    for attempt in 0..64_u64 {
+        let offset = seed.wrapping_add(attempt.wrapping_mul(7_919)) % width;
+        let port = PORTS.start + offset as u16;
+        match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            Ok(_) => return Ok(port),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(format!(
+        "cannot find a free loopback port in {}..{}: {}",
+        PORTS.start,
+        PORTS.end,
+        last_error.map_or_else(String::new, |error| error.to_string())
+    ))
 }
 
 /// Waits until the port accepts connections while the watchdog (and so the server) still runs.
