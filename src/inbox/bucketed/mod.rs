@@ -76,10 +76,10 @@ const FLOOR: &str = "floor";
 ///   the `_id` index. The only other index holds the full buckets that still count unread
 ///   messages (`{owner: 1, sequence: -1}`, named `owner_1_sequence_-1_full_unread`, partial on
 ///   `count >= bucket_size` and `unread > 0`, where the server has partial indexes; a capped
-///   unread count reads its newest entries in order and stops), which no push into the newest bucket maintains: on engines that keep
-///   documents in PostgreSQL every index of a bucket is rewritten by every push to it (a push
-///   into 1,000 buckets took 53 ms with the `_id` index alone, 291 ms with a unique
-///   `{owner, sequence}` index, 882 ms with the indexes this store had before). `unread`,
+///   unread count reads its newest entries in order and stops), which no push into the newest
+///   bucket maintains: on engines that keep documents in PostgreSQL every index of a bucket is
+///   rewritten by every push to it (a push into 1,000 buckets took 53 ms with the `_id` index
+///   alone, 291 ms with a unique `{owner, sequence}` index, 882 ms with the indexes this store had before). `unread`,
 ///   `hidden` and `rev` are the lifecycle's counters and revision ([`super::InboxLifecycle`]);
 /// - `inbox_heads`: `{_id: owner, head, floor, muted, blocked}`, the seed's `users` collection,
 ///   holding the sequence of each owner's newest bucket and the newest `sent` of the bucket

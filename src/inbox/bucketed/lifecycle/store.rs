@@ -106,8 +106,9 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
         };
         let size = i64::from(buckets.bucket_size);
         // Every bucket but the newest is full: the full ones still counting unread messages
-        // (by the partial index on `owner`, which no push into the newest bucket maintains;
-        // by the owner's `_id` range where the server has no partial indexes), and the newest.
+        // (by the partial index on `{owner, sequence}`, which no push into the newest bucket
+        // maintains; by the owner's `_id` range where the server has no partial indexes), and
+        // the newest.
         let mut full =
             dialect.through_partial_index(doc! { "owner": owner }, owner_buckets(owner, 0, None));
         full.insert("count", doc! { "$gte": size });
