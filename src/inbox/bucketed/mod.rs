@@ -80,7 +80,8 @@ const FLOOR: &str = "floor";
 ///   bucket maintains: on engines that keep documents in PostgreSQL every index of a bucket is
 ///   rewritten by every push to it (a push into 1,000 buckets took 53 ms with the `_id` index
 ///   alone, 291 ms with a unique `{owner, sequence}` index, 882 ms with the indexes this store
-///   had before). `unread`, `hidden` and `rev` are the lifecycle's counters and revision ([`super::InboxLifecycle`]);
+///   had before). `unread`, `hidden` and `rev` are the lifecycle's counters and revision
+///   ([`super::InboxLifecycle`]);
 /// - `inbox_heads`: `{_id: owner, head, floor, muted, blocked}`, the seed's `users` collection,
 ///   holding the sequence of each owner's newest bucket and the newest `sent` of the bucket
 ///   before it (a hint: a stale head costs a retry, never a wrong result), and the owner's mute
