@@ -1,8 +1,53 @@
 //! What a reply tells its parent's author, and what deleting it withdraws.
 
+use std::sync::Arc;
+
 use super::{Comment, CommentStore};
-use crate::notifications::{Activity, Kind as NotificationKind, Outbox};
+use crate::config::StoreConfig;
+use crate::notifications::{Activity, DynNotifier, Kind as NotificationKind, Outbox};
 use crate::Result;
+
+/// The builder method of a store whose replies notify: `notifier`, documented for `$store`.
+macro_rules! reply_notifier_method {
+    ($store:ident) => {
+        /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
+        /// reply: the parent comment's author is notified ([`Kind::Reply`] on
+        /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
+        /// deleting a reply withdraws its author from that group (even if they wrote other replies
+        /// to the same comment). Off by default.
+        ///
+        /// The notification never fails the reply (or the delete): it is queued in the store's own
+        /// database, in the collection `<main collection>_outbox`, and tried at once (for at most 2
+        /// seconds); one that could not be delivered then is delivered by the store's
+        #[doc = concat!("[`outbox`](", stringify!($store), "::outbox) worker, at least once (see")]
+        /// [`Outbox`](crate::notifications::Outbox) for the guarantee and what can lose one). On,
+        /// a reply costs 2 commands more in the store's database (queue, then complete) besides
+        /// the notifier's own, and a delete 4 (reading the comment and its parent, queue,
+        /// complete).
+        ///
+        /// [`Kind::Reply`]: crate::notifications::Kind::Reply
+        pub fn notifier(
+            mut self,
+            notifier: std::sync::Arc<crate::notifications::DynNotifier>,
+        ) -> Self {
+            self.notifier = Some(notifier);
+            self
+        }
+    };
+}
+
+pub(super) use reply_notifier_method;
+
+/// The outbox of a store built with a `notifier`, beside its main collection `main`.
+pub(super) fn reply_outbox(
+    config: &StoreConfig,
+    main: &str,
+    notifier: Option<Arc<DynNotifier>>,
+) -> Result<Option<Outbox>> {
+    notifier
+        .map(|notifier| Outbox::build(config, &Outbox::collection_for(main), notifier))
+        .transpose()
+}
 
 /// What a reply tells a notifier: `reply`'s author replied to the comment `parent` (by
 /// `parent_author`) of `discussion`; the parent's author is notified, grouped by the parent.

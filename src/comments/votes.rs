@@ -126,6 +126,55 @@ pub(super) trait Tally: Send + Sync {
     fn lock_key(&self, discussion: &str) -> String;
 }
 
+/// [`Tally::apply`] for a comment that is an element of a document holding many (an embedded
+/// discussion, a hybrid page): adds `delta` to the counters at `field` (`<array>.<index>`) of
+/// the document `key` selects, where `guard` still holds, once under `op`. `false` if the
+/// document no longer counts `op` and no longer matches: it is gone.
+pub(super) async fn count_in_element(
+    backend: &Backend,
+    documents: &Collection<Document>,
+    key: Document,
+    guard: Document,
+    field: &str,
+    delta: Delta,
+    op: ObjectId,
+) -> Result<bool> {
+    let mut filter = key.clone();
+    filter.extend(guard);
+    let mut update = doc! {
+        "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
+    };
+    crate::retry::once_per_op_in(
+        &mut filter,
+        &mut update,
+        VOTE_OPS,
+        VOTE_OPS_PER_DOCUMENT,
+        op,
+    );
+    // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
+    let counted = backend
+        .retry("count vote", || async {
+            Ok(documents.update_one(filter.clone(), update.clone()).await?)
+        })
+        .await?;
+    if counted.matched_count == 1 {
+        return Ok(true);
+    }
+    // Counted already (by this vote's lost attempt, or by a call finishing its mark)? Elements
+    // keep their places, so otherwise the document is gone.
+    let mut holds = key;
+    holds.insert(VOTE_OPS, op);
+    let held = backend
+        .retry("read counted vote", || async {
+            Ok(documents
+                .find_one(holds.clone())
+                .projection(doc! { "_id": 1 })
+                .await?)
+        })
+        .await?;
+    Ok(held.is_some())
+}
+
 /// A strategy's votes: its [`Tally`] and the [`VoteBook`] that keeps them. A vote, taking it
 /// back, reading it and settling pending ones ([`BallotEngine`]) are written once, over these.
 pub(super) trait Voting: Tally {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use mongodb::Database;
 
 use super::{Embedded, COLLECTIONS, LOCK_LEASE, MAX_DEPTH_LIMIT};
+use crate::comments::reply_notifications::{reply_notifier_method, reply_outbox};
 use crate::comments::votes::{VoteBook, VOTE_OPS_BYTES};
 use crate::comments::ThreadedComments;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -40,25 +41,7 @@ impl EmbeddedBuilder {
         self
     }
 
-    /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
-    /// reply: the parent comment's author is notified ([`Kind::Reply`] on
-    /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
-    /// deleting a reply withdraws its author from that group (even if they wrote other replies
-    /// to the same comment). Off by default.
-    ///
-    /// The notification never fails the reply (or the delete): it is queued in the store's own
-    /// database, in the collection `<main collection>_outbox`, and tried at once (for at most 2
-    /// seconds); one that could not be delivered then is delivered by the store's
-    /// [`outbox`](Embedded::outbox) worker, at least once (see [`Outbox`] for the guarantee and what
-    /// can lose one). On, a reply costs 2 commands more in the store's database (queue, then
-    /// complete) besides the notifier's own, and a delete 4 (reading the comment and its
-    /// parent, queue, complete).
-    ///
-    /// [`Kind::Reply`]: crate::notifications::Kind::Reply
-    pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
-        self.notifier = Some(notifier);
-        self
-    }
+    reply_notifier_method!(Embedded);
 
     /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
     /// for the application's own fields).
@@ -105,16 +88,7 @@ impl EmbeddedBuilder {
             .config
             .backend(&locks, LOCK_LEASE)
             .with_index(&votes, VoteBook::index());
-        let outbox = self
-            .notifier
-            .map(|notifier| {
-                Outbox::build(
-                    &self.config,
-                    &Outbox::collection_for(&discussions),
-                    notifier,
-                )
-            })
-            .transpose()?;
+        let outbox = reply_outbox(&self.config, &discussions, self.notifier)?;
         Ok(Embedded {
             votes: VoteBook::new(votes, backend.clone()),
             backend,

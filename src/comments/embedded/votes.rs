@@ -10,9 +10,7 @@ use crate::comments::cursor;
 use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
-use crate::comments::votes::{
-    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_DOCUMENT,
-};
+use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
 use crate::comments::{discussion_lock, validate, Comment, Sort, Thread};
 use crate::page::invalid;
 use crate::{error::Entity, Cursor, Page, PageRequest, Result};
@@ -104,48 +102,20 @@ impl Tally for Embedded {
         delta: Delta,
         op: ObjectId,
     ) -> Result<bool> {
-        let field = tree::field_path(path);
-        let mut filter = doc! {
-            "_id": discussion,
-            "slots": { "$exists": true },
-            format!("{field}.deleted"): { "$exists": true },
-        };
-        let mut update = doc! {
-            "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
-        };
-        crate::retry::once_per_op_in(
-            &mut filter,
-            &mut update,
-            VOTE_OPS,
-            VOTE_OPS_PER_DOCUMENT,
+        // Elements are never removed: a discussion that no longer counts `op` is gone.
+        count_in_element(
+            &self.backend,
+            &self.discussions,
+            doc! { "_id": discussion },
+            doc! {
+                "slots": { "$exists": true },
+                format!("{}.deleted", tree::field_path(path)): { "$exists": true },
+            },
+            &tree::field_path(path),
+            delta,
             op,
-        );
-        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
-        let counted = self
-            .backend
-            .retry("count vote", || async {
-                Ok(self
-                    .discussions
-                    .update_one(filter.clone(), update.clone())
-                    .await?)
-            })
-            .await?;
-        if counted.matched_count == 1 {
-            return Ok(true);
-        }
-        // Counted already (by this vote's lost attempt, or by a call finishing its mark)?
-        // Elements are never removed, so otherwise the discussion is gone.
-        let holds = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion, VOTE_OPS: op })
-                    .projection(doc! { "_id": 1 })
-                    .await?)
-            })
-            .await?;
-        Ok(holds.is_some())
+        )
+        .await
     }
 
     fn lock_key(&self, discussion: &str) -> String {

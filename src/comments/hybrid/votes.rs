@@ -10,9 +10,7 @@ use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::VotesEngine;
 use crate::comments::ranking::rank_after;
-use crate::comments::votes::{
-    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_DOCUMENT,
-};
+use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
 use crate::comments::{discussion_lock, validate, Comment, Sort};
 use crate::page::invalid;
 use crate::{Error, PageRequest, Result};
@@ -74,48 +72,17 @@ impl Tally for HybridPages {
         op: ObjectId,
     ) -> Result<bool> {
         let field = format!("comments.{}", spot.index);
-        let mut filter = doc! {
-            "_id": spot.page.clone(),
+        count_in_element(
+            &self.backend,
+            &self.pages,
             // The shard key's prefix, so a sharded cluster routes it to one shard.
-            "discussion_id": discussion,
-            format!("{field}.slug"): &spot.slug,
-        };
-        let mut update = doc! {
-            "$inc": { format!("{field}.ups"): delta.ups, format!("{field}.downs"): delta.downs },
-        };
-        crate::retry::once_per_op_in(
-            &mut filter,
-            &mut update,
-            VOTE_OPS,
-            VOTE_OPS_PER_DOCUMENT,
+            doc! { "_id": spot.page.clone(), "discussion_id": discussion },
+            doc! { format!("{field}.slug"): &spot.slug },
+            &field,
+            delta,
             op,
-        );
-        // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
-        let counted = self
-            .backend
-            .retry("count vote", || async {
-                Ok(self
-                    .pages
-                    .update_one(filter.clone(), update.clone())
-                    .await?)
-            })
-            .await?;
-        if counted.matched_count == 1 {
-            return Ok(true);
-        }
-        // Counted already (by this vote's lost attempt, or by a call finishing its mark)?
-        // Comments keep their places, so otherwise the page is gone.
-        let holds = self
-            .backend
-            .retry("read page", || async {
-                Ok(self
-                    .pages
-                    .find_one(doc! { "_id": spot.page.clone(), "discussion_id": discussion, VOTE_OPS: op })
-                    .projection(doc! { "_id": 1 })
-                    .await?)
-            })
-            .await?;
-        Ok(holds.is_some())
+        )
+        .await
     }
 
     fn lock_key(&self, discussion: &str) -> String {

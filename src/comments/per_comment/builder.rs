@@ -9,10 +9,11 @@ use mongodb::IndexModel;
 use super::stored::sort_field;
 use super::{PerComment, COLLECTIONS, LOCK_LEASE};
 use crate::comments::registry::Registry;
+use crate::comments::reply_notifications::{reply_notifier_method, reply_outbox};
 use crate::comments::votes::VoteBook;
 use crate::comments::{slug, Sort};
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::notifications::{DynNotifier, Outbox};
+use crate::notifications::DynNotifier;
 use crate::{Error, Result};
 
 /// Configures a [`PerComment`] store.
@@ -41,25 +42,7 @@ impl PerCommentBuilder {
         self
     }
 
-    /// Tells `notifier` (a [`NotificationStore`](crate::NotificationStore), say) of every
-    /// reply: the parent comment's author is notified ([`Kind::Reply`] on
-    /// `"<discussion>/<parent link>"`, by the reply's author; nobody of their own reply), and
-    /// deleting a reply withdraws its author from that group (even if they wrote other replies
-    /// to the same comment). Off by default.
-    ///
-    /// The notification never fails the reply (or the delete): it is queued in the store's own
-    /// database, in the collection `<main collection>_outbox`, and tried at once (for at most 2
-    /// seconds); one that could not be delivered then is delivered by the store's
-    /// [`outbox`](PerComment::outbox) worker, at least once (see [`Outbox`] for the guarantee and what
-    /// can lose one). On, a reply costs 2 commands more in the store's database (queue, then
-    /// complete) besides the notifier's own, and a delete 4 (reading the comment and its
-    /// parent, queue, complete).
-    ///
-    /// [`Kind::Reply`]: crate::notifications::Kind::Reply
-    pub fn notifier(mut self, notifier: Arc<DynNotifier>) -> Self {
-        self.notifier = Some(notifier);
-        self
-    }
+    reply_notifier_method!(PerComment);
 
     /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
     /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
@@ -132,16 +115,7 @@ impl PerCommentBuilder {
         }
         let votes = database.collection(&votes);
         let backend = backend.with_index(&votes, VoteBook::index());
-        let outbox = self
-            .notifier
-            .map(|notifier| {
-                Outbox::build(
-                    &self.config,
-                    &Outbox::collection_for(comments.name()),
-                    notifier,
-                )
-            })
-            .transpose()?;
+        let outbox = reply_outbox(&self.config, comments.name(), self.notifier)?;
         Ok(PerComment {
             votes: VoteBook::new(votes, backend.clone()),
             outbox,
