@@ -10,8 +10,9 @@
 //! [`super::ThreadedComments`], [`super::CommentTransfer`]) stay the vocabulary applications
 //! use; these traits are public in a private module, so nothing outside the crate can name or
 //! implement them. Methods share their names with the public methods they serve, and may assume
-//! the discussion id (and a page's limit) passed the front's checks; checks that depend on the
-//! strategy (a link's form, a comment's size as stored) stay in the engine.
+//! the discussion id (and a page's limit) passed the front's checks: a page read gets them as a
+//! [`Listing`], which only the front's check makes. Checks that depend on the strategy (a
+//! link's form, a comment's size as stored) stay in the engine.
 
 use std::fmt;
 
@@ -44,6 +45,16 @@ pub trait BallotEngine: Send + Sync {
     async fn settle_votes(&self, discussion: &str) -> Result<usize>;
 }
 
+/// A page of one discussion as the front hands it to an engine: the discussion id and the
+/// page's limit passed the front's checks ([`super::validate::check_page`] makes it).
+#[derive(Clone, Debug)]
+pub struct Listing<'a> {
+    /// The discussion's id.
+    pub discussion: &'a str,
+    /// Which page.
+    pub page: PageRequest,
+}
+
 /// Where a comment is: its discussion and its link.
 #[derive(Clone, Copy, Debug)]
 pub struct At<'a> {
@@ -68,10 +79,9 @@ pub trait VotesEngine: BallotEngine + fmt::Debug + 'static {
     /// A page of the comments under `parent` (or at the top), by `sort`.
     async fn ranked(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         parent: Option<&str>,
         sort: Sort,
-        page: PageRequest,
     ) -> Result<Page<Comment>>;
 }
 
@@ -91,12 +101,7 @@ pub trait CommentEngine: VotesEngine {
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
 
     /// A page of the discussion in posting order.
-    async fn chronological(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    async fn chronological(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>>;
 
     /// One comment by its link.
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
@@ -127,27 +132,16 @@ pub trait ThreadsEngine: CommentEngine {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
 
     /// A page of the discussion in thread order.
-    async fn thread_page(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    async fn thread_page(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>>;
 
     /// A page of the replies below `link`.
-    async fn sub_thread(
-        &self,
-        discussion: &str,
-        link: &str,
-        page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    async fn sub_thread(&self, listing: Listing<'_>, link: &str) -> Result<Page<Comment>>;
 
     /// Ranked top-level comments with their ranked replies, `depth` levels down.
     async fn ranked_thread(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         sort: Sort,
-        page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>>;
 }

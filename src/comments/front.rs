@@ -78,8 +78,8 @@ impl<E: VotesEngine> VotedComments for E {
     ) -> Result<Page<Comment>> {
         span!(self, "ranked", limit = page.limit)
             .run(async move {
-                check_page(discussion, &page)?;
-                VotesEngine::ranked(self, discussion, parent, sort, page).await
+                let listing = check_page(discussion, page)?;
+                VotesEngine::ranked(self, listing, parent, sort).await
             })
             .await
     }
@@ -134,8 +134,8 @@ impl<E: CommentEngine> CommentStore for E {
     ) -> Result<Page<Comment>> {
         span!(self, "chronological", limit = page.limit)
             .run(async move {
-                check_page(discussion, &page)?;
-                CommentEngine::chronological(self, discussion, order, page).await
+                let listing = check_page(discussion, page)?;
+                CommentEngine::chronological(self, listing, order).await
             })
             .await
     }
@@ -210,8 +210,8 @@ impl<E: ThreadsEngine> ThreadedComments for E {
     ) -> Result<Page<Comment>> {
         span!(self, "thread_page", limit = page.limit)
             .run(async move {
-                check_page(discussion, &page)?;
-                ThreadsEngine::thread_page(self, discussion, order, page).await
+                let listing = check_page(discussion, page)?;
+                ThreadsEngine::thread_page(self, listing, order).await
             })
             .await
     }
@@ -224,8 +224,8 @@ impl<E: ThreadsEngine> ThreadedComments for E {
     ) -> Result<Page<Comment>> {
         span!(self, "sub_thread", limit = page.limit)
             .run(async move {
-                check_page(discussion, &page)?;
-                ThreadsEngine::sub_thread(self, discussion, link, page).await
+                let listing = check_page(discussion, page)?;
+                ThreadsEngine::sub_thread(self, listing, link).await
             })
             .await
     }
@@ -239,8 +239,8 @@ impl<E: ThreadsEngine> ThreadedComments for E {
     ) -> Result<Page<Thread>> {
         span!(self, "ranked_thread", limit = page.limit)
             .run(async move {
-                check_page(discussion, &page)?;
-                ThreadsEngine::ranked_thread(self, discussion, sort, page, depth).await
+                let listing = check_page(discussion, page)?;
+                ThreadsEngine::ranked_thread(self, listing, sort, depth).await
             })
             .await
     }

@@ -3,6 +3,7 @@
 use crate::error::Invalid;
 use serde::Serialize;
 
+use super::engine::Listing;
 use super::{Author, NewComment};
 use crate::{error::Entity, Error, PageRequest, Result};
 
@@ -63,10 +64,11 @@ pub(super) fn check_stored(comment: &impl Serialize, limit: usize) -> Result<usi
 /// What a comment too large is called in [`Invalid::TooLarge`](crate::error::Invalid::TooLarge).
 const COMMENT: &str = "comment";
 
-/// Checks a page read's discussion and limit.
-pub(super) fn check_page(discussion: &str, page: &PageRequest) -> Result<()> {
+/// Checks a page read's discussion and limit: the page as engines take it.
+pub(super) fn check_page(discussion: &str, page: PageRequest) -> Result<Listing<'_>> {
     check_discussion(discussion)?;
-    page.check()
+    page.check()?;
+    Ok(Listing { discussion, page })
 }
 
 /// [`Invalid::Link`](crate::error::Invalid::Link) for `link`.

@@ -8,14 +8,14 @@ use super::write::Change;
 use super::{count_field, created, Embedded, STRATEGY};
 use crate::backend::update_batch::is_duplicate_key;
 use crate::comments::cursor;
-use crate::comments::engine::CommentEngine;
+use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::tree::{self, Entry, Node};
 use crate::comments::{
     discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, NewComment, Order,
     ThreadedComments,
 };
 use crate::error::{Entity, Error, Result};
-use crate::page::{Page, PageRequest};
+use crate::page::Page;
 use crate::sharding::ShardKey;
 
 #[async_trait]
@@ -84,12 +84,8 @@ impl CommentEngine for Embedded {
         }
     }
 
-    async fn chronological(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn chronological(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let after = match &page.after {
             None => None,
             Some(cursor) => {

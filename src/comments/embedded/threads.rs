@@ -8,7 +8,7 @@ use super::votes::{ranked_after, ranked_level};
 use super::{Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, STRATEGY};
 use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
-use crate::comments::engine::ThreadsEngine;
+use crate::comments::engine::{Listing, ThreadsEngine};
 use crate::comments::tree::{self, Node};
 use crate::comments::{
     check_reply_target, discussion_lock, notify_reply, validate, Comment, KeyedComment, NewComment,
@@ -16,7 +16,7 @@ use crate::comments::{
 };
 use crate::error::Invalid;
 use crate::page::{invalid, Scope};
-use crate::{error::Entity, Cursor, Error, Page, PageRequest, Result};
+use crate::{error::Entity, Cursor, Error, Page, Result};
 
 /// The position path in a threaded or sub-thread cursor of `view` in `order`, made by a read of
 /// `scope`.
@@ -236,12 +236,8 @@ impl ThreadsEngine for Embedded {
         Ok(reply)
     }
 
-    async fn thread_page(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn thread_page(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let scope = cursor::discussion(discussion);
         let after = match &page.after {
             None => None,
@@ -288,12 +284,8 @@ impl ThreadsEngine for Embedded {
         ))
     }
 
-    async fn sub_thread(
-        &self,
-        discussion: &str,
-        link: &str,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn sub_thread(&self, listing: Listing<'_>, link: &str) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let root = tree::parse_path(link, self.max_depth)?;
         let scope = cursor::sub_thread(discussion, link);
         let after = match &page.after {
@@ -331,11 +323,11 @@ impl ThreadsEngine for Embedded {
     /// [`VotedComments::ranked`]: crate::comments::VotedComments::ranked
     async fn ranked_thread(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         sort: Sort,
-        page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
+        let Listing { discussion, page } = listing;
         let after = ranked_after(page.after.as_ref(), sort, discussion, None)?;
         let window = self
             .window(discussion, Range::All)

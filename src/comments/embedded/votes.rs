@@ -7,13 +7,13 @@ use bson::oid::ObjectId;
 use super::read::Range;
 use super::{Embedded, STRATEGY};
 use crate::comments::cursor;
-use crate::comments::engine::VotesEngine;
+use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
 use crate::comments::{discussion_lock, validate, Comment, Sort, Thread};
 use crate::page::invalid;
-use crate::{error::Entity, Cursor, Page, PageRequest, Result};
+use crate::{error::Entity, Cursor, Page, Result};
 
 /// Where a ranked page of `parent`'s replies (the top level for `None`) by `sort` continues: the
 /// key and sibling index in `cursor`, if any.
@@ -137,11 +137,11 @@ impl VotesEngine for Embedded {
 
     async fn ranked(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         parent: Option<&str>,
         sort: Sort,
-        page: PageRequest,
     ) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let parent_path = parent
             .map(|parent| tree::parse_path(parent, self.max_depth))
             .transpose()?;

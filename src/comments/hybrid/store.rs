@@ -7,13 +7,13 @@ use futures::TryStreamExt;
 use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
 use crate::comments::cursor;
-use crate::comments::engine::CommentEngine;
+use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::{
     discussion_lock, validate, Comment, Deletion, Features, KeyedComment, NewComment, Order,
     ThreadedComments,
 };
 use crate::sharding::ShardKey;
-use crate::{Error, PageRequest, Result};
+use crate::{Error, Result};
 
 /// A fresh slug: 64 random bits, so slugs stay unique across a discussion's pages.
 fn new_slug() -> String {
@@ -110,10 +110,10 @@ impl CommentEngine for HybridPages {
 
     async fn chronological(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         order: Order,
-        page: PageRequest,
     ) -> Result<crate::Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let after = match &page.after {
             None => None,
             Some(cursor) => Some(parse_place(cursor, order, discussion)?),

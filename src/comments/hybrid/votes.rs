@@ -8,12 +8,12 @@ use futures::TryStreamExt;
 use super::{check_slug, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
-use crate::comments::engine::VotesEngine;
+use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
 use crate::comments::{discussion_lock, validate, Comment, Sort};
 use crate::page::invalid;
-use crate::{Error, PageRequest, Result};
+use crate::{Error, Result};
 
 /// A comment's place as a ranked cursor's tiebreak: `page:index`.
 fn place_field((page, index): Place) -> String {
@@ -104,11 +104,11 @@ impl VotesEngine for HybridPages {
 
     async fn ranked(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         parent: Option<&str>,
         sort: Sort,
-        page: PageRequest,
     ) -> Result<crate::Page<Comment>> {
+        let Listing { discussion, page } = listing;
         if parent.is_some() {
             return Err(Error::Unsupported {
                 limit: crate::error::Limit::Strategy,

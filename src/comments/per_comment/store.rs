@@ -8,13 +8,13 @@ use mongodb::options::ReturnDocument;
 use super::stored::Stored;
 use super::{PerComment, STRATEGY};
 use crate::comments::cursor;
-use crate::comments::engine::CommentEngine;
+use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::{
     discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, KeyedComment,
     NewComment, Order, ThreadedComments,
 };
 use crate::sharding::ShardKey;
-use crate::{bson_ext, error::Entity, Error, Page, PageRequest, Result};
+use crate::{bson_ext, error::Entity, Error, Page, Result};
 
 #[async_trait]
 impl CommentEngine for PerComment {
@@ -54,12 +54,8 @@ impl CommentEngine for PerComment {
             .comment())
     }
 
-    async fn chronological(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn chronological(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let (direction, after, at_or_after) = match order {
             Order::OldestFirst => (1, "$gt", "$gte"),
             Order::NewestFirst => (-1, "$lt", "$lte"),

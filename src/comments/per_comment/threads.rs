@@ -10,13 +10,13 @@ use futures::TryStreamExt;
 use super::stored::Stored;
 use super::{PerComment, STRATEGY};
 use crate::comments::cursor::{self, page_from, View};
-use crate::comments::engine::ThreadsEngine;
+use crate::comments::engine::{Listing, ThreadsEngine};
 use crate::comments::{
     check_reply_target, notify_reply, slug, validate, Comment, KeyedComment, NewComment, Order,
     Sort, Thread, VotedComments,
 };
 use crate::page::invalid;
-use crate::{bson_ext, error::Entity, Page, PageRequest, Result};
+use crate::{bson_ext, error::Entity, Page, Result};
 
 #[async_trait]
 impl ThreadsEngine for PerComment {
@@ -59,12 +59,8 @@ impl ThreadsEngine for PerComment {
         Ok(reply)
     }
 
-    async fn thread_page(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn thread_page(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let field = Self::thread_field(order);
         let mut filter = doc! { "discussion_id": discussion };
         let scope = cursor::discussion(discussion);
@@ -81,12 +77,8 @@ impl ThreadsEngine for PerComment {
         .await
     }
 
-    async fn sub_thread(
-        &self,
-        discussion: &str,
-        link: &str,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn sub_thread(&self, listing: Listing<'_>, link: &str) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         let root = self.find_link(discussion, link, Entity::Comment).await?;
         // A sub-thread reads in posting order, as its cursors say.
         let scope = cursor::sub_thread(discussion, link);
@@ -121,11 +113,11 @@ impl ThreadsEngine for PerComment {
     /// by their stored keys as the ranked index orders them (key, then `full_slug`).
     async fn ranked_thread(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         sort: Sort,
-        page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
+        let Listing { discussion, page } = listing;
         let limit = page.limit;
         let top = self.ranked(discussion, None, sort, page).await?;
         let mut replies = HashMap::new();

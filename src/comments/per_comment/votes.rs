@@ -10,14 +10,14 @@ use super::stored::{sort_field, Ranking};
 use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
-use crate::comments::engine::VotesEngine;
+use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::votes::{
     Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
 };
 use crate::comments::{discussion_lock, slug, Comment, Sort, Votes};
 use crate::error::{Entity, Result};
 use crate::page::invalid;
-use crate::page::{Page, PageRequest};
+use crate::page::Page;
 
 #[async_trait]
 impl Tally for PerComment {
@@ -133,11 +133,11 @@ impl VotesEngine for PerComment {
 
     async fn ranked(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         parent: Option<&str>,
         sort: Sort,
-        page: PageRequest,
     ) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         if let Some(parent) = parent {
             slug::parse_slug(parent)?;
         }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::units::CommentMigrationEngine;
-use crate::comments::engine::{At, BallotEngine, CommentEngine, ThreadsEngine, VotesEngine};
+use crate::comments::engine::{
+    At, BallotEngine, CommentEngine, Listing, ThreadsEngine, VotesEngine,
+};
 use crate::comments::{
     Comment, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort, Strategy, Thread,
     ThreadedComments, Vote,
@@ -376,12 +378,8 @@ impl CommentEngine for MigratingComments {
         self.add(discussion, None, comment).await
     }
 
-    async fn chronological(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn chronological(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         self.page(discussion, None, &page, |store, _, page| async move {
             store.chronological(discussion, order, page).await
         })
@@ -500,11 +498,11 @@ impl VotesEngine for MigratingComments {
 
     async fn ranked(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         parent: Option<&str>,
         sort: Sort,
-        page: PageRequest,
     ) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         self.page(
             discussion,
             parent,
@@ -524,11 +522,11 @@ impl ThreadsEngine for MigratingComments {
     /// Assembled from [`crate::comments::VotedComments::ranked`] of this store, level by level.
     async fn ranked_thread(
         &self,
-        discussion: &str,
+        listing: Listing<'_>,
         sort: Sort,
-        page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
+        let Listing { discussion, page } = listing;
         crate::comments::ranked_levels(self, discussion, sort, page, depth).await
     }
 
@@ -540,12 +538,8 @@ impl ThreadsEngine for MigratingComments {
         self.add(discussion, Some(parent), comment).await
     }
 
-    async fn thread_page(
-        &self,
-        discussion: &str,
-        order: Order,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn thread_page(&self, listing: Listing<'_>, order: Order) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         self.page(discussion, None, &page, |store, _, page| async move {
             match store.threaded() {
                 Some(threads) => threads.thread_page(discussion, order, page).await,
@@ -555,12 +549,8 @@ impl ThreadsEngine for MigratingComments {
         .await
     }
 
-    async fn sub_thread(
-        &self,
-        discussion: &str,
-        link: &str,
-        page: PageRequest,
-    ) -> Result<Page<Comment>> {
+    async fn sub_thread(&self, listing: Listing<'_>, link: &str) -> Result<Page<Comment>> {
+        let Listing { discussion, page } = listing;
         self.page(
             discussion,
             Some(link),
