@@ -122,21 +122,18 @@ impl Backend {
         self
     }
 
-    /// Adds the index behind an owner's newest-first pages in the order the server reads
-    /// ([`TimeIndex::descends_on`]; for owners in an array, [`TimeIndex::unordered`] where
-    /// ordered scans go forward only); reads name it in the hint
-    /// [`Dialect::newest_first_hint`] gives.
+    /// Adds the index behind an owner's newest-first pages in the order the server reads: the
+    /// ascending keys where the server walks an index backwards, the descending keys where
+    /// ordered scans go forward only, and there for owners in an array also
+    /// [`TimeIndex::unordered`], the fallback of [`dialect::NewestFirst::TimeOnly`]. Reads follow
+    /// [`Dialect::newest_first`].
     pub(crate) fn with_time_index(
         mut self,
         collection: &Collection<Document>,
         index: TimeIndex,
     ) -> Self {
         let ascending = IndexModel::builder().keys(index.ascending()).build();
-        let forward_only = if index.owners_in_array {
-            index.unordered()
-        } else {
-            IndexModel::builder().keys(index.descending()).build()
-        };
+        let descending = IndexModel::builder().keys(index.descending()).build();
         self.indexes = self
             .indexes
             .with(
@@ -146,9 +143,16 @@ impl Backend {
             )
             .with(
                 collection,
-                forward_only,
+                descending,
                 Some(|c| c.ordered_scans_forward_only),
             );
+        if index.owners_in_array {
+            self.indexes = self.indexes.with(
+                collection,
+                index.unordered(),
+                Some(|c| c.ordered_scans_forward_only),
+            );
+        }
         self
     }
 

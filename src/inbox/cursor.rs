@@ -88,10 +88,19 @@ pub(crate) fn older_than(
     id_field: &str,
 ) -> Result<bson::Document> {
     let (sent, id) = time_key(cursor, strategy, owner)?;
-    Ok(bson::doc! {
+    Ok(older_than_time(sent, id, id_field))
+}
+
+/// [`older_than`] the message `(sent, id)`.
+pub(super) fn older_than_time(
+    sent: bson::DateTime,
+    id: MessageId,
+    id_field: &str,
+) -> bson::Document {
+    bson::doc! {
         "sent": { "$lte": sent },
         "$nor": [{ "sent": sent, id_field: { "$gte": id.0 } }],
-    })
+    }
 }
 
 /// The filter for the message `(sent, id)` and every message older than it, in newest-first

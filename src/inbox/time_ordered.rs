@@ -10,7 +10,7 @@ use mongodb::Collection;
 use super::lifecycle::Retention;
 use super::recipient_lists::RecipientLists;
 use super::{cursor, Message, MessageId, Payload, Strategy};
-use crate::backend::dialect::TimeIndex;
+use crate::backend::dialect::{NewestFirst, TimeIndex};
 use crate::backend::Backend;
 use crate::{Page, PageRequest, Result};
 
@@ -121,11 +121,13 @@ impl Layout {
     }
 }
 
-/// One page, in one `find` command: the index range after the cursor, `limit + 1` documents to
-/// learn whether another page follows; and where copies share their recipient list
-/// (`recipients`), one more `find` for those lists. Where the server must be told which index
-/// serves the order ([`crate::backend::dialect::Dialect::newest_first_hint`]), the `find`
-/// names it, once the store's indexes exist (a hint of a missing index fails the read).
+/// One page: `limit + 1` documents after the cursor, to learn whether another page follows, read
+/// as the server reads an owner's newest first ([`Dialect::newest_first`](crate::backend::dialect::Dialect::newest_first)): one `find` of the
+/// index range after the cursor, naming the index in a hint where the server must be told
+/// (once the store's indexes exist: a hint of a missing index fails the read); for owners in
+/// an array on DocumentDB, one `find` ordered by time alone, and one more for the messages of
+/// the millisecond the limit cut, if it cut one ([`NewestFirst::TimeOnly`]). Where copies
+/// share their recipient list (`recipients`), one more `find` for those lists.
 pub(super) async fn read_page<P: Payload>(
     backend: &Backend,
     collection: &Collection<Document>,
@@ -134,26 +136,34 @@ pub(super) async fn read_page<P: Payload>(
     page: PageRequest,
     recipients: Option<&RecipientLists>,
 ) -> Result<Page<Message<P>>> {
-    let mut filter = doc! { layout.owner_field: owner };
-    filter.extend(layout.state.visible(owner));
-    if let Some(after) = &page.after {
-        filter.extend(cursor::older_than(
-            after,
-            layout.strategy,
-            owner,
-            layout.id_field,
-        )?);
-    }
-    let fetch = page.fetch();
-    let mut find = collection
-        .find(filter)
-        .sort(layout.sort())
-        .limit(fetch as i64)
-        .batch_size(fetch as u32);
-    if let Some(keys) = newest_first_hint(backend, layout).await? {
-        find = find.hint(Hint::Keys(keys));
-    }
-    let mut documents: Vec<Document> = find.await?.try_collect().await?;
+    let after = match &page.after {
+        Some(after) => Some(cursor::time_key(after, layout.strategy, owner)?),
+        None => None,
+    };
+    let read = PageRead {
+        collection,
+        layout,
+        owner,
+        after,
+        fetch: page.fetch(),
+    };
+    let dialect = backend.dialect().await?;
+    let mut documents = match dialect.newest_first(&layout.time_index()) {
+        NewestFirst::Sorted => read.sorted(None).await?,
+        NewestFirst::Hinted(keys) => {
+            backend.ensure_indexes().await?;
+            read.sorted(Some(keys)).await?
+        }
+        NewestFirst::TimeOnly { ordered, unordered } => {
+            backend.ensure_indexes().await?;
+            match read.by_time(ordered).await {
+                Err(error) if dialect.gave_up_ordered_scan(&error) => {
+                    read.sorted(Some(unordered)).await?
+                }
+                documents => documents?,
+            }
+        }
+    };
     let more = documents.len() > page.limit;
     documents.truncate(page.limit);
     if let Some(recipients) = recipients {
@@ -175,6 +185,91 @@ pub(super) async fn read_page<P: Payload>(
     Ok(Page { items, next })
 }
 
+/// The read of one page of `owner`'s inbox: what shows, after the cursor's `(sent, id)`, at
+/// most `fetch` documents, newest first.
+struct PageRead<'a> {
+    collection: &'a Collection<Document>,
+    layout: Layout,
+    owner: &'a str,
+    after: Option<(bson::DateTime, MessageId)>,
+    fetch: usize,
+}
+
+impl PageRead<'_> {
+    /// What a document must satisfy to show in the owner's inbox.
+    fn shown(&self) -> Document {
+        let mut filter = doc! { self.layout.owner_field: self.owner };
+        filter.extend(self.layout.state.visible(self.owner));
+        filter
+    }
+
+    /// Sorted by `(sent, id)` on the server, the cursor a range (`hint`: the index to read).
+    async fn sorted(&self, hint: Option<Document>) -> mongodb::error::Result<Vec<Document>> {
+        let mut filter = self.shown();
+        if let Some((sent, id)) = self.after {
+            filter.extend(cursor::older_than_time(sent, id, self.layout.id_field));
+        }
+        let mut find = self
+            .collection
+            .find(filter)
+            .sort(self.layout.sort())
+            .limit(self.fetch as i64)
+            .batch_size(self.fetch as u32);
+        if let Some(keys) = hint {
+            find = find.hint(Hint::Keys(keys));
+        }
+        find.await?.try_collect().await
+    }
+
+    /// Sorted by `sent` alone through the `ordered` index, the cursor a filter, each
+    /// millisecond's messages ordered by id here (see [`NewestFirst::TimeOnly`]). Where the
+    /// last two documents share a millisecond, others of it may lie past the limit: that
+    /// millisecond is read whole (an index range of owner and time) and takes their place.
+    async fn by_time(&self, ordered: Document) -> mongodb::error::Result<Vec<Document>> {
+        let id_field = self.layout.id_field;
+        let mut filter = self.shown();
+        if let Some((sent, id)) = self.after {
+            filter.insert(
+                "$nor",
+                vec![
+                    doc! { "sent": { "$gt": sent } },
+                    doc! { "sent": sent, id_field: { "$gte": id.0 } },
+                ],
+            );
+        }
+        let mut documents: Vec<Document> = self
+            .collection
+            .find(filter)
+            .sort(doc! { "sent": -1 })
+            .limit(self.fetch as i64)
+            .batch_size(self.fetch as u32)
+            .hint(Hint::Keys(ordered))
+            .await?
+            .try_collect()
+            .await?;
+        let sent = |document: &Document| document.get_datetime("sent").ok().copied();
+        if let [.., before_last, last] = documents.as_slice() {
+            if let Some(cut) = sent(last)
+                .filter(|_| documents.len() == self.fetch && sent(before_last) == sent(last))
+            {
+                documents.retain(|document| sent(document) != Some(cut));
+                let mut filter = self.shown();
+                filter.insert("sent", cut);
+                if let Some((_, id)) = self.after.filter(|(sent, _)| *sent == cut) {
+                    filter.insert(id_field, doc! { "$lt": id.0 });
+                }
+                let whole: Vec<Document> =
+                    self.collection.find(filter).await?.try_collect().await?;
+                documents.extend(whole);
+            }
+        }
+        let key = |document: &Document| (sent(document), document.get_object_id(id_field).ok());
+        documents.sort_by_key(|document| std::cmp::Reverse(key(document)));
+        documents.truncate(self.fetch);
+        Ok(documents)
+    }
+}
+
 /// How many messages `owner`'s inbox shows: a counted index range.
 pub(super) async fn count(
     collection: &Collection<Document>,
@@ -188,9 +283,10 @@ pub(super) async fn count(
 
 /// How many messages `owner`'s inbox shows unread, at most `cap`: a counted index range, which
 /// stops after `cap` documents. Under a cap, where the server must be told which index serves
-/// the newest-first order ([`crate::backend::dialect::Dialect::newest_first_hint`]), the count
-/// names it too: DocumentDB then walks the owner's index entries and stops at the cap (6.6 ms
-/// for 100 of 1,000,000 unread) instead of collecting every entry first (627 ms).
+/// the newest-first order ([`Dialect::newest_first`](crate::backend::dialect::Dialect::newest_first)), the count names it too: DocumentDB then
+/// walks the owner's index entries and stops at the cap (6.6 ms for 100 of 1,000,000 unread)
+/// instead of collecting every entry first (627 ms); for owners in an array, where the ordered
+/// scan gives up, the count is taken again through the unordered index.
 pub(super) async fn unread_count(
     backend: &Backend,
     collection: &Collection<Document>,
@@ -201,29 +297,37 @@ pub(super) async fn unread_count(
     let mut filter = doc! { layout.owner_field: owner };
     filter.extend(layout.state.unread(owner));
     filter.extend(layout.state.visible(owner));
-    let count = collection.count_documents(filter);
-    let Some(cap) = cap else {
-        return Ok(count.await?);
+    let count = |hint: Option<Document>| {
+        let count = collection.count_documents(filter.clone());
+        let count = match cap {
+            Some(cap) => count.limit(cap),
+            None => count,
+        };
+        match hint {
+            Some(keys) => count.hint(Hint::Keys(keys)),
+            None => count,
+        }
     };
-    let count = count.limit(cap);
-    Ok(match newest_first_hint(backend, layout).await? {
-        Some(keys) => count.hint(Hint::Keys(keys)).await?,
-        None => count.await?,
-    })
-}
-
-/// The hint of a newest-first read of `layout`'s index, where the server needs one (see
-/// [`crate::backend::dialect::Dialect::newest_first_hint`]), once the store's indexes exist (a
-/// hint of a missing index fails the read).
-async fn newest_first_hint(backend: &Backend, layout: Layout) -> Result<Option<Document>> {
-    let keys = backend
-        .dialect()
-        .await?
-        .newest_first_hint(&layout.time_index());
-    if keys.is_some() {
-        backend.ensure_indexes().await?;
+    if cap.is_none() {
+        return Ok(count(None).await?);
     }
-    Ok(keys)
+    let dialect = backend.dialect().await?;
+    Ok(match dialect.newest_first(&layout.time_index()) {
+        NewestFirst::Sorted => count(None).await?,
+        NewestFirst::Hinted(keys) => {
+            backend.ensure_indexes().await?;
+            count(Some(keys)).await?
+        }
+        NewestFirst::TimeOnly { ordered, unordered } => {
+            backend.ensure_indexes().await?;
+            match count(Some(ordered)).await {
+                Err(error) if dialect.gave_up_ordered_scan(&error) => {
+                    count(Some(unordered)).await?
+                }
+                counted => counted?,
+            }
+        }
+    })
 }
 
 /// The messages `owner`'s inbox shows that were sent at `from` or later, oldest first, at most

@@ -23,3 +23,9 @@ pub(crate) fn server_says_transient(code: i32) -> bool {
 pub(crate) fn is_lost_backend(code: i32, message: &str) -> bool {
     super::documentdb::errors::is_lost_backend(code, message)
 }
+
+/// Whether a server error (its code and message) says an ordered index scan gave up keeping
+/// its order, which a read through an unordered index does not meet (DocumentDB, over arrays).
+pub(crate) fn gave_up_ordered_scan(code: i32, message: &str) -> bool {
+    super::documentdb::errors::gave_up_ordered_scan(code, message)
+}

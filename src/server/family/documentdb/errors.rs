@@ -52,6 +52,18 @@ fn lost_backend_state(state: &str) -> bool {
     state.starts_with("08") || matches!(state, "57P01" | "57P02" | "57P03")
 }
 
+/// What DocumentDB says when an ordered scan of an index over an array gives up: the scan
+/// remembers the rows it returned (an array puts a row under several keys) in a bitmap of
+/// `work_mem`, and fails the read once that bitmap would lose precision (some hundreds of
+/// thousands of rows read; `rum_multi_key_support.c` in DocumentDB 0.106).
+const GAVE_UP_ORDER: &str = "cannot iterate over a lossy check on order by";
+
+/// Whether a server error says an ordered scan of an index over an array read too many rows
+/// to keep its order (see [`GAVE_UP_ORDER`]): the same read through an unordered index passes.
+pub(crate) fn gave_up_ordered_scan(code: i32, message: &str) -> bool {
+    code == INTERNAL_ERROR && message.to_lowercase().contains(GAVE_UP_ORDER)
+}
+
 /// Whether a server error (its code and message) says the database behind the server is gone
 /// or restarting.
 pub(crate) fn is_lost_backend(code: i32, message: &str) -> bool {
@@ -81,5 +93,17 @@ mod tests {
         );
         assert_eq!(sqlstate(11000), None, "MongoDB's own codes are small");
         assert!(server_says_transient(16908292) && !server_says_transient(INTERNAL_ERROR));
+    }
+
+    #[test]
+    fn tells_an_abandoned_ordered_scan_from_other_internal_errors() {
+        // As FerretDB 2.5 over DocumentDB 0.106 replied to a hinted page of 1,000,000 entries.
+        let recorded = "Cannot iterate over a lossy check on order by";
+        assert!(gave_up_ordered_scan(INTERNAL_ERROR, recorded));
+        assert!(!gave_up_ordered_scan(INTERNAL_ERROR, "deadlock detected"));
+        assert!(
+            !gave_up_ordered_scan(2, recorded),
+            "only under InternalError"
+        );
     }
 }
