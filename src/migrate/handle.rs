@@ -36,10 +36,21 @@ macro_rules! migration_builder_methods {
     };
 }
 
-/// A migration handle's methods that hand on to its engine (`inner`) as they are: running the
-/// copy's jobs, and whether it is done and cut over.
+/// A migration handle's methods that hand on to its engine (`inner`) as they are: its phases
+/// (start, cut-over, finish, abort), running the copy's jobs, and whether it is done. The docs
+/// of `start`, `finish` and `abort`, which say what each kind does, are the caller's.
 macro_rules! migration_handle_methods {
-    ($unit:literal) => {
+    (
+        $unit:literal;
+        $(#[$start:meta])* start;
+        $(#[$finish:meta])* finish;
+        $(#[$abort:meta])* abort;
+    ) => {
+        $(#[$start])*
+        pub async fn start(&self) -> crate::error::Result<()> {
+            self.inner.start().await
+        }
+
         /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
         /// [`crate::JobQueue::run_pending`]).
         pub async fn run_pending(&self) -> crate::error::Result<usize> {
@@ -72,6 +83,16 @@ macro_rules! migration_handle_methods {
         )]
         pub async fn cut_over(&self) -> crate::error::Result<()> {
             self.inner.cut_over().await
+        }
+
+        $(#[$finish])*
+        pub async fn finish(&self) -> crate::error::Result<()> {
+            self.inner.finish().await
+        }
+
+        $(#[$abort])*
+        pub async fn abort(&self) -> crate::error::Result<()> {
+            self.inner.abort().await
         }
     };
 }

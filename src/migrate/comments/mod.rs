@@ -183,20 +183,36 @@ impl CommentMigration {
         Arc::new(MigratingComments::new(self.inner.clone()))
     }
 
-    /// Starts the migration: records it, creates both stores' indexes, the link map's and the
-    /// queue's, and enqueues the listing of the discussions. Starting again does nothing.
-    ///
-    /// # Errors
-    ///
-    /// Before anything is recorded or written: [`Error::Precondition`] when the target holds
-    /// comments already (of the migration's discussions, where it lists them);
-    /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
-    /// strategy has no threads.
-    pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
+    migration_handle_methods! {
+        "discussion";
+        /// Starts the migration: records it, creates both stores' indexes, the link map's and the
+        /// queue's, and enqueues the listing of the discussions. Starting again does nothing.
+        ///
+        /// # Errors
+        ///
+        /// Before anything is recorded or written: [`Error::Precondition`] when the target holds
+        /// comments already (of the migration's discussions, where it lists them);
+        /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
+        /// strategy has no threads.
+        start;
+        /// Ends the migration: the source is no longer written, every read and write goes to the
+        /// target. Links given out before keep working through [`CommentMigration::store`] (the
+        /// link map translates them); the target store used directly knows only its own.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`] before every discussion is copied, or after an abort.
+        finish;
+        /// Stops the migration: writes and reads go to the source alone again, and what the target
+        /// got (the migration's discussions, their votes, the link map) is removed once every
+        /// process has seen the abort (within about a second). The source, written all along, is
+        /// whole.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`] after [`CommentMigration::finish`].
+        abort;
     }
-
-    migration_handle_methods!("discussion");
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<CommentProgress> {
@@ -209,28 +225,5 @@ impl CommentMigration {
             rate: tally.rate,
             time_left: tally.time_left,
         })
-    }
-
-    /// Ends the migration: the source is no longer written, every read and write goes to the
-    /// target. Links given out before keep working through [`CommentMigration::store`] (the
-    /// link map translates them); the target store used directly knows only its own.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`] before every discussion is copied, or after an abort.
-    pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
-    }
-
-    /// Stops the migration: writes and reads go to the source alone again, and what the target
-    /// got (the migration's discussions, their votes, the link map) is removed once every
-    /// process has seen the abort (within about a second). The source, written all along, is
-    /// whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`] after [`CommentMigration::finish`].
-    pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
     }
 }

@@ -134,18 +134,32 @@ impl<P: Payload> InboxMigration<P> {
         Arc::new(MigratingInbox::new(self.inner.clone()))
     }
 
-    /// Starts the migration: records it, creates both stores' indexes and the queue's, and
-    /// enqueues the listing of the source's owners. Starting again does nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
-    /// (a target must start empty; an aborted migration empties it).
-    pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
+    migration_handle_methods! {
+        "owner";
+        /// Starts the migration: records it, creates both stores' indexes and the queue's, and
+        /// enqueues the listing of the source's owners. Starting again does nothing.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
+        /// (a target must start empty; an aborted migration empties it).
+        start;
+        /// Ends the migration: the source is no longer written, every read and write goes to the
+        /// target. The application may then use the target store directly.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
+        finish;
+        /// Stops the migration: writes go to the source alone again, reads too, and the target is
+        /// emptied (once every process has seen the abort, within about a second). The source,
+        /// written all along, is whole.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
+        abort;
     }
-
-    migration_handle_methods!("owner");
 
     /// How far the copy has got.
     pub async fn progress(&self) -> Result<Progress> {
@@ -158,26 +172,5 @@ impl<P: Payload> InboxMigration<P> {
             rate: tally.rate,
             time_left: tally.time_left,
         })
-    }
-
-    /// Ends the migration: the source is no longer written, every read and write goes to the
-    /// target. The application may then use the target store directly.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
-    pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
-    }
-
-    /// Stops the migration: writes go to the source alone again, reads too, and the target is
-    /// emptied (once every process has seen the abort, within about a second). The source,
-    /// written all along, is whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
-    pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
     }
 }
