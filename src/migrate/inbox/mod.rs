@@ -141,15 +141,17 @@ impl<P: Payload> InboxMigration<P> {
         ///
         /// # Errors
         ///
-        /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
-        /// (a target must start empty; an aborted migration empties it).
+        /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages
+        /// and the migration had not started (a target must start empty; an aborted migration
+        /// empties it).
         start;
         /// Ends the migration: the source is no longer written, every read and write goes to the
         /// target. The application may then use the target store directly.
         ///
         /// # Errors
         ///
-        /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
+        /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or
+        /// after an abort.
         finish;
         /// Stops the migration: writes go to the source alone again, reads too, and the target is
         /// emptied (once every process has seen the abort, within about a second). The source,
