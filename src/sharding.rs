@@ -5,6 +5,7 @@ use mongodb::Database;
 
 use crate::backend::sharding::Sharded;
 use crate::error::Result;
+use crate::observe::Operation;
 
 /// The shard key one collection should have, with the reason it was chosen.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +75,15 @@ pub async fn shard_collections(database: &Database, keys: &[ShardKey]) -> Result
         })
         .collect();
     crate::backend::sharding::shard_collections(database, &keys).await
+}
+
+/// [`shard_collections`] in `operation`'s span (a store's public `shard_collections`).
+pub(crate) async fn shard_collections_in(
+    operation: Operation,
+    database: &Database,
+    keys: &[ShardKey],
+) -> Result<()> {
+    operation.run(shard_collections(database, keys)).await
 }
 
 /// Where a `mongos` would send a command, judged from its filter and the collection's shard key.

@@ -55,6 +55,7 @@ use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use crate::error::Result;
+use crate::observe::Operation;
 use crate::retry::RetryPolicy;
 use crate::server::{Capabilities, DetectedCapabilities};
 use dialect::{Dialect, TimeIndex};
@@ -259,6 +260,11 @@ impl Backend {
         self.indexes
             .create(&self.capabilities().await?, &self.retry)
             .await
+    }
+
+    /// [`Backend::create_indexes`] in `operation`'s span (a store's public `create_indexes`).
+    pub(crate) async fn create_indexes_in(&self, operation: Operation) -> Result<()> {
+        operation.run(self.create_indexes()).await
     }
 
     /// Creates the indexes unless this store (or a clone) already did.

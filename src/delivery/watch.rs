@@ -89,8 +89,7 @@ impl<P: Payload> Celebrities<P> {
 
     fn keyed(&self, document: Document) -> Result<(Key, Message<P>)> {
         let message: Message<P> = decode_post(self.inner.outbox.name(), document)?;
-        let key = Key::new(message.sent.timestamp_millis(), message.id.to_string());
-        Ok((key, message))
+        Ok((message.time_key(), message))
     }
 }
 

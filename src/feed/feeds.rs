@@ -385,22 +385,7 @@ mod tests {
 
     #[test]
     fn comes_after_follows_feed_order() {
-        let (a, b, c) = (PostId::new(), PostId::new(), PostId::new());
-        let mut items = vec![
-            FeedItem {
-                post: a,
-                score: 1.0,
-            },
-            FeedItem {
-                post: b,
-                score: 2.0,
-            },
-            FeedItem {
-                post: c,
-                score: 1.0,
-            },
-        ];
-        sort_items(&mut items);
+        let ([a, b, c], items) = super::lists::tests::sorted_sample();
         assert!(comes_after(&items[1], (2.0, b)));
         assert!(comes_after(&items[2], (1.0, c)));
         assert!(!comes_after(&items[1], (1.0, c)));

@@ -297,27 +297,24 @@ fn feed_lock(key: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// Three new posts `[a, b, c]` scored 1, 2 and 1, and their items in feed order.
+    pub(in crate::feed) fn sorted_sample() -> ([PostId; 3], Vec<FeedItem>) {
+        let posts = [PostId::new(), PostId::new(), PostId::new()];
+        let mut items: Vec<FeedItem> = posts
+            .iter()
+            .zip([1.0, 2.0, 1.0])
+            .map(|(&post, score)| FeedItem { post, score })
+            .collect();
+        sort_items(&mut items);
+        (posts, items)
+    }
 
     #[test]
     fn items_sort_by_score_then_newer_post() {
-        let (a, b, c) = (PostId::new(), PostId::new(), PostId::new());
-        let mut items = vec![
-            FeedItem {
-                post: a,
-                score: 1.0,
-            },
-            FeedItem {
-                post: b,
-                score: 2.0,
-            },
-            FeedItem {
-                post: c,
-                score: 1.0,
-            },
-        ];
-        sort_items(&mut items);
+        let ([a, b, c], items) = sorted_sample();
         let order: Vec<PostId> = items.iter().map(|item| item.post).collect();
         assert_eq!(order, [b, c, a]);
     }

@@ -19,7 +19,7 @@ use crate::jobs::{JobQueue, Worker};
 use crate::observe::spans::Op;
 use crate::payload::Payload;
 use crate::server::Capabilities;
-use crate::sharding::ShardKey;
+use crate::sharding::{self, ShardKey};
 use crate::Result;
 
 /// Posts, users, likes and counters, feeds and search over one database; cheap to clone.
@@ -234,11 +234,8 @@ impl<X: Payload> FeedStore<X> {
     /// is left unsharded), and each `shardCollection` accepts a repeat, so a run that stopped
     /// halfway (a network error) is finished by running it again.
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::FeedShardCollections
-            .span()
-            .run(async move {
-                crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
-            })
+        let keys = self.shard_keys();
+        sharding::shard_collections_in(Op::FeedShardCollections.span(), self.database(), &keys)
             .await
     }
 }

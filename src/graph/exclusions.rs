@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::paging::{page_of, trim, List};
+use super::paging::{user_page, List};
 use super::FollowGraph;
 use crate::observe::spans::Op;
 use crate::{validate, Error, Page, PageRequest, Result};
@@ -121,12 +121,7 @@ impl FollowGraph {
                 validate::user_id("owner", owner)?;
                 let filter = doc! { "owner": owner, "kind": BLOCK };
                 let list = List::Blocked(owner);
-                let documents = page_of(&self.exclusions, filter, "user", list, &page).await?;
-                let ids: Vec<String> = documents
-                    .iter()
-                    .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
-                    .collect();
-                Ok(trim(ids, page.limit, list, String::as_str))
+                user_page(&self.exclusions, filter, list, &page).await
             })
             .await
     }

@@ -71,6 +71,22 @@ pub(super) async fn page_of(
         .await?)
 }
 
+/// One page of the user ids (`user`) of `list`'s documents matching `filter`, in id order:
+/// [`page_of`], trimmed.
+pub(super) async fn user_page(
+    collection: &Collection<Document>,
+    filter: Document,
+    list: List<'_>,
+    page: &PageRequest,
+) -> Result<Page<String>> {
+    let documents = page_of(collection, filter, "user", list, page).await?;
+    let ids: Vec<String> = documents
+        .iter()
+        .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
+        .collect();
+    Ok(trim(ids, page.limit, list, String::as_str))
+}
+
 /// The page of `items` of `list` read by [`page_of`], with the cursor after the last kept one's
 /// user id (`id`) if more followed.
 pub(super) fn trim<T>(

@@ -3,7 +3,7 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::paging::{page_of, trim};
+use super::paging::{page_of, trim, user_page};
 use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
 use crate::observe::spans::Op;
 use crate::{bson_ext, validate};
@@ -57,13 +57,7 @@ impl FollowGraph {
             .run(async move {
                 validate::id("group id", group)?;
                 let list = List::Members(group);
-                let documents =
-                    page_of(&self.members, doc! { "group": group }, "user", list, &page).await?;
-                let ids: Vec<String> = documents
-                    .iter()
-                    .filter_map(|d| d.get_str("user").ok().map(str::to_owned))
-                    .collect();
-                Ok(trim(ids, page.limit, list, String::as_str))
+                user_page(&self.members, doc! { "group": group }, list, &page).await
             })
             .await
     }

@@ -56,7 +56,8 @@ impl FollowGraph {
                         // before this check refuses the follow, one recorded after it removes it.
                         self.refuse_blocked(owner, user).await?;
                         let new = self.relate(owner, Kind::User, user).await?;
-                        self.add_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+                        let owners = vec![owner.to_owned()];
+                        self.change_round(owners, &[user.to_owned()], &Origin::Direct, true)
                             .await?;
                         Ok(new)
                     })
@@ -95,7 +96,8 @@ impl FollowGraph {
             .owner_locks
             .with_lock(&owner_key(owner), async {
                 let existed = self.unrelate(owner, Kind::User, user).await?;
-                self.remove_round(vec![owner.to_owned()], &[user.to_owned()], &Origin::Direct)
+                let owners = vec![owner.to_owned()];
+                self.change_round(owners, &[user.to_owned()], &Origin::Direct, false)
                     .await?;
                 Ok(existed)
             })

@@ -8,7 +8,7 @@ use crate::config::StoreConfig;
 use crate::error::Result;
 use crate::notifications::Outbox;
 use crate::observe::spans::Op;
-use crate::sharding::ShardKey;
+use crate::sharding::{self, ShardKey};
 use crate::validate;
 
 impl FollowGraph {
@@ -40,9 +40,8 @@ impl FollowGraph {
     /// told to create them creates them before its first follow, unfollow, membership change,
     /// rebuild or recount.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::GraphCreateIndexes
-            .span()
-            .run(async move { self.backend.create_indexes().await })
+        self.backend
+            .create_indexes_in(Op::GraphCreateIndexes.span())
             .await
     }
 
@@ -59,13 +58,13 @@ impl FollowGraph {
     /// # Ok(()) }
     /// ```
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::GraphShardCollections
-            .span()
-            .run(async move {
-                crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
-                    .await
-            })
-            .await
+        let keys = self.shard_keys();
+        sharding::shard_collections_in(
+            Op::GraphShardCollections.span(),
+            self.backend.database(),
+            &keys,
+        )
+        .await
     }
 
     /// The shard key each collection should have, and why.

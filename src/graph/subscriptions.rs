@@ -137,26 +137,39 @@ impl FollowGraph {
         let keys: Vec<String> = owners.iter().map(|owner| owner_key(owner)).collect();
         self.backend
             .lease_locked_in_rounds(LEASE, &keys, |taken| async move {
-                let owners = owners_of(taken);
-                if add {
-                    self.add_round(owners, users, origin).await
-                } else {
-                    self.remove_round(owners, users, origin).await
-                }
+                self.change_round(owners_of(taken), users, origin, add)
+                    .await
             })
             .await
     }
 
-    /// Adds `origin` to the subscriptions of `owners` (whose locks are held) to `users`,
-    /// creating the missing ones.
-    pub(super) async fn add_round(
+    /// Adds `origin` to (`add`) or removes it from the subscriptions of `owners` (whose locks
+    /// are held) to `users`: one round of [`FollowGraph::change_origin`].
+    pub(super) async fn change_round(
         &self,
         owners: Vec<String>,
         users: &[String],
         origin: &Origin,
+        add: bool,
     ) -> Result<()> {
         let stored = origin.as_stored();
         let scope = doc! { "owner": { "$in": &owners }, "user": { "$in": users } };
+        if add {
+            self.add_round(&owners, users, stored, scope).await
+        } else {
+            self.remove_round(stored, scope).await
+        }
+    }
+
+    /// Adds the stored origin `stored` to the subscriptions in `scope`, of `owners` to `users`,
+    /// creating the missing ones.
+    async fn add_round(
+        &self,
+        owners: &[String],
+        users: &[String],
+        stored: String,
+        scope: Document,
+    ) -> Result<()> {
         let existing: BTreeSet<Pair> = self.settle(&scope).await?.iter().map(Found::pair).collect();
         if !existing.is_empty() {
             // `$addToSet`: adding twice adds once.
@@ -172,16 +185,9 @@ impl FollowGraph {
         self.commit(&scope, created, Vec::new()).await
     }
 
-    /// Removes `origin` from the subscriptions of `owners` (whose locks are held) to `users`,
-    /// deleting the ones it was the last route of.
-    pub(super) async fn remove_round(
-        &self,
-        owners: Vec<String>,
-        users: &[String],
-        origin: &Origin,
-    ) -> Result<()> {
-        let stored = origin.as_stored();
-        let scope = doc! { "owner": { "$in": &owners }, "user": { "$in": users } };
+    /// Removes the stored origin `stored` from the subscriptions in `scope`, deleting the ones
+    /// it was the last route of.
+    async fn remove_round(&self, stored: String, scope: Document) -> Result<()> {
         let existing = self.settle(&scope).await?;
         // The owners' locks are held: what was read is what is stored.
         let removed: Vec<Pair> = existing

@@ -80,6 +80,12 @@ impl FilterLists {
         &self.lists
     }
 
+    /// Deletes `owner`'s lists: one `delete_one`.
+    pub(super) async fn forget(&self, owner: &str) -> Result<()> {
+        self.lists.delete_one(doc! { "_id": owner }).await?;
+        Ok(())
+    }
+
     /// Adds `sender` to (`on`) or removes them from `owner`'s list `filter`: one `update`
     /// (upserting). Retried: `$addToSet` and `$pull` applied twice apply once.
     pub(super) async fn set(

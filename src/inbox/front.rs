@@ -8,6 +8,8 @@
 //! own, with no hook methods a caller could misuse, while the crate's strategies implement only
 //! the engine traits, which nothing outside the crate can name.
 
+use std::future::Future;
+
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
@@ -18,7 +20,7 @@ use super::transfer::{HeldMessage, InboxTransfer};
 use super::validate::{check_new_message, check_recipients, check_user_id};
 use super::{InboxStore, Message, MessageId, NewMessage, Payload, Sent, Strategy};
 use crate::error::Result;
-use crate::observe::store_operation;
+use crate::observe::{store_operation, Operation};
 use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
@@ -34,6 +36,22 @@ macro_rules! span {
             $(, $($fields)*)?
         )
     };
+}
+
+/// `work` in `operation`'s span, once `user` is found to be a user id (`role`: `"owner"`,
+/// `"sender"`); the check's error otherwise, and `work` never runs.
+async fn for_user<T>(
+    operation: Operation,
+    role: &'static str,
+    user: &str,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    operation
+        .run(async move {
+            check_user_id(role, user)?;
+            work.await
+        })
+        .await
 }
 
 #[async_trait]
@@ -86,21 +104,13 @@ impl<P: Payload, E: InboxEngine<P>> InboxStore<P> for E {
     }
 
     async fn count(&self, owner: &str) -> Result<u64> {
-        span!(self, "count")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                InboxEngine::count(self, owner).await
-            })
-            .await
+        let work = InboxEngine::count(self, owner);
+        for_user(span!(self, "count"), "owner", owner, work).await
     }
 
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        span!(self, "filters")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                InboxEngine::filters(self, owner).await
-            })
-            .await
+        let work = InboxEngine::filters(self, owner);
+        for_user(span!(self, "filters"), "owner", owner, work).await
     }
 
     async fn create_indexes(&self) -> Result<()> {
@@ -133,39 +143,23 @@ impl<P: Payload, E: InboxEngine<P>> InboxStore<P> for E {
 #[async_trait]
 impl<P: Payload, E: LifecycleEngine<P>> InboxLifecycle<P> for E {
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
-        span!(self, "mark_read")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::mark_read(self, owner, id).await
-            })
-            .await
+        let work = LifecycleEngine::mark_read(self, owner, id);
+        for_user(span!(self, "mark_read"), "owner", owner, work).await
     }
 
     async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
-        span!(self, "mark_unread")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::mark_unread(self, owner, id).await
-            })
-            .await
+        let work = LifecycleEngine::mark_unread(self, owner, id);
+        for_user(span!(self, "mark_unread"), "owner", owner, work).await
     }
 
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
-        span!(self, "mark_read_up_to")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::mark_read_up_to(self, owner, up_to).await
-            })
-            .await
+        let work = LifecycleEngine::mark_read_up_to(self, owner, up_to);
+        for_user(span!(self, "mark_read_up_to"), "owner", owner, work).await
     }
 
     async fn unread_count(&self, owner: &str) -> Result<u64> {
-        span!(self, "unread_count")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::unread_count(self, owner, None).await
-            })
-            .await
+        let work = LifecycleEngine::unread_count(self, owner, None);
+        for_user(span!(self, "unread_count"), "owner", owner, work).await
     }
 
     async fn unread_count_up_to(&self, owner: &str, cap: u64) -> Result<u64> {
@@ -181,39 +175,23 @@ impl<P: Payload, E: LifecycleEngine<P>> InboxLifecycle<P> for E {
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
-        span!(self, "set_starred")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::set_starred(self, owner, id, starred).await
-            })
-            .await
+        let work = LifecycleEngine::set_starred(self, owner, id, starred);
+        for_user(span!(self, "set_starred"), "owner", owner, work).await
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        span!(self, "delete")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::delete(self, owner, id).await
-            })
-            .await
+        let work = LifecycleEngine::delete(self, owner, id);
+        for_user(span!(self, "delete"), "owner", owner, work).await
     }
 
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
-        span!(self, "retract")
-            .run(async move {
-                check_user_id("sender", sender)?;
-                LifecycleEngine::retract(self, sender, id).await
-            })
-            .await
+        let work = LifecycleEngine::retract(self, sender, id);
+        for_user(span!(self, "retract"), "sender", sender, work).await
     }
 
     async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
-        span!(self, "edit")
-            .run(async move {
-                check_user_id("sender", sender)?;
-                LifecycleEngine::edit(self, sender, id, payload).await
-            })
-            .await
+        let work = LifecycleEngine::edit(self, sender, id, payload);
+        for_user(span!(self, "edit"), "sender", sender, work).await
     }
 
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
@@ -231,12 +209,8 @@ impl<P: Payload, E: LifecycleEngine<P>> InboxLifecycle<P> for E {
     }
 
     async fn prune(&self, owner: &str) -> Result<u64> {
-        span!(self, "prune")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                LifecycleEngine::prune(self, owner).await
-            })
-            .await
+        let work = LifecycleEngine::prune(self, owner);
+        for_user(span!(self, "prune"), "owner", owner, work).await
     }
 }
 
@@ -249,30 +223,19 @@ impl<P: Payload, E: TransferEngine<P>> InboxTransfer<P> for E {
     }
 
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        span!(self, "export")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                TransferEngine::export(self, owner).await
-            })
-            .await
+        let work = TransferEngine::export(self, owner);
+        for_user(span!(self, "export"), "owner", owner, work).await
     }
 
     async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
-        span!(self, "import", items = messages.len())
-            .run(async move {
-                check_user_id("owner", owner)?;
-                TransferEngine::import(self, owner, messages).await
-            })
-            .await
+        let work = TransferEngine::import(self, owner, messages);
+        let operation = span!(self, "import", items = messages.len());
+        for_user(operation, "owner", owner, work).await
     }
 
     async fn purge(&self, owner: &str) -> Result<()> {
-        span!(self, "purge")
-            .run(async move {
-                check_user_id("owner", owner)?;
-                TransferEngine::purge(self, owner).await
-            })
-            .await
+        let work = TransferEngine::purge(self, owner);
+        for_user(span!(self, "purge"), "owner", owner, work).await
     }
 
     async fn purge_all(&self) -> Result<()> {

@@ -205,6 +205,24 @@ pub(crate) async fn distinct_owners<'a>(
         .boxed())
 }
 
+/// Whether `collection` holds no document at all: one `find_one`.
+pub(crate) async fn holds_nothing(collection: &mongodb::Collection<Document>) -> Result<bool> {
+    Ok(collection.find_one(doc! {}).await?.is_none())
+}
+
+/// The documents of `collection` matching `filter`, oldest first by `(sent, id)`: one `find`,
+/// read in batches.
+pub(crate) async fn oldest_first(
+    collection: &mongodb::Collection<Document>,
+    filter: Document,
+) -> Result<impl futures::Stream<Item = Result<Document>>> {
+    let cursor = collection
+        .find(filter)
+        .sort(doc! { "sent": 1, "id": 1 })
+        .await?;
+    Ok(cursor.map_err(crate::Error::from))
+}
+
 /// Deletes every document of `collections`, retried (deleting twice deletes once).
 pub(crate) async fn delete_all(
     backend: &crate::backend::Backend,

@@ -56,8 +56,12 @@ impl<P: Payload> TimeOrdered<P> {
     }
 }
 
-fn time_key<P>(message: &Message<P>) -> Key {
-    Key::new(message.sent.timestamp_millis(), message.id.to_string())
+impl<P> Message<P> {
+    /// The message's key in a watch: its time, then its id. A timeline's watch merges an
+    /// inbox's messages with celebrities' posts by it.
+    pub(crate) fn time_key(&self) -> Key {
+        Key::new(self.sent.timestamp_millis(), self.id.to_string())
+    }
 }
 
 #[async_trait]
@@ -89,7 +93,7 @@ impl<P: Payload> Source for TimeOrdered<P> {
         .await?;
         Ok(messages
             .into_iter()
-            .map(|message| (time_key(&message), message))
+            .map(|message| (message.time_key(), message))
             .collect())
     }
 
@@ -128,7 +132,7 @@ impl<P: Payload> Source for TimeOrdered<P> {
                     self.layout,
                     &self.owner,
                 )?;
-                Ok((time_key(&message), message))
+                Ok((message.time_key(), message))
             })
             .collect()
     }

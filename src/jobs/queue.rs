@@ -13,7 +13,7 @@ use crate::backend::Backend;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::jobs::spans::Op;
-use crate::sharding::ShardKey;
+use crate::sharding::{self, ShardKey};
 
 /// A durable job queue; cheap to clone (clones share the collections).
 ///
@@ -264,21 +264,16 @@ impl JobQueue {
     /// Creates the indexes the queue needs (idempotent, safe on every start). The queue is
     /// correct without them, only slower.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::CreateIndexes
-            .span()
-            .run(async move { self.backend.create_indexes().await })
+        self.backend
+            .create_indexes_in(Op::CreateIndexes.span())
             .await
     }
 
     /// Shards the queue's collections on [`JobQueue::shard_keys`] when connected to a `mongos`
     /// (or a front end that answers as one); see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::ShardCollections
-            .span()
-            .run(async move {
-                crate::sharding::shard_collections(self.backend.database(), &self.shard_keys())
-                    .await
-            })
+        let keys = self.shard_keys();
+        sharding::shard_collections_in(Op::ShardCollections.span(), self.backend.database(), &keys)
             .await
     }
 

@@ -139,6 +139,7 @@
 
 mod comments;
 mod engine;
+mod handle;
 mod inbox;
 mod links;
 mod state;

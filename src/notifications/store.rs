@@ -16,7 +16,7 @@ use super::{
 use crate::config::StoreConfig;
 use crate::observe::spans::Op;
 use crate::realtime::{self, ResumeToken, Updates, WatchOptions};
-use crate::sharding::ShardKey;
+use crate::sharding::{self, ShardKey};
 use crate::validate;
 use crate::{payload::Payload, Page, PageRequest, Result};
 
@@ -48,9 +48,9 @@ impl<D: Payload> NotificationStore<D> {
     /// Correctness does not depend on them (a group's `_id` is what keeps it single), only the
     /// speed of pages, counts and withdrawals.
     pub async fn create_indexes(&self) -> Result<()> {
-        Op::NotificationsCreateIndexes
-            .span()
-            .run(async move { self.groups.backend.create_indexes().await })
+        self.groups
+            .backend
+            .create_indexes_in(Op::NotificationsCreateIndexes.span())
             .await
     }
 
@@ -66,12 +66,13 @@ impl<D: Payload> NotificationStore<D> {
     /// Shards the store's collection on [`NotificationStore::shard_keys`] when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`].
     pub async fn shard_collections(&self) -> Result<()> {
-        Op::NotificationsShardCollections
-            .span()
-            .run(async move {
-                crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
-            })
-            .await
+        let keys = self.shard_keys();
+        sharding::shard_collections_in(
+            Op::NotificationsShardCollections.span(),
+            self.database(),
+            &keys,
+        )
+        .await
     }
 
     /// Adds the event's actor to its group (opening the group if it is the first), marks the

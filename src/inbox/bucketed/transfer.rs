@@ -351,7 +351,7 @@ impl<P: Payload> TransferEngine<P> for BucketedFanOut<P> {
     }
 
     async fn is_empty(&self) -> Result<bool> {
-        Ok(self.buckets.buckets.find_one(doc! {}).await?.is_none())
+        crate::inbox::transfer::holds_nothing(&self.buckets.buckets).await
     }
 
     async fn send_stamped(

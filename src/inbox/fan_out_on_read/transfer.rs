@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::FanOutOnRead;
 use crate::inbox::engine::TransferEngine;
-use crate::inbox::transfer::{Gone, HeldMessage};
+use crate::inbox::transfer::{self, Gone, HeldMessage};
 use crate::inbox::{Message, Payload};
 use crate::Result;
 
@@ -94,13 +94,8 @@ impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
         let collection = self.messages.name().to_owned();
         let owner = owner.to_owned();
-        let cursor = self
-            .messages
-            .find(doc! { "to": &owner })
-            .sort(doc! { "sent": 1, "id": 1 })
-            .await?;
-        Ok(cursor
-            .map_err(crate::Error::from)
+        let documents = transfer::oldest_first(&self.messages, doc! { "to": &owner }).await?;
+        Ok(documents
             .and_then(move |document| {
                 let held = (|| {
                     let mut message = HeldMessage::from_document(&collection, &document, "id")?;
@@ -178,11 +173,7 @@ impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
                 self.messages
                     .update_many(doc! { "to": owner }, hide.clone())
                     .await?;
-                self.filters
-                    .collection()
-                    .delete_one(doc! { "_id": owner })
-                    .await?;
-                Ok(())
+                self.filters.forget(owner).await
             })
             .await
     }
@@ -196,7 +187,7 @@ impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
     }
 
     async fn is_empty(&self) -> Result<bool> {
-        Ok(self.messages.find_one(doc! {}).await?.is_none())
+        transfer::holds_nothing(&self.messages).await
     }
 
     /// The message's document as `send` writes it, `_id` its id (one `find` of the lists, one

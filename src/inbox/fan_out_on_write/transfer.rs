@@ -7,7 +7,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::{copy_id, FanOutOnWrite};
 use crate::inbox::engine::TransferEngine;
-use crate::inbox::transfer::{Gone, HeldMessage};
+use crate::inbox::transfer::{self, Gone, HeldMessage};
 use crate::inbox::{Message, Payload};
 use crate::Result;
 
@@ -36,13 +36,8 @@ impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
     /// lists per 256 copies that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
         let collection = self.copies.name().to_owned();
-        let cursor = self
-            .copies
-            .find(doc! { "recipient": owner })
-            .sort(doc! { "sent": 1, "id": 1 })
-            .await?;
-        let stream = cursor
-            .map_err(crate::Error::from)
+        let documents = transfer::oldest_first(&self.copies, doc! { "recipient": owner }).await?;
+        let stream = documents
             .try_chunks(EXPORT_CHUNK)
             .map_err(|error| error.1)
             .and_then(move |mut chunk| {
@@ -102,11 +97,7 @@ impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
         self.backend
             .retry("purge owner", || async {
                 self.copies.delete_many(doc! { "recipient": owner }).await?;
-                self.filters
-                    .collection()
-                    .delete_one(doc! { "_id": owner })
-                    .await?;
-                Ok(())
+                self.filters.forget(owner).await
             })
             .await
     }
@@ -124,7 +115,7 @@ impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
     }
 
     async fn is_empty(&self) -> Result<bool> {
-        Ok(self.copies.find_one(doc! {}).await?.is_none())
+        transfer::holds_nothing(&self.copies).await
     }
 
     async fn send_stamped(

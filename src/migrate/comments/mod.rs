@@ -11,15 +11,13 @@ use std::time::Duration;
 
 use mongodb::Database;
 
-use super::engine::{self, Config};
+use super::engine::Config;
+use super::handle::{migration_builder_methods, migration_handle_methods};
 use super::links::Links;
-use super::Reads;
 use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
 use crate::comments::DynCommentTransfer;
 use crate::error::{Error, Result};
-use crate::jobs::Worker;
-use crate::retry::RetryPolicy;
 use units::{CommentMigrationEngine, Discussions};
 
 /// How long a migrating store's lock of a discussion lasts if its holder dies.
@@ -95,25 +93,7 @@ impl std::fmt::Debug for CommentMigrationBuilder {
 }
 
 impl CommentMigrationBuilder {
-    /// When reads move (default [`Reads::PerOwner`]: each discussion's as soon as its copy is
-    /// verified).
-    pub fn reads(mut self, reads: Reads) -> Self {
-        self.config.reads = reads;
-        self
-    }
-
-    /// The retry policy of the migration's own writes (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.config.retry = retry;
-        self
-    }
-
-    /// How long a copy job is its worker's before another may take it over (default 60 s;
-    /// see [`crate::jobs::JobQueueBuilder::lease`]). A discussion's copy must fit in it.
-    pub fn job_lease(mut self, lease: Duration) -> Self {
-        self.config.job_lease = lease;
-        self
-    }
+    migration_builder_methods!("discussion");
 
     /// Moves these discussions only (default: every discussion of the source). The others stay
     /// on the source: the migrating store reads and writes them there, before and after the
@@ -203,28 +183,35 @@ impl CommentMigration {
         Arc::new(MigratingComments::new(self.inner.clone()))
     }
 
-    /// Starts the migration: records it, creates both stores' indexes, the link map's and the
-    /// queue's, and enqueues the listing of the discussions. Starting again does nothing.
-    ///
-    /// # Errors
-    ///
-    /// Before anything is recorded or written: [`Error::Precondition`] when the target holds
-    /// comments already (of the migration's discussions, where it lists them);
-    /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
-    /// strategy has no threads.
-    pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
-    }
-
-    /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
-    /// [`crate::JobQueue::run_pending`]).
-    pub async fn run_pending(&self) -> Result<usize> {
-        engine::run_pending(&self.inner).await
-    }
-
-    /// Runs the copy in the background until the returned worker is stopped or dropped.
-    pub fn start_worker(&self) -> Worker {
-        engine::start_worker(&self.inner)
+    migration_handle_methods! {
+        "discussion";
+        /// Starts the migration: records it, creates both stores' indexes, the link map's and the
+        /// queue's, and enqueues the listing of the discussions. Starting again does nothing.
+        ///
+        /// # Errors
+        ///
+        /// Before anything is recorded or written: [`Error::Precondition`] when the target holds
+        /// comments already (of the migration's discussions, where it lists them);
+        /// [`Error::Unsupported`] (`"replies"`) naming a discussion with replies when the target's
+        /// strategy has no threads.
+        start;
+        /// Ends the migration: the source is no longer written, every read and write goes to the
+        /// target. Links given out before keep working through [`CommentMigration::store`] (the
+        /// link map translates them); the target store used directly knows only its own.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`] before every discussion is copied, or after an abort.
+        finish;
+        /// Stops the migration: writes and reads go to the source alone again, and what the target
+        /// got (the migration's discussions, their votes, the link map) is removed once every
+        /// process has seen the abort (within about a second). The source, written all along, is
+        /// whole.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`] after [`CommentMigration::finish`].
+        abort;
     }
 
     /// How far the copy has got.
@@ -238,43 +225,5 @@ impl CommentMigration {
             rate: tally.rate,
             time_left: tally.time_left,
         })
-    }
-
-    /// Whether every discussion is listed and copied, and no copy is waiting.
-    pub async fn is_copied(&self) -> Result<bool> {
-        self.inner.is_copied().await
-    }
-
-    /// Moves every discussion's reads to the target at once ([`Reads::AllAtOnce`]); writes
-    /// still reach both stores.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`] before every discussion is copied, or after an abort.
-    pub async fn cut_over(&self) -> Result<()> {
-        self.inner.cut_over().await
-    }
-
-    /// Ends the migration: the source is no longer written, every read and write goes to the
-    /// target. Links given out before keep working through [`CommentMigration::store`] (the
-    /// link map translates them); the target store used directly knows only its own.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`] before every discussion is copied, or after an abort.
-    pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
-    }
-
-    /// Stops the migration: writes and reads go to the source alone again, and what the target
-    /// got (the migration's discussions, their votes, the link map) is removed once every
-    /// process has seen the abort (within about a second). The source, written all along, is
-    /// whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`] after [`CommentMigration::finish`].
-    pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
     }
 }

@@ -90,6 +90,16 @@ impl<P: Payload> MigratingInbox<P> {
         }
     }
 
+    /// [`MigratingInbox::write`] of one and the same write of `owner`'s on each store: `apply`
+    /// on the source, then on the target if `owner` is ready there.
+    async fn write_both<T, S, SF>(&self, owner: &str, apply: S) -> Result<T>
+    where
+        S: Fn(Arc<crate::inbox::DynInboxTransfer<P>>) -> SF,
+        SF: Future<Output = Result<T>>,
+    {
+        self.write(&[owner], &apply, |store, _| apply(store)).await
+    }
+
     /// The store `owner`'s reads go to.
     async fn reader(&self, owner: &str) -> Result<Arc<crate::inbox::DynInboxTransfer<P>>> {
         Ok(if self.reads_target(owner).await? {
@@ -149,11 +159,9 @@ impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
     }
 
     async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        self.write(
-            &[owner],
-            |store| async move { store.remove_from(owner, sender).await },
-            |store, _| async move { store.remove_from(owner, sender).await },
-        )
+        self.write_both(owner, |store| async move {
+            store.remove_from(owner, sender).await
+        })
         .await
     }
 
@@ -225,19 +233,17 @@ impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
 #[async_trait]
 impl<P: Payload> LifecycleEngine<P> for MigratingInbox<P> {
     async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
-        self.write(
-            &[owner],
+        self.write_both(
+            owner,
             |store| async move { store.mark_read(owner, id).await },
-            |store, _| async move { store.mark_read(owner, id).await },
         )
         .await
     }
 
     async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
-        self.write(
-            &[owner],
+        self.write_both(
+            owner,
             |store| async move { store.mark_unread(owner, id).await },
-            |store, _| async move { store.mark_unread(owner, id).await },
         )
         .await
     }
@@ -271,21 +277,15 @@ impl<P: Payload> LifecycleEngine<P> for MigratingInbox<P> {
     }
 
     async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
-        self.write(
-            &[owner],
-            |store| async move { store.set_starred(owner, id, starred).await },
-            |store, _| async move { store.set_starred(owner, id, starred).await },
-        )
+        self.write_both(owner, |store| async move {
+            store.set_starred(owner, id, starred).await
+        })
         .await
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        self.write(
-            &[owner],
-            |store| async move { store.delete(owner, id).await },
-            |store, _| async move { store.delete(owner, id).await },
-        )
-        .await
+        self.write_both(owner, |store| async move { store.delete(owner, id).await })
+            .await
     }
 
     /// Reaches every recipient: the source, the migration's epoch moved (a copy running
@@ -315,11 +315,9 @@ impl<P: Payload> LifecycleEngine<P> for MigratingInbox<P> {
     }
 
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
-        self.write(
-            &[owner],
-            |store| async move { store.set_filter(owner, sender, filter, on).await },
-            |store, _| async move { store.set_filter(owner, sender, filter, on).await },
-        )
+        self.write_both(owner, |store| async move {
+            store.set_filter(owner, sender, filter, on).await
+        })
         .await
     }
 

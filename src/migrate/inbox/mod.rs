@@ -11,12 +11,10 @@ use std::time::Duration;
 
 use mongodb::Database;
 
-use super::engine::{self, Config};
-use super::Reads;
+use super::engine::Config;
+use super::handle::{migration_builder_methods, migration_handle_methods};
 use crate::error::Result;
 use crate::inbox::{DynInboxTransfer, Payload};
-use crate::jobs::Worker;
-use crate::retry::RetryPolicy;
 use units::{InboxMigrationEngine, Inboxes};
 
 /// How far a migration's copy has got ([`InboxMigration::progress`]).
@@ -93,25 +91,7 @@ impl<P> std::fmt::Debug for InboxMigrationBuilder<P> {
 }
 
 impl<P: Payload> InboxMigrationBuilder<P> {
-    /// When reads move (default [`Reads::PerOwner`]).
-    pub fn reads(mut self, reads: Reads) -> Self {
-        self.config.reads = reads;
-        self
-    }
-
-    /// The retry policy of the migration's own writes (default [`RetryPolicy::default`]).
-    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.config.retry = retry;
-        self
-    }
-
-    /// How long a copy job is its worker's before another may take it over, if that worker
-    /// stops answering (default 60 s; see [`crate::jobs::JobQueueBuilder::lease`]). An owner's
-    /// copy must fit in it.
-    pub fn job_lease(mut self, lease: Duration) -> Self {
-        self.config.job_lease = lease;
-        self
-    }
+    migration_builder_methods!("owner");
 
     /// Builds the migration: its state in the collection `<name>_migration`, its jobs in
     /// `<name>_jobs`, and where the server's updates are not atomic, its state documents'
@@ -154,26 +134,33 @@ impl<P: Payload> InboxMigration<P> {
         Arc::new(MigratingInbox::new(self.inner.clone()))
     }
 
-    /// Starts the migration: records it, creates both stores' indexes and the queue's, and
-    /// enqueues the listing of the source's owners. Starting again does nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages and the migration had not started
-    /// (a target must start empty; an aborted migration empties it).
-    pub async fn start(&self) -> Result<()> {
-        self.inner.start().await
-    }
-
-    /// Runs the copy's due jobs in this task until none is left; returns how many ran (see
-    /// [`crate::JobQueue::run_pending`]).
-    pub async fn run_pending(&self) -> Result<usize> {
-        engine::run_pending(&self.inner).await
-    }
-
-    /// Runs the copy in the background until the returned worker is stopped or dropped.
-    pub fn start_worker(&self) -> Worker {
-        engine::start_worker(&self.inner)
+    migration_handle_methods! {
+        "owner";
+        /// Starts the migration: records it, creates both stores' indexes and the queue's, and
+        /// enqueues the listing of the source's owners. Starting again does nothing.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) when the target holds messages
+        /// and the migration had not started (a target must start empty; an aborted migration
+        /// empties it).
+        start;
+        /// Ends the migration: the source is no longer written, every read and write goes to the
+        /// target. The application may then use the target store directly.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or
+        /// after an abort.
+        finish;
+        /// Stops the migration: writes go to the source alone again, reads too, and the target is
+        /// emptied (once every process has seen the abort, within about a second). The source,
+        /// written all along, is whole.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
+        abort;
     }
 
     /// How far the copy has got.
@@ -187,41 +174,5 @@ impl<P: Payload> InboxMigration<P> {
             rate: tally.rate,
             time_left: tally.time_left,
         })
-    }
-
-    /// Whether every owner of the source is listed and copied, and no copy is waiting.
-    pub async fn is_copied(&self) -> Result<bool> {
-        self.inner.is_copied().await
-    }
-
-    /// Moves every owner's reads to the target at once ([`Reads::AllAtOnce`]); writes still
-    /// reach both stores.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
-    pub async fn cut_over(&self) -> Result<()> {
-        self.inner.cut_over().await
-    }
-
-    /// Ends the migration: the source is no longer written, every read and write goes to the
-    /// target. The application may then use the target store directly.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) before every owner is copied, or after an abort.
-    pub async fn finish(&self) -> Result<()> {
-        self.inner.finish().await
-    }
-
-    /// Stops the migration: writes go to the source alone again, reads too, and the target is
-    /// emptied (once every process has seen the abort, within about a second). The source,
-    /// written all along, is whole.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Precondition`](crate::Error::Precondition) after [`InboxMigration::finish`].
-    pub async fn abort(&self) -> Result<()> {
-        self.inner.abort().await
     }
 }

@@ -64,12 +64,18 @@ impl Buckets {
             .await
     }
 
-    /// Runs `write` (whose filter names what each bucket must hold) on every recipient's
-    /// buckets of message `id`, found through its record: each recipient's buckets from the one
-    /// the record says its entry went to or after. Holds the recipients' locks where updates are
-    /// not atomic, a round of them at a time. Unknown (no record, or no entry) is
-    /// [`Error::NotFound`].
-    pub(super) async fn converge_message(&self, id: MessageId, write: &Write<'_>) -> Result<()> {
+    /// Applies `op` to every entry of message `id` in its recipients' buckets, found through
+    /// its record: each recipient's buckets from the one the record says its entry went to or
+    /// after, read as `read` and failed by `check` before anything is written. Holds the
+    /// recipients' locks where updates are not atomic, a round of them at a time. Unknown (no
+    /// record, or no entry) is [`Error::NotFound`].
+    pub(super) async fn converge_message(
+        &self,
+        id: MessageId,
+        read: Read,
+        check: &(dyn Fn(&[Bucket]) -> Result<()> + Send + Sync),
+        op: Op,
+    ) -> Result<()> {
         let record = self
             .backend
             .retry("read message record", || async {
@@ -101,20 +107,20 @@ impl Buckets {
             .map(|(owner, first)| (owner.as_str(), *first))
             .collect();
         let (first, found_any) = (&first, &std::sync::atomic::AtomicBool::new(false));
+        let select = move |_: &Bucket, seen: &Seen| seen.is(id);
+        let (select, op) = (&select, &op);
         self.backend
             .exclusive_in_rounds(&owners, |taken| async move {
                 let ranges: Vec<Bson> = taken
                     .iter()
                     .map(|owner| Bson::Document(owner_buckets(owner, first[owner.as_str()], None)))
                     .collect();
-                let mut filter = write.filter.clone();
-                filter.insert("$or", ranges);
                 let write = Write {
-                    filter,
-                    read: write.read,
-                    check: write.check,
-                    select: write.select,
-                    op: write.op.clone(),
+                    filter: doc! { "messages.id": id.0, "$or": ranges },
+                    read,
+                    check,
+                    select,
+                    op: op.clone(),
                 };
                 match self.converge(&write).await {
                     Err(error) if error.is_not_found() => Ok(()),

@@ -143,15 +143,10 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
     /// `find` of its recipients' buckets from where it went, one `update`), positions unchanged.
     async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
         let check = move |buckets: &[Bucket]| check_sender(buckets, sender, id);
-        let select = move |_: &Bucket, seen: &Seen| seen.is(id);
-        let write = Write {
-            filter: doc! { "messages.id": id.0 },
-            read: Read::Flags,
-            check: &check,
-            select: &select,
-            op: Op::Gone("retracted"),
-        };
-        self.buckets.converge_message(id, &write).await
+        let op = Op::Gone("retracted");
+        self.buckets
+            .converge_message(id, Read::Flags, &check, op)
+            .await
     }
 
     /// Replaces the payload in every entry of the message (one `find` of its record, one `find`
@@ -183,15 +178,10 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
                 Ok(())
             }
         };
-        let select = move |_: &Bucket, seen: &Seen| seen.is(id);
-        let write = Write {
-            filter: doc! { "messages.id": id.0 },
-            read: Read::WithoutPayloads,
-            check: &check,
-            select: &select,
-            op: Op::Edit(payload, edited),
-        };
-        self.buckets.converge_message(id, &write).await?;
+        let op = Op::Edit(payload, edited);
+        self.buckets
+            .converge_message(id, Read::WithoutPayloads, &check, op)
+            .await?;
         Ok(edited)
     }
 
