@@ -145,7 +145,7 @@ impl TimeIndex {
 
     /// The ascending keys as an index the server never reads in order: where ordered scans go
     /// forward only, the index a newest-first page of owners in an array falls back on (see
-    /// [`NewestFirst::TimeOnly`]). The option `storageEngine: { enableOrderedIndex: false }`
+    /// [`NewestFirst::FromNewest`]). The option `storageEngine: { enableOrderedIndex: false }`
     /// keeps it DocumentDB's unordered kind, whose matches are collected and sorted.
     pub(crate) fn unordered(&self) -> IndexModel {
         IndexModel::builder()
@@ -170,16 +170,16 @@ pub(crate) enum NewestFirst {
     /// statistics and may collect and sort every match (306 ms against 6 ms at 100,000).
     Hinted(Document),
     /// Owners in an array where ordered scans go forward only. DocumentDB 0.106 reads an index
-    /// over an array in order only where no filter bounds the ordered keys and the sort names
-    /// `sent` alone; the order then costs about the rows read (1.4 ms for the newest 50 of
-    /// 1,000,000, against 2 s sorted). So the page sorts by `sent` through the descending
-    /// index (`ordered`, hinted), the cursor is a filter (`$nor` of what it passed) rather
-    /// than a range, and the store orders each millisecond's messages by id. The rows before
-    /// the cursor are read again, so page `k` reads about `k` pages of entries; when the
-    /// engine gives up the order (some hundreds of thousands of rows, see
-    /// [`Dialect::gave_up_ordered_scan`]), the page is read as [`NewestFirst::Sorted`] through
-    /// the unordered index (`unordered`, hinted).
-    TimeOnly {
+    /// over an array in order only where no filter bounds the keys it orders by (an array may
+    /// put a document under keys on either side of a bound): a cursor's range on `sent` makes
+    /// it collect and sort every match, or fail. So the page reads the descending index
+    /// (`ordered`, hinted) in order from the owner's newest entry, with the cursor as a filter
+    /// (`$nor` of what it passed): the newest 50 of 1,000,000 in 2 ms by hand, against 2 s
+    /// sorted. Page `k` reads the `k - 1` pages before it again (and every hidden message
+    /// newer than it). Where the engine gives up that order (some hundreds of thousands of
+    /// entries read, see [`Dialect::gave_up_ordered_scan`]), the page is read as
+    /// [`NewestFirst::Sorted`] through the unordered index (`unordered`, hinted).
+    FromNewest {
         /// The descending index's keys.
         ordered: Document,
         /// The unordered index's keys.
@@ -200,7 +200,7 @@ impl Dialect {
         match (self.0.ordered_scans_forward_only, index.owners_in_array) {
             (false, _) => NewestFirst::Sorted,
             (true, false) => NewestFirst::Hinted(index.descending()),
-            (true, true) => NewestFirst::TimeOnly {
+            (true, true) => NewestFirst::FromNewest {
                 ordered: index.descending(),
                 unordered: index.ascending(),
             },
@@ -208,7 +208,7 @@ impl Dialect {
     }
 
     /// Whether `error` says an ordered index scan gave up its order (see
-    /// [`NewestFirst::TimeOnly`]): the same read through an unordered index passes.
+    /// [`NewestFirst::FromNewest`]): the same read through an unordered index passes.
     pub(crate) fn gave_up_ordered_scan(&self, error: &mongodb::error::Error) -> bool {
         match &*error.kind {
             mongodb::error::ErrorKind::Command(command) => {

@@ -126,7 +126,7 @@ impl Backend {
     /// Adds the index behind an owner's newest-first pages in the order the server reads: the
     /// ascending keys where the server walks an index backwards, the descending keys where
     /// ordered scans go forward only, and there for owners in an array also
-    /// [`TimeIndex::unordered`], the fallback of [`dialect::NewestFirst::TimeOnly`]. Reads follow
+    /// [`TimeIndex::unordered`], the fallback of [`dialect::NewestFirst::FromNewest`]. Reads follow
     /// [`Dialect::newest_first`].
     pub(crate) fn with_time_index(
         mut self,

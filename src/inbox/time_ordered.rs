@@ -125,9 +125,9 @@ impl Layout {
 /// as the server reads an owner's newest first ([`Dialect::newest_first`](crate::backend::dialect::Dialect::newest_first)): one `find` of the
 /// index range after the cursor, naming the index in a hint where the server must be told
 /// (once the store's indexes exist: a hint of a missing index fails the read); for owners in
-/// an array on DocumentDB, one `find` ordered by time alone, and one more for the messages of
-/// the millisecond the limit cut, if it cut one ([`NewestFirst::TimeOnly`]). Where copies
-/// share their recipient list (`recipients`), one more `find` for those lists.
+/// an array on DocumentDB, one `find` in order from the owner's newest entry
+/// ([`NewestFirst::FromNewest`]). Where copies share their recipient list (`recipients`), one
+/// more `find` for those lists.
 pub(super) async fn read_page<P: Payload>(
     backend: &Backend,
     collection: &Collection<Document>,
@@ -154,9 +154,9 @@ pub(super) async fn read_page<P: Payload>(
             backend.ensure_indexes().await?;
             read.sorted(Some(keys)).await?
         }
-        NewestFirst::TimeOnly { ordered, unordered } => {
+        NewestFirst::FromNewest { ordered, unordered } => {
             backend.ensure_indexes().await?;
-            match read.by_time(ordered).await {
+            match read.newest_on(ordered).await {
                 Err(error) if dialect.gave_up_ordered_scan(&error) => {
                     read.sorted(Some(unordered)).await?
                 }
@@ -221,52 +221,28 @@ impl PageRead<'_> {
         find.await?.try_collect().await
     }
 
-    /// Sorted by `sent` alone through the `ordered` index, the cursor a filter, each
-    /// millisecond's messages ordered by id here (see [`NewestFirst::TimeOnly`]). Where the
-    /// last two documents share a millisecond, others of it may lie past the limit: that
-    /// millisecond is read whole (an index range of owner and time) and takes their place.
-    async fn by_time(&self, ordered: Document) -> mongodb::error::Result<Vec<Document>> {
-        let id_field = self.layout.id_field;
+    /// Read in order from the owner's newest entry of the `ordered` index, the cursor a filter
+    /// (`$nor` of what it passed) rather than a range (see [`NewestFirst::FromNewest`]).
+    async fn newest_on(&self, ordered: Document) -> mongodb::error::Result<Vec<Document>> {
         let mut filter = self.shown();
         if let Some((sent, id)) = self.after {
             filter.insert(
                 "$nor",
                 vec![
                     doc! { "sent": { "$gt": sent } },
-                    doc! { "sent": sent, id_field: { "$gte": id.0 } },
+                    doc! { "sent": sent, self.layout.id_field: { "$gte": id.0 } },
                 ],
             );
         }
-        let mut documents: Vec<Document> = self
-            .collection
+        self.collection
             .find(filter)
-            .sort(doc! { "sent": -1 })
+            .sort(self.layout.sort())
             .limit(self.fetch as i64)
             .batch_size(self.fetch as u32)
             .hint(Hint::Keys(ordered))
             .await?
             .try_collect()
-            .await?;
-        let sent = |document: &Document| document.get_datetime("sent").ok().copied();
-        if let [.., before_last, last] = documents.as_slice() {
-            if let Some(cut) = sent(last)
-                .filter(|_| documents.len() == self.fetch && sent(before_last) == sent(last))
-            {
-                documents.retain(|document| sent(document) != Some(cut));
-                let mut filter = self.shown();
-                filter.insert("sent", cut);
-                if let Some((_, id)) = self.after.filter(|(sent, _)| *sent == cut) {
-                    filter.insert(id_field, doc! { "$lt": id.0 });
-                }
-                let whole: Vec<Document> =
-                    self.collection.find(filter).await?.try_collect().await?;
-                documents.extend(whole);
-            }
-        }
-        let key = |document: &Document| (sent(document), document.get_object_id(id_field).ok());
-        documents.sort_by_key(|document| std::cmp::Reverse(key(document)));
-        documents.truncate(self.fetch);
-        Ok(documents)
+            .await
     }
 }
 
@@ -318,7 +294,7 @@ pub(super) async fn unread_count(
             backend.ensure_indexes().await?;
             count(Some(keys)).await?
         }
-        NewestFirst::TimeOnly { ordered, unordered } => {
+        NewestFirst::FromNewest { ordered, unordered } => {
             backend.ensure_indexes().await?;
             match count(Some(ordered)).await {
                 Err(error) if dialect.gave_up_ordered_scan(&error) => {
