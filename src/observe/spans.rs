@@ -6,252 +6,105 @@
 
 use super::Operation;
 
-/// An operation, as its span names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// `delivery.create_indexes`
-    DeliveryCreateIndexes,
-    /// `delivery.shard_collections`
-    DeliveryShardCollections,
-    /// `delivery.post`
-    DeliveryPost,
-    /// `delivery.touch`
-    DeliveryTouch,
-    /// `delivery.follow`
-    DeliveryFollow,
-    /// `delivery.unfollow`
-    DeliveryUnfollow,
-    /// `delivery.is_celebrity`
-    DeliveryIsCelebrity,
-    /// `delivery.run_pending`
-    DeliveryRunPending,
-    /// `delivery.wait_until_drained`
-    DeliveryWaitUntilDrained,
-    /// `delivery.timeline`
-    DeliveryTimeline,
-    /// `feed.feeds.page`
-    FeedFeedsPage,
-    /// `feed.feeds.items`
-    FeedFeedsItems,
-    /// `feed.feeds.refresh_hot`
-    FeedFeedsRefreshHot,
-    /// `feed.feeds.schedule_hot_refresh`
-    FeedFeedsScheduleHotRefresh,
-    /// `feed.feeds.rebuild_user`
-    FeedFeedsRebuildUser,
-    /// `feed.likes.add_to_counter`
-    FeedLikesAddToCounter,
-    /// `feed.likes.counters`
-    FeedLikesCounters,
-    /// `feed.likes.recount`
-    FeedLikesRecount,
-    /// `feed.likes.like`
-    FeedLikesLike,
-    /// `feed.likes.unlike`
-    FeedLikesUnlike,
-    /// `feed.likes.is_liked`
-    FeedLikesIsLiked,
-    /// `feed.likes.settle`
-    FeedLikesSettle,
-    /// `feed.posts.create`
-    FeedPostsCreate,
-    /// `feed.posts.get`
-    FeedPostsGet,
-    /// `feed.posts.get_many`
-    FeedPostsGetMany,
-    /// `feed.search.page`
-    FeedSearchPage,
-    /// `feed.run_pending`
-    FeedRunPending,
-    /// `feed.wait_until_drained`
-    FeedWaitUntilDrained,
-    /// `feed.create_indexes`
-    FeedCreateIndexes,
-    /// `feed.shard_collections`
-    FeedShardCollections,
-    /// `feed.users.create`
-    FeedUsersCreate,
-    /// `feed.users.get`
-    FeedUsersGet,
-    /// `feed.users.put_extended`
-    FeedUsersPutExtended,
-    /// `feed.users.get_extended`
-    FeedUsersGetExtended,
-    /// `feed.users.rename`
-    FeedUsersRename,
-    /// `feed.users.rename_in_background`
-    FeedUsersRenameInBackground,
-    /// `feed.users.propagate`
-    FeedUsersPropagate,
-    /// `feed.users.run_propagation`
-    FeedUsersRunPropagation,
-    /// `feed.users.unfinished_propagations`
-    FeedUsersUnfinishedPropagations,
-    /// `feed.users.resume_propagations`
-    FeedUsersResumePropagations,
-    /// `graph.dismiss`
-    GraphDismiss,
-    /// `graph.block`
-    GraphBlock,
-    /// `graph.unblock`
-    GraphUnblock,
-    /// `graph.blocked`
-    GraphBlocked,
-    /// `graph.following`
-    GraphFollowing,
-    /// `graph.followers`
-    GraphFollowers,
-    /// `graph.members`
-    GraphMembers,
-    /// `graph.follows_any`
-    GraphFollowsAny,
-    /// `graph.followers_among`
-    GraphFollowersAmong,
-    /// `graph.subscription`
-    GraphSubscription,
-    /// `graph.stats`
-    GraphStats,
-    /// `graph.recommendations`
-    GraphRecommendations,
-    /// `graph.follow`
-    GraphFollow,
-    /// `graph.unfollow`
-    GraphUnfollow,
-    /// `graph.follow_group`
-    GraphFollowGroup,
-    /// `graph.unfollow_group`
-    GraphUnfollowGroup,
-    /// `graph.add_member`
-    GraphAddMember,
-    /// `graph.remove_member`
-    GraphRemoveMember,
-    /// `graph.rebuild`
-    GraphRebuild,
-    /// `graph.recount`
-    GraphRecount,
-    /// `graph.create_indexes`
-    GraphCreateIndexes,
-    /// `graph.shard_collections`
-    GraphShardCollections,
-    /// `graph.add_user`
-    GraphAddUser,
-    /// `graph.add_group`
-    GraphAddGroup,
-    /// `notifications.outbox.run_pending`
-    NotificationsOutboxRunPending,
-    /// `notifications.outbox.pending`
-    NotificationsOutboxPending,
-    /// `notifications.outbox.failed`
-    NotificationsOutboxFailed,
-    /// `notifications.create_indexes`
-    NotificationsCreateIndexes,
-    /// `notifications.shard_collections`
-    NotificationsShardCollections,
-    /// `notifications.notify`
-    NotificationsNotify,
-    /// `notifications.withdraw`
-    NotificationsWithdraw,
-    /// `notifications.page`
-    NotificationsPage,
-    /// `notifications.counts`
-    NotificationsCounts,
-    /// `notifications.mark_seen`
-    NotificationsMarkSeen,
-    /// `notifications.mark_all_read`
-    NotificationsMarkAllRead,
-    /// `notifications.mark_read`
-    NotificationsMarkRead,
-    /// `notifications.trim`
-    NotificationsTrim,
+/// The table of operations: each variant of [`Op`] with its span's name (documented as it).
+macro_rules! operations {
+    ($($variant:ident => $name:literal,)*) => {
+        /// An operation, as its span names it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum Op {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl Op {
+            /// The operation's span, ready to run its work in.
+            pub(crate) fn span(self) -> Operation {
+                match self {
+                    $(Op::$variant => super::operation!($name),)*
+                }
+            }
+        }
+    };
 }
 
-impl Op {
-    /// The operation's span, ready to run its work in.
-    pub(crate) fn span(self) -> Operation {
-        match self {
-            Op::FeedUsersUnfinishedPropagations => {
-                super::operation!("feed.users.unfinished_propagations")
-            }
-            Op::DeliveryCreateIndexes => super::operation!("delivery.create_indexes"),
-            Op::DeliveryShardCollections => super::operation!("delivery.shard_collections"),
-            Op::DeliveryPost => super::operation!("delivery.post"),
-            Op::DeliveryTouch => super::operation!("delivery.touch"),
-            Op::DeliveryFollow => super::operation!("delivery.follow"),
-            Op::DeliveryUnfollow => super::operation!("delivery.unfollow"),
-            Op::DeliveryIsCelebrity => super::operation!("delivery.is_celebrity"),
-            Op::DeliveryRunPending => super::operation!("delivery.run_pending"),
-            Op::DeliveryWaitUntilDrained => super::operation!("delivery.wait_until_drained"),
-            Op::DeliveryTimeline => super::operation!("delivery.timeline"),
-            Op::FeedFeedsPage => super::operation!("feed.feeds.page"),
-            Op::FeedFeedsItems => super::operation!("feed.feeds.items"),
-            Op::FeedFeedsRefreshHot => super::operation!("feed.feeds.refresh_hot"),
-            Op::FeedFeedsScheduleHotRefresh => super::operation!("feed.feeds.schedule_hot_refresh"),
-            Op::FeedFeedsRebuildUser => super::operation!("feed.feeds.rebuild_user"),
-            Op::FeedLikesAddToCounter => super::operation!("feed.likes.add_to_counter"),
-            Op::FeedLikesCounters => super::operation!("feed.likes.counters"),
-            Op::FeedLikesRecount => super::operation!("feed.likes.recount"),
-            Op::FeedLikesLike => super::operation!("feed.likes.like"),
-            Op::FeedLikesUnlike => super::operation!("feed.likes.unlike"),
-            Op::FeedLikesIsLiked => super::operation!("feed.likes.is_liked"),
-            Op::FeedLikesSettle => super::operation!("feed.likes.settle"),
-            Op::FeedPostsCreate => super::operation!("feed.posts.create"),
-            Op::FeedPostsGet => super::operation!("feed.posts.get"),
-            Op::FeedPostsGetMany => super::operation!("feed.posts.get_many"),
-            Op::FeedSearchPage => super::operation!("feed.search.page"),
-            Op::FeedRunPending => super::operation!("feed.run_pending"),
-            Op::FeedWaitUntilDrained => super::operation!("feed.wait_until_drained"),
-            Op::FeedCreateIndexes => super::operation!("feed.create_indexes"),
-            Op::FeedShardCollections => super::operation!("feed.shard_collections"),
-            Op::FeedUsersCreate => super::operation!("feed.users.create"),
-            Op::FeedUsersGet => super::operation!("feed.users.get"),
-            Op::FeedUsersPutExtended => super::operation!("feed.users.put_extended"),
-            Op::FeedUsersGetExtended => super::operation!("feed.users.get_extended"),
-            Op::FeedUsersRename => super::operation!("feed.users.rename"),
-            Op::FeedUsersRenameInBackground => super::operation!("feed.users.rename_in_background"),
-            Op::FeedUsersPropagate => super::operation!("feed.users.propagate"),
-            Op::FeedUsersRunPropagation => super::operation!("feed.users.run_propagation"),
-            Op::FeedUsersResumePropagations => super::operation!("feed.users.resume_propagations"),
-            Op::GraphDismiss => super::operation!("graph.dismiss"),
-            Op::GraphBlock => super::operation!("graph.block"),
-            Op::GraphUnblock => super::operation!("graph.unblock"),
-            Op::GraphBlocked => super::operation!("graph.blocked"),
-            Op::GraphFollowing => super::operation!("graph.following"),
-            Op::GraphFollowers => super::operation!("graph.followers"),
-            Op::GraphMembers => super::operation!("graph.members"),
-            Op::GraphFollowsAny => super::operation!("graph.follows_any"),
-            Op::GraphFollowersAmong => super::operation!("graph.followers_among"),
-            Op::GraphSubscription => super::operation!("graph.subscription"),
-            Op::GraphStats => super::operation!("graph.stats"),
-            Op::GraphRecommendations => super::operation!("graph.recommendations"),
-            Op::GraphFollow => super::operation!("graph.follow"),
-            Op::GraphUnfollow => super::operation!("graph.unfollow"),
-            Op::GraphFollowGroup => super::operation!("graph.follow_group"),
-            Op::GraphUnfollowGroup => super::operation!("graph.unfollow_group"),
-            Op::GraphAddMember => super::operation!("graph.add_member"),
-            Op::GraphRemoveMember => super::operation!("graph.remove_member"),
-            Op::GraphRebuild => super::operation!("graph.rebuild"),
-            Op::GraphRecount => super::operation!("graph.recount"),
-            Op::GraphCreateIndexes => super::operation!("graph.create_indexes"),
-            Op::GraphShardCollections => super::operation!("graph.shard_collections"),
-            Op::GraphAddUser => super::operation!("graph.add_user"),
-            Op::GraphAddGroup => super::operation!("graph.add_group"),
-            Op::NotificationsOutboxRunPending => {
-                super::operation!("notifications.outbox.run_pending")
-            }
-            Op::NotificationsOutboxPending => super::operation!("notifications.outbox.pending"),
-            Op::NotificationsOutboxFailed => super::operation!("notifications.outbox.failed"),
-            Op::NotificationsCreateIndexes => super::operation!("notifications.create_indexes"),
-            Op::NotificationsShardCollections => {
-                super::operation!("notifications.shard_collections")
-            }
-            Op::NotificationsNotify => super::operation!("notifications.notify"),
-            Op::NotificationsWithdraw => super::operation!("notifications.withdraw"),
-            Op::NotificationsPage => super::operation!("notifications.page"),
-            Op::NotificationsCounts => super::operation!("notifications.counts"),
-            Op::NotificationsMarkSeen => super::operation!("notifications.mark_seen"),
-            Op::NotificationsMarkAllRead => super::operation!("notifications.mark_all_read"),
-            Op::NotificationsMarkRead => super::operation!("notifications.mark_read"),
-            Op::NotificationsTrim => super::operation!("notifications.trim"),
-        }
-    }
+operations! {
+    FeedUsersUnfinishedPropagations => "feed.users.unfinished_propagations",
+    DeliveryCreateIndexes => "delivery.create_indexes",
+    DeliveryShardCollections => "delivery.shard_collections",
+    DeliveryPost => "delivery.post",
+    DeliveryTouch => "delivery.touch",
+    DeliveryFollow => "delivery.follow",
+    DeliveryUnfollow => "delivery.unfollow",
+    DeliveryIsCelebrity => "delivery.is_celebrity",
+    DeliveryRunPending => "delivery.run_pending",
+    DeliveryWaitUntilDrained => "delivery.wait_until_drained",
+    DeliveryTimeline => "delivery.timeline",
+    FeedFeedsPage => "feed.feeds.page",
+    FeedFeedsItems => "feed.feeds.items",
+    FeedFeedsRefreshHot => "feed.feeds.refresh_hot",
+    FeedFeedsScheduleHotRefresh => "feed.feeds.schedule_hot_refresh",
+    FeedFeedsRebuildUser => "feed.feeds.rebuild_user",
+    FeedLikesAddToCounter => "feed.likes.add_to_counter",
+    FeedLikesCounters => "feed.likes.counters",
+    FeedLikesRecount => "feed.likes.recount",
+    FeedLikesLike => "feed.likes.like",
+    FeedLikesUnlike => "feed.likes.unlike",
+    FeedLikesIsLiked => "feed.likes.is_liked",
+    FeedLikesSettle => "feed.likes.settle",
+    FeedPostsCreate => "feed.posts.create",
+    FeedPostsGet => "feed.posts.get",
+    FeedPostsGetMany => "feed.posts.get_many",
+    FeedSearchPage => "feed.search.page",
+    FeedRunPending => "feed.run_pending",
+    FeedWaitUntilDrained => "feed.wait_until_drained",
+    FeedCreateIndexes => "feed.create_indexes",
+    FeedShardCollections => "feed.shard_collections",
+    FeedUsersCreate => "feed.users.create",
+    FeedUsersGet => "feed.users.get",
+    FeedUsersPutExtended => "feed.users.put_extended",
+    FeedUsersGetExtended => "feed.users.get_extended",
+    FeedUsersRename => "feed.users.rename",
+    FeedUsersRenameInBackground => "feed.users.rename_in_background",
+    FeedUsersPropagate => "feed.users.propagate",
+    FeedUsersRunPropagation => "feed.users.run_propagation",
+    FeedUsersResumePropagations => "feed.users.resume_propagations",
+    GraphDismiss => "graph.dismiss",
+    GraphBlock => "graph.block",
+    GraphUnblock => "graph.unblock",
+    GraphBlocked => "graph.blocked",
+    GraphFollowing => "graph.following",
+    GraphFollowers => "graph.followers",
+    GraphMembers => "graph.members",
+    GraphFollowsAny => "graph.follows_any",
+    GraphFollowersAmong => "graph.followers_among",
+    GraphSubscription => "graph.subscription",
+    GraphStats => "graph.stats",
+    GraphRecommendations => "graph.recommendations",
+    GraphFollow => "graph.follow",
+    GraphUnfollow => "graph.unfollow",
+    GraphFollowGroup => "graph.follow_group",
+    GraphUnfollowGroup => "graph.unfollow_group",
+    GraphAddMember => "graph.add_member",
+    GraphRemoveMember => "graph.remove_member",
+    GraphRebuild => "graph.rebuild",
+    GraphRecount => "graph.recount",
+    GraphCreateIndexes => "graph.create_indexes",
+    GraphShardCollections => "graph.shard_collections",
+    GraphAddUser => "graph.add_user",
+    GraphAddGroup => "graph.add_group",
+    NotificationsOutboxRunPending => "notifications.outbox.run_pending",
+    NotificationsOutboxPending => "notifications.outbox.pending",
+    NotificationsOutboxFailed => "notifications.outbox.failed",
+    NotificationsCreateIndexes => "notifications.create_indexes",
+    NotificationsShardCollections => "notifications.shard_collections",
+    NotificationsNotify => "notifications.notify",
+    NotificationsWithdraw => "notifications.withdraw",
+    NotificationsPage => "notifications.page",
+    NotificationsCounts => "notifications.counts",
+    NotificationsMarkSeen => "notifications.mark_seen",
+    NotificationsMarkAllRead => "notifications.mark_all_read",
+    NotificationsMarkRead => "notifications.mark_read",
+    NotificationsTrim => "notifications.trim",
 }
