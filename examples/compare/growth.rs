@@ -9,6 +9,8 @@
 //! copied with new ids and times (one millisecond apart, before the template's), in unordered
 //! `insert`s of 10,000; buckets through `bucket_load.rs`, as the rest of `compare` loads them,
 //! afresh at each size.
+//! With `COMPARE_SHARD=1` the store's collections are sharded on their shard keys first (a
+//! sharded deployment, such as `MONGO_SOCIAL_SERVER=documentdb-sharded`).
 //! Every measured call then goes through the store. Loaded messages have no sender's record
 //! (a bucketed retract or edit would not find them), which no measured call needs.
 
@@ -67,14 +69,14 @@ pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<()> {
             "fan-out-on-write" => std::sync::Arc::new(FanOutOnWrite::new(&db)),
             _ => std::sync::Arc::new(BucketedFanOut::new(&db)),
         };
-        store.create_indexes().await?;
+        prepare(&*store).await?;
         let mut held = 0;
         for &size in sizes {
             let started = std::time::Instant::now();
             if strategy == "bucketed-fan-out" {
                 // Buckets are loaded whole, from an empty inbox, at each size.
                 db.drop().await?;
-                store.create_indexes().await?;
+                prepare(&*store).await?;
                 held = 0;
             }
             load(&db, strategy, &*store, held, size).await?;
@@ -98,6 +100,16 @@ pub async fn run(bench: &Bench, sizes: &[usize], only: &str) -> BoxResult<()> {
         db.drop().await?;
     }
     print(&figures, sizes);
+    Ok(())
+}
+
+/// Creates the store's indexes and, with `COMPARE_SHARD=1` (on a sharded deployment), shards its
+/// collections on their shard keys, so each page is routed as an application's would be.
+async fn prepare(store: &DynInboxLifecycle<String>) -> BoxResult<()> {
+    store.create_indexes().await?;
+    if std::env::var("COMPARE_SHARD").is_ok_and(|shard| shard == "1") {
+        store.shard_collections().await?;
+    }
     Ok(())
 }
 
