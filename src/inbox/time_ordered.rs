@@ -119,6 +119,13 @@ impl Layout {
     fn sort(&self) -> Document {
         doc! { "sent": -1, self.id_field: -1 }
     }
+
+    /// What a document must satisfy to show in `owner`'s inbox: theirs, and not hidden.
+    fn shown(&self, owner: &str) -> Document {
+        let mut filter = doc! { self.owner_field: owner };
+        filter.extend(self.state.visible(owner));
+        filter
+    }
 }
 
 /// One page: `limit + 1` documents after the cursor, to learn whether another page follows, read
@@ -196,19 +203,37 @@ struct PageRead<'a> {
 }
 
 impl PageRead<'_> {
-    /// What a document must satisfy to show in the owner's inbox.
-    fn shown(&self) -> Document {
-        let mut filter = doc! { self.layout.owner_field: self.owner };
-        filter.extend(self.layout.state.visible(self.owner));
-        filter
-    }
-
     /// Sorted by `(sent, id)` on the server, the cursor a range (`hint`: the index to read).
     async fn sorted(&self, hint: Option<Document>) -> mongodb::error::Result<Vec<Document>> {
-        let mut filter = self.shown();
+        let mut filter = self.layout.shown(self.owner);
         if let Some((sent, id)) = self.after {
             filter.extend(cursor::older_than_time(sent, id, self.layout.id_field));
         }
+        self.newest(filter, hint).await
+    }
+
+    /// Read in order from the owner's newest entry of the `ordered` index, the cursor a filter
+    /// (`$nor` of what it passed) rather than a range (see [`NewestFirst::FromNewest`]).
+    async fn newest_on(&self, ordered: Document) -> mongodb::error::Result<Vec<Document>> {
+        let mut filter = self.layout.shown(self.owner);
+        if let Some((sent, id)) = self.after {
+            filter.insert(
+                "$nor",
+                vec![
+                    doc! { "sent": { "$gt": sent } },
+                    doc! { "sent": sent, self.layout.id_field: { "$gte": id.0 } },
+                ],
+            );
+        }
+        self.newest(filter, Some(ordered)).await
+    }
+
+    /// The first `fetch` documents `filter` selects, newest first (`hint`: the index to read).
+    async fn newest(
+        &self,
+        filter: Document,
+        hint: Option<Document>,
+    ) -> mongodb::error::Result<Vec<Document>> {
         let mut find = self
             .collection
             .find(filter)
@@ -220,30 +245,6 @@ impl PageRead<'_> {
         }
         find.await?.try_collect().await
     }
-
-    /// Read in order from the owner's newest entry of the `ordered` index, the cursor a filter
-    /// (`$nor` of what it passed) rather than a range (see [`NewestFirst::FromNewest`]).
-    async fn newest_on(&self, ordered: Document) -> mongodb::error::Result<Vec<Document>> {
-        let mut filter = self.shown();
-        if let Some((sent, id)) = self.after {
-            filter.insert(
-                "$nor",
-                vec![
-                    doc! { "sent": { "$gt": sent } },
-                    doc! { "sent": sent, self.layout.id_field: { "$gte": id.0 } },
-                ],
-            );
-        }
-        self.collection
-            .find(filter)
-            .sort(self.layout.sort())
-            .limit(self.fetch as i64)
-            .batch_size(self.fetch as u32)
-            .hint(Hint::Keys(ordered))
-            .await?
-            .try_collect()
-            .await
-    }
 }
 
 /// How many messages `owner`'s inbox shows: a counted index range.
@@ -252,9 +253,7 @@ pub(super) async fn count(
     layout: Layout,
     owner: &str,
 ) -> Result<u64> {
-    let mut filter = doc! { layout.owner_field: owner };
-    filter.extend(layout.state.visible(owner));
-    Ok(collection.count_documents(filter).await?)
+    Ok(collection.count_documents(layout.shown(owner)).await?)
 }
 
 /// How many messages `owner`'s inbox shows unread, at most `cap`: a counted index range, which
@@ -270,9 +269,8 @@ pub(super) async fn unread_count(
     owner: &str,
     cap: Option<u64>,
 ) -> Result<u64> {
-    let mut filter = doc! { layout.owner_field: owner };
+    let mut filter = layout.shown(owner);
     filter.extend(layout.state.unread(owner));
-    filter.extend(layout.state.visible(owner));
     let count = |hint: Option<Document>| {
         let count = collection.count_documents(filter.clone());
         let count = match cap {
@@ -316,8 +314,8 @@ pub(super) async fn arrivals<P: Payload>(
     limit: usize,
     recipients: Option<&RecipientLists>,
 ) -> Result<Vec<Message<P>>> {
-    let mut filter = doc! { layout.owner_field: owner, "sent": { "$gte": from } };
-    filter.extend(layout.state.visible(owner));
+    let mut filter = layout.shown(owner);
+    filter.insert("sent", doc! { "$gte": from });
     let mut documents: Vec<Document> = collection
         .find(filter)
         .sort(doc! { "sent": 1, layout.id_field: 1 })
