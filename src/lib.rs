@@ -48,6 +48,7 @@ pub mod prelude;
 pub mod realtime;
 pub mod retry;
 pub mod server;
+mod setters;
 pub mod sharding;
 mod validate;
 

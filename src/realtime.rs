@@ -76,6 +76,7 @@ use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::page::{invalid, Cursor, Scope};
 use crate::retry::Backoff;
+use crate::setters::builder_setters;
 
 /// The tag of resume tokens in the crate's cursor format.
 const TOKEN_TAG: &str = "w";
@@ -124,22 +125,15 @@ impl Default for WatchOptions {
 }
 
 impl WatchOptions {
-    /// The same options in `mode`.
-    pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
-        self
-    }
+    builder_setters! {
+        /// The same options in `mode`.
+        mode: Mode,
 
-    /// The same options polling every `interval` when a poll finds nothing.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
+        /// The same options polling every `interval` when a poll finds nothing.
+        poll_interval: Duration,
 
-    /// The same options with `lookback`.
-    pub fn lookback(mut self, lookback: Duration) -> Self {
-        self.lookback = lookback;
-        self
+        /// The same options with `lookback`.
+        lookback: Duration,
     }
 
     /// The same options starting, without a token, from `time` rather than now.

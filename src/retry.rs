@@ -28,6 +28,7 @@ use mongodb::options::ClientOptions;
 
 use crate::error::{Error, Result};
 use crate::observe;
+use crate::setters::builder_setters;
 
 /// How many recent operation ids a document keeps in `ops` (see [`once_per_op`]).
 pub(crate) const RECENT_OPS: i32 = 100;
@@ -112,22 +113,15 @@ impl RetryPolicy {
         }
     }
 
-    /// How long after the first attempt a new attempt may still start (default 10 s).
-    pub fn budget(mut self, budget: Duration) -> Self {
-        self.budget = budget;
-        self
-    }
+    builder_setters! {
+        /// How long after the first attempt a new attempt may still start (default 10 s).
+        budget: Duration,
 
-    /// The first backoff (default 10 ms); at least 1 ms is used.
-    pub fn initial_backoff(mut self, backoff: Duration) -> Self {
-        self.initial_backoff = backoff;
-        self
-    }
+        /// The first backoff (default 10 ms); at least 1 ms is used.
+        initial_backoff: Duration,
 
-    /// The longest backoff (default 1 s).
-    pub fn max_backoff(mut self, backoff: Duration) -> Self {
-        self.max_backoff = backoff;
-        self
+        /// The longest backoff (default 1 s).
+        max_backoff: Duration,
     }
 
     /// The retry budget.

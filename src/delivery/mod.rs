@@ -81,6 +81,7 @@ use crate::jobs::{JobQueue, Worker};
 use crate::observe::spans::Op;
 use crate::page::PageRequest;
 use crate::payload::Payload;
+use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
 /// The delivery's collections, by default name (its job queue's claims go to
@@ -197,16 +198,12 @@ impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
 impl<P: Payload> DeliveryBuilder<P> {
     store_builder_methods!();
 
-    /// Followers per fan-out job (default 500, at most [`PageRequest::MAX_LIMIT`]).
-    pub fn batch(mut self, followers: usize) -> Self {
-        self.batch = followers;
-        self
-    }
+    builder_setters! {
+        /// Followers per fan-out job (default 500, at most [`PageRequest::MAX_LIMIT`]).
+        batch: usize,
 
-    /// How long a follower may go unseen before they stop receiving copies (default 7 days).
-    pub fn dormant_after(mut self, period: Duration) -> Self {
-        self.dormant_after = period;
-        self
+        /// How long a follower may go unseen before they stop receiving copies (default 7 days).
+        dormant_after: Duration,
     }
 
     /// How long a worker's claim on a fan-out job lasts (default 60 s): a job whose worker died
@@ -216,25 +213,18 @@ impl<P: Payload> DeliveryBuilder<P> {
         self
     }
 
-    /// Authors with at least this many followers are celebrities: their posts are not copied,
-    /// readers merge them in at read time (default 10,000; `None`: no one is). Needs an inbox
-    /// read in send-time order ([`FanOutOnWrite`](crate::FanOutOnWrite) or
-    /// [`FanOutOnRead`](crate::FanOutOnRead)), the order the merge pages in.
-    pub fn celebrity_followers(mut self, followers: Option<u64>) -> Self {
-        self.celebrity_followers = followers;
-        self
-    }
+    builder_setters! {
+        /// Authors with at least this many followers are celebrities: their posts are not copied,
+        /// readers merge them in at read time (default 10,000; `None`: no one is). Needs an inbox
+        /// read in send-time order ([`FanOutOnWrite`](crate::FanOutOnWrite) or
+        /// [`FanOutOnRead`](crate::FanOutOnRead)), the order the merge pages in.
+        celebrity_followers: Option<u64>,
 
-    /// How many of a user's newest posts a new follower receives (default 20; 0: none).
-    pub fn backfill(mut self, posts: usize) -> Self {
-        self.backfill = posts;
-        self
-    }
+        /// How many of a user's newest posts a new follower receives (default 20; 0: none).
+        backfill: usize,
 
-    /// How many posts a returning dormant user's inbox is refilled with (default 200).
-    pub fn rebuild_limit(mut self, posts: usize) -> Self {
-        self.rebuild_limit = posts;
-        self
+        /// How many posts a returning dormant user's inbox is refilled with (default 200).
+        rebuild_limit: usize,
     }
 
     /// The delivery.

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::graph::{DynFollowSource, FollowList};
 use crate::notifications::DynNotifier;
 use crate::payload::Payload;
+use crate::setters::builder_setters;
 use crate::validate::check_collection_name;
 
 /// The store's collections, by default name (its job queue's claims go to
@@ -110,65 +111,37 @@ impl<X: Payload> FeedStoreBuilder<X> {
         self
     }
 
-    /// Who follows whom, for per-user feeds (default: an empty [`FollowList`]).
-    pub fn follows(mut self, follows: Arc<DynFollowSource>) -> Self {
-        self.follows = follows;
-        self
-    }
+    builder_setters! {
+        /// Who follows whom, for per-user feeds (default: an empty [`FollowList`]).
+        follows: Arc<DynFollowSource>,
 
-    /// How posts are ranked in feeds (default [`DefaultRanking`]).
-    pub fn ranking(mut self, ranking: Arc<DynRanking>) -> Self {
-        self.ranking = ranking;
-        self
-    }
+        /// How posts are ranked in feeds (default [`DefaultRanking`]).
+        ranking: Arc<DynRanking>,
 
-    /// Where the time comes from (default [`SystemClock`]).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
+        /// Where the time comes from (default [`SystemClock`]).
+        clock: Arc<dyn Clock>,
 
-    /// How long a worker's claim on a feed job lasts (default 60 s).
-    pub fn job_lease(mut self, lease: Duration) -> Self {
-        self.job_lease = lease;
-        self
-    }
+        /// How long a worker's claim on a feed job lasts (default 60 s).
+        job_lease: Duration,
 
-    /// Delay before a failed feed job's first retry (default 1 s); see
-    /// [`crate::jobs::JobQueueBuilder::retry_delay`].
-    pub fn job_retry_delay(mut self, delay: Duration) -> Self {
-        self.job_retry_delay = delay;
-        self
-    }
+        /// Delay before a failed feed job's first retry (default 1 s); see
+        /// [`crate::jobs::JobQueueBuilder::retry_delay`].
+        job_retry_delay: Duration,
 
-    /// Jobs a worker claims at once (default 20); see [`crate::jobs::JobQueueBuilder::batch`].
-    pub fn job_batch(mut self, batch: usize) -> Self {
-        self.job_batch = batch;
-        self
-    }
+        /// Jobs a worker claims at once (default 20); see [`crate::jobs::JobQueueBuilder::batch`].
+        job_batch: usize,
 
-    /// Most posts a feed keeps; older or lower-ranked ones fall off (default 500).
-    pub fn max_feed_len(mut self, len: usize) -> Self {
-        self.max_feed_len = len;
-        self
-    }
+        /// Most posts a feed keeps; older or lower-ranked ones fall off (default 500).
+        max_feed_len: usize,
 
-    /// Largest encoded post in bytes (default 256 KiB, at most 15 MiB).
-    pub fn max_post_bytes(mut self, bytes: usize) -> Self {
-        self.max_post_bytes = bytes;
-        self
-    }
+        /// Largest encoded post in bytes (default 256 KiB, at most 15 MiB).
+        max_post_bytes: usize,
 
-    /// The "hot" feed's window (default 24 hours).
-    pub fn hot_window(mut self, window: Duration) -> Self {
-        self.hot_window = window;
-        self
-    }
+        /// The "hot" feed's window (default 24 hours).
+        hot_window: Duration,
 
-    /// Documents updated per batch when a user chunk changes (default 100).
-    pub fn propagation_batch(mut self, batch: usize) -> Self {
-        self.propagation_batch = batch;
-        self
+        /// Documents updated per batch when a user chunk changes (default 100).
+        propagation_batch: usize,
     }
 
     /// Another collection whose documents embed a [`super::UserChunk`] at `field` (such as

@@ -4,6 +4,7 @@ use std::fmt;
 
 use bson::{Bson, Document};
 
+use crate::setters::builder_setters;
 use crate::Result;
 
 /// One route by which an owner follows a user.
@@ -229,59 +230,40 @@ impl Default for RecommendOptions {
 }
 
 impl RecommendOptions {
-    /// The most subscriptions of the user read (1 to 10,000; default 200): the first by user
-    /// id. A user who follows more is recommended from these.
-    pub fn followees(mut self, followees: usize) -> Self {
-        self.followees = followees;
-        self
-    }
+    builder_setters! {
+        /// The most subscriptions of the user read (1 to 10,000; default 200): the first by user
+        /// id. A user who follows more is recommended from these.
+        followees: usize,
 
-    /// The most subscriptions read of each followee (1 to 10,000; default 100). A followee with
-    /// more is a hub, sampled (see the type's docs).
-    pub fn per_followee(mut self, per_followee: usize) -> Self {
-        self.per_followee = per_followee;
-        self
-    }
+        /// The most subscriptions read of each followee (1 to 10,000; default 100). A followee with
+        /// more is a hub, sampled (see the type's docs).
+        per_followee: usize,
 
-    /// The most hubs sampled per read (0 to 100; default 10), one or two `find`s each; the
-    /// others contribute nothing to that read.
-    pub fn hubs(mut self, hubs: usize) -> Self {
-        self.hubs = hubs;
-        self
-    }
+        /// The most hubs sampled per read (0 to 100; default 10), one or two `find`s each; the
+        /// others contribute nothing to that read.
+        hubs: usize,
 
-    /// Adds this much to a candidate's score for each group both users are members of (default
-    /// 0: off). On, a read costs two `find`s more (the user's groups, at most
-    /// [`groups`](Self::groups) of them, and the candidates' memberships in them), and the graph
-    /// creates an index `{user, group}` on its memberships. Members of groups the user *follows*
-    /// are followed already (seed 002's subscriptions), so they are never candidates: the
-    /// groups that count are those both belong to.
-    pub fn group_boost(mut self, boost: u64) -> Self {
-        self.group_boost = boost;
-        self
-    }
+        /// Adds this much to a candidate's score for each group both users are members of (default
+        /// 0: off). On, a read costs two `find`s more (the user's groups, at most
+        /// [`groups`](Self::groups) of them, and the candidates' memberships in them), and the graph
+        /// creates an index `{user, group}` on its memberships. Members of groups the user *follows*
+        /// are followed already (seed 002's subscriptions), so they are never candidates: the
+        /// groups that count are those both belong to.
+        group_boost: u64,
 
-    /// The most of the user's groups the group boost considers (1 to 1,000; default 20), the
-    /// first by group id.
-    pub fn groups(mut self, groups: usize) -> Self {
-        self.groups = groups;
-        self
-    }
+        /// The most of the user's groups the group boost considers (1 to 1,000; default 20), the
+        /// first by group id.
+        groups: usize,
 
-    /// How many names of followees a recommendation carries in
-    /// [`Recommendation::via`] (0 to 100; default 3).
-    pub fn reasons(mut self, reasons: usize) -> Self {
-        self.reasons = reasons;
-        self
-    }
+        /// How many names of followees a recommendation carries in
+        /// [`Recommendation::via`] (0 to 100; default 3).
+        reasons: usize,
 
-    /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
-    /// `$graphLookup`) where the server has them ([`crate::server::Capabilities::graph_lookup`]); with
-    /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
-    /// `true`.
-    pub fn graph_lookup(mut self, use_it: bool) -> Self {
-        self.graph_lookup = use_it;
-        self
+        /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
+        /// `$graphLookup`) where the server has them ([`crate::server::Capabilities::graph_lookup`]); with
+        /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
+        /// `true`.
+        graph_lookup: bool,
     }
 
     /// The most documents one read of the graph returns before its final checks: the

@@ -10,6 +10,7 @@ use mongodb::IndexModel;
 use super::JobQueue;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::{Error, Result};
+use crate::setters::builder_setters;
 
 /// Configures a [`JobQueue`].
 #[derive(Clone, Debug)]
@@ -27,50 +28,34 @@ pub struct JobQueueBuilder {
 impl JobQueueBuilder {
     store_builder_methods!();
 
-    /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
-    /// claim covers a batch run one job after the other; once three quarters of the lease have
-    /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
-    /// above one job's longest run, or make long handlers follow [`Job::deadline`].
-    ///
-    /// [`Job::deadline`]: super::Job::deadline
-    pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
+    builder_setters! {
+        /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
+        /// claim covers a batch run one job after the other; once three quarters of the lease have
+        /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
+        /// above one job's longest run, or make long handlers follow [`Job::deadline`].
+        ///
+        /// [`Job::deadline`]: super::Job::deadline
+        lease: Duration,
 
-    /// Runs after which a failing job is marked failed and no longer claimed (default 10).
-    pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.max_attempts = attempts;
-        self
-    }
+        /// Runs after which a failing job is marked failed and no longer claimed (default 10).
+        max_attempts: u32,
 
-    /// Delay before the first retry of a failed job, doubled for each later one up to five
-    /// minutes (default 1 s).
-    pub fn retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
-        self
-    }
+        /// Delay before the first retry of a failed job, doubled for each later one up to five
+        /// minutes (default 1 s).
+        retry_delay: Duration,
 
-    /// Jobs a worker claims at once (default 20).
-    pub fn batch(mut self, batch: usize) -> Self {
-        self.batch = batch;
-        self
-    }
+        /// Jobs a worker claims at once (default 20).
+        batch: usize,
 
-    /// How long an idle worker first sleeps before looking for jobs again (default 50 ms). Each
-    /// further look that finds nothing doubles the sleep, up to
-    /// [`JobQueueBuilder::max_poll_interval`]; finding a job, or a job enqueued through this
-    /// queue (or a clone of it, in this process), brings it back to this.
-    pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
-    }
+        /// How long an idle worker first sleeps before looking for jobs again (default 50 ms). Each
+        /// further look that finds nothing doubles the sleep, up to
+        /// [`JobQueueBuilder::max_poll_interval`]; finding a job, or a job enqueued through this
+        /// queue (or a clone of it, in this process), brings it back to this.
+        poll_interval: Duration,
 
-    /// The longest an idle worker sleeps between looks for jobs (default 2 s): the most a job
-    /// enqueued by another process waits for an idle worker.
-    pub fn max_poll_interval(mut self, interval: Duration) -> Self {
-        self.max_poll_interval = interval;
-        self
+        /// The longest an idle worker sleeps between looks for jobs (default 2 s): the most a job
+        /// enqueued by another process waits for an idle worker.
+        max_poll_interval: Duration,
     }
 
     /// Builds the queue.

@@ -10,6 +10,7 @@ use mongodb::IndexModel;
 
 use super::{Groups, NotificationStore, CHANGED, COLLECTIONS};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::setters::builder_setters;
 use crate::{payload::Payload, Error, Result};
 
 /// How long a group's lock lasts if its holder dies (servers without atomic updates).
@@ -39,24 +40,17 @@ impl<D> fmt::Debug for NotificationStoreBuilder<D> {
 impl<D: Payload> NotificationStoreBuilder<D> {
     store_builder_methods!();
 
-    /// How long a group gathers events (default 24 hours): windows are aligned to the Unix
-    /// epoch, so a day's window runs from midnight to midnight UTC.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
+    builder_setters! {
+        /// How long a group gathers events (default 24 hours): windows are aligned to the Unix
+        /// epoch, so a day's window runs from midnight to midnight UTC.
+        window: Duration,
 
-    /// How many of a group's newest actors a page returns (default 3, at most 100).
-    pub fn recent_actors(mut self, actors: usize) -> Self {
-        self.recent_actors = actors;
-        self
-    }
+        /// How many of a group's newest actors a page returns (default 3, at most 100).
+        recent_actors: usize,
 
-    /// The most actors one group document holds (default 10,000, at most 100,000); a busier
-    /// window continues in another group.
-    pub fn max_actors(mut self, actors: u64) -> Self {
-        self.max_actors = actors;
-        self
+        /// The most actors one group document holds (default 10,000, at most 100,000); a busier
+        /// window continues in another group.
+        max_actors: u64,
     }
 
     /// Builds the store.

@@ -10,6 +10,7 @@ use crate::comments::votes::{VoteBook, VOTE_OPS_BYTES};
 use crate::comments::ThreadedComments;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::notifications::{DynNotifier, Outbox};
+use crate::setters::builder_setters;
 use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Error, Result};
 
@@ -43,23 +44,16 @@ impl EmbeddedBuilder {
 
     reply_notifier_method!(Embedded);
 
-    /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
-    /// for the application's own fields).
-    pub fn max_document_bytes(mut self, bytes: usize) -> Self {
-        self.max_document_bytes = bytes;
-        self
-    }
+    builder_setters! {
+        /// The size a discussion document may reach, in bytes (default 16 MiB less 64 KiB, room
+        /// for the application's own fields).
+        max_document_bytes: usize,
 
-    /// The largest comment, as an encoded document in bytes (default 64 KiB).
-    pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
-        self.max_comment_bytes = bytes;
-        self
-    }
+        /// The largest comment, as an encoded document in bytes (default 64 KiB).
+        max_comment_bytes: usize,
 
-    /// The deepest reply, top-level comments being depth 0 (default and most 45).
-    pub fn max_depth(mut self, depth: usize) -> Self {
-        self.max_depth = depth;
-        self
+        /// The deepest reply, top-level comments being depth 0 (default and most 45).
+        max_depth: usize,
     }
 
     /// The store.

@@ -7,6 +7,7 @@ use super::{HybridPages, COLLECTIONS, ENTRY_OVERHEAD, LOCK_LEASE, PAGE_OVERHEAD}
 use crate::comments::registry::Registry;
 use crate::comments::votes::VoteBook;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::setters::builder_setters;
 use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Error, Result};
 
@@ -37,16 +38,12 @@ impl HybridPagesBuilder {
         self
     }
 
-    /// Comments per page (default 100).
-    pub fn page_size(mut self, size: usize) -> Self {
-        self.page_size = size;
-        self
-    }
+    builder_setters! {
+        /// Comments per page (default 100).
+        page_size: usize,
 
-    /// The largest comment, as an encoded document in bytes (default 64 KiB).
-    pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
-        self.max_comment_bytes = bytes;
-        self
+        /// The largest comment, as an encoded document in bytes (default 64 KiB).
+        max_comment_bytes: usize,
     }
 
     /// The store.

@@ -14,6 +14,7 @@ use crate::comments::votes::VoteBook;
 use crate::comments::{slug, Sort};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::notifications::DynNotifier;
+use crate::setters::builder_setters;
 use crate::{Error, Result};
 
 /// Configures a [`PerComment`] store.
@@ -44,18 +45,14 @@ impl PerCommentBuilder {
 
     reply_notifier_method!(PerComment);
 
-    /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
-    /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
-    /// deeper threads are wanted.
-    pub fn max_key_bytes(mut self, bytes: usize) -> Self {
-        self.max_key_bytes = bytes;
-        self
-    }
+    builder_setters! {
+        /// The longest index key (discussion id plus `full_slug`, in bytes) a reply may create
+        /// (default 1,000). Raise it on MongoDB 4.2 and later, which has no index key limit, if
+        /// deeper threads are wanted.
+        max_key_bytes: usize,
 
-    /// The largest comment, as an encoded document in bytes (default 64 KiB).
-    pub fn max_comment_bytes(mut self, bytes: usize) -> Self {
-        self.max_comment_bytes = bytes;
-        self
+        /// The largest comment, as an encoded document in bytes (default 64 KiB).
+        max_comment_bytes: usize,
     }
 
     /// The store.

@@ -1,6 +1,7 @@
 //! The builder of a [`BucketedFanOut`]: collections, bucket size, retention, inline lists.
 
 use super::*;
+use crate::setters::builder_setters;
 
 /// Configures a [`BucketedFanOut`] store.
 #[must_use = "a builder does nothing until `build()`"]
@@ -37,18 +38,14 @@ impl<P: Payload> BucketedFanOutBuilder<P> {
 
     store_builder_methods!();
 
-    /// How long owners' messages are kept, enforced by
-    /// [`InboxLifecycle::prune`](crate::inbox::InboxLifecycle::prune), which drops whole buckets
-    /// (default: forever).
-    pub fn retention(mut self, retention: Retention) -> Self {
-        self.retention = retention;
-        self
-    }
+    builder_setters! {
+        /// How long owners' messages are kept, enforced by
+        /// [`InboxLifecycle::prune`](crate::inbox::InboxLifecycle::prune), which drops whole buckets
+        /// (default: forever).
+        retention: Retention,
 
-    /// Messages per bucket (default [`DEFAULT_BUCKET_SIZE`](super::DEFAULT_BUCKET_SIZE), 50).
-    pub fn bucket_size(mut self, size: u32) -> Self {
-        self.bucket_size = size;
-        self
+        /// Messages per bucket (default [`DEFAULT_BUCKET_SIZE`](super::DEFAULT_BUCKET_SIZE), 50).
+        bucket_size: u32,
     }
 
     /// The longest recipient list stored in every bucket entry; a longer one is kept only in

@@ -21,6 +21,7 @@ use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -134,11 +135,10 @@ impl<P> fmt::Debug for FanOutOnReadBuilder<P> {
 impl<P: Payload> FanOutOnReadBuilder<P> {
     store_builder_methods!();
 
-    /// How long owners' messages are kept, enforced by
-    /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
-    pub fn retention(mut self, retention: Retention) -> Self {
-        self.retention = retention;
-        self
+    builder_setters! {
+        /// How long owners' messages are kept, enforced by
+        /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
+        retention: Retention,
     }
 
     /// Builds the store.

@@ -25,6 +25,7 @@ use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
 use crate::page::{Page, PageRequest};
+use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
 /// The store's collections, by default name.
@@ -136,11 +137,10 @@ impl<P> fmt::Debug for FanOutOnWriteBuilder<P> {
 impl<P: Payload> FanOutOnWriteBuilder<P> {
     store_builder_methods!();
 
-    /// How long owners' messages are kept, enforced by
-    /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
-    pub fn retention(mut self, retention: Retention) -> Self {
-        self.retention = retention;
-        self
+    builder_setters! {
+        /// How long owners' messages are kept, enforced by
+        /// [`InboxLifecycle::prune`](super::InboxLifecycle::prune) (default: forever).
+        retention: Retention,
     }
 
     /// The longest recipient list stored in every copy; a longer one is stored

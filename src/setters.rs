@@ -1,0 +1,19 @@
+//! Builder setters written once: [`builder_setters!`] makes the methods that store their
+//! argument in the builder's field of the same name.
+
+/// Builder methods that each set the builder's field of the same name to the value given:
+/// `/// docs` then `field: Type,` becomes `pub fn field(mut self, field: Type) -> Self`. A
+/// setter that does more than store its argument is written out by hand.
+macro_rules! builder_setters {
+    ($( $(#[$doc:meta])* $field:ident: $ty:ty ),* $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $field(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            }
+        )*
+    };
+}
+
+pub(crate) use builder_setters;
