@@ -11,7 +11,6 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
 use bson::{doc, Bson, Document};
-use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::Backend;
@@ -95,14 +94,11 @@ impl Backend {
             "$sort": lists.sort.clone(),
             "$slice": lists.cap as i64,
         } } };
-        self.retry("merge into lists", || async {
-            lists
-                .collection
-                .update_many(filter.clone(), update.clone())
-                .await?;
-            Ok(())
+        self.command("merge into lists", || {
+            lists.collection.update_many(filter.clone(), update.clone())
         })
         .await
+        .map(drop)
     }
 
     /// Under the lists' locks: read, merge, write back.
@@ -113,13 +109,8 @@ impl Backend {
         keys: &[String],
     ) -> Result<()> {
         let found: Vec<Document> = self
-            .retry("read lists", || async {
-                Ok(lists
-                    .collection
-                    .find(doc! { "_id": { "$in": keys } })
-                    .await?
-                    .try_collect()
-                    .await?)
+            .find_all("read lists", || {
+                lists.collection.find(doc! { "_id": { "$in": keys } })
             })
             .await?;
         let mut held: HashMap<String, Vec<Document>> = HashMap::with_capacity(keys.len());

@@ -220,6 +220,32 @@ impl Backend {
         crate::retry::retry(&self.retry, operation, run).await
     }
 
+    /// One driver command (an action such as `collection.update_one(filter.clone(), update)`,
+    /// which `action` makes again for each attempt) run under the store's retry policy, as
+    /// [`Backend::retry`] runs it: the command must be idempotent.
+    pub(crate) async fn command<T, F, A>(&self, operation: &'static str, action: F) -> Result<T>
+    where
+        F: Fn() -> A,
+        A: IntoFuture<Output = mongodb::error::Result<T>>,
+    {
+        self.retry(operation, || async { Ok(action().await?) })
+            .await
+    }
+
+    /// Every document a `find` (which `find` makes again for each attempt) returns, read under
+    /// the store's retry policy: a failed attempt reads the whole result again.
+    pub(crate) async fn find_all<T, F, A>(&self, operation: &'static str, find: F) -> Result<Vec<T>>
+    where
+        F: Fn() -> A,
+        A: IntoFuture<Output = mongodb::error::Result<mongodb::Cursor<T>>>,
+        T: serde::de::DeserializeOwned + Send + Sync,
+    {
+        self.retry(operation, || async {
+            Ok(find().await?.try_collect().await?)
+        })
+        .await
+    }
+
     /// [`Backend::retry`] for background work, which waits an unreachable database out within
     /// the budget instead of reporting it at once (see [`RetryPolicy`]).
     pub(crate) async fn retry_through_outages<T, F, Fut>(

@@ -55,13 +55,10 @@ impl Backend {
                 .await;
         }
         let found: Vec<Document> = self
-            .retry("find owners", || async {
-                Ok(collection
+            .find_all("find owners", || {
+                collection
                     .find(filter.clone())
                     .projection(bson::doc! { owner_field: 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         let mut owners: Vec<(String, Bson)> = found
@@ -106,14 +103,11 @@ impl Backend {
         filter: &Document,
         update: &Document,
     ) -> Result<u64> {
-        let found: Vec<Document> = self
-            .retry("find documents to update", || async {
-                Ok(collection
+        let found = self
+            .find_all("find documents to update", || {
+                collection
                     .find(filter.clone())
                     .projection(bson::doc! { "_id": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         let mut ids: Vec<Bson> = found
@@ -145,12 +139,11 @@ impl Backend {
         filter: Document,
         update: &Document,
     ) -> Result<u64> {
-        self.retry("update every owner", || async {
-            Ok(collection
-                .update_many(filter.clone(), update.clone())
-                .await?
-                .matched_count)
-        })
-        .await
+        let updated = self
+            .command("update every owner", || {
+                collection.update_many(filter.clone(), update.clone())
+            })
+            .await?;
+        Ok(updated.matched_count)
     }
 }
