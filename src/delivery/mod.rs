@@ -81,6 +81,7 @@ use crate::jobs::{JobQueue, Worker};
 use crate::observe::spans::Op;
 use crate::page::PageRequest;
 use crate::payload::Payload;
+use crate::phantom_impls::debug_fields;
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
@@ -185,15 +186,7 @@ pub struct DeliveryBuilder<P: Payload> {
     rebuild_limit: usize,
 }
 
-impl<P: Payload> fmt::Debug for DeliveryBuilder<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DeliveryBuilder")
-            .field("config", &self.config)
-            .field("batch", &self.batch)
-            .field("dormant_after", &self.dormant_after)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(DeliveryBuilder<P: Payload> { config, batch, dormant_after, .. });
 
 impl<P: Payload> DeliveryBuilder<P> {
     store_builder_methods!();

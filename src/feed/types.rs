@@ -3,39 +3,15 @@
 
 use std::fmt;
 
-use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
-/// A post's stable id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct PostId(pub ObjectId);
+use crate::object_id::object_id_type;
 
-impl PostId {
+object_id_type! {
+    /// A post's stable id.
+    PostId;
     /// A fresh id.
-    pub fn new() -> Self {
-        Self(ObjectId::new())
-    }
-}
-
-impl Default for PostId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for PostId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::str::FromStr for PostId {
-    type Err = bson::oid::Error;
-
-    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        ObjectId::parse_str(s).map(Self)
-    }
+    fn new;
 }
 
 /// A picture, video or audio clip attached to a post.

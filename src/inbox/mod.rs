@@ -36,10 +36,8 @@ mod validate;
 mod watch;
 
 use std::fmt;
-use std::str::FromStr;
 
 use async_trait::async_trait;
-use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
 pub use bucketed::{BucketedFanOut, BucketedFanOutBuilder, DEFAULT_BUCKET_SIZE, MAX_BUCKET_SIZE};
@@ -49,6 +47,7 @@ pub use lifecycle::{DynInboxLifecycle, Filter, Filters, InboxLifecycle, Retentio
 pub use transfer::{DynInboxTransfer, Gone, HeldMessage, InboxTransfer};
 
 use crate::error::Result;
+use crate::object_id::object_id_type;
 use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
@@ -57,37 +56,12 @@ pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.
 use crate::validate::MAX_DOCUMENT_BYTES;
 
-/// A message's stable id, assigned once when it is sent and shared by every copy of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct MessageId(pub ObjectId);
-
-impl MessageId {
+object_id_type! {
+    /// A message's stable id, assigned once when it is sent and shared by every copy of it.
+    MessageId;
     /// A fresh id. Ids made by one process increase, so they break ties between messages sent
     /// in the same millisecond in sending order.
-    pub fn new() -> Self {
-        Self(ObjectId::new())
-    }
-}
-
-impl Default for MessageId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for MessageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl FromStr for MessageId {
-    type Err = bson::oid::Error;
-
-    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
-        ObjectId::parse_str(s).map(Self)
-    }
+    fn new;
 }
 
 /// A message to send: who from, to whom, and the application's payload.

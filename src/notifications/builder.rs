@@ -1,6 +1,5 @@
 //! The store's builder: settings, checks and indexes.
 
-use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
@@ -10,6 +9,7 @@ use mongodb::IndexModel;
 
 use super::{Groups, NotificationStore, CHANGED, COLLECTIONS};
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::phantom_impls::debug_fields;
 use crate::setters::builder_setters;
 use crate::{payload::Payload, Error, Result};
 
@@ -26,16 +26,7 @@ pub struct NotificationStoreBuilder<D> {
     pub(super) _data: PhantomData<fn() -> D>,
 }
 
-impl<D> fmt::Debug for NotificationStoreBuilder<D> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NotificationStoreBuilder")
-            .field("config", &self.config)
-            .field("window", &self.window)
-            .field("recent_actors", &self.recent_actors)
-            .field("max_actors", &self.max_actors)
-            .finish()
-    }
-}
+debug_fields!(NotificationStoreBuilder<D> { config, window, recent_actors, max_actors });
 
 impl<D: Payload> NotificationStoreBuilder<D> {
     store_builder_methods!();

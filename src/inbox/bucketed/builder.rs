@@ -1,6 +1,7 @@
 //! The builder of a [`BucketedFanOut`]: collections, bucket size, retention, inline lists.
 
 use super::*;
+use crate::phantom_impls::debug_fields;
 use crate::setters::builder_setters;
 
 /// Configures a [`BucketedFanOut`] store.
@@ -13,16 +14,7 @@ pub struct BucketedFanOutBuilder<P> {
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P> fmt::Debug for BucketedFanOutBuilder<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BucketedFanOutBuilder")
-            .field("config", &self.config)
-            .field("max_inline", &self.max_inline)
-            .field("bucket_size", &self.bucket_size)
-            .field("retention", &self.retention)
-            .finish()
-    }
-}
+debug_fields!(BucketedFanOutBuilder<P> { config, max_inline, bucket_size, retention });
 
 impl<P: Payload> BucketedFanOutBuilder<P> {
     /// The default settings, in `database`.

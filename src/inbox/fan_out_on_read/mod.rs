@@ -21,6 +21,7 @@ use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
+use crate::phantom_impls::debug_fields;
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -123,14 +124,7 @@ pub struct FanOutOnReadBuilder<P> {
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P> fmt::Debug for FanOutOnReadBuilder<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FanOutOnReadBuilder")
-            .field("config", &self.config)
-            .field("retention", &self.retention)
-            .finish()
-    }
-}
+debug_fields!(FanOutOnReadBuilder<P> { config, retention });
 
 impl<P: Payload> FanOutOnReadBuilder<P> {
     store_builder_methods!();

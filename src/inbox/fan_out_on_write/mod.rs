@@ -25,6 +25,7 @@ use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
 use crate::page::{Page, PageRequest};
+use crate::phantom_impls::debug_fields;
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
@@ -124,15 +125,7 @@ pub struct FanOutOnWriteBuilder<P> {
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P> fmt::Debug for FanOutOnWriteBuilder<P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FanOutOnWriteBuilder")
-            .field("config", &self.config)
-            .field("max_inline", &self.max_inline)
-            .field("retention", &self.retention)
-            .finish()
-    }
-}
+debug_fields!(FanOutOnWriteBuilder<P> { config, max_inline, retention });
 
 impl<P: Payload> FanOutOnWriteBuilder<P> {
     store_builder_methods!();
