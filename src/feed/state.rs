@@ -47,6 +47,44 @@ pub(super) struct Settings {
     pub(super) chunk_targets: Vec<(String, String)>,
 }
 
+/// Declares a handle of the store (the struct its docs `$doc` describe, over the shared
+/// [`FeedState`]), with what every handle has: `Clone` (cheap: the state is shared), a `Debug`
+/// that shows the state under the handle's name, and `new` for the store. A handle written
+/// `Name<X>` carries the store's post extension type `X`, and is `Clone` whatever `X` is.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident $(<$extension:ident>)?) => {
+        $(#[$doc])*
+        #[must_use = "a handle does nothing until one of its methods is called"]
+        pub struct $name $(<$extension>)? {
+            inner: std::sync::Arc<$crate::feed::state::FeedState>,
+            $(_extension: std::marker::PhantomData<fn() -> $extension>,)?
+        }
+
+        impl $(<$extension>)? Clone for $name $(<$extension>)? {
+            fn clone(&self) -> Self {
+                Self::new(self.inner.clone())
+            }
+        }
+
+        impl $(<$extension>)? std::fmt::Debug for $name $(<$extension>)? {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.inner).finish()
+            }
+        }
+
+        impl $(<$extension>)? $name $(<$extension>)? {
+            pub(super) fn new(inner: std::sync::Arc<$crate::feed::state::FeedState>) -> Self {
+                Self {
+                    inner,
+                    $(_extension: std::marker::PhantomData::<fn() -> $extension>,)?
+                }
+            }
+        }
+    };
+}
+
+pub(super) use handle;
+
 /// One store's state, shared by the store, its handles and its job handler.
 pub(super) struct FeedState {
     /// The server's differences: writers of feeds and counters take turns where updates are

@@ -1,9 +1,6 @@
 //! The [`Users`] handle: the user ladder ([`UserChunk`](super::UserChunk), [`User`],
 //! [`ExtendedUser`]), renames and the chunk propagation they start (`super::propagation`).
 
-use std::fmt;
-use std::sync::Arc;
-
 use bson::doc;
 use bson::oid::ObjectId;
 use futures::TryStreamExt;
@@ -13,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
-use super::state::{not_found_user, FeedState};
+use super::state::{handle, not_found_user};
 use super::types::User;
 use crate::bson_ext;
 use crate::error::{Entity, Error, Result};
@@ -57,40 +54,32 @@ pub struct ExtendedUser<E> {
     pub details: E,
 }
 
-/// Users: profiles, their rarely read rest, and renames that reach every copy of a user's
-/// chunk. From [`super::FeedStore::users`]; cheap to clone.
-///
-/// A rename bumps the user's `revision`, records a propagation, and rewrites the copies of the
-/// user's [`UserChunk`](super::UserChunk) (in posts, and in the collections added with
-/// [`super::FeedStoreBuilder::chunk_target`]) in batches of
-/// [`propagation_batch`](super::FeedStoreBuilder::propagation_batch): `5 + 3 × ⌈copies /
-/// batch⌉` commands per collection. Progress is recorded after each batch, so an interrupted
-/// propagation resumes where it stopped ([`Users::resume_propagations`]), and a copy is only
-/// ever replaced by a newer revision, so reruns and out-of-order runs are harmless. Where
-/// updates are not atomic the rename and each batch take a lock on the user (+2 commands
-/// each).
-///
-/// ```no_run
-/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
-/// use mongo_social::feed::NewUser;
-///
-/// let users = store.users();
-/// users.create(NewUser::new("ann", "ann")).await?;
-/// let status = users.rename("ann", "ann_sea").await?; // every post shows the new name
-/// assert!(status.done);
-/// assert_eq!(users.get("ann").await?.username, "ann_sea");
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Users {
-    inner: Arc<FeedState>,
-}
-
-impl fmt::Debug for Users {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Users").field(&self.inner).finish()
-    }
+handle! {
+    /// Users: profiles, their rarely read rest, and renames that reach every copy of a user's
+    /// chunk. From [`super::FeedStore::users`]; cheap to clone.
+    ///
+    /// A rename bumps the user's `revision`, records a propagation, and rewrites the copies of the
+    /// user's [`UserChunk`](super::UserChunk) (in posts, and in the collections added with
+    /// [`super::FeedStoreBuilder::chunk_target`]) in batches of
+    /// [`propagation_batch`](super::FeedStoreBuilder::propagation_batch): `5 + 3 × ⌈copies /
+    /// batch⌉` commands per collection. Progress is recorded after each batch, so an interrupted
+    /// propagation resumes where it stopped ([`Users::resume_propagations`]), and a copy is only
+    /// ever replaced by a newer revision, so reruns and out-of-order runs are harmless. Where
+    /// updates are not atomic the rename and each batch take a lock on the user (+2 commands
+    /// each).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::NewUser;
+    ///
+    /// let users = store.users();
+    /// users.create(NewUser::new("ann", "ann")).await?;
+    /// let status = users.rename("ann", "ann_sea").await?; // every post shows the new name
+    /// assert!(status.done);
+    /// assert_eq!(users.get("ann").await?.username, "ann_sea");
+    /// # Ok(()) }
+    /// ```
+    Users
 }
 
 impl Users {
@@ -102,10 +91,6 @@ impl Users {
     /// The largest rest of a user ([`Users::put_extended`]'s details), encoded, in bytes: 16 MiB
     /// less 1 KiB, which its document keeps for the user's id.
     pub const MAX_EXTENDED_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
-
-    pub(super) fn new(inner: Arc<FeedState>) -> Self {
-        Self { inner }
-    }
 
     /// Creates a user (one `insert`).
     ///
