@@ -333,31 +333,24 @@ impl<U: Units> Engine<U> {
     }
 
     pub(super) async fn cut_over(&self) -> Result<()> {
+        let from = [Phase::Copying, Phase::CutOver];
         observe::operation!("migrate.cut_over", migration = self.name())
-            .run(async move {
-                self.require_copied("cut over").await?;
-                self.set_phase(
-                    &[Phase::Copying, Phase::CutOver],
-                    Phase::CutOver,
-                    "cut over",
-                )
-                .await
-            })
+            .run(self.set_phase_once_copied(&from, Phase::CutOver, "cut over"))
             .await
     }
 
     pub(super) async fn finish(&self) -> Result<()> {
+        let from = [Phase::Copying, Phase::CutOver, Phase::Finished];
         observe::operation!("migrate.finish", migration = self.name())
-            .run(async move {
-                self.require_copied("finish").await?;
-                self.set_phase(
-                    &[Phase::Copying, Phase::CutOver, Phase::Finished],
-                    Phase::Finished,
-                    "finish",
-                )
-                .await
-            })
+            .run(self.set_phase_once_copied(&from, Phase::Finished, "finish"))
             .await
+    }
+
+    /// [`Self::set_phase`] once every unit is copied ([`Self::require_copied`]): a cut-over
+    /// or a finish.
+    async fn set_phase_once_copied(&self, from: &[Phase], to: Phase, what: &str) -> Result<()> {
+        self.require_copied(what).await?;
+        self.set_phase(from, to, what).await
     }
 
     pub(super) async fn abort(&self) -> Result<()> {
