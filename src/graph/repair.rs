@@ -1,5 +1,7 @@
 //! Rebuilds and recounts: repairs of what the operations keep on their own.
 
+use std::future::Future;
+
 use bson::doc;
 
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
@@ -19,17 +21,12 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        Op::GraphRebuild
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                self.check_users(&[owner]).await?;
-                self.backend.ensure_indexes().await?;
-                self.owner_locks
-                    .with_lock(&owner_key(owner), self.rebuild_locked(owner))
-                    .await
-            })
-            .await
+        let rebuild = async move {
+            self.owner_locks
+                .with_lock(&owner_key(owner), self.rebuild_locked(owner))
+                .await
+        };
+        self.repair(Op::GraphRebuild, "owner", owner, rebuild).await
     }
 
     /// Sets `user`'s counts from the subscriptions that exist: `following` exactly (under the
@@ -48,33 +45,47 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        Op::GraphRecount
-            .span()
+        let recount = async move {
+            // Changes left pending on `user`'s subscriptions are finished first: afterwards they
+            // would move the counts set here.
+            self.finish_pending_to(user).await?;
+            let followers = self
+                .subscriptions
+                .count_documents(doc! { "user": user })
+                .await?;
+            self.set_count(user, subscriptions::Count::Followers, followers as i64)
+                .await?;
+            self.owner_locks
+                .with_lock(&owner_key(user), async {
+                    self.finish_pending(&doc! { "owner": user }).await?;
+                    let following = self
+                        .subscriptions
+                        .count_documents(doc! { "owner": user })
+                        .await?;
+                    self.set_count(user, subscriptions::Count::Following, following as i64)
+                        .await
+                })
+                .await?;
+            self.stats(user).await
+        };
+        self.repair(Op::GraphRecount, "user", user, recount).await
+    }
+
+    /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid, the user
+    /// registered and the graph's indexes exist. (`work` does nothing until it is awaited.)
+    async fn repair<T>(
+        &self,
+        op: Op,
+        role: &'static str,
+        user: &str,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        op.span()
             .run(async move {
-                validate::user_id("user", user)?;
+                validate::user_id(role, user)?;
                 self.check_users(&[user]).await?;
                 self.backend.ensure_indexes().await?;
-                // Changes left pending on `user`'s subscriptions are finished first: afterwards they
-                // would move the counts set here.
-                self.finish_pending_to(user).await?;
-                let followers = self
-                    .subscriptions
-                    .count_documents(doc! { "user": user })
-                    .await?;
-                self.set_count(user, subscriptions::Count::Followers, followers as i64)
-                    .await?;
-                self.owner_locks
-                    .with_lock(&owner_key(user), async {
-                        self.finish_pending(&doc! { "owner": user }).await?;
-                        let following = self
-                            .subscriptions
-                            .count_documents(doc! { "owner": user })
-                            .await?;
-                        self.set_count(user, subscriptions::Count::Following, following as i64)
-                            .await
-                    })
-                    .await?;
-                self.stats(user).await
+                work.await
             })
             .await
     }
