@@ -165,16 +165,10 @@ impl FeedState {
 
 /// The error for an unknown post.
 pub(super) fn not_found_post(id: PostId) -> Error {
-    Error::NotFound {
-        what: Entity::Post,
-        id: id.to_string(),
-    }
+    Error::not_found(Entity::Post, id.to_string())
 }
 
 /// The error for an unknown user.
 pub(super) fn not_found_user(id: &str) -> Error {
-    Error::NotFound {
-        what: Entity::User,
-        id: id.to_owned(),
-    }
+    Error::not_found(Entity::User, id)
 }

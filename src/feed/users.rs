@@ -200,10 +200,7 @@ impl Users {
                 let found = extended_users
                     .find_one(doc! { "_id": id })
                     .await?
-                    .ok_or_else(|| Error::NotFound {
-                        what: Entity::ExtendedUser,
-                        id: id.to_owned(),
-                    })?;
+                    .ok_or_else(|| Error::not_found(Entity::ExtendedUser, id))?;
                 bson_ext::decode(extended_users.name(), found)
             })
             .await

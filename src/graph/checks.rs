@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{not_found, FollowGraph};
+use super::FollowGraph;
 use crate::validate;
 use crate::{error::Entity, Error, Result};
 
@@ -36,7 +36,7 @@ impl FollowGraph {
             .await?;
         let found: BTreeSet<&str> = found.iter().filter_map(|d| d.get_str("_id").ok()).collect();
         match ids.iter().find(|id| !found.contains(*id)) {
-            Some(missing) => Err(not_found(Entity::User, missing)),
+            Some(missing) => Err(Error::not_found(Entity::User, *missing)),
             None => Ok(()),
         }
     }
@@ -52,7 +52,7 @@ impl FollowGraph {
         validate::id("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
-            return Err(not_found(Entity::Group, group));
+            return Err(Error::not_found(Entity::Group, group));
         }
         Ok(())
     }

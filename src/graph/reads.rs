@@ -4,10 +4,11 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::paging::{page_of, trim, user_page};
-use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
+use super::{listed, FollowGraph, List, Subscription, UserStats};
+use crate::error::{Entity, Error};
 use crate::observe::spans::Op;
 use crate::{bson_ext, validate};
-use crate::{error::Entity, Page, PageRequest, Result};
+use crate::{Page, PageRequest, Result};
 
 impl FollowGraph {
     /// Whom `owner` follows, by any route: one page of the `{owner, user}` index, by user id.
@@ -143,7 +144,7 @@ impl FollowGraph {
                     .users
                     .find_one(doc! { "_id": user })
                     .await?
-                    .ok_or_else(|| not_found(Entity::User, user))?;
+                    .ok_or_else(|| Error::not_found(Entity::User, user))?;
                 Ok(UserStats {
                     followers: bson_ext::count(&found, "followers"),
                     following: bson_ext::count(&found, "following"),

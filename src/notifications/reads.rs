@@ -198,10 +198,7 @@ impl Groups {
             })
             .await?;
         if result.matched_count == 0 {
-            return Err(Error::NotFound {
-                what: Entity::Notification,
-                id: group.to_owned(),
-            });
+            return Err(Error::not_found(Entity::Notification, group));
         }
         Ok(())
     }
