@@ -3,6 +3,7 @@
 //! where writes and reads go, progress, cut-over, finish and abort. [`super::InboxMigration`]
 //! and [`super::CommentMigration`] each say what a unit is ([`Units`]) and run this.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,28 +241,17 @@ impl<U: Units> Engine<U> {
         }
         let states = &self.states;
         let mut known = states.units(&units).await?;
-        let copying: Vec<String> = units
-            .iter()
-            .filter(|u| known.get(*u) == Some(&UnitState::Copying))
-            .cloned()
-            .collect();
+        let copying = in_state(&units, &known, UnitState::Copying);
         if !copying.is_empty() {
             states.mark_dirty(&copying).await?;
             // A copy that finished meanwhile did not see the mark: read those again.
             known.extend(states.units(&copying).await?);
         }
-        let unknown: Vec<String> = units
-            .iter()
-            .filter(|u| known.get(*u) == Some(&UnitState::Unknown))
-            .cloned()
-            .collect();
+        let unknown = in_state(&units, &known, UnitState::Unknown);
         if !unknown.is_empty() {
             self.copy_new(&unknown).await?;
         }
-        let ready: Vec<String> = units
-            .into_iter()
-            .filter(|u| known.get(u) == Some(&UnitState::Ready))
-            .collect();
+        let ready = in_state(&units, &known, UnitState::Ready);
         if ready.is_empty() {
             return Ok(());
         }
@@ -391,6 +381,15 @@ impl<U: Units> Engine<U> {
         }
         Ok(())
     }
+}
+
+/// Those of `units` whose state in `known` is `state`, in order.
+fn in_state(units: &[String], known: &HashMap<String, UnitState>, state: UnitState) -> Vec<String> {
+    units
+        .iter()
+        .filter(|unit| known.get(*unit) == Some(&state))
+        .cloned()
+        .collect()
 }
 
 /// Runs the copy's jobs of `engine` until none is due; returns how many ran.
