@@ -1,13 +1,32 @@
 //! The input checks of the graph's operations: ids, and that users and groups exist.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
 use super::FollowGraph;
+use crate::observe::spans::Op;
 use crate::validate;
 use crate::{error::Entity, Error, Result};
+
+/// Runs `work` on `user`'s part of the graph (`role` in errors) in `op`'s span once the id is
+/// checked: a blank or over-long id fails there, before any command. (`work` does nothing
+/// until it is awaited.)
+pub(super) async fn for_user<T>(
+    op: Op,
+    role: &'static str,
+    user: &str,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    op.span()
+        .run(async move {
+            validate::user_id(role, user)?;
+            work.await
+        })
+        .await
+}
 
 impl FollowGraph {
     /// Fails unless `owner` and `user` are distinct registered users.

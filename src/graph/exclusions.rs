@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
+use super::checks::for_user;
 use super::paging::{user_page, List};
 use super::FollowGraph;
 use crate::observe::spans::Op;
@@ -115,15 +116,10 @@ impl FollowGraph {
     ///
     /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
-        Op::GraphBlocked
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                let filter = doc! { "owner": owner, "kind": BLOCK };
-                let list = List::Blocked(owner);
-                user_page(&self.exclusions, filter, list, &page).await
-            })
-            .await
+        let filter = doc! { "owner": owner, "kind": BLOCK };
+        let read =
+            async move { user_page(&self.exclusions, filter, List::Blocked(owner), &page).await };
+        for_user(Op::GraphBlocked, "owner", owner, read).await
     }
 
     /// Fails with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either of `owner` and `user` blocked the other (one

@@ -3,6 +3,7 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
+use super::checks::for_user;
 use super::paging::{page_of, trim, user_page};
 use super::{listed, FollowGraph, List, Subscription, UserStats};
 use crate::error::{Entity, Error};
@@ -19,15 +20,9 @@ impl FollowGraph {
     /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::GraphFollowing
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                let list = List::Following(owner);
-                self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
-                    .await
-            })
-            .await
+        let list = List::Following(owner);
+        let read = self.subscription_page(listed(doc! { "owner": owner }), "user", list, page);
+        for_user(Op::GraphFollowing, "owner", owner, read).await
     }
 
     /// Who follows `user`, by any route: one page of the `{user, owner}` index, by owner id.
@@ -36,15 +31,9 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::GraphFollowers
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                let list = List::Followers(user);
-                self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
-                    .await
-            })
-            .await
+        let list = List::Followers(user);
+        let read = self.subscription_page(listed(doc! { "user": user }), "owner", list, page);
+        for_user(Op::GraphFollowers, "user", user, read).await
     }
 
     /// The members of `group`, by user id.
@@ -65,24 +54,14 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        Op::GraphFollowsAny
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                self.subscribed(("owner", owner), ("user", users)).await
-            })
-            .await
+        let read = self.subscribed(("owner", owner), ("user", users));
+        for_user(Op::GraphFollowsAny, "owner", owner, read).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        Op::GraphFollowersAmong
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                self.subscribed(("user", user), ("owner", owners)).await
-            })
-            .await
+        let read = self.subscribed(("user", user), ("owner", owners));
+        for_user(Op::GraphFollowersAmong, "user", user, read).await
     }
 
     /// The `other.0` of each subscription whose `fixed.0` is `fixed.1` and whose `other.0` is
@@ -136,21 +115,18 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        Op::GraphStats
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                let found = self
-                    .users
-                    .find_one(doc! { "_id": user })
-                    .await?
-                    .ok_or_else(|| Error::not_found(Entity::User, user))?;
-                Ok(UserStats {
-                    followers: bson_ext::count(&found, "followers"),
-                    following: bson_ext::count(&found, "following"),
-                })
+        let read = async move {
+            let found = self
+                .users
+                .find_one(doc! { "_id": user })
+                .await?
+                .ok_or_else(|| Error::not_found(Entity::User, user))?;
+            Ok(UserStats {
+                followers: bson_ext::count(&found, "followers"),
+                following: bson_ext::count(&found, "following"),
             })
-            .await
+        };
+        for_user(Op::GraphStats, "user", user, read).await
     }
 
     async fn subscription_page(

@@ -4,9 +4,9 @@ use std::future::Future;
 
 use bson::doc;
 
+use super::checks::for_user;
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
 use crate::observe::spans::Op;
-use crate::validate;
 use crate::Result;
 
 impl FollowGraph {
@@ -71,8 +71,9 @@ impl FollowGraph {
         self.repair(Op::GraphRecount, "user", user, recount).await
     }
 
-    /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid, the user
-    /// registered and the graph's indexes exist. (`work` does nothing until it is awaited.)
+    /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid,
+    /// the user registered and the graph's indexes exist. (`work` does nothing until it is
+    /// awaited.)
     async fn repair<T>(
         &self,
         op: Op,
@@ -80,13 +81,11 @@ impl FollowGraph {
         user: &str,
         work: impl Future<Output = Result<T>>,
     ) -> Result<T> {
-        op.span()
-            .run(async move {
-                validate::user_id(role, user)?;
-                self.check_users(&[user]).await?;
-                self.backend.ensure_indexes().await?;
-                work.await
-            })
-            .await
+        let checked = async move {
+            self.check_users(&[user]).await?;
+            self.backend.ensure_indexes().await?;
+            work.await
+        };
+        for_user(op, role, user, checked).await
     }
 }
