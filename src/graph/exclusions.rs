@@ -20,6 +20,7 @@
 
 use crate::error::{Forbidden, Invalid};
 use std::collections::BTreeSet;
+use std::future::Future;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
@@ -45,13 +46,11 @@ impl FollowGraph {
     /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphDismiss
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "dismiss").await?;
-                self.backend.ensure_indexes().await?;
-                self.exclude(owner, user, DISMISS).await
-            })
+        let dismiss = async move {
+            self.backend.ensure_indexes().await?;
+            self.exclude(owner, user, DISMISS).await
+        };
+        self.for_other(Op::GraphDismiss, owner, user, "dismiss", dismiss)
             .await
     }
 
@@ -76,19 +75,17 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphBlock
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "block").await?;
-                self.backend.ensure_indexes().await?;
-                // Recorded before the follows are removed: a follow that takes the follower's lock after
-                // the removal below sees the block and is refused.
-                let new = self.exclude(owner, user, BLOCK).await?;
-                // On every call, new or repeated: a repeat completes a removal that failed.
-                self.remove_direct(owner, user).await?;
-                self.remove_direct(user, owner).await?;
-                Ok(new)
-            })
+        let block = async move {
+            self.backend.ensure_indexes().await?;
+            // Recorded before the follows are removed: a follow that takes the follower's lock
+            // after the removal below sees the block and is refused.
+            let new = self.exclude(owner, user, BLOCK).await?;
+            // On every call, new or repeated: a repeat completes a removal that failed.
+            self.remove_direct(owner, user).await?;
+            self.remove_direct(user, owner).await?;
+            Ok(new)
+        };
+        self.for_other(Op::GraphBlock, owner, user, "block", block)
             .await
     }
 
@@ -99,14 +96,10 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphUnblock
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "block").await?;
-                let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
-                // Deleting twice deletes once: a retry or a repeat is harmless.
-                self.delete_one(&self.exclusions, block).await
-            })
+        let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
+        // Deleting twice deletes once: a retry or a repeat is harmless.
+        let unblock = self.delete_one(&self.exclusions, block);
+        self.for_other(Op::GraphUnblock, owner, user, "block", unblock)
             .await
     }
 
@@ -172,20 +165,33 @@ impl FollowGraph {
             .collect())
     }
 
-    /// Fails unless `owner` and `user` are distinct registered users; `action` names what
-    /// `owner` may not do to themselves.
-    async fn check_other(&self, owner: &str, user: &str, action: &'static str) -> Result<()> {
-        validate::user_id("owner", owner)?;
-        validate::user_id("user", user)?;
-        if owner == user {
-            return Err(Error::InvalidInput {
-                reason: Invalid::SelfAction {
-                    user: owner.to_owned(),
-                    action,
-                },
-            });
-        }
-        self.check_users(&[owner, user]).await
+    /// Runs `work`, a change of what `owner` excludes of `user`, in `op`'s span once `owner` and
+    /// `user` are known to be distinct registered users; `action` names what `owner` may not do
+    /// to themselves. (`work` does nothing until it is awaited.)
+    async fn for_other<T>(
+        &self,
+        op: Op,
+        owner: &str,
+        user: &str,
+        action: &'static str,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        op.span()
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                validate::user_id("user", user)?;
+                if owner == user {
+                    return Err(Error::InvalidInput {
+                        reason: Invalid::SelfAction {
+                            user: owner.to_owned(),
+                            action,
+                        },
+                    });
+                }
+                self.check_users(&[owner, user]).await?;
+                work.await
+            })
+            .await
     }
 
     /// Records that `owner` excluded `user` as `kind`; whether the record is new.
