@@ -1,6 +1,8 @@
 //! The [`Users`] handle: the user ladder ([`UserChunk`](super::UserChunk), [`User`],
 //! [`ExtendedUser`]), renames and the chunk propagation they start (`super::propagation`).
 
+use std::future::Future;
+
 use bson::doc;
 use bson::oid::ObjectId;
 use futures::TryStreamExt;
@@ -217,12 +219,8 @@ impl Users {
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename(&self, id: &str, username: &str) -> Result<PropagationStatus> {
-        Op::FeedUsersRename
-            .span()
-            .run(async move {
-                let propagation = self.start_rename(id, username).await?;
-                propagation::run(&self.inner, propagation, None, None).await
-            })
+        let propagate_now = |propagation| propagation::run(&self.inner, propagation, None, None);
+        self.rename_then(Op::FeedUsersRename, id, username, propagate_now)
             .await
     }
 
@@ -233,14 +231,37 @@ impl Users {
     /// queues a new job that resumes from the recorded progress, so a long propagation never
     /// holds a claim past its lease.
     pub async fn rename_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
-        Op::FeedUsersRenameInBackground
-            .span()
+        let queue_propagation = |propagation| async move {
+            FeedJob::Propagate { propagation }
+                .enqueue(&self.inner.jobs)
+                .await?;
+            Ok(propagation)
+        };
+        self.rename_then(
+            Op::FeedUsersRenameInBackground,
+            id,
+            username,
+            queue_propagation,
+        )
+        .await
+    }
+
+    /// Renames the user in `op`'s span ([`Users::start_rename`]), then runs `propagate` on the
+    /// recorded propagation's id: the copies updated at once or left to a job.
+    async fn rename_then<T, Fut>(
+        &self,
+        op: Op,
+        id: &str,
+        username: &str,
+        propagate: impl FnOnce(ObjectId) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        op.span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
-                FeedJob::Propagate { propagation }
-                    .enqueue(&self.inner.jobs)
-                    .await?;
-                Ok(propagation)
+                propagate(propagation).await
             })
             .await
     }
