@@ -11,6 +11,7 @@ use bson::Document;
 
 use super::state::handle;
 use super::types::PostId;
+use crate::observe::spans::Op;
 use crate::Result;
 
 /// Rounds of a counter's `$inc` that may meet a concurrently created document (and of a like or
@@ -118,6 +119,22 @@ handle! {
 }
 
 impl Likes {
+    /// Runs `work`, a repair of `post`'s likes or counters, in `op`'s span under the post's
+    /// counter lock once the post is known to exist ([`Likes::check_post_exists`]).
+    async fn repair<T>(
+        &self,
+        op: Op,
+        post: PostId,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        op.span()
+            .run(async move {
+                self.check_post_exists(post).await?;
+                self.locked(post, work).await
+            })
+            .await
+    }
+
     /// Runs `work` holding `post`'s counter lock where updates are not atomic.
     async fn locked<T>(&self, post: PostId, work: impl Future<Output = Result<T>>) -> Result<T> {
         self.inner
