@@ -29,19 +29,33 @@ pub(super) async fn for_user<T>(
 }
 
 impl FollowGraph {
-    /// Fails unless `owner` and `user` are distinct registered users.
-    pub(super) async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
-        validate::user_id("owner", owner)?;
-        validate::user_id("user", user)?;
-        if owner == user {
-            return Err(Error::InvalidInput {
-                reason: crate::error::Invalid::SelfAction {
-                    user: owner.to_owned(),
-                    action: "follow",
-                },
-            });
-        }
-        self.check_users(&[owner, user]).await
+    /// Runs `work`, a change between `owner` and `user` (a follow, a block, ...), in `op`'s span
+    /// once they are known to be distinct registered users; `action` names what `owner` may not
+    /// do to themselves. (`work` does nothing until it is awaited.)
+    pub(super) async fn for_pair<T>(
+        &self,
+        op: Op,
+        owner: &str,
+        user: &str,
+        action: &'static str,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        op.span()
+            .run(async move {
+                validate::user_id("owner", owner)?;
+                validate::user_id("user", user)?;
+                if owner == user {
+                    return Err(Error::InvalidInput {
+                        reason: crate::error::Invalid::SelfAction {
+                            user: owner.to_owned(),
+                            action,
+                        },
+                    });
+                }
+                self.check_users(&[owner, user]).await?;
+                work.await
+            })
+            .await
     }
 
     /// Fails unless every one of `ids` is a registered user.

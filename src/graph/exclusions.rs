@@ -18,9 +18,8 @@
 //!
 //! Lifting a block ([`FollowGraph::unblock`]) restores no follow. A dismissal is never lifted.
 
-use crate::error::{Forbidden, Invalid};
+use crate::error::Forbidden;
 use std::collections::BTreeSet;
-use std::future::Future;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
@@ -29,7 +28,7 @@ use super::checks::for_user;
 use super::paging::{user_page, List};
 use super::FollowGraph;
 use crate::observe::spans::Op;
-use crate::{validate, Error, Page, PageRequest, Result};
+use crate::{Error, Page, PageRequest, Result};
 
 /// `kind` of a dismissal.
 const DISMISS: &str = "dismiss";
@@ -42,15 +41,17 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`] for a blank id, [`Invalid::TooLong`] (`"owner"`, `"user"`) for one
-    /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"owner"`, `"user"`) for one over
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
+    /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction) for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
         let dismiss = async move {
             self.backend.ensure_indexes().await?;
             self.exclude(owner, user, DISMISS).await
         };
-        self.for_other(Op::GraphDismiss, owner, user, "dismiss", dismiss)
+        self.for_pair(Op::GraphDismiss, owner, user, "dismiss", dismiss)
             .await
     }
 
@@ -85,7 +86,7 @@ impl FollowGraph {
             self.remove_direct(user, owner).await?;
             Ok(new)
         };
-        self.for_other(Op::GraphBlock, owner, user, "block", block)
+        self.for_pair(Op::GraphBlock, owner, user, "block", block)
             .await
     }
 
@@ -99,7 +100,7 @@ impl FollowGraph {
         let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
         // Deleting twice deletes once: a retry or a repeat is harmless.
         let unblock = self.delete_one(&self.exclusions, block);
-        self.for_other(Op::GraphUnblock, owner, user, "block", unblock)
+        self.for_pair(Op::GraphUnblock, owner, user, "block", unblock)
             .await
     }
 
@@ -107,7 +108,9 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank),
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor),
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
         let filter = doc! { "owner": owner, "kind": BLOCK };
         let read =
@@ -163,35 +166,6 @@ impl FollowGraph {
                 Some(if by == owner { of } else { by }.to_owned())
             })
             .collect())
-    }
-
-    /// Runs `work`, a change of what `owner` excludes of `user`, in `op`'s span once `owner` and
-    /// `user` are known to be distinct registered users; `action` names what `owner` may not do
-    /// to themselves. (`work` does nothing until it is awaited.)
-    async fn for_other<T>(
-        &self,
-        op: Op,
-        owner: &str,
-        user: &str,
-        action: &'static str,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        op.span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                validate::user_id("user", user)?;
-                if owner == user {
-                    return Err(Error::InvalidInput {
-                        reason: Invalid::SelfAction {
-                            user: owner.to_owned(),
-                            action,
-                        },
-                    });
-                }
-                self.check_users(&[owner, user]).await?;
-                work.await
-            })
-            .await
     }
 
     /// Records that `owner` excluded `user` as `kind`; whether the record is new.

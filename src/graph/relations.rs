@@ -54,33 +54,27 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphFollow
-            .span()
-            .run(async move {
-                self.check_pair(owner, user).await?;
-                self.backend.ensure_indexes().await?;
-                // The relation and its subscription change together under the owner's lock, so a
-                // follow and an unfollow of the same pair cannot leave them disagreeing.
-                let new = self
-                    .owner_locks
-                    .with_lock(&owner_key(owner), async {
-                        // Under the lock a block's removal of this follow also takes: a block recorded
-                        // before this check refuses the follow, one recorded after it removes it.
-                        self.refuse_blocked(owner, user).await?;
-                        let new = self.relate(owner, Kind::User, user).await?;
-                        let owners = vec![owner.to_owned()];
-                        self.change_round(owners, &[user.to_owned()], &Origin::Direct, true)
-                            .await?;
-                        Ok(new)
-                    })
-                    .await?;
-                // On every call, new or repeated: the notification is idempotent, so repeating a follow
-                // whose notification was lost completes it. Queued, never failing the follow.
-                if let Some(outbox) = &self.outbox {
-                    outbox.notify(follow_activity(owner, user)).await;
-                }
-                Ok(new)
-            })
+        let follow = async move {
+            self.backend.ensure_indexes().await?;
+            // The relation and its subscription change together under the owner's lock, so a
+            // follow and an unfollow of the same pair cannot leave them disagreeing.
+            let new = self
+                .owner_locks
+                .with_lock(&owner_key(owner), async {
+                    // Under the lock a block's removal of this follow also takes: a block recorded
+                    // before this check refuses the follow, one recorded after it removes it.
+                    self.refuse_blocked(owner, user).await?;
+                    self.change_direct(owner, user, true).await
+                })
+                .await?;
+            // On every call, new or repeated: the notification is idempotent, so repeating a
+            // follow whose notification was lost completes it. Queued, never failing the follow.
+            if let Some(outbox) = &self.outbox {
+                outbox.notify(follow_activity(owner, user)).await;
+            }
+            Ok(new)
+        };
+        self.for_pair(Op::GraphFollow, owner, user, "follow", follow)
             .await
     }
 
@@ -91,13 +85,11 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphUnfollow
-            .span()
-            .run(async move {
-                self.check_pair(owner, user).await?;
-                self.backend.ensure_indexes().await?;
-                self.remove_direct(owner, user).await
-            })
+        let unfollow = async move {
+            self.backend.ensure_indexes().await?;
+            self.remove_direct(owner, user).await
+        };
+        self.for_pair(Op::GraphUnfollow, owner, user, "follow", unfollow)
             .await
     }
 
@@ -106,19 +98,28 @@ impl FollowGraph {
     pub(super) async fn remove_direct(&self, owner: &str, user: &str) -> Result<bool> {
         let existed = self
             .owner_locks
-            .with_lock(&owner_key(owner), async {
-                let existed = self.unrelate(owner, Kind::User, user).await?;
-                let owners = vec![owner.to_owned()];
-                self.change_round(owners, &[user.to_owned()], &Origin::Direct, false)
-                    .await?;
-                Ok(existed)
-            })
+            .with_lock(&owner_key(owner), self.change_direct(owner, user, false))
             .await?;
         // On every call, as a follow notifies: a repeat completes a withdrawal that failed.
         if let Some(outbox) = &self.outbox {
             outbox.withdraw(follow_activity(owner, user)).await;
         }
         Ok(existed)
+    }
+
+    /// Records (`follows`) or deletes `owner`'s direct relation to `user`, and adds or removes
+    /// the direct origin of `owner`'s subscription to `user` with the counts; whether the
+    /// relation changed. The caller holds `owner`'s lock.
+    async fn change_direct(&self, owner: &str, user: &str, follows: bool) -> Result<bool> {
+        let changed = if follows {
+            self.relate(owner, Kind::User, user).await?
+        } else {
+            self.unrelate(owner, Kind::User, user).await?
+        };
+        let owners = vec![owner.to_owned()];
+        self.change_round(owners, &[user.to_owned()], &Origin::Direct, follows)
+            .await?;
+        Ok(changed)
     }
 
     /// `owner` follows `group`, and so every member, now and later (but not itself). Following a
