@@ -14,16 +14,19 @@ use crate::{error::Entity, Error, Result};
 /// Runs `work` on `user`'s part of the graph (`role` in errors) in `op`'s span once the id is
 /// checked: a blank or over-long id fails there, before any command. (`work` does nothing
 /// until it is awaited.)
-pub(super) async fn for_user<T>(
+pub(super) async fn for_user<T, Fut>(
     op: Op,
     role: &'static str,
     user: &str,
-    work: impl Future<Output = Result<T>>,
-) -> Result<T> {
+    work: impl FnOnce() -> Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
     op.span()
         .run(async move {
             validate::user_id(role, user)?;
-            work.await
+            work().await
         })
         .await
 }
@@ -32,14 +35,17 @@ impl FollowGraph {
     /// Runs `work`, a change between `owner` and `user` (a follow, a block, ...), in `op`'s span
     /// once they are known to be distinct registered users; `action` names what `owner` may not
     /// do to themselves. (`work` does nothing until it is awaited.)
-    pub(super) async fn for_pair<T>(
+    pub(super) async fn for_pair<T, Fut>(
         &self,
         op: Op,
         owner: &str,
         user: &str,
         action: &'static str,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
+        work: impl FnOnce() -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
         op.span()
             .run(async move {
                 validate::user_id("owner", owner)?;
@@ -53,7 +59,7 @@ impl FollowGraph {
                     });
                 }
                 self.check_users(&[owner, user]).await?;
-                work.await
+                work().await
             })
             .await
     }

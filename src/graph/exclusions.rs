@@ -47,7 +47,7 @@ impl FollowGraph {
     /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction) for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        let dismiss = async move {
+        let dismiss = move || async move {
             self.backend.ensure_indexes().await?;
             self.exclude(owner, user, DISMISS).await
         };
@@ -76,7 +76,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        let block = async move {
+        let block = move || async move {
             self.backend.ensure_indexes().await?;
             // Recorded before the follows are removed: a follow that takes the follower's lock
             // after the removal below sees the block and is refused.
@@ -99,7 +99,7 @@ impl FollowGraph {
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
         let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
         // Deleting twice deletes once: a retry or a repeat is harmless.
-        let unblock = self.delete_one(&self.exclusions, block);
+        let unblock = move || self.delete_one(&self.exclusions, block);
         self.for_pair(Op::GraphUnblock, owner, user, "block", unblock)
             .await
     }
@@ -113,8 +113,9 @@ impl FollowGraph {
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
         let filter = doc! { "owner": owner, "kind": BLOCK };
-        let read =
-            async move { user_page(&self.exclusions, filter, List::Blocked(owner), &page).await };
+        let read = move || async move {
+            user_page(&self.exclusions, filter, List::Blocked(owner), &page).await
+        };
         for_user(Op::GraphBlocked, "owner", owner, read).await
     }
 

@@ -21,7 +21,8 @@ impl FollowGraph {
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
         let list = List::Following(owner);
-        let read = self.subscription_page(listed(doc! { "owner": owner }), "user", list, page);
+        let read =
+            move || self.subscription_page(listed(doc! { "owner": owner }), "user", list, page);
         for_user(Op::GraphFollowing, "owner", owner, read).await
     }
 
@@ -32,7 +33,8 @@ impl FollowGraph {
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
         let list = List::Followers(user);
-        let read = self.subscription_page(listed(doc! { "user": user }), "owner", list, page);
+        let read =
+            move || self.subscription_page(listed(doc! { "user": user }), "owner", list, page);
         for_user(Op::GraphFollowers, "user", user, read).await
     }
 
@@ -54,13 +56,13 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        let read = self.subscribed(("owner", owner), ("user", users));
+        let read = move || self.subscribed(("owner", owner), ("user", users));
         for_user(Op::GraphFollowsAny, "owner", owner, read).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        let read = self.subscribed(("user", user), ("owner", owners));
+        let read = move || self.subscribed(("user", user), ("owner", owners));
         for_user(Op::GraphFollowersAmong, "user", user, read).await
     }
 
@@ -115,7 +117,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        let read = async move {
+        let read = move || async move {
             let found = self
                 .users
                 .find_one(doc! { "_id": user })

@@ -54,7 +54,7 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        let follow = async move {
+        let follow = move || async move {
             self.backend.ensure_indexes().await?;
             // The relation and its subscription change together under the owner's lock, so a
             // follow and an unfollow of the same pair cannot leave them disagreeing.
@@ -85,7 +85,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        let unfollow = async move {
+        let unfollow = move || async move {
             self.backend.ensure_indexes().await?;
             self.remove_direct(owner, user).await
         };

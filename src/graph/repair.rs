@@ -21,7 +21,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        let rebuild = async move {
+        let rebuild = move || async move {
             self.owner_locks
                 .with_lock(&owner_key(owner), self.rebuild_locked(owner))
                 .await
@@ -45,7 +45,7 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        let recount = async move {
+        let recount = move || async move {
             // Changes left pending on `user`'s subscriptions are finished first: afterwards they
             // would move the counts set here.
             self.finish_pending_to(user).await?;
@@ -74,17 +74,20 @@ impl FollowGraph {
     /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid,
     /// the user registered and the graph's indexes exist. (`work` does nothing until it is
     /// awaited.)
-    async fn repair<T>(
+    async fn repair<T, Fut>(
         &self,
         op: Op,
         role: &'static str,
         user: &str,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
-        let checked = async move {
+        work: impl FnOnce() -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let checked = move || async move {
             self.check_users(&[user]).await?;
             self.backend.ensure_indexes().await?;
-            work.await
+            work().await
         };
         for_user(op, role, user, checked).await
     }

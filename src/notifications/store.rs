@@ -164,7 +164,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
-        let read = async move {
+        let read = move || async move {
             page.check()?;
             self.groups.page(recipient, page).await
         };
@@ -177,7 +177,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
-        let read = self.groups.counts(recipient);
+        let read = move || self.groups.counts(recipient);
         for_recipient(Op::NotificationsCounts, recipient, read).await
     }
 
@@ -190,7 +190,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
         let marks = doc! { "seen": true };
-        let write = self.groups.mark(recipient, until, marks);
+        let write = move || self.groups.mark(recipient, until, marks);
         for_recipient(Op::NotificationsMarkSeen, recipient, write).await
     }
 
@@ -206,7 +206,7 @@ impl<D: Payload> NotificationStore<D> {
         until: Option<bson::DateTime>,
     ) -> Result<u64> {
         let marks = doc! { "seen": true, "read": true };
-        let write = self.groups.mark(recipient, until, marks);
+        let write = move || self.groups.mark(recipient, until, marks);
         for_recipient(Op::NotificationsMarkAllRead, recipient, write).await
     }
 
@@ -217,7 +217,7 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::error::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
-        let write = self.groups.mark_read(recipient, group);
+        let write = move || self.groups.mark_read(recipient, group);
         for_recipient(Op::NotificationsMarkRead, recipient, write).await
     }
 
@@ -270,7 +270,7 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
-        let write = self.groups.trim(recipient, keep);
+        let write = move || self.groups.trim(recipient, keep);
         for_recipient(Op::NotificationsTrim, recipient, write).await
     }
 }
@@ -278,15 +278,14 @@ impl<D: Payload> NotificationStore<D> {
 /// Runs `work`, a read or write of `recipient`'s groups, in `op`'s span once `recipient` is
 /// checked: a blank or over-long id fails there, before any command. (`work` does nothing
 /// until it is awaited.)
-async fn for_recipient<T>(
-    op: Op,
-    recipient: &str,
-    work: impl Future<Output = Result<T>>,
-) -> Result<T> {
+async fn for_recipient<T, Fut>(op: Op, recipient: &str, work: impl FnOnce() -> Fut) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
     op.span()
         .run(async move {
             validate::user_id("recipient", recipient)?;
-            work.await
+            work().await
         })
         .await
 }

@@ -103,7 +103,7 @@ impl Likes {
     /// unlike, missed once): run it when no like of the post is in flight (a repair after a
     /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount(&self, post: PostId) -> Result<i64> {
-        let recount = async {
+        let recount = move || async move {
             // Interrupted likes are finished first: counting a like not yet counted would let
             // its own `$inc`, applied later, count it again.
             self.settle_unlocked(post).await?;

@@ -121,16 +121,14 @@ handle! {
 impl Likes {
     /// Runs `work`, a repair of `post`'s likes or counters, in `op`'s span under the post's
     /// counter lock once the post is known to exist ([`Likes::check_post_exists`]).
-    async fn repair<T>(
-        &self,
-        op: Op,
-        post: PostId,
-        work: impl Future<Output = Result<T>>,
-    ) -> Result<T> {
+    async fn repair<T, Fut>(&self, op: Op, post: PostId, work: impl FnOnce() -> Fut) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
         op.span()
             .run(async move {
                 self.check_post_exists(post).await?;
-                self.locked(post, work).await
+                self.locked(post, work()).await
             })
             .await
     }

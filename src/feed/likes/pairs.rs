@@ -275,7 +275,7 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn settle(&self, post: PostId) -> Result<usize> {
-        self.repair(Op::FeedLikesSettle, post, self.settle_unlocked(post))
+        self.repair(Op::FeedLikesSettle, post, || self.settle_unlocked(post))
             .await
     }
 
