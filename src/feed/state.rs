@@ -47,10 +47,11 @@ pub(super) struct Settings {
     pub(super) chunk_targets: Vec<(String, String)>,
 }
 
-/// Declares a handle of the store (the struct its docs `$doc` describe, over the shared
-/// [`FeedState`]), with what every handle has: `Clone` (cheap: the state is shared), a `Debug`
-/// that shows the state under the handle's name, and `new` for the store. A handle written
-/// `Name<X>` carries the store's post extension type `X`, and is `Clone` whatever `X` is.
+/// Declares a handle of the store: the public struct `$name`, with the docs given, over the
+/// shared [`FeedState`], and what every handle has: `Clone` (cheap: the state is shared), a
+/// `Debug` that shows the state under the handle's name, and `new` for the store. A handle
+/// written `Name<X>` carries the store's post extension type `X`, and is `Clone` whatever `X`
+/// is.
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident $(<$extension:ident>)?) => {
         $(#[$doc])*

@@ -12,8 +12,8 @@ use crate::validate;
 use crate::{error::Entity, Error, Result};
 
 /// Runs `work` on `user`'s part of the graph (`role` in errors) in `op`'s span once the id is
-/// checked: a blank or over-long id fails there, before any command. (`work` does nothing
-/// until it is awaited.)
+/// checked: a blank or over-long id fails there, before any command. `work` is called only
+/// then, so the operation's future holds the check's state or the work's, never both.
 pub(super) async fn for_user<T, Fut>(
     op: Op,
     role: &'static str,
@@ -34,7 +34,7 @@ where
 impl FollowGraph {
     /// Runs `work`, a change between `owner` and `user` (a follow, a block, ...), in `op`'s span
     /// once they are known to be distinct registered users; `action` names what `owner` may not
-    /// do to themselves. (`work` does nothing until it is awaited.)
+    /// do to themselves. `work` is called once the checks pass.
     pub(super) async fn for_pair<T, Fut>(
         &self,
         op: Op,

@@ -72,8 +72,7 @@ impl FollowGraph {
     }
 
     /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid,
-    /// the user registered and the graph's indexes exist. (`work` does nothing until it is
-    /// awaited.)
+    /// the user registered and the graph's indexes exist; `work` is called only then.
     async fn repair<T, Fut>(
         &self,
         op: Op,

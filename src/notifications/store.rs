@@ -276,8 +276,8 @@ impl<D: Payload> NotificationStore<D> {
 }
 
 /// Runs `work`, a read or write of `recipient`'s groups, in `op`'s span once `recipient` is
-/// checked: a blank or over-long id fails there, before any command. (`work` does nothing
-/// until it is awaited.)
+/// checked: a blank or over-long id fails there, before any command. `work` is called only
+/// then.
 async fn for_recipient<T, Fut>(op: Op, recipient: &str, work: impl FnOnce() -> Fut) -> Result<T>
 where
     Fut: Future<Output = Result<T>>,

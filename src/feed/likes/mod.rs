@@ -120,7 +120,8 @@ handle! {
 
 impl Likes {
     /// Runs `work`, a repair of `post`'s likes or counters, in `op`'s span under the post's
-    /// counter lock once the post is known to exist ([`Likes::check_post_exists`]).
+    /// counter lock once the post is known to exist ([`Likes::check_post_exists`]); `work` is
+    /// called only then.
     async fn repair<T, Fut>(&self, op: Op, post: PostId, work: impl FnOnce() -> Fut) -> Result<T>
     where
         Fut: Future<Output = Result<T>>,
