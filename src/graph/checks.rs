@@ -46,22 +46,20 @@ impl FollowGraph {
     where
         Fut: Future<Output = Result<T>>,
     {
-        op.span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                validate::user_id("user", user)?;
-                if owner == user {
-                    return Err(Error::InvalidInput {
-                        reason: crate::error::Invalid::SelfAction {
-                            user: owner.to_owned(),
-                            action,
-                        },
-                    });
-                }
-                self.check_users(&[owner, user]).await?;
-                work().await
-            })
-            .await
+        let checked = move || async move {
+            validate::user_id("user", user)?;
+            if owner == user {
+                return Err(Error::InvalidInput {
+                    reason: crate::error::Invalid::SelfAction {
+                        user: owner.to_owned(),
+                        action,
+                    },
+                });
+            }
+            self.check_users(&[owner, user]).await?;
+            work().await
+        };
+        for_user(op, "owner", owner, checked).await
     }
 
     /// Fails unless every one of `ids` is a registered user.

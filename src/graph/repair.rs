@@ -1,7 +1,5 @@
 //! Rebuilds and recounts: repairs of what the operations keep on their own.
 
-use std::future::Future;
-
 use bson::doc;
 
 use super::checks::for_user;
@@ -22,11 +20,12 @@ impl FollowGraph {
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
         let rebuild = move || async move {
+            self.prepare_repair(owner).await?;
             self.owner_locks
                 .with_lock(&owner_key(owner), self.rebuild_locked(owner))
                 .await
         };
-        self.repair(Op::GraphRebuild, "owner", owner, rebuild).await
+        for_user(Op::GraphRebuild, "owner", owner, rebuild).await
     }
 
     /// Sets `user`'s counts from the subscriptions that exist: `following` exactly (under the
@@ -46,6 +45,7 @@ impl FollowGraph {
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
         let recount = move || async move {
+            self.prepare_repair(user).await?;
             // Changes left pending on `user`'s subscriptions are finished first: afterwards they
             // would move the counts set here.
             self.finish_pending_to(user).await?;
@@ -68,26 +68,13 @@ impl FollowGraph {
                 .await?;
             self.stats(user).await
         };
-        self.repair(Op::GraphRecount, "user", user, recount).await
+        for_user(Op::GraphRecount, "user", user, recount).await
     }
 
-    /// Runs `work`, a repair of `user` (`role` in errors), in `op`'s span once the id is valid,
-    /// the user registered and the graph's indexes exist; `work` is called only then.
-    async fn repair<T, Fut>(
-        &self,
-        op: Op,
-        role: &'static str,
-        user: &str,
-        work: impl FnOnce() -> Fut,
-    ) -> Result<T>
-    where
-        Fut: Future<Output = Result<T>>,
-    {
-        let checked = move || async move {
-            self.check_users(&[user]).await?;
-            self.backend.ensure_indexes().await?;
-            work().await
-        };
-        for_user(op, role, user, checked).await
+    /// What a repair of `user` checks first: that the user is registered, and that the
+    /// graph's indexes exist (the repair writes through the unique ones).
+    async fn prepare_repair(&self, user: &str) -> Result<()> {
+        self.check_users(&[user]).await?;
+        self.backend.ensure_indexes().await
     }
 }
