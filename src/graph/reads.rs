@@ -115,7 +115,7 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
+    /// [`Error::NotFound`] for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
         let read = move || async move {
             let found = self
