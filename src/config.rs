@@ -189,23 +189,19 @@ mod tests {
         );
     }
 
+    /// Asserts that the names of roles `buckets` and `heads`, once `role` is renamed `name`, are
+    /// refused with an error that says `expected`.
+    async fn assert_rename_refused(role: &str, name: &str, expected: &str) {
+        let mut config = config().await;
+        config.rename(role, name.to_owned());
+        let error = config.names(["buckets", "heads"]).unwrap_err();
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+
     #[tokio::test]
     async fn unknown_roles_unusable_and_shared_names_are_refused() {
-        let mut config = config().await;
-        config.rename("bukets", "x".to_owned());
-        let error = config.names(["buckets", "heads"]).unwrap_err();
-        assert!(
-            error.to_string().contains("no collection `bukets`"),
-            "{error}"
-        );
-
-        let mut config = self::config().await;
-        config.rename("heads", "buckets".to_owned());
-        let error = config.names(["buckets", "heads"]).unwrap_err();
-        assert!(
-            error.to_string().contains("`buckets` and `heads`"),
-            "{error}"
-        );
+        assert_rename_refused("bukets", "x", "no collection `bukets`").await;
+        assert_rename_refused("heads", "buckets", "`buckets` and `heads`").await;
 
         let mut config = self::config().await;
         config.set_prefix("$".to_owned());

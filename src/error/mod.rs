@@ -351,6 +351,14 @@ impl Error {
         }
     }
 
+    /// [`Error::NotFound`]: no `what` has the id `id`.
+    pub(crate) fn not_found(what: Entity, id: impl Into<String>) -> Self {
+        Error::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
     /// [`Error::RetriesExhausted`] for an operation whose `attempts` rounds kept meeting
     /// concurrent writers (no failure of its own).
     pub(crate) fn contention(operation: &'static str, attempts: usize) -> Self {

@@ -6,7 +6,6 @@
 //! feeds are written is in `super::lists`.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -18,70 +17,47 @@ use crate::error::Invalid;
 use super::cursor;
 use super::jobs::FeedJob;
 use super::lists::{self, decode_items, sort_items, FeedItem};
-use super::state::FeedState;
+use super::state::{handle, FeedState};
 use super::types::{FeedKind, Post, PostId};
 use crate::observe::spans::Op;
 use crate::payload::Payload;
 use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
 use crate::{Error, Page, PageRequest, Result};
 
-/// Feeds: pages of a feed, its raw entries, and the feeds recomputed as a whole. From
-/// [`super::FeedStore::feeds`]; cheap to clone.
-///
-/// - **latest** ([`FeedKind::Latest`]) and **per-user** feeds ([`FeedKind::User`]) are written
-///   when a post's fan-out job runs: the post goes into "latest", its author's own feed and the
-///   feed of each of the author's followers ([`crate::graph::FollowSource::followers_of`]).
-///   [`Feeds::rebuild_user`] refills a user's feed from whom they follow.
-/// - **hot** ([`FeedKind::Hot`]) holds the posts created within the hot window (default 24
-///   hours) that were liked within it, by likes in the window; [`Feeds::refresh_hot`] recomputes
-///   it (run it on a timer, or queue it with [`Feeds::schedule_hot_refresh`]).
-///
-/// A feed is one document `{_id: key, items: [{post, score}, ..]}` holding at most
-/// [`max_feed_len`](super::FeedStoreBuilder::max_feed_len) items, highest score first. On
-/// MongoDB a post's fan-out enters all its feeds with one `insert` (creating missing feeds) and
-/// one `update` (`$push` with `$sort` and `$slice`, filtered so a repeated job changes nothing);
-/// where updates are not atomic each group of up to 50 feeds is locked, read, merged and
-/// written back.
-///
-/// ```no_run
-/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
-/// use mongo_social::feed::FeedKind;
-/// use mongo_social::PageRequest;
-///
-/// let feeds = store.feeds();
-/// let bob = FeedKind::User("bob".into());
-/// let first = feeds.page(&bob, PageRequest::first(20)).await?;
-/// if let Some(cursor) = first.next {
-///     let second = feeds.page(&bob, PageRequest::after(20, cursor)).await?;
-/// }
-/// feeds.schedule_hot_refresh().await?; // a worker recomputes "hot"
-/// # Ok(()) }
-/// ```
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Feeds<X> {
-    inner: Arc<FeedState>,
-    _extension: PhantomData<fn() -> X>,
-}
-
-impl<X> Clone for Feeds<X> {
-    fn clone(&self) -> Self {
-        Self::new(self.inner.clone())
-    }
-}
-
-impl<X> fmt::Debug for Feeds<X> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Feeds").field(&self.inner).finish()
-    }
-}
-
-impl<X> Feeds<X> {
-    pub(super) fn new(inner: Arc<FeedState>) -> Self {
-        Self {
-            inner,
-            _extension: PhantomData,
-        }
-    }
+handle! {
+    /// Feeds: pages of a feed, its raw entries, and the feeds recomputed as a whole. From
+    /// [`super::FeedStore::feeds`]; cheap to clone.
+    ///
+    /// - **latest** ([`FeedKind::Latest`]) and **per-user** feeds ([`FeedKind::User`]) are written
+    ///   when a post's fan-out job runs: the post goes into "latest", its author's own feed and the
+    ///   feed of each of the author's followers ([`crate::graph::FollowSource::followers_of`]).
+    ///   [`Feeds::rebuild_user`] refills a user's feed from whom they follow.
+    /// - **hot** ([`FeedKind::Hot`]) holds the posts created within the hot window (default 24
+    ///   hours) that were liked within it, by likes in the window; [`Feeds::refresh_hot`] recomputes
+    ///   it (run it on a timer, or queue it with [`Feeds::schedule_hot_refresh`]).
+    ///
+    /// A feed is one document `{_id: key, items: [{post, score}, ..]}` holding at most
+    /// [`max_feed_len`](super::FeedStoreBuilder::max_feed_len) items, highest score first. On
+    /// MongoDB a post's fan-out enters all its feeds with one `insert` (creating missing feeds) and
+    /// one `update` (`$push` with `$sort` and `$slice`, filtered so a repeated job changes nothing);
+    /// where updates are not atomic each group of up to 50 feeds is locked, read, merged and
+    /// written back.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::FeedKind;
+    /// use mongo_social::PageRequest;
+    ///
+    /// let feeds = store.feeds();
+    /// let bob = FeedKind::User("bob".into());
+    /// let first = feeds.page(&bob, PageRequest::first(20)).await?;
+    /// if let Some(cursor) = first.next {
+    ///     let second = feeds.page(&bob, PageRequest::after(20, cursor)).await?;
+    /// }
+    /// feeds.schedule_hot_refresh().await?; // a worker recomputes "hot"
+    /// # Ok(()) }
+    /// ```
+    Feeds<X>
 }
 
 impl<X: Payload> Feeds<X> {

@@ -1,14 +1,11 @@
 //! The [`Posts`] handle: publishing posts and reading them, one denormalized document each.
 
 use crate::error::Invalid;
-use std::fmt;
-use std::marker::PhantomData;
-use std::sync::Arc;
 
 use bson::{doc, Document};
 
 use super::jobs::FeedJob;
-use super::state::{not_found_post, FeedState};
+use super::state::{handle, not_found_post, FeedState};
 use super::types::{Media, Post, PostId, UserChunk};
 use crate::bson_ext;
 use crate::idempotency::{CONTENT, KEY};
@@ -135,22 +132,20 @@ fn record_created(inner: &FeedState, record: &Document) -> Result<bson::DateTime
     })
 }
 
-/// Posts: publish one, read one, read many in a given order. From [`super::FeedStore::posts`];
-/// cheap to clone.
-///
-/// ```no_run
-/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
-/// use mongo_social::feed::NewPost;
-///
-/// let posts = store.posts();
-/// let post = posts.create(NewPost::new("ann", "Hello", "First post", ())).await?;
-/// assert_eq!(posts.get(post.id).await?.title, "Hello");
-/// # Ok(()) }
-/// ```
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Posts<X> {
-    inner: Arc<FeedState>,
-    _extension: PhantomData<fn() -> X>,
+handle! {
+    /// Posts: publish one, read one, read many in a given order. From [`super::FeedStore::posts`];
+    /// cheap to clone.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::NewPost;
+    ///
+    /// let posts = store.posts();
+    /// let post = posts.create(NewPost::new("ann", "Hello", "First post", ())).await?;
+    /// assert_eq!(posts.get(post.id).await?.title, "Hello");
+    /// # Ok(()) }
+    /// ```
+    Posts<X>
 }
 
 /// Checks a post before anything is read: its author, key, text and media urls.
@@ -169,27 +164,6 @@ fn check_new_post<X>(post: &NewPost<X>) -> Result<()> {
         non_blank("media url", &item.url)?;
     }
     Ok(())
-}
-
-impl<X> Clone for Posts<X> {
-    fn clone(&self) -> Self {
-        Self::new(self.inner.clone())
-    }
-}
-
-impl<X> fmt::Debug for Posts<X> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Posts").field(&self.inner).finish()
-    }
-}
-
-impl<X> Posts<X> {
-    pub(super) fn new(inner: Arc<FeedState>) -> Self {
-        Self {
-            inner,
-            _extension: PhantomData,
-        }
-    }
 }
 
 impl<X: Payload> Posts<X> {

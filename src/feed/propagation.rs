@@ -88,10 +88,7 @@ pub(super) async fn run(
     let record = propagations
         .find_one(doc! { "_id": propagation })
         .await?
-        .ok_or_else(|| Error::NotFound {
-            what: Entity::Propagation,
-            id: propagation.to_hex(),
-        })?;
+        .ok_or_else(|| Error::not_found(Entity::Propagation, propagation.to_hex()))?;
     let mut status = PropagationStatus {
         id: propagation,
         done: record.get_bool("done").unwrap_or(false),

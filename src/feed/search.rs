@@ -19,15 +19,11 @@
 //! per occurrence in the body, over the newest [`FALLBACK_CANDIDATES`] matches, fetched in one
 //! `find`; older matches are not ranked.
 
-use std::fmt;
-use std::marker::PhantomData;
-use std::sync::Arc;
-
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 
 use super::cursor;
-use super::state::FeedState;
+use super::state::handle;
 use super::types::{Post, PostId};
 use crate::bson_ext;
 use crate::error::Invalid;
@@ -52,53 +48,30 @@ pub enum SearchOrder {
     BestMatch,
 }
 
-/// Search over posts: every term must appear in the title or the body. From
-/// [`super::FeedStore::search`]; cheap to clone.
-///
-/// Where the server has text indexes ([`crate::server::Capabilities::text_search`], MongoDB) it
-/// searches a text index over `title` (weight 3) and `body` (weight 1), each term quoted, so a
-/// term matches as written (not stemmed); elsewhere a case-insensitive `$regex` per term, with
-/// best match scored in the library over the newest [`FALLBACK_CANDIDATES`] matches. A page is
-/// one command.
-///
-/// ```no_run
-/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
-/// use mongo_social::feed::SearchOrder;
-/// use mongo_social::PageRequest;
-///
-/// let search = store.search();
-/// let order = SearchOrder::BestMatch;
-/// let best = search.page("rust async", order, PageRequest::first(20)).await?;
-/// if let Some(cursor) = best.next {
-///     let more = search.page("rust async", order, PageRequest::after(20, cursor)).await?;
-/// }
-/// # Ok(()) }
-/// ```
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Search<X> {
-    inner: Arc<FeedState>,
-    _extension: PhantomData<fn() -> X>,
-}
-
-impl<X> Clone for Search<X> {
-    fn clone(&self) -> Self {
-        Self::new(self.inner.clone())
-    }
-}
-
-impl<X> fmt::Debug for Search<X> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Search").field(&self.inner).finish()
-    }
-}
-
-impl<X> Search<X> {
-    pub(super) fn new(inner: Arc<FeedState>) -> Self {
-        Self {
-            inner,
-            _extension: PhantomData,
-        }
-    }
+handle! {
+    /// Search over posts: every term must appear in the title or the body. From
+    /// [`super::FeedStore::search`]; cheap to clone.
+    ///
+    /// Where the server has text indexes ([`crate::server::Capabilities::text_search`], MongoDB) it
+    /// searches a text index over `title` (weight 3) and `body` (weight 1), each term quoted, so a
+    /// term matches as written (not stemmed); elsewhere a case-insensitive `$regex` per term, with
+    /// best match scored in the library over the newest [`FALLBACK_CANDIDATES`] matches. A page is
+    /// one command.
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::SearchOrder;
+    /// use mongo_social::PageRequest;
+    ///
+    /// let search = store.search();
+    /// let order = SearchOrder::BestMatch;
+    /// let best = search.page("rust async", order, PageRequest::first(20)).await?;
+    /// if let Some(cursor) = best.next {
+    ///     let more = search.page("rust async", order, PageRequest::after(20, cursor)).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    Search<X>
 }
 
 impl<X: Payload> Search<X> {

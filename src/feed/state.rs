@@ -47,6 +47,45 @@ pub(super) struct Settings {
     pub(super) chunk_targets: Vec<(String, String)>,
 }
 
+/// Declares a handle of the store: the public struct `$name`, with the docs given, over the
+/// shared [`FeedState`], and what every handle has: `Clone` (cheap: the state is shared), a
+/// `Debug` that shows the state under the handle's name, and `new` for the store. A handle
+/// written `Name<X>` carries the store's post extension type `X`, and is `Clone` whatever `X`
+/// is.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident $(<$extension:ident>)?) => {
+        $(#[$doc])*
+        #[must_use = "a handle does nothing until one of its methods is called"]
+        pub struct $name $(<$extension>)? {
+            inner: std::sync::Arc<$crate::feed::state::FeedState>,
+            $(_extension: std::marker::PhantomData<fn() -> $extension>,)?
+        }
+
+        impl $(<$extension>)? Clone for $name $(<$extension>)? {
+            fn clone(&self) -> Self {
+                Self::new(self.inner.clone())
+            }
+        }
+
+        impl $(<$extension>)? std::fmt::Debug for $name $(<$extension>)? {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.inner).finish()
+            }
+        }
+
+        impl $(<$extension>)? $name $(<$extension>)? {
+            pub(super) fn new(inner: std::sync::Arc<$crate::feed::state::FeedState>) -> Self {
+                Self {
+                    inner,
+                    $(_extension: std::marker::PhantomData::<fn() -> $extension>,)?
+                }
+            }
+        }
+    };
+}
+
+pub(super) use handle;
+
 /// One store's state, shared by the store, its handles and its job handler.
 pub(super) struct FeedState {
     /// The server's differences: writers of feeds and counters take turns where updates are
@@ -127,16 +166,10 @@ impl FeedState {
 
 /// The error for an unknown post.
 pub(super) fn not_found_post(id: PostId) -> Error {
-    Error::NotFound {
-        what: Entity::Post,
-        id: id.to_string(),
-    }
+    Error::not_found(Entity::Post, id.to_string())
 }
 
 /// The error for an unknown user.
 pub(super) fn not_found_user(id: &str) -> Error {
-    Error::NotFound {
-        what: Entity::User,
-        id: id.to_owned(),
-    }
+    Error::not_found(Entity::User, id)
 }

@@ -1,8 +1,7 @@
 //! The [`Users`] handle: the user ladder ([`UserChunk`](super::UserChunk), [`User`],
 //! [`ExtendedUser`]), renames and the chunk propagation they start (`super::propagation`).
 
-use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
 
 use bson::doc;
 use bson::oid::ObjectId;
@@ -13,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs::FeedJob;
 use super::propagation::{self, user_lock, PropagationStatus};
-use super::state::{not_found_user, FeedState};
+use super::state::{handle, not_found_user};
 use super::types::User;
 use crate::bson_ext;
 use crate::error::{Entity, Error, Result};
@@ -57,40 +56,32 @@ pub struct ExtendedUser<E> {
     pub details: E,
 }
 
-/// Users: profiles, their rarely read rest, and renames that reach every copy of a user's
-/// chunk. From [`super::FeedStore::users`]; cheap to clone.
-///
-/// A rename bumps the user's `revision`, records a propagation, and rewrites the copies of the
-/// user's [`UserChunk`](super::UserChunk) (in posts, and in the collections added with
-/// [`super::FeedStoreBuilder::chunk_target`]) in batches of
-/// [`propagation_batch`](super::FeedStoreBuilder::propagation_batch): `5 + 3 × ⌈copies /
-/// batch⌉` commands per collection. Progress is recorded after each batch, so an interrupted
-/// propagation resumes where it stopped ([`Users::resume_propagations`]), and a copy is only
-/// ever replaced by a newer revision, so reruns and out-of-order runs are harmless. Where
-/// updates are not atomic the rename and each batch take a lock on the user (+2 commands
-/// each).
-///
-/// ```no_run
-/// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
-/// use mongo_social::feed::NewUser;
-///
-/// let users = store.users();
-/// users.create(NewUser::new("ann", "ann")).await?;
-/// let status = users.rename("ann", "ann_sea").await?; // every post shows the new name
-/// assert!(status.done);
-/// assert_eq!(users.get("ann").await?.username, "ann_sea");
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-#[must_use = "a handle does nothing until one of its methods is called"]
-pub struct Users {
-    inner: Arc<FeedState>,
-}
-
-impl fmt::Debug for Users {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Users").field(&self.inner).finish()
-    }
+handle! {
+    /// Users: profiles, their rarely read rest, and renames that reach every copy of a user's
+    /// chunk. From [`super::FeedStore::users`]; cheap to clone.
+    ///
+    /// A rename bumps the user's `revision`, records a propagation, and rewrites the copies of the
+    /// user's [`UserChunk`](super::UserChunk) (in posts, and in the collections added with
+    /// [`super::FeedStoreBuilder::chunk_target`]) in batches of
+    /// [`propagation_batch`](super::FeedStoreBuilder::propagation_batch): `5 + 3 × ⌈copies /
+    /// batch⌉` commands per collection. Progress is recorded after each batch, so an interrupted
+    /// propagation resumes where it stopped ([`Users::resume_propagations`]), and a copy is only
+    /// ever replaced by a newer revision, so reruns and out-of-order runs are harmless. Where
+    /// updates are not atomic the rename and each batch take a lock on the user (+2 commands
+    /// each).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: mongo_social::FeedStore<()>) -> mongo_social::Result<()> {
+    /// use mongo_social::feed::NewUser;
+    ///
+    /// let users = store.users();
+    /// users.create(NewUser::new("ann", "ann")).await?;
+    /// let status = users.rename("ann", "ann_sea").await?; // every post shows the new name
+    /// assert!(status.done);
+    /// assert_eq!(users.get("ann").await?.username, "ann_sea");
+    /// # Ok(()) }
+    /// ```
+    Users
 }
 
 impl Users {
@@ -102,10 +93,6 @@ impl Users {
     /// The largest rest of a user ([`Users::put_extended`]'s details), encoded, in bytes: 16 MiB
     /// less 1 KiB, which its document keeps for the user's id.
     pub const MAX_EXTENDED_BYTES: usize = crate::validate::MAX_DOCUMENT_BYTES - 1024;
-
-    pub(super) fn new(inner: Arc<FeedState>) -> Self {
-        Self { inner }
-    }
 
     /// Creates a user (one `insert`).
     ///
@@ -215,10 +202,7 @@ impl Users {
                 let found = extended_users
                     .find_one(doc! { "_id": id })
                     .await?
-                    .ok_or_else(|| Error::NotFound {
-                        what: Entity::ExtendedUser,
-                        id: id.to_owned(),
-                    })?;
+                    .ok_or_else(|| Error::not_found(Entity::ExtendedUser, id))?;
                 bson_ext::decode(extended_users.name(), found)
             })
             .await
@@ -235,12 +219,8 @@ impl Users {
     /// all before anything is written but the durable propagation record, which finds nothing
     /// to do.
     pub async fn rename(&self, id: &str, username: &str) -> Result<PropagationStatus> {
-        Op::FeedUsersRename
-            .span()
-            .run(async move {
-                let propagation = self.start_rename(id, username).await?;
-                propagation::run(&self.inner, propagation, None, None).await
-            })
+        let propagate_now = |propagation| propagation::run(&self.inner, propagation, None, None);
+        self.rename_then(Op::FeedUsersRename, id, username, propagate_now)
             .await
     }
 
@@ -251,14 +231,37 @@ impl Users {
     /// queues a new job that resumes from the recorded progress, so a long propagation never
     /// holds a claim past its lease.
     pub async fn rename_in_background(&self, id: &str, username: &str) -> Result<ObjectId> {
-        Op::FeedUsersRenameInBackground
-            .span()
+        let queue_propagation = |propagation| async move {
+            FeedJob::Propagate { propagation }
+                .enqueue(&self.inner.jobs)
+                .await?;
+            Ok(propagation)
+        };
+        self.rename_then(
+            Op::FeedUsersRenameInBackground,
+            id,
+            username,
+            queue_propagation,
+        )
+        .await
+    }
+
+    /// Renames the user in `op`'s span ([`Users::start_rename`]), then runs `propagate` on the
+    /// recorded propagation's id: the copies updated at once or left to a job.
+    async fn rename_then<T, Fut>(
+        &self,
+        op: Op,
+        id: &str,
+        username: &str,
+        propagate: impl FnOnce(ObjectId) -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        op.span()
             .run(async move {
                 let propagation = self.start_rename(id, username).await?;
-                FeedJob::Propagate { propagation }
-                    .enqueue(&self.inner.jobs)
-                    .await?;
-                Ok(propagation)
+                propagate(propagation).await
             })
             .await
     }

@@ -1,28 +1,65 @@
 //! The input checks of the graph's operations: ids, and that users and groups exist.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{not_found, FollowGraph};
+use super::FollowGraph;
+use crate::observe::spans::Op;
 use crate::validate;
 use crate::{error::Entity, Error, Result};
 
+/// Runs `work` on `user`'s part of the graph (`role` in errors) in `op`'s span once the id is
+/// checked: a blank or over-long id fails there, before any command. `work` is called only
+/// then, so the operation's future holds the check's state or the work's, never both.
+pub(super) async fn for_user<T, Fut>(
+    op: Op,
+    role: &'static str,
+    user: &str,
+    work: impl FnOnce() -> Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
+    op.span()
+        .run(async move {
+            validate::user_id(role, user)?;
+            work().await
+        })
+        .await
+}
+
 impl FollowGraph {
-    /// Fails unless `owner` and `user` are distinct registered users.
-    pub(super) async fn check_pair(&self, owner: &str, user: &str) -> Result<()> {
-        validate::user_id("owner", owner)?;
-        validate::user_id("user", user)?;
-        if owner == user {
-            return Err(Error::InvalidInput {
-                reason: crate::error::Invalid::SelfAction {
-                    user: owner.to_owned(),
-                    action: "follow",
-                },
-            });
-        }
-        self.check_users(&[owner, user]).await
+    /// Runs `work`, a change between `owner` and `user` (a follow, a block, ...), in `op`'s span
+    /// once they are known to be distinct registered users; `action` names what `owner` may not
+    /// do to themselves. `work` is called once the checks pass.
+    pub(super) async fn for_pair<T, Fut>(
+        &self,
+        op: Op,
+        owner: &str,
+        user: &str,
+        action: &'static str,
+        work: impl FnOnce() -> Fut,
+    ) -> Result<T>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        let checked = move || async move {
+            validate::user_id("user", user)?;
+            if owner == user {
+                return Err(Error::InvalidInput {
+                    reason: crate::error::Invalid::SelfAction {
+                        user: owner.to_owned(),
+                        action,
+                    },
+                });
+            }
+            self.check_users(&[owner, user]).await?;
+            work().await
+        };
+        for_user(op, "owner", owner, checked).await
     }
 
     /// Fails unless every one of `ids` is a registered user.
@@ -36,7 +73,7 @@ impl FollowGraph {
             .await?;
         let found: BTreeSet<&str> = found.iter().filter_map(|d| d.get_str("_id").ok()).collect();
         match ids.iter().find(|id| !found.contains(*id)) {
-            Some(missing) => Err(not_found(Entity::User, missing)),
+            Some(missing) => Err(Error::not_found(Entity::User, *missing)),
             None => Ok(()),
         }
     }
@@ -52,7 +89,7 @@ impl FollowGraph {
         validate::id("group id", group)?;
         self.check_users(&[user]).await?;
         if self.groups.find_one(doc! { "_id": group }).await?.is_none() {
-            return Err(not_found(Entity::Group, group));
+            return Err(Error::not_found(Entity::Group, group));
         }
         Ok(())
     }

@@ -18,16 +18,17 @@
 //!
 //! Lifting a block ([`FollowGraph::unblock`]) restores no follow. A dismissal is never lifted.
 
-use crate::error::{Forbidden, Invalid};
+use crate::error::Forbidden;
 use std::collections::BTreeSet;
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
+use super::checks::for_user;
 use super::paging::{user_page, List};
 use super::FollowGraph;
 use crate::observe::spans::Op;
-use crate::{validate, Error, Page, PageRequest, Result};
+use crate::{Error, Page, PageRequest, Result};
 
 /// `kind` of a dismissal.
 const DISMISS: &str = "dismiss";
@@ -40,17 +41,17 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`] for a blank id, [`Invalid::TooLong`] (`"owner"`, `"user"`) for one
-    /// over [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Invalid::SelfAction`] for `owner == user`,
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
+    /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"owner"`, `"user"`) for one over
+    /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES),
+    /// [`Invalid::SelfAction`](crate::error::Invalid::SelfAction) for `owner == user`,
     /// [`Error::NotFound`] for a user not registered, all before anything is written.
     pub async fn dismiss(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphDismiss
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "dismiss").await?;
-                self.backend.ensure_indexes().await?;
-                self.exclude(owner, user, DISMISS).await
-            })
+        let dismiss = move || async move {
+            self.backend.ensure_indexes().await?;
+            self.exclude(owner, user, DISMISS).await
+        };
+        self.for_pair(Op::GraphDismiss, owner, user, "dismiss", dismiss)
             .await
     }
 
@@ -75,19 +76,17 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn block(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphBlock
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "block").await?;
-                self.backend.ensure_indexes().await?;
-                // Recorded before the follows are removed: a follow that takes the follower's lock after
-                // the removal below sees the block and is refused.
-                let new = self.exclude(owner, user, BLOCK).await?;
-                // On every call, new or repeated: a repeat completes a removal that failed.
-                self.remove_direct(owner, user).await?;
-                self.remove_direct(user, owner).await?;
-                Ok(new)
-            })
+        let block = move || async move {
+            self.backend.ensure_indexes().await?;
+            // Recorded before the follows are removed: a follow that takes the follower's lock
+            // after the removal below sees the block and is refused.
+            let new = self.exclude(owner, user, BLOCK).await?;
+            // On every call, new or repeated: a repeat completes a removal that failed.
+            self.remove_direct(owner, user).await?;
+            self.remove_direct(user, owner).await?;
+            Ok(new)
+        };
+        self.for_pair(Op::GraphBlock, owner, user, "block", block)
             .await
     }
 
@@ -98,14 +97,10 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::dismiss`].
     pub async fn unblock(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphUnblock
-            .span()
-            .run(async move {
-                self.check_other(owner, user, "block").await?;
-                let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
-                // Deleting twice deletes once: a retry or a repeat is harmless.
-                self.delete_one(&self.exclusions, block).await
-            })
+        let block = doc! { "owner": owner, "kind": BLOCK, "user": user };
+        // Deleting twice deletes once: a retry or a repeat is harmless.
+        let unblock = move || self.delete_one(&self.exclusions, block);
+        self.for_pair(Op::GraphUnblock, owner, user, "block", unblock)
             .await
     }
 
@@ -113,17 +108,15 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Invalid::Blank`], [`Invalid::Cursor`], [`Invalid::PageLimit`].
+    /// [`Invalid::Blank`](crate::error::Invalid::Blank),
+    /// [`Invalid::Cursor`](crate::error::Invalid::Cursor),
+    /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit).
     pub async fn blocked(&self, owner: &str, page: PageRequest) -> Result<Page<String>> {
-        Op::GraphBlocked
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                let filter = doc! { "owner": owner, "kind": BLOCK };
-                let list = List::Blocked(owner);
-                user_page(&self.exclusions, filter, list, &page).await
-            })
-            .await
+        let filter = doc! { "owner": owner, "kind": BLOCK };
+        let read = move || async move {
+            user_page(&self.exclusions, filter, List::Blocked(owner), &page).await
+        };
+        for_user(Op::GraphBlocked, "owner", owner, read).await
     }
 
     /// Fails with [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either of `owner` and `user` blocked the other (one
@@ -174,22 +167,6 @@ impl FollowGraph {
                 Some(if by == owner { of } else { by }.to_owned())
             })
             .collect())
-    }
-
-    /// Fails unless `owner` and `user` are distinct registered users; `action` names what
-    /// `owner` may not do to themselves.
-    async fn check_other(&self, owner: &str, user: &str, action: &'static str) -> Result<()> {
-        validate::user_id("owner", owner)?;
-        validate::user_id("user", user)?;
-        if owner == user {
-            return Err(Error::InvalidInput {
-                reason: Invalid::SelfAction {
-                    user: owner.to_owned(),
-                    action,
-                },
-            });
-        }
-        self.check_users(&[owner, user]).await
     }
 
     /// Records that `owner` excluded `user` as `kind`; whether the record is new.

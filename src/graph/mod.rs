@@ -74,7 +74,9 @@
 //!   direct relations (what the seed's map-reduce did, which MongoDB has deprecated) and resets
 //!   its `following` count; [`FollowGraph::recount`] sets both counts from the subscriptions.
 //! - Long changes renew their group lock before each page of 500 users; one that finds its
-//!   lease taken over stops with [`Error::RetriesExhausted`], and repeating it completes it.
+//!   lease taken over stops with
+//!   [`Error::RetriesExhausted`](crate::error::Error::RetriesExhausted), and repeating it
+//!   completes it.
 //!
 //! # Costs (commands, MongoDB)
 //!
@@ -117,7 +119,6 @@ use mongodb::Collection;
 
 use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
-use crate::error::{Entity, Error};
 use crate::notifications::Outbox;
 
 /// Lease of owner and stats locks: a round of 50 users, which on servers without atomic updates
@@ -194,13 +195,6 @@ impl Kind {
 fn listed(mut filter: Document) -> Document {
     filter.insert("origins.0", doc! { "$exists": true });
     filter
-}
-
-fn not_found(what: Entity, id: &str) -> Error {
-    Error::NotFound {
-        what,
-        id: id.to_owned(),
-    }
 }
 
 fn owner_key(owner: &str) -> String {

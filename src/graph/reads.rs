@@ -3,11 +3,13 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
+use super::checks::for_user;
 use super::paging::{page_of, trim, user_page};
-use super::{listed, not_found, FollowGraph, List, Subscription, UserStats};
+use super::{listed, FollowGraph, List, Subscription, UserStats};
+use crate::error::{Entity, Error};
 use crate::observe::spans::Op;
 use crate::{bson_ext, validate};
-use crate::{error::Entity, Page, PageRequest, Result};
+use crate::{Page, PageRequest, Result};
 
 impl FollowGraph {
     /// Whom `owner` follows, by any route: one page of the `{owner, user}` index, by user id.
@@ -18,15 +20,10 @@ impl FollowGraph {
     /// another user's or group's, or the other direction), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), [`Invalid::Blank`](crate::error::Invalid::Blank) (a blank user id,
     /// or group id for a group's members).
     pub async fn following(&self, owner: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::GraphFollowing
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                let list = List::Following(owner);
-                self.subscription_page(listed(doc! { "owner": owner }), "user", list, page)
-                    .await
-            })
-            .await
+        let list = List::Following(owner);
+        let read =
+            move || self.subscription_page(listed(doc! { "owner": owner }), "user", list, page);
+        for_user(Op::GraphFollowing, "owner", owner, read).await
     }
 
     /// Who follows `user`, by any route: one page of the `{user, owner}` index, by owner id.
@@ -35,15 +32,10 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::following`].
     pub async fn followers(&self, user: &str, page: PageRequest) -> Result<Page<Subscription>> {
-        Op::GraphFollowers
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                let list = List::Followers(user);
-                self.subscription_page(listed(doc! { "user": user }), "owner", list, page)
-                    .await
-            })
-            .await
+        let list = List::Followers(user);
+        let read =
+            move || self.subscription_page(listed(doc! { "user": user }), "owner", list, page);
+        for_user(Op::GraphFollowers, "user", user, read).await
     }
 
     /// The members of `group`, by user id.
@@ -64,24 +56,14 @@ impl FollowGraph {
 
     /// Which of `users` `owner` follows, by any route (one query).
     pub async fn follows_any(&self, owner: &str, users: &[String]) -> Result<Vec<String>> {
-        Op::GraphFollowsAny
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                self.subscribed(("owner", owner), ("user", users)).await
-            })
-            .await
+        let read = move || self.subscribed(("owner", owner), ("user", users));
+        for_user(Op::GraphFollowsAny, "owner", owner, read).await
     }
 
     /// Which of `owners` follow `user`, by any route (one query).
     pub async fn followers_among(&self, user: &str, owners: &[String]) -> Result<Vec<String>> {
-        Op::GraphFollowersAmong
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                self.subscribed(("user", user), ("owner", owners)).await
-            })
-            .await
+        let read = move || self.subscribed(("user", user), ("owner", owners));
+        for_user(Op::GraphFollowersAmong, "user", user, read).await
     }
 
     /// The `other.0` of each subscription whose `fixed.0` is `fixed.1` and whose `other.0` is
@@ -133,23 +115,20 @@ impl FollowGraph {
     ///
     /// # Errors
     ///
-    /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
+    /// [`Error::NotFound`] for an unregistered user.
     pub async fn stats(&self, user: &str) -> Result<UserStats> {
-        Op::GraphStats
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                let found = self
-                    .users
-                    .find_one(doc! { "_id": user })
-                    .await?
-                    .ok_or_else(|| not_found(Entity::User, user))?;
-                Ok(UserStats {
-                    followers: bson_ext::count(&found, "followers"),
-                    following: bson_ext::count(&found, "following"),
-                })
+        let read = move || async move {
+            let found = self
+                .users
+                .find_one(doc! { "_id": user })
+                .await?
+                .ok_or_else(|| Error::not_found(Entity::User, user))?;
+            Ok(UserStats {
+                followers: bson_ext::count(&found, "followers"),
+                following: bson_ext::count(&found, "following"),
             })
-            .await
+        };
+        for_user(Op::GraphStats, "user", user, read).await
     }
 
     async fn subscription_page(

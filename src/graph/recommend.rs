@@ -244,7 +244,6 @@ impl FollowGraph {
             .ids(
                 &self.subscriptions,
                 listed(doc! { "owner": user }),
-                doc! { "user": 1 },
                 options.followees,
                 "user",
             )
@@ -274,15 +273,9 @@ impl FollowGraph {
             // At most `per_followee` each by their counts; the limit holds the bound while a
             // count lags its subscriptions.
             let most = others.len() * options.per_followee;
-            let found: Vec<Document> = self
-                .subscriptions
-                .find(listed(doc! { "owner": { "$in": &others } }))
-                .projection(doc! { "_id": 0, "owner": 1, "user": 1 })
-                .sort(doc! { "owner": 1, "user": 1 })
-                .limit(most as i64)
-                .batch_size(batch(most))
-                .await?
-                .try_collect()
+            let by_followees = listed(doc! { "owner": { "$in": &others } });
+            let found = self
+                .first_in_order(&self.subscriptions, by_followees, &["owner", "user"], most)
                 .await?;
             edges = found
                 .iter()
@@ -309,7 +302,6 @@ impl FollowGraph {
             .ids(
                 &self.subscriptions,
                 listed(doc! { "owner": hub, "user": { "$gte": pivot } }),
-                doc! { "user": 1 },
                 most,
                 "user",
             )
@@ -319,7 +311,6 @@ impl FollowGraph {
                 .ids(
                     &self.subscriptions,
                     listed(doc! { "owner": hub, "user": { "$lt": pivot } }),
-                    doc! { "user": 1 },
                     most - sample.len(),
                     "user",
                 )
@@ -378,7 +369,6 @@ impl FollowGraph {
             .ids(
                 &self.members,
                 doc! { "user": user },
-                doc! { "group": 1 },
                 options.groups,
                 "group",
             )
@@ -388,15 +378,15 @@ impl FollowGraph {
             return Ok(shared);
         }
         let most = groups.len() * options.per_followee;
-        let memberships: Vec<Document> = self
-            .members
-            .find(doc! { "group": { "$in": &groups }, "user": { "$in": candidates } })
-            .projection(doc! { "_id": 0, "group": 1, "user": 1 })
-            .sort(doc! { "group": 1, "user": 1 })
-            .limit(most as i64)
-            .batch_size(batch(most))
-            .await?
-            .try_collect()
+        let shared_by_candidates =
+            doc! { "group": { "$in": &groups }, "user": { "$in": candidates } };
+        let memberships = self
+            .first_in_order(
+                &self.members,
+                shared_by_candidates,
+                &["group", "user"],
+                most,
+            )
             .await?;
         for membership in &memberships {
             if let (Ok(group), Ok(member)) =
@@ -442,29 +432,48 @@ impl FollowGraph {
         Ok(kept)
     }
 
-    /// The `field` of the first `limit` documents of `collection` matching `filter` in `sort`
+    /// The `field` of the first `limit` documents of `collection` matching `filter` in `field`
     /// order (one `find`).
     async fn ids(
         &self,
         collection: &mongodb::Collection<Document>,
         filter: Document,
-        sort: Document,
         limit: usize,
         field: &str,
     ) -> Result<Vec<String>> {
-        let found: Vec<Document> = collection
-            .find(filter)
-            .projection(doc! { "_id": 0, field: 1 })
-            .sort(sort)
-            .limit(limit as i64)
-            .batch_size(batch(limit))
-            .await?
-            .try_collect()
+        let found = self
+            .first_in_order(collection, filter, &[field], limit)
             .await?;
         Ok(found
             .iter()
             .filter_map(|d| d.get_str(field).ok().map(str::to_owned))
             .collect())
+    }
+
+    /// The first `limit` documents of `collection` matching `filter` in the order of `fields`,
+    /// each with only `fields` (one `find`, one batch).
+    async fn first_in_order(
+        &self,
+        collection: &mongodb::Collection<Document>,
+        filter: Document,
+        fields: &[&str],
+        limit: usize,
+    ) -> Result<Vec<Document>> {
+        let mut projection = doc! { "_id": 0 };
+        let mut sort = Document::new();
+        for field in fields {
+            projection.insert(*field, 1);
+            sort.insert(*field, 1);
+        }
+        Ok(collection
+            .find(filter)
+            .projection(projection)
+            .sort(sort)
+            .limit(limit as i64)
+            .batch_size(batch(limit))
+            .await?
+            .try_collect()
+            .await?)
     }
 }
 

@@ -31,6 +31,18 @@ enum GroupChange {
     Leave,
 }
 
+impl GroupChange {
+    /// The public operation that makes this change, for its span.
+    fn op(self) -> Op {
+        match self {
+            GroupChange::Follow => Op::GraphFollowGroup,
+            GroupChange::Unfollow => Op::GraphUnfollowGroup,
+            GroupChange::Join => Op::GraphAddMember,
+            GroupChange::Leave => Op::GraphRemoveMember,
+        }
+    }
+}
+
 impl FollowGraph {
     /// `owner` follows `user` directly. Returns whether the relation is new; following again
     /// changes nothing (and completes a follow that failed half-way, counts included).
@@ -42,33 +54,27 @@ impl FollowGraph {
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES), [`Error::NotFound`](crate::Error::NotFound) for a user not registered, [`Forbidden::Blocked`](crate::error::Forbidden::Blocked) if either blocked the other
     /// ([`FollowGraph::block`]), all before anything is written.
     pub async fn follow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphFollow
-            .span()
-            .run(async move {
-                self.check_pair(owner, user).await?;
-                self.backend.ensure_indexes().await?;
-                // The relation and its subscription change together under the owner's lock, so a
-                // follow and an unfollow of the same pair cannot leave them disagreeing.
-                let new = self
-                    .owner_locks
-                    .with_lock(&owner_key(owner), async {
-                        // Under the lock a block's removal of this follow also takes: a block recorded
-                        // before this check refuses the follow, one recorded after it removes it.
-                        self.refuse_blocked(owner, user).await?;
-                        let new = self.relate(owner, Kind::User, user).await?;
-                        let owners = vec![owner.to_owned()];
-                        self.change_round(owners, &[user.to_owned()], &Origin::Direct, true)
-                            .await?;
-                        Ok(new)
-                    })
-                    .await?;
-                // On every call, new or repeated: the notification is idempotent, so repeating a follow
-                // whose notification was lost completes it. Queued, never failing the follow.
-                if let Some(outbox) = &self.outbox {
-                    outbox.notify(follow_activity(owner, user)).await;
-                }
-                Ok(new)
-            })
+        let follow = move || async move {
+            self.backend.ensure_indexes().await?;
+            // The relation and its subscription change together under the owner's lock, so a
+            // follow and an unfollow of the same pair cannot leave them disagreeing.
+            let new = self
+                .owner_locks
+                .with_lock(&owner_key(owner), async {
+                    // Under the lock a block's removal of this follow also takes: a block recorded
+                    // before this check refuses the follow, one recorded after it removes it.
+                    self.refuse_blocked(owner, user).await?;
+                    self.change_direct(owner, user, true).await
+                })
+                .await?;
+            // On every call, new or repeated: the notification is idempotent, so repeating a
+            // follow whose notification was lost completes it. Queued, never failing the follow.
+            if let Some(outbox) = &self.outbox {
+                outbox.notify(follow_activity(owner, user)).await;
+            }
+            Ok(new)
+        };
+        self.for_pair(Op::GraphFollow, owner, user, "follow", follow)
             .await
     }
 
@@ -79,13 +85,11 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow`].
     pub async fn unfollow(&self, owner: &str, user: &str) -> Result<bool> {
-        Op::GraphUnfollow
-            .span()
-            .run(async move {
-                self.check_pair(owner, user).await?;
-                self.backend.ensure_indexes().await?;
-                self.remove_direct(owner, user).await
-            })
+        let unfollow = move || async move {
+            self.backend.ensure_indexes().await?;
+            self.remove_direct(owner, user).await
+        };
+        self.for_pair(Op::GraphUnfollow, owner, user, "follow", unfollow)
             .await
     }
 
@@ -94,19 +98,28 @@ impl FollowGraph {
     pub(super) async fn remove_direct(&self, owner: &str, user: &str) -> Result<bool> {
         let existed = self
             .owner_locks
-            .with_lock(&owner_key(owner), async {
-                let existed = self.unrelate(owner, Kind::User, user).await?;
-                let owners = vec![owner.to_owned()];
-                self.change_round(owners, &[user.to_owned()], &Origin::Direct, false)
-                    .await?;
-                Ok(existed)
-            })
+            .with_lock(&owner_key(owner), self.change_direct(owner, user, false))
             .await?;
         // On every call, as a follow notifies: a repeat completes a withdrawal that failed.
         if let Some(outbox) = &self.outbox {
             outbox.withdraw(follow_activity(owner, user)).await;
         }
         Ok(existed)
+    }
+
+    /// Records (`follows`) or deletes `owner`'s direct relation to `user`, and adds or removes
+    /// the direct origin of `owner`'s subscription to `user` with the counts; whether the
+    /// relation changed. The caller holds `owner`'s lock.
+    async fn change_direct(&self, owner: &str, user: &str, follows: bool) -> Result<bool> {
+        let changed = if follows {
+            self.relate(owner, Kind::User, user).await?
+        } else {
+            self.unrelate(owner, Kind::User, user).await?
+        };
+        let owners = vec![owner.to_owned()];
+        self.change_round(owners, &[user.to_owned()], &Origin::Direct, follows)
+            .await?;
+        Ok(changed)
     }
 
     /// `owner` follows `group`, and so every member, now and later (but not itself). Following a
@@ -121,10 +134,7 @@ impl FollowGraph {
     /// `"user"`; `"group id"`), both before any command;
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user or group.
     pub async fn follow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        Op::GraphFollowGroup
-            .span()
-            .run(async move { self.change_group(group, owner, GroupChange::Follow).await })
-            .await
+        self.change_group(group, owner, GroupChange::Follow).await
     }
 
     /// `owner` stops following `group`; subscriptions with another route stay. Returns whether
@@ -134,10 +144,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn unfollow_group(&self, owner: &str, group: &str) -> Result<bool> {
-        Op::GraphUnfollowGroup
-            .span()
-            .run(async move { self.change_group(group, owner, GroupChange::Unfollow).await })
-            .await
+        self.change_group(group, owner, GroupChange::Unfollow).await
     }
 
     /// Adds `user` to `group`: every follower of the group now follows `user` too. Returns
@@ -147,10 +154,7 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn add_member(&self, group: &str, user: &str) -> Result<bool> {
-        Op::GraphAddMember
-            .span()
-            .run(async move { self.change_group(group, user, GroupChange::Join).await })
-            .await
+        self.change_group(group, user, GroupChange::Join).await
     }
 
     /// Removes `user` from `group`: the group's followers stop following `user` unless they
@@ -160,62 +164,69 @@ impl FollowGraph {
     ///
     /// As [`FollowGraph::follow_group`].
     pub async fn remove_member(&self, group: &str, user: &str) -> Result<bool> {
-        Op::GraphRemoveMember
-            .span()
-            .run(async move { self.change_group(group, user, GroupChange::Leave).await })
-            .await
+        self.change_group(group, user, GroupChange::Leave).await
     }
 
     /// Records `change` of `user` and `group`, then adds or removes the group's origin on every
     /// subscription it concerns: `user`'s to each member (follow, unfollow), or each follower's
-    /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500.
+    /// to `user` (join, leave). Holds the group's lock, renewed before each page of 500. Runs in
+    /// the change's span.
     async fn change_group(&self, group: &str, user: &str, change: GroupChange) -> Result<bool> {
-        // The user follows the group, or is a member of it.
-        let role = match change {
-            GroupChange::Follow | GroupChange::Unfollow => "owner",
-            GroupChange::Join | GroupChange::Leave => "user",
-        };
-        self.check_user_and_group(role, user, group).await?;
-        self.backend.ensure_indexes().await?;
-        let origin = Origin::Group(group.to_owned());
-        let add = matches!(change, GroupChange::Follow | GroupChange::Join);
-        self.group_locks
-            .with_lease(&group_key(group), |lease| async move {
-                let changed = match change {
-                    GroupChange::Follow => self.relate(user, Kind::Group, group).await?,
-                    GroupChange::Unfollow => self.unrelate(user, Kind::Group, group).await?,
-                    GroupChange::Join => {
-                        let member =
-                            doc! { "group": group, "user": user, "since": bson::DateTime::now() };
-                        self.backend.insert_once(&self.members, member).await?
-                    }
-                    GroupChange::Leave => {
-                        let member = doc! { "group": group, "user": user };
-                        self.delete_one(&self.members, member).await?
-                    }
+        change
+            .op()
+            .span()
+            .run(async move {
+                // The user follows the group, or is a member of it.
+                let role = match change {
+                    GroupChange::Follow | GroupChange::Unfollow => "owner",
+                    GroupChange::Join | GroupChange::Leave => "user",
                 };
-                let (one, origin) = (&[user.to_owned()], &origin);
-                let by_members = matches!(change, GroupChange::Follow | GroupChange::Unfollow);
-                let (collection, filter, field) = if by_members {
-                    (&self.members, doc! { "group": group }, "user")
-                } else {
-                    (&self.follows, self.group_followers(group), "owner")
-                };
-                self.each_page(
-                    collection,
-                    filter,
-                    field,
-                    Some(&lease),
-                    |others| async move {
-                        if by_members {
-                            self.change_origin(one, &others, origin, add).await
+                self.check_user_and_group(role, user, group).await?;
+                self.backend.ensure_indexes().await?;
+                let origin = Origin::Group(group.to_owned());
+                let add = matches!(change, GroupChange::Follow | GroupChange::Join);
+                self.group_locks
+                    .with_lease(&group_key(group), |lease| async move {
+                        let changed = match change {
+                            GroupChange::Follow => self.relate(user, Kind::Group, group).await?,
+                            GroupChange::Unfollow => {
+                                self.unrelate(user, Kind::Group, group).await?
+                            }
+                            GroupChange::Join => {
+                                let since = bson::DateTime::now();
+                                let member = doc! { "group": group, "user": user, "since": since };
+                                self.backend.insert_once(&self.members, member).await?
+                            }
+                            GroupChange::Leave => {
+                                let member = doc! { "group": group, "user": user };
+                                self.delete_one(&self.members, member).await?
+                            }
+                        };
+                        let (one, origin) = (&[user.to_owned()], &origin);
+                        let by_members =
+                            matches!(change, GroupChange::Follow | GroupChange::Unfollow);
+                        let (collection, filter, field) = if by_members {
+                            (&self.members, doc! { "group": group }, "user")
                         } else {
-                            self.change_origin(&others, one, origin, add).await
-                        }
-                    },
-                )
-                .await?;
-                Ok(changed)
+                            (&self.follows, self.group_followers(group), "owner")
+                        };
+                        self.each_page(
+                            collection,
+                            filter,
+                            field,
+                            Some(&lease),
+                            |others| async move {
+                                if by_members {
+                                    self.change_origin(one, &others, origin, add).await
+                                } else {
+                                    self.change_origin(&others, one, origin, add).await
+                                }
+                            },
+                        )
+                        .await?;
+                        Ok(changed)
+                    })
+                    .await
             })
             .await
     }

@@ -2,9 +2,9 @@
 
 use bson::doc;
 
+use super::checks::for_user;
 use super::{owner_key, subscriptions, FollowGraph, RebuildReport, UserStats};
 use crate::observe::spans::Op;
-use crate::validate;
 use crate::Result;
 
 impl FollowGraph {
@@ -19,17 +19,13 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn rebuild(&self, owner: &str) -> Result<RebuildReport> {
-        Op::GraphRebuild
-            .span()
-            .run(async move {
-                validate::user_id("owner", owner)?;
-                self.check_users(&[owner]).await?;
-                self.backend.ensure_indexes().await?;
-                self.owner_locks
-                    .with_lock(&owner_key(owner), self.rebuild_locked(owner))
-                    .await
-            })
-            .await
+        let rebuild = move || async move {
+            self.prepare_repair(owner).await?;
+            self.owner_locks
+                .with_lock(&owner_key(owner), self.rebuild_locked(owner))
+                .await
+        };
+        for_user(Op::GraphRebuild, "owner", owner, rebuild).await
     }
 
     /// Sets `user`'s counts from the subscriptions that exist: `following` exactly (under the
@@ -48,34 +44,37 @@ impl FollowGraph {
     ///
     /// [`Error::NotFound`](crate::Error::NotFound) for an unregistered user.
     pub async fn recount(&self, user: &str) -> Result<UserStats> {
-        Op::GraphRecount
-            .span()
-            .run(async move {
-                validate::user_id("user", user)?;
-                self.check_users(&[user]).await?;
-                self.backend.ensure_indexes().await?;
-                // Changes left pending on `user`'s subscriptions are finished first: afterwards they
-                // would move the counts set here.
-                self.finish_pending_to(user).await?;
-                let followers = self
-                    .subscriptions
-                    .count_documents(doc! { "user": user })
-                    .await?;
-                self.set_count(user, subscriptions::Count::Followers, followers as i64)
-                    .await?;
-                self.owner_locks
-                    .with_lock(&owner_key(user), async {
-                        self.finish_pending(&doc! { "owner": user }).await?;
-                        let following = self
-                            .subscriptions
-                            .count_documents(doc! { "owner": user })
-                            .await?;
-                        self.set_count(user, subscriptions::Count::Following, following as i64)
-                            .await
-                    })
-                    .await?;
-                self.stats(user).await
-            })
-            .await
+        let recount = move || async move {
+            self.prepare_repair(user).await?;
+            // Changes left pending on `user`'s subscriptions are finished first: afterwards they
+            // would move the counts set here.
+            self.finish_pending_to(user).await?;
+            let followers = self
+                .subscriptions
+                .count_documents(doc! { "user": user })
+                .await?;
+            self.set_count(user, subscriptions::Count::Followers, followers as i64)
+                .await?;
+            self.owner_locks
+                .with_lock(&owner_key(user), async {
+                    self.finish_pending(&doc! { "owner": user }).await?;
+                    let following = self
+                        .subscriptions
+                        .count_documents(doc! { "owner": user })
+                        .await?;
+                    self.set_count(user, subscriptions::Count::Following, following as i64)
+                        .await
+                })
+                .await?;
+            self.stats(user).await
+        };
+        for_user(Op::GraphRecount, "user", user, recount).await
+    }
+
+    /// What a repair of `user` checks first: that the user is registered, and that the
+    /// graph's indexes exist (the repair writes through the unique ones).
+    async fn prepare_repair(&self, user: &str) -> Result<()> {
+        self.check_users(&[user]).await?;
+        self.backend.ensure_indexes().await
     }
 }

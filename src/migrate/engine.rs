@@ -3,6 +3,7 @@
 //! where writes and reads go, progress, cut-over, finish and abort. [`super::InboxMigration`]
 //! and [`super::CommentMigration`] each say what a unit is ([`Units`]) and run this.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -240,28 +241,17 @@ impl<U: Units> Engine<U> {
         }
         let states = &self.states;
         let mut known = states.units(&units).await?;
-        let copying: Vec<String> = units
-            .iter()
-            .filter(|u| known.get(*u) == Some(&UnitState::Copying))
-            .cloned()
-            .collect();
+        let copying = in_state(&units, &known, UnitState::Copying);
         if !copying.is_empty() {
             states.mark_dirty(&copying).await?;
             // A copy that finished meanwhile did not see the mark: read those again.
             known.extend(states.units(&copying).await?);
         }
-        let unknown: Vec<String> = units
-            .iter()
-            .filter(|u| known.get(*u) == Some(&UnitState::Unknown))
-            .cloned()
-            .collect();
+        let unknown = in_state(&units, &known, UnitState::Unknown);
         if !unknown.is_empty() {
             self.copy_new(&unknown).await?;
         }
-        let ready: Vec<String> = units
-            .into_iter()
-            .filter(|u| known.get(u) == Some(&UnitState::Ready))
-            .collect();
+        let ready = in_state(&units, &known, UnitState::Ready);
         if ready.is_empty() {
             return Ok(());
         }
@@ -333,31 +323,24 @@ impl<U: Units> Engine<U> {
     }
 
     pub(super) async fn cut_over(&self) -> Result<()> {
+        let from = [Phase::Copying, Phase::CutOver];
         observe::operation!("migrate.cut_over", migration = self.name())
-            .run(async move {
-                self.require_copied("cut over").await?;
-                self.set_phase(
-                    &[Phase::Copying, Phase::CutOver],
-                    Phase::CutOver,
-                    "cut over",
-                )
-                .await
-            })
+            .run(self.set_phase_once_copied(&from, Phase::CutOver, "cut over"))
             .await
     }
 
     pub(super) async fn finish(&self) -> Result<()> {
+        let from = [Phase::Copying, Phase::CutOver, Phase::Finished];
         observe::operation!("migrate.finish", migration = self.name())
-            .run(async move {
-                self.require_copied("finish").await?;
-                self.set_phase(
-                    &[Phase::Copying, Phase::CutOver, Phase::Finished],
-                    Phase::Finished,
-                    "finish",
-                )
-                .await
-            })
+            .run(self.set_phase_once_copied(&from, Phase::Finished, "finish"))
             .await
+    }
+
+    /// [`Self::set_phase`] once every unit is copied ([`Self::require_copied`]): a cut-over
+    /// or a finish.
+    async fn set_phase_once_copied(&self, from: &[Phase], to: Phase, what: &str) -> Result<()> {
+        self.require_copied(what).await?;
+        self.set_phase(from, to, what).await
     }
 
     pub(super) async fn abort(&self) -> Result<()> {
@@ -398,6 +381,15 @@ impl<U: Units> Engine<U> {
         }
         Ok(())
     }
+}
+
+/// Those of `units` whose state in `known` is `state`, in order.
+fn in_state(units: &[String], known: &HashMap<String, UnitState>, state: UnitState) -> Vec<String> {
+    units
+        .iter()
+        .filter(|unit| known.get(*unit) == Some(&state))
+        .cloned()
+        .collect()
 }
 
 /// Runs the copy's jobs of `engine` until none is due; returns how many ran.

@@ -19,7 +19,7 @@ use futures::TryStreamExt;
 use mongodb::Collection;
 
 use crate::backend::Backend;
-use crate::error::{Error, Result};
+use crate::error::{Entity, Error, Result};
 
 /// The `_id` of the migration's own document.
 const MIGRATION: &str = "migration";
@@ -340,10 +340,7 @@ impl States {
             .find_one(doc! { "_id": MIGRATION })
             .projection(doc! { "listed_after": 1, "listed": 1 })
             .await?
-            .ok_or_else(|| Error::NotFound {
-                what: crate::error::Entity::Migration,
-                id: MIGRATION.to_owned(),
-            })?;
+            .ok_or_else(|| Error::not_found(Entity::Migration, MIGRATION))?;
         Ok((
             found.get_str("listed_after").ok().map(str::to_owned),
             found.get_bool("listed").unwrap_or(false),

@@ -2,6 +2,7 @@
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
+use mongodb::results::UpdateResult;
 
 use super::{Counts, Group, Groups, Kind};
 use crate::bson_ext;
@@ -160,15 +161,28 @@ impl Groups {
         }
         let update = doc! { "$set": marks };
         let result = self
-            .backend
-            .retry("mark notifications", || async {
+            .update_all("mark notifications", &filter, &update)
+            .await?;
+        Ok(result.modified_count)
+    }
+
+    /// Applies `update` to every group `filter` selects (one `update_many`), retried on
+    /// transient failures as `operation`: for an update whose repeat changes nothing (a `$set`,
+    /// or one that the groups it changed no longer match).
+    pub(super) async fn update_all(
+        &self,
+        operation: &'static str,
+        filter: &Document,
+        update: &Document,
+    ) -> Result<UpdateResult> {
+        self.backend
+            .retry(operation, || async {
                 Ok(self
                     .groups
                     .update_many(filter.clone(), update.clone())
                     .await?)
             })
-            .await?;
-        Ok(result.modified_count)
+            .await
     }
 
     pub(super) async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
@@ -184,10 +198,7 @@ impl Groups {
             })
             .await?;
         if result.matched_count == 0 {
-            return Err(Error::NotFound {
-                what: Entity::Notification,
-                id: group.to_owned(),
-            });
+            return Err(Error::not_found(Entity::Notification, group));
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! The store's public operations: input checks, then the groups' reads and writes.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
@@ -163,14 +164,11 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::PageLimit`](crate::error::Invalid::PageLimit), or [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor
     /// this store did not make for `recipient`.
     pub async fn page(&self, recipient: &str, page: PageRequest) -> Result<Page<Group<D>>> {
-        Op::NotificationsPage
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                page.check()?;
-                self.groups.page(recipient, page).await
-            })
-            .await
+        let read = move || async move {
+            page.check()?;
+            self.groups.page(recipient, page).await
+        };
+        for_recipient(Op::NotificationsPage, recipient, read).await
     }
 
     /// How many of `recipient`'s groups are unseen and unread, in one command.
@@ -179,13 +177,8 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn counts(&self, recipient: &str) -> Result<Counts> {
-        Op::NotificationsCounts
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                self.groups.counts(recipient).await
-            })
-            .await
+        let read = move || self.groups.counts(recipient);
+        for_recipient(Op::NotificationsCounts, recipient, read).await
     }
 
     /// Marks `recipient`'s groups seen: those whose newest event is no later than `until` (the
@@ -196,15 +189,9 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn mark_seen(&self, recipient: &str, until: Option<bson::DateTime>) -> Result<u64> {
-        Op::NotificationsMarkSeen
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                self.groups
-                    .mark(recipient, until, doc! { "seen": true })
-                    .await
-            })
-            .await
+        let marks = doc! { "seen": true };
+        let write = move || self.groups.mark(recipient, until, marks);
+        for_recipient(Op::NotificationsMarkSeen, recipient, write).await
     }
 
     /// Marks `recipient`'s groups read (and seen): those whose newest event is no later than
@@ -218,15 +205,9 @@ impl<D: Payload> NotificationStore<D> {
         recipient: &str,
         until: Option<bson::DateTime>,
     ) -> Result<u64> {
-        Op::NotificationsMarkAllRead
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                self.groups
-                    .mark(recipient, until, doc! { "seen": true, "read": true })
-                    .await
-            })
-            .await
+        let marks = doc! { "seen": true, "read": true };
+        let write = move || self.groups.mark(recipient, until, marks);
+        for_recipient(Op::NotificationsMarkAllRead, recipient, write).await
     }
 
     /// Marks one of `recipient`'s groups read (and seen).
@@ -236,13 +217,8 @@ impl<D: Payload> NotificationStore<D> {
     /// [`Error::NotFound`](crate::Error::NotFound) ([`Entity::Notification`](crate::error::Entity::Notification)) for a group `recipient` does not have;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
     pub async fn mark_read(&self, recipient: &str, group: &str) -> Result<()> {
-        Op::NotificationsMarkRead
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                self.groups.mark_read(recipient, group).await
-            })
-            .await
+        let write = move || self.groups.mark_read(recipient, group);
+        for_recipient(Op::NotificationsMarkRead, recipient, write).await
     }
 
     /// A stream of `recipient`'s groups as actors join them, from `from` (the token of the last
@@ -294,14 +270,24 @@ impl<D: Payload> NotificationStore<D> {
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank recipient.
     pub async fn trim(&self, recipient: &str, keep: usize) -> Result<u64> {
-        Op::NotificationsTrim
-            .span()
-            .run(async move {
-                validate::user_id("recipient", recipient)?;
-                self.groups.trim(recipient, keep).await
-            })
-            .await
+        let write = move || self.groups.trim(recipient, keep);
+        for_recipient(Op::NotificationsTrim, recipient, write).await
     }
+}
+
+/// Runs `work`, a read or write of `recipient`'s groups, in `op`'s span once `recipient` is
+/// checked: a blank or over-long id fails there, before any command. `work` is called only
+/// then.
+async fn for_recipient<T, Fut>(op: Op, recipient: &str, work: impl FnOnce() -> Fut) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
+    op.span()
+        .run(async move {
+            validate::user_id("recipient", recipient)?;
+            work().await
+        })
+        .await
 }
 
 #[async_trait]

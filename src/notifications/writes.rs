@@ -247,13 +247,7 @@ impl Groups {
                     "$pull": { "members": &activity.actor },
                     "$inc": { "count": -1_i64 },
                 };
-                self.backend
-                    .retry("withdraw notification", || async {
-                        Ok(self
-                            .groups
-                            .update_many(holding.clone(), pull.clone())
-                            .await?)
-                    })
+                self.update_all("withdraw notification", &holding, &pull)
                     .await?;
                 let mut empty = by_target(activity);
                 empty.insert("count", doc! { "$lte": 0_i64 });

@@ -103,35 +103,29 @@ impl Likes {
     /// unlike, missed once): run it when no like of the post is in flight (a repair after a
     /// crash, or a quiet period), or run it again afterwards.
     pub async fn recount(&self, post: PostId) -> Result<i64> {
-        Op::FeedLikesRecount
-            .span()
-            .run(async move {
-                self.check_post_exists(post).await?;
-                self.locked(post, async {
-                    // Interrupted likes are finished first: counting a like not yet counted would let
-                    // its own `$inc`, applied later, count it again.
-                    self.settle_unlocked(post).await?;
-                    let likes = self
-                        .inner
-                        .collections
-                        .likes
-                        .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
-                        .await? as i64;
-                    self.retry("recount", || async {
-                        self.inner
-                            .collections
-                            .counters
-                            .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                            .upsert(true)
-                            .await?;
-                        Ok(())
-                    })
+        let recount = move || async move {
+            // Interrupted likes are finished first: counting a like not yet counted would let
+            // its own `$inc`, applied later, count it again.
+            self.settle_unlocked(post).await?;
+            let likes = self
+                .inner
+                .collections
+                .likes
+                .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
+                .await? as i64;
+            self.retry("recount", || async {
+                self.inner
+                    .collections
+                    .counters
+                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                    .upsert(true)
                     .await?;
-                    Ok(likes)
-                })
-                .await
+                Ok(())
             })
-            .await
+            .await?;
+            Ok(likes)
+        };
+        self.repair(Op::FeedLikesRecount, post, recount).await
     }
 
     /// `$inc` of one counter under the post's counter lock where updates are not atomic.

@@ -275,12 +275,7 @@ impl Likes {
     ///
     /// [`crate::Error::NotFound`] for an unknown post.
     pub async fn settle(&self, post: PostId) -> Result<usize> {
-        Op::FeedLikesSettle
-            .span()
-            .run(async move {
-                self.check_post_exists(post).await?;
-                self.locked(post, self.settle_unlocked(post)).await
-            })
+        self.repair(Op::FeedLikesSettle, post, || self.settle_unlocked(post))
             .await
     }
 
