@@ -183,16 +183,14 @@ impl<P: Payload> DeliveryState<P> {
         self.backfill(user, &posts).await?;
         // An `$unset`: unsetting twice unsets once.
         self.backend
-            .retry("end rebuild", || async {
-                self.activity
-                    .update_one(
-                        doc! { "_id": user },
-                        doc! { "$unset": { "rebuilding": "" } },
-                    )
-                    .await?;
-                Ok(())
+            .command("end rebuild", || {
+                self.activity.update_one(
+                    doc! { "_id": user },
+                    doc! { "$unset": { "rebuilding": "" } },
+                )
             })
             .await
+            .map(drop)
     }
 }
 

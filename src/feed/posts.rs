@@ -326,11 +326,8 @@ impl<X: Payload> Posts<X> {
         let records = &self.inner.collections.post_keys;
         self.inner
             .backend
-            .retry("finish keyed post", || async {
-                records
-                    .update_one(done.clone(), doc! { "$set": { "done": true } })
-                    .await?;
-                Ok(())
+            .command("finish keyed post", || {
+                records.update_one(done.clone(), doc! { "$set": { "done": true } })
             })
             .await?;
         Ok(stored)
@@ -385,8 +382,8 @@ impl<X: Payload> Posts<X> {
         let found = self
             .inner
             .backend
-            .retry("find keyed post", || async {
-                Ok(records.find_one(doc! { "_id": keyed.id }).await?)
+            .command("find keyed post", || {
+                records.find_one(doc! { "_id": keyed.id })
             })
             .await?;
         let Some(found) = found else {

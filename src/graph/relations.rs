@@ -261,9 +261,7 @@ impl FollowGraph {
     ) -> Result<bool> {
         let deleted = self
             .backend
-            .retry("delete", || async {
-                Ok(collection.delete_one(filter.clone()).await?)
-            })
+            .command("delete", || collection.delete_one(filter.clone()))
             .await?;
         Ok(deleted.deleted_count > 0)
     }

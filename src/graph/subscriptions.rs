@@ -38,7 +38,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bson::oid::ObjectId;
 use bson::{doc, Bson, Document};
-use futures::TryStreamExt;
 
 use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, LEASE};
 use crate::retry::once_per_op;
@@ -389,9 +388,8 @@ impl FollowGraph {
             let filter = of(-1);
             // A filtered delete: deleting twice deletes once.
             self.backend
-                .retry("delete subscriptions", || async {
-                    self.subscriptions.delete_many(filter.clone()).await?;
-                    Ok(())
+                .command("delete subscriptions", || {
+                    self.subscriptions.delete_many(filter.clone())
                 })
                 .await?;
         }
@@ -402,14 +400,10 @@ impl FollowGraph {
     async fn read(&self, filter: Document) -> Result<Vec<Found>> {
         let found: Vec<Document> = self
             .backend
-            .retry("find subscriptions", || async {
-                Ok(self
-                    .subscriptions
+            .find_all("find subscriptions", || {
+                self.subscriptions
                     .find(filter.clone())
                     .projection(doc! { "owner": 1, "user": 1, "origins": 1, "pending": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         Ok(found.iter().filter_map(Found::from_document).collect())
@@ -492,13 +486,12 @@ impl FollowGraph {
     /// `update_many` on subscriptions, retried: callers pass idempotent updates only.
     async fn update_many(&self, filter: Document, update: Document) -> Result<()> {
         self.backend
-            .retry("update subscriptions", || async {
+            .command("update subscriptions", || {
                 self.subscriptions
                     .update_many(filter.clone(), update.clone())
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 
     /// [`FollowGraph::rebuild`] with the owner's lock held.

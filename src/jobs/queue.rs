@@ -170,12 +170,10 @@ impl JobQueue {
         let filter = doc! { "kind": kind, field: value, "_id": { "$gt": id }, "failed": false };
         let later = self
             .backend
-            .retry("find later job", || async {
-                Ok(self
-                    .jobs
+            .command("find later job", || {
+                self.jobs
                     .find_one(filter.clone())
                     .projection(doc! { "_id": 1 })
-                    .await?)
             })
             .await?;
         Ok(later.is_some())
@@ -192,11 +190,9 @@ impl JobQueue {
     ) -> Result<()> {
         let filter = doc! { "kind": kind, field: value, "_id": { "$lte": id } };
         self.backend
-            .retry("complete jobs", || async {
-                self.jobs.delete_many(filter.clone()).await?;
-                Ok(())
-            })
+            .command("complete jobs", || self.jobs.delete_many(filter.clone()))
             .await
+            .map(drop)
     }
 
     /// Deletes a job, whether waiting, running or failed (one `delete`); returns whether it was
@@ -210,9 +206,7 @@ impl JobQueue {
             .run(async move {
                 let deleted = self
                     .backend
-                    .retry("cancel job", || async {
-                        Ok(self.jobs.delete_one(doc! { "_id": job }).await?)
-                    })
+                    .command("cancel job", || self.jobs.delete_one(doc! { "_id": job }))
                     .await?;
                 Ok(deleted.deleted_count > 0)
             })

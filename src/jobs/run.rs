@@ -4,7 +4,6 @@ use std::time::{Duration, Instant};
 
 use bson::oid::ObjectId;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 
 use super::{Job, JobHandler, JobQueue};
 use crate::error::{Error, Result};
@@ -117,18 +116,14 @@ impl JobQueue {
         let now = bson::DateTime::now();
         let found: Vec<Document> = self
             .backend
-            .retry("find claimed jobs", || async {
-                Ok(self
-                    .jobs
+            .find_all("find claimed jobs", || {
+                self.jobs
                     .find(doc! {
                         "_id": { "$in": &ids },
                         "failed": false,
                         "not_before": { "$lte": now },
                     })
                     .sort(doc! { "_id": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         found
@@ -230,16 +225,12 @@ impl JobQueue {
         let now = bson::DateTime::now();
         let due: Vec<Document> = self
             .backend
-            .retry("find due jobs", || async {
-                Ok(self
-                    .jobs
+            .find_all("find due jobs", || {
+                self.jobs
                     .find(doc! { "failed": false, "not_before": { "$lte": now } })
                     .sort(doc! { "not_before": 1, "_id": 1 })
                     .projection(doc! { "_id": 1 })
                     .limit((self.batch * CANDIDATE_BATCHES) as i64)
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         Ok(due

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use bson::{doc, Document};
-use futures::TryStreamExt;
 use mongodb::{Collection, IndexModel};
 
 use crate::backend::Backend;
@@ -99,9 +98,7 @@ impl Links {
     ) -> Result<HashMap<String, String>> {
         let found: Vec<Document> = self
             .backend
-            .retry("read link map", || async {
-                Ok(self.links.find(filter.clone()).await?.try_collect().await?)
-            })
+            .find_all("read link map", || self.links.find(filter.clone()))
             .await?;
         Ok(found
             .iter()
@@ -121,11 +118,9 @@ impl Links {
             None => doc! {},
         };
         self.backend
-            .retry("forget links", || async {
-                self.links.delete_many(filter.clone()).await?;
-                Ok(())
-            })
+            .command("forget links", || self.links.delete_many(filter.clone()))
             .await
+            .map(drop)
     }
 }
 

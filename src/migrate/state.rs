@@ -124,8 +124,8 @@ impl States {
     pub(super) async fn phase(&self) -> Result<Option<Phase>> {
         let found = self
             .backend
-            .retry("read migration", || async {
-                Ok(self.collection.find_one(doc! { "_id": MIGRATION }).await?)
+            .command("read migration", || {
+                self.collection.find_one(doc! { "_id": MIGRATION })
             })
             .await?;
         let phase = found
@@ -196,14 +196,10 @@ impl States {
         let ids: Vec<String> = owners.iter().map(|o| owner_id(o)).collect();
         let found: Vec<Document> = self
             .backend
-            .retry("read owner states", || async {
-                Ok(self
-                    .collection
+            .find_all("read owner states", || {
+                self.collection
                     .find(doc! { "_id": { "$in": &ids } })
                     .projection(doc! { "owner": 1, "state": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         let mut states: HashMap<String, UnitState> = owners
@@ -411,13 +407,12 @@ impl States {
     /// Removes every owner's state (the migration's own document stays).
     pub(super) async fn forget_units(&self) -> Result<()> {
         self.backend
-            .retry("forget owners", || async {
+            .command("forget owners", || {
                 self.collection
                     .delete_many(doc! { "_id": { "$ne": MIGRATION } })
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 
     /// Runs `write`, an update of the state documents `ids`, retried on transient failures, in

@@ -190,11 +190,8 @@ impl Groups {
         let update = doc! { "$set": { "seen": true, "read": true } };
         let result = self
             .backend
-            .retry("mark notification read", || async {
-                Ok(self
-                    .groups
-                    .update_one(filter.clone(), update.clone())
-                    .await?)
+            .command("mark notification read", || {
+                self.groups.update_one(filter.clone(), update.clone())
             })
             .await?;
         if result.matched_count == 0 {
@@ -235,8 +232,8 @@ impl Groups {
         // A filtered delete: a retry deletes what is left of the same range.
         let deleted = self
             .backend
-            .retry("trim notifications", || async {
-                Ok(self.groups.delete_many(older.clone()).await?)
+            .command("trim notifications", || {
+                self.groups.delete_many(older.clone())
             })
             .await?;
         Ok(deleted.deleted_count)

@@ -79,8 +79,8 @@ impl Groups {
                     holding.insert("members", &activity.actor);
                     let held = self
                         .backend
-                        .retry("find notification group", || async {
-                            Ok(self.groups.find_one(holding.clone()).await?)
+                        .command("find notification group", || {
+                            self.groups.find_one(holding.clone())
                         })
                         .await?;
                     if held.is_some() {
@@ -90,13 +90,11 @@ impl Groups {
                     parts.insert("window", window);
                     let last = self
                         .backend
-                        .retry("find notification group", || async {
-                            Ok(self
-                                .groups
+                        .command("find notification group", || {
+                            self.groups
                                 .find_one(parts.clone())
                                 .sort(doc! { "part": -1 })
                                 .projection(doc! { "part": 1, "count": 1 })
-                                .await?)
                         })
                         .await?;
                     part = match last {
@@ -136,8 +134,8 @@ impl Groups {
         let filter = doc! { "_id": &id, "recipient": &activity.recipient };
         let find = || async {
             self.backend
-                .retry("find notification key", || async {
-                    Ok(self.groups.find_one(filter.clone()).await?)
+                .command("find notification key", || {
+                    self.groups.find_one(filter.clone())
                 })
                 .await
         };
@@ -177,13 +175,12 @@ impl Groups {
         self.notify(activity, at, data).await?;
         let done = doc! { "_id": &id, "recipient": &activity.recipient, "done": false };
         self.backend
-            .retry("finish notification key", || async {
+            .command("finish notification key", || {
                 self.groups
                     .update_one(done.clone(), doc! { "$set": { "done": true } })
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 
     /// The one conditional upsert of an event: whether the actor joined group `part`.
@@ -252,8 +249,8 @@ impl Groups {
                 let mut empty = by_target(activity);
                 empty.insert("count", doc! { "$lte": 0_i64 });
                 self.backend
-                    .retry("delete empty notification groups", || async {
-                        Ok(self.groups.delete_many(empty.clone()).await?)
+                    .command("delete empty notification groups", || {
+                        self.groups.delete_many(empty.clone())
                     })
                     .await?;
                 Ok(())

@@ -113,16 +113,15 @@ impl Likes {
                 .likes
                 .count_documents(doc! { "post": post.0, REMOVING: { "$exists": false } })
                 .await? as i64;
-            self.retry("recount", || async {
-                self.inner
-                    .collections
-                    .counters
-                    .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
-                    .upsert(true)
-                    .await?;
-                Ok(())
-            })
-            .await?;
+            self.backend()
+                .command("recount", || {
+                    self.inner
+                        .collections
+                        .counters
+                        .update_one(doc! { "_id": post.0 }, doc! { "$set": { "likes": likes } })
+                        .upsert(true)
+                })
+                .await?;
             Ok(likes)
         };
         self.repair(Op::FeedLikesRecount, post, recount).await
@@ -149,31 +148,32 @@ impl Likes {
         let mut update: Document = doc! { "$inc": { field: delta } };
         let mut filter = doc! { "_id": post.0 };
         crate::retry::once_per_op(&mut filter, &mut update, op);
-        self.retry("counter update", || async {
-            // A duplicate key means the document exists but was not matched: it holds `op`
-            // (an earlier attempt applied it), or a concurrent first update created it since
-            // the filter ran (then the next round matches it).
-            for _ in 0..MAX_FIRST_UPDATE_RACES {
-                match self
-                    .inner
-                    .collections
-                    .counters
-                    .update_one(filter.clone(), update.clone())
-                    .upsert(true)
-                    .await
-                {
-                    Ok(_) => return Ok(()),
-                    Err(error) if is_duplicate_key(&error) => {
-                        if self.holds_op(post, op).await? {
-                            return Ok(());
+        self.backend()
+            .retry("counter update", || async {
+                // A duplicate key means the document exists but was not matched: it holds `op`
+                // (an earlier attempt applied it), or a concurrent first update created it since
+                // the filter ran (then the next round matches it).
+                for _ in 0..MAX_FIRST_UPDATE_RACES {
+                    match self
+                        .inner
+                        .collections
+                        .counters
+                        .update_one(filter.clone(), update.clone())
+                        .upsert(true)
+                        .await
+                    {
+                        Ok(_) => return Ok(()),
+                        Err(error) if is_duplicate_key(&error) => {
+                            if self.holds_op(post, op).await? {
+                                return Ok(());
+                            }
                         }
+                        Err(error) => return Err(error.into()),
                     }
-                    Err(error) => return Err(error.into()),
                 }
-            }
-            Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES))
-        })
-        .await
+                Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES))
+            })
+            .await
     }
 
     /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
@@ -185,18 +185,14 @@ impl Likes {
         delta: i64,
         op: ObjectId,
     ) -> Result<()> {
-        self.retry("counter undo", || async {
-            self.inner
-                .collections
-                .counters
-                .update_one(
+        self.backend()
+            .command("counter undo", || {
+                self.inner.collections.counters.update_one(
                     doc! { "_id": post.0, "ops": op },
                     doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
                 )
-                .await?;
-            Ok(())
-        })
-        .await?;
+            })
+            .await?;
         Ok(())
     }
 }

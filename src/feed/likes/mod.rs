@@ -11,6 +11,7 @@ use bson::Document;
 
 use super::state::handle;
 use super::types::PostId;
+use crate::backend::Backend;
 use crate::observe::spans::Op;
 use crate::Result;
 
@@ -142,13 +143,9 @@ impl Likes {
             .await
     }
 
-    /// Runs `run` under the store's retry policy; `run` must be idempotent.
-    async fn retry<T, F, Fut>(&self, operation: &'static str, run: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        self.inner.backend.retry(operation, run).await
+    /// The backend every command of the likes goes through.
+    fn backend(&self) -> &Backend {
+        &self.inner.backend
     }
 }
 

@@ -2,7 +2,6 @@
 
 use bson::oid::ObjectId;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 
 use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING};
 use crate::backend::update_batch::is_duplicate_key;
@@ -80,6 +79,7 @@ impl Likes {
                             // its "not yet counted" mark and whoever finds it next counts it.
                             if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
                                 let _ = self
+                                    .backend()
                                     .retry("like undo", || async {
                                         Ok(self
                                             .inner
@@ -165,13 +165,12 @@ impl Likes {
         unmarked.insert(REMOVING, doc! { "$exists": false });
         for _ in 0..MAX_FIRST_UPDATE_RACES {
             let before = self
-                .retry("unlike", || async {
-                    Ok(self
-                        .inner
+                .backend()
+                .command("unlike", || {
+                    self.inner
                         .collections
                         .likes
                         .find_one_and_update(unmarked.clone(), doc! { "$set": { REMOVING: op } })
-                        .await?)
                 })
                 .await?;
             if let Some(before) = before {
@@ -180,8 +179,9 @@ impl Likes {
             // Nothing to mark: no like, or one being removed (by this call, whose reply was
             // lost, or by an interrupted unlike, which this one finishes).
             let stored = self
-                .retry("unlike", || async {
-                    Ok(self.inner.collections.likes.find_one(pair.clone()).await?)
+                .backend()
+                .command("unlike", || {
+                    self.inner.collections.likes.find_one(pair.clone())
                 })
                 .await?;
             match stored {
@@ -223,6 +223,7 @@ impl Likes {
                 let mut mine = pair.clone();
                 mine.insert(REMOVING, op);
                 let _ = self
+                    .backend()
                     .retry("unlike undo", || async {
                         Ok(self
                             .inner
@@ -285,15 +286,9 @@ impl Likes {
             "$or": [ { PENDING: true }, { REMOVING: { "$exists": true } } ],
         };
         let marked: Vec<Document> = self
-            .retry("settle likes", || async {
-                Ok(self
-                    .inner
-                    .collections
-                    .likes
-                    .find(filter.clone())
-                    .await?
-                    .try_collect()
-                    .await?)
+            .backend()
+            .find_all("settle likes", || {
+                self.inner.collections.likes.find(filter.clone())
             })
             .await?;
         for like in &marked {
@@ -306,22 +301,23 @@ impl Likes {
     /// pair. Retried: a retry that meets a duplicate key finds its own document (by `op`).
     async fn insert_like(&self, post: PostId, like: &Document, op: ObjectId) -> Result<Stored> {
         let pair = doc! { "_id": like.get("_id"), "post": post.0 };
-        self.retry("like", || async {
-            match self.inner.collections.likes.insert_one(like.clone()).await {
-                Ok(_) => Ok(Stored::Mine),
-                Err(error) if is_duplicate_key(&error) => {
-                    match self.inner.collections.likes.find_one(pair.clone()).await? {
-                        None => Ok(Stored::Gone),
-                        Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
-                            Ok(Stored::Mine)
+        self.backend()
+            .retry("like", || async {
+                match self.inner.collections.likes.insert_one(like.clone()).await {
+                    Ok(_) => Ok(Stored::Mine),
+                    Err(error) if is_duplicate_key(&error) => {
+                        match self.inner.collections.likes.find_one(pair.clone()).await? {
+                            None => Ok(Stored::Gone),
+                            Some(stored) if stored.get_object_id("op").ok() == Some(op) => {
+                                Ok(Stored::Mine)
+                            }
+                            Some(stored) => Ok(Stored::Other(stored)),
                         }
-                        Some(stored) => Ok(Stored::Other(stored)),
                     }
+                    Err(error) => Err(error.into()),
                 }
-                Err(error) => Err(error.into()),
-            }
-        })
-        .await
+            })
+            .await
     }
 
     /// Finishes what a failure left on stored like `like`: counts it if it is marked "not yet
@@ -348,30 +344,27 @@ impl Likes {
 
     /// Clears the "not yet counted" mark of the like `filter` selects.
     async fn mark_counted(&self, filter: &Document) -> Result<()> {
-        self.retry("like counted", || async {
-            self.inner
-                .collections
-                .likes
-                .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend()
+            .command("like counted", || {
+                self.inner
+                    .collections
+                    .likes
+                    .update_one(filter.clone(), doc! { "$unset": { PENDING: "" } })
+            })
+            .await
+            .map(drop)
     }
 
     /// Deletes the like of `pair` that unlike `op` marked "removing" (once it is uncounted).
     async fn delete_removed(&self, pair: &Document, op: ObjectId) -> Result<()> {
         let mut filter = pair.clone();
         filter.insert(REMOVING, op);
-        self.retry("unlike", || async {
-            self.inner
-                .collections
-                .likes
-                .delete_one(filter.clone())
-                .await?;
-            Ok(())
-        })
-        .await
+        self.backend()
+            .command("unlike", || {
+                self.inner.collections.likes.delete_one(filter.clone())
+            })
+            .await
+            .map(drop)
     }
 
     /// The post's `created`, or [`crate::Error::NotFound`] (one `find`).
