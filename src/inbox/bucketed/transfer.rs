@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use super::deliver::sequence_and_count;
 use super::*;
 use crate::inbox::engine::TransferEngine;
 use crate::inbox::transfer::{held_in_groups, Gone, HeldMessage};
@@ -111,18 +112,9 @@ fn place(
 impl Buckets {
     /// One `find` of the owner's newest bucket: its sequence, count and message ids.
     async fn newest_for_import(&self, owner: &str) -> Result<NewestBucket> {
-        let newest = self
-            .buckets
-            .find_one(owner_buckets(owner, 0, None))
-            .sort(doc! { "_id": -1 })
-            .projection(doc! { "sequence": 1, "count": 1, "messages.id": 1 })
-            .await?;
-        let (sequence, count) = newest.as_ref().map_or((0, 0), |bucket| {
-            (
-                integer(bucket, "sequence").unwrap_or(0),
-                integer(bucket, "count").unwrap_or(0),
-            )
-        });
+        let projection = doc! { "sequence": 1, "count": 1, "messages.id": 1 };
+        let newest = self.newest_of(owner, projection).await?;
+        let (sequence, count) = newest.as_ref().map_or((0, 0), sequence_and_count);
         let present = newest
             .as_ref()
             .and_then(|bucket| bucket.get_array("messages").ok())
