@@ -16,15 +16,14 @@
 
 use async_trait::async_trait;
 use bson::{doc, Bson, Document};
-use mongodb::Collection;
 
 use super::{FanOutOnRead, LAYOUT};
-use crate::backend::{lock_key, Backend};
+use crate::backend::lock_key;
 use crate::bson_ext::derived_id;
 use crate::error::Result;
-use crate::inbox::lifecycle::{message_not_found, Filter, Retention};
-use crate::inbox::time_ordered::lifecycle::TimeOrderedStore;
-use crate::inbox::time_ordered::{Layout, Mark};
+use crate::inbox::lifecycle::{message_not_found, Filter};
+use crate::inbox::time_ordered::lifecycle::{time_ordered_fields, TimeOrderedStore};
+use crate::inbox::time_ordered::Mark;
 use crate::inbox::{MessageId, Payload};
 
 /// Where updates are not atomic, each document is locked by itself (its `_id` as a
@@ -87,19 +86,7 @@ impl<P: Payload> FanOutOnRead<P> {
 
 #[async_trait]
 impl<P: Payload> TimeOrderedStore for FanOutOnRead<P> {
-    const LAYOUT: Layout = LAYOUT;
-
-    fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
-    fn documents(&self) -> &Collection<Document> {
-        &self.messages
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
+    time_ordered_fields!(LAYOUT, messages);
 
     fn held(owner: &str, id: MessageId) -> Document {
         let mut filter = of(owner, id);
@@ -134,7 +121,7 @@ impl<P: Payload> TimeOrderedStore for FanOutOnRead<P> {
 
     /// One `update` adding the owner to `gone_for` (a retracted message matches too: deleting
     /// it changes nothing more).
-    async fn delete_for(&self, owner: &str, id: MessageId) -> Result<()> {
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
         let update = doc! {
             "$addToSet": { "gone_for": owner },
             "$pull": { "read_by": owner, "starred_by": owner },
@@ -147,13 +134,7 @@ impl<P: Payload> TimeOrderedStore for FanOutOnRead<P> {
 
     /// The owner's list (one `update`), then the owner's name on the sender's documents in
     /// their inbox (one `update_many`).
-    async fn filter_sender(
-        &self,
-        owner: &str,
-        sender: &str,
-        filter: Filter,
-        on: bool,
-    ) -> Result<()> {
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
         let mark = LAYOUT.state.mark(owner, Mark::Hidden(filter), on);
         let set = self.filters.set(&self.backend, owner, sender, filter, on);
         self.backend

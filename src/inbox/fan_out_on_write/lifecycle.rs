@@ -12,13 +12,11 @@
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use mongodb::Collection;
 
 use super::{copies_of, copy_id, FanOutOnWrite, LAYOUT};
-use crate::backend::Backend;
-use crate::inbox::lifecycle::{message_not_found, Filter, Retention};
-use crate::inbox::time_ordered::lifecycle::TimeOrderedStore;
-use crate::inbox::time_ordered::{self, Layout, Mark};
+use crate::inbox::lifecycle::{message_not_found, Filter};
+use crate::inbox::time_ordered::lifecycle::{time_ordered_fields, TimeOrderedStore};
+use crate::inbox::time_ordered::{self, Mark};
 use crate::inbox::{MessageId, Payload};
 use crate::Result;
 
@@ -35,21 +33,35 @@ fn copy_of(owner: &str, id: MessageId) -> Document {
     doc! { "_id": copy_id(id, owner), "recipient": owner }
 }
 
+impl<P: Payload> FanOutOnWrite<P> {
+    /// Applies `update` to `owner`'s copies `filter` matches (`every` one, or the first),
+    /// retried as `operation`, holding `owner`'s lock where updates are not atomic: one
+    /// `update`. Returns how many matched.
+    async fn update_locked(
+        &self,
+        owner: &str,
+        operation: &'static str,
+        filter: Document,
+        update: Document,
+        every: bool,
+    ) -> Result<u64> {
+        let write = || async {
+            let (filter, update) = (filter.clone(), update.clone());
+            let result = if every {
+                self.copies.update_many(filter, update).await?
+            } else {
+                self.copies.update_one(filter, update).await?
+            };
+            Ok(result.matched_count)
+        };
+        let retried = self.backend.retry(operation, write);
+        self.backend.exclusive_one(owner, retried).await
+    }
+}
+
 #[async_trait]
 impl<P: Payload> TimeOrderedStore for FanOutOnWrite<P> {
-    const LAYOUT: Layout = LAYOUT;
-
-    fn backend(&self) -> &Backend {
-        &self.backend
-    }
-
-    fn documents(&self) -> &Collection<Document> {
-        &self.copies
-    }
-
-    fn retention(&self) -> Retention {
-        self.retention
-    }
+    time_ordered_fields!(LAYOUT, copies);
 
     fn held(owner: &str, id: MessageId) -> Document {
         let mut filter = copy_of(owner, id);
@@ -75,39 +87,19 @@ impl<P: Payload> TimeOrderedStore for FanOutOnWrite<P> {
     /// sets or unsets absolute values.
     async fn update_held(&self, owner: &str, id: MessageId, update: Document) -> Result<u64> {
         let filter = Self::held(owner, id);
-        self.backend
-            .exclusive_one(
-                owner,
-                self.backend.retry("update copy", || async {
-                    Ok(self
-                        .copies
-                        .update_one(filter.clone(), update.clone())
-                        .await?
-                        .matched_count)
-                }),
-            )
+        self.update_locked(owner, "update copy", filter, update, false)
             .await
     }
 
     /// One `update_many`, holding `owner`'s lock where updates are not atomic.
     async fn update_owned(&self, owner: &str, filter: Document, update: Document) -> Result<u64> {
-        self.backend
-            .exclusive_one(
-                owner,
-                self.backend.retry("mark read up to", || async {
-                    Ok(self
-                        .copies
-                        .update_many(filter.clone(), update.clone())
-                        .await?
-                        .matched_count)
-                }),
-            )
+        self.update_locked(owner, "mark read up to", filter, update, true)
             .await
     }
 
     /// One `update` turning the copy into a tombstone; when it matches nothing, one `find` tells
     /// a copy already gone (done) from none at all.
-    async fn delete_for(&self, owner: &str, id: MessageId) -> Result<()> {
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
         if self.update_held(owner, id, tombstone("deleted")).await? != 0 {
             return Ok(());
         }
@@ -124,13 +116,7 @@ impl<P: Payload> TimeOrderedStore for FanOutOnWrite<P> {
 
     /// The owner's list (one `update`), then the mark on the sender's copies in their inbox
     /// (one `update_many`), holding the owner's lock where updates are not atomic.
-    async fn filter_sender(
-        &self,
-        owner: &str,
-        sender: &str,
-        filter: Filter,
-        on: bool,
-    ) -> Result<()> {
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
         let mark = LAYOUT.state.mark(owner, Mark::Hidden(filter), on);
         let work = async {
             self.filters

@@ -25,6 +25,7 @@ use crate::validate::MAX_DOCUMENT_BYTES;
 
 /// A store whose documents each hold one message, ordered by `(sent, id)`: where its documents
 /// are, how it finds and writes an owner's, and the lifecycle writes only it knows how to do.
+/// Methods share their names with the [`LifecycleEngine`] methods they serve.
 #[async_trait]
 pub(in crate::inbox) trait TimeOrderedStore: Send + Sync {
     /// Where its documents keep owners, ids and state.
@@ -63,23 +64,38 @@ pub(in crate::inbox) trait TimeOrderedStore: Send + Sync {
     async fn update_owned(&self, owner: &str, filter: Document, update: Document) -> Result<u64>;
 
     /// Deletes message `id` from `owner`'s inbox ([`LifecycleEngine::delete`]).
-    async fn delete_for(&self, owner: &str, id: MessageId) -> Result<()>;
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()>;
 
     /// Mutes or blocks (or stops) `sender` for `owner`: their list, then what they hold from
     /// `sender` ([`LifecycleEngine::set_filter`]).
-    async fn filter_sender(
-        &self,
-        owner: &str,
-        sender: &str,
-        filter: Filter,
-        on: bool,
-    ) -> Result<()>;
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()>;
 
     /// Drops what `older` (the `$or` clauses of
     /// [`past_retention`](super::past_retention), not empty) selects of `owner`'s inbox.
     /// Returns how many messages left it.
     async fn drop_older(&self, owner: &str, older: Vec<Document>) -> Result<u64>;
 }
+
+/// A [`TimeOrderedStore`]'s [`LAYOUT`](TimeOrderedStore::LAYOUT) and the accessors of the
+/// store's fields it reads: `backend`, `retention`, and the collection of its documents (named).
+macro_rules! time_ordered_fields {
+    ($layout:expr, $documents:ident) => {
+        const LAYOUT: $crate::inbox::time_ordered::Layout = $layout;
+
+        fn backend(&self) -> &$crate::backend::Backend {
+            &self.backend
+        }
+
+        fn documents(&self) -> &mongodb::Collection<bson::Document> {
+            &self.$documents
+        }
+
+        fn retention(&self) -> $crate::inbox::lifecycle::Retention {
+            self.retention
+        }
+    };
+}
+pub(in crate::inbox) use time_ordered_fields;
 
 /// `owner`'s [`TimeOrderedStore::held`] document of message `id` marked (`on`) or unmarked:
 /// one `update`.
@@ -194,7 +210,7 @@ impl<P: Payload, S: TimeOrderedStore + InboxEngine<P>> LifecycleEngine<P> for S 
     }
 
     async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
-        self.delete_for(owner, id).await
+        TimeOrderedStore::delete(self, owner, id).await
     }
 
     /// One `update_many` of the message's live documents; when it matches nothing (retracted
@@ -237,7 +253,7 @@ impl<P: Payload, S: TimeOrderedStore + InboxEngine<P>> LifecycleEngine<P> for S 
     }
 
     async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
-        self.filter_sender(owner, sender, filter, on).await
+        TimeOrderedStore::set_filter(self, owner, sender, filter, on).await
     }
 
     fn retention(&self) -> Retention {
