@@ -43,13 +43,6 @@ fn filters_lock(owner: &str) -> String {
     format!("filters/{owner}")
 }
 
-/// `owner`'s document of message `id`: the sent one (`_id` the message's id) or the one
-/// delivered to `owner` (`_id` derived from both), found by `_id`, the one index every server
-/// uses.
-fn of(owner: &str, id: MessageId) -> Document {
-    doc! { "_id": { "$in": [id.0, derived_id(id.0, owner)] }, "to": owner }
-}
-
 impl<P: Payload> FanOutOnRead<P> {
     /// Runs `update` on every document `filter` matches, retried, each document locked where
     /// updates are not atomic. Returns how many matched.
@@ -88,20 +81,15 @@ impl<P: Payload> FanOutOnRead<P> {
 impl<P: Payload> TimeOrderedStore for FanOutOnRead<P> {
     time_ordered_fields!(LAYOUT, messages);
 
-    fn held(owner: &str, id: MessageId) -> Document {
-        let mut filter = of(owner, id);
-        filter.insert("retracted", doc! { "$exists": false });
-        filter.insert("gone_for", doc! { "$ne": owner });
-        filter
+    /// The sent one (`_id` the message's id) or the one delivered to `owner` (`_id` derived
+    /// from both).
+    fn document_of(owner: &str, id: MessageId) -> Document {
+        doc! { "_id": { "$in": [id.0, derived_id(id.0, owner)] }, "to": owner }
     }
 
+    /// By `id` (`{id, from}` once the sender is named: the sender's shard).
     fn documents_of(id: MessageId) -> Document {
         doc! { "id": id.0 }
-    }
-
-    /// The message's documents (`{id, from}` once the sender is named: the sender's shard).
-    fn live_documents_of(id: MessageId) -> Document {
-        doc! { "id": id.0, "retracted": { "$exists": false } }
     }
 
     fn retraction() -> Document {
@@ -126,7 +114,11 @@ impl<P: Payload> TimeOrderedStore for FanOutOnRead<P> {
             "$addToSet": { "gone_for": owner },
             "$pull": { "read_by": owner, "starred_by": owner },
         };
-        if self.update_one(owner, id, of(owner, id), update).await? == 0 {
+        if self
+            .update_one(owner, id, Self::document_of(owner, id), update)
+            .await?
+            == 0
+        {
             return Err(message_not_found(id));
         }
         Ok(())

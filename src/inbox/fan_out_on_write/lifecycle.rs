@@ -28,11 +28,6 @@ fn tombstone(reason: &str) -> Document {
     }
 }
 
-/// `owner`'s copy of message `id`: its `_id`, and its owner (the shard key's prefix).
-fn copy_of(owner: &str, id: MessageId) -> Document {
-    doc! { "_id": copy_id(id, owner), "recipient": owner }
-}
-
 impl<P: Payload> FanOutOnWrite<P> {
     /// Applies `update` to `owner`'s copies `filter` matches (`every` one, or the first),
     /// retried as `operation`, holding `owner`'s lock where updates are not atomic: one
@@ -63,20 +58,13 @@ impl<P: Payload> FanOutOnWrite<P> {
 impl<P: Payload> TimeOrderedStore for FanOutOnWrite<P> {
     time_ordered_fields!(LAYOUT, copies);
 
-    fn held(owner: &str, id: MessageId) -> Document {
-        let mut filter = copy_of(owner, id);
-        filter.insert("gone", doc! { "$exists": false });
-        filter
+    /// Its `_id`, and its owner (the shard key's prefix).
+    fn document_of(owner: &str, id: MessageId) -> Document {
+        doc! { "_id": copy_id(id, owner), "recipient": owner }
     }
 
     fn documents_of(id: MessageId) -> Document {
         copies_of(id)
-    }
-
-    fn live_documents_of(id: MessageId) -> Document {
-        let mut filter = copies_of(id);
-        filter.insert("gone", doc! { "$exists": false });
-        filter
     }
 
     fn retraction() -> Document {
@@ -105,7 +93,7 @@ impl<P: Payload> TimeOrderedStore for FanOutOnWrite<P> {
         }
         let held = self
             .copies
-            .find_one(copy_of(owner, id))
+            .find_one(Self::document_of(owner, id))
             .projection(doc! { "_id": 1 })
             .await?;
         match held {

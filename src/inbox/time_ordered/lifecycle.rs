@@ -40,16 +40,27 @@ pub(in crate::inbox) trait TimeOrderedStore: Send + Sync {
     /// The retention it prunes to.
     fn retention(&self) -> Retention;
 
-    /// The filter of `owner`'s document of message `id` while it is in their inbox (not
-    /// deleted by them, not retracted), found by `_id`, the one index every server uses.
-    fn held(owner: &str, id: MessageId) -> Document;
+    /// The filter of `owner`'s document of message `id`, found by `_id`, the one index every
+    /// server uses.
+    fn document_of(owner: &str, id: MessageId) -> Document;
+
+    /// [`document_of`](Self::document_of) while it is in `owner`'s inbox (not deleted by them,
+    /// not retracted).
+    fn held(owner: &str, id: MessageId) -> Document {
+        let mut filter = Self::document_of(owner, id);
+        filter.extend(Self::LAYOUT.state.kept(owner));
+        filter
+    }
 
     /// The filter of every document of message `id`.
     fn documents_of(id: MessageId) -> Document;
 
-    /// The filter of every document of message `id` that is not retracted (nor, for copies,
-    /// deleted).
-    fn live_documents_of(id: MessageId) -> Document;
+    /// [`documents_of`](Self::documents_of) that are not retracted (nor, for copies, deleted).
+    fn live_documents_of(id: MessageId) -> Document {
+        let mut filter = Self::documents_of(id);
+        filter.extend(Self::LAYOUT.state.live());
+        filter
+    }
 
     /// The update retracting a document: its payload gone, a tombstone left.
     fn retraction() -> Document;

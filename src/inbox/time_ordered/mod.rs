@@ -56,20 +56,41 @@ pub(super) enum Mark {
 }
 
 impl OwnerState {
-    /// What a document must satisfy to show in `owner`'s inbox.
+    /// What a document must satisfy to show in `owner`'s inbox: [`OwnerState::kept`], and not
+    /// hidden by a mute or a block.
     pub(super) fn visible(self, owner: &str) -> Document {
-        match self {
+        let mut filter = self.kept(owner);
+        filter.extend(match self {
             OwnerState::Copy => doc! {
-                "gone": { "$exists": false },
                 "muted": { "$exists": false },
                 "blocked": { "$exists": false },
             },
             OwnerState::Shared => doc! {
-                "retracted": { "$exists": false },
-                "gone_for": { "$ne": owner },
                 "muted_for": { "$ne": owner },
                 "blocked_for": { "$ne": owner },
             },
+        });
+        filter
+    }
+
+    /// What a document must satisfy to be in `owner`'s inbox, shown or hidden: not deleted by
+    /// them, not retracted.
+    pub(super) fn kept(self, owner: &str) -> Document {
+        match self {
+            OwnerState::Copy => doc! { "gone": { "$exists": false } },
+            OwnerState::Shared => doc! {
+                "retracted": { "$exists": false },
+                "gone_for": { "$ne": owner },
+            },
+        }
+    }
+
+    /// What a document must satisfy to be not retracted (a copy: not a tombstone, which a
+    /// delete leaves too).
+    pub(super) fn live(self) -> Document {
+        match self {
+            OwnerState::Copy => doc! { "gone": { "$exists": false } },
+            OwnerState::Shared => doc! { "retracted": { "$exists": false } },
         }
     }
 
