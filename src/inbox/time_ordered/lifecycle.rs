@@ -3,8 +3,9 @@
 //!
 //! The two layouts differ in where an owner's copy of a message lives (a document its
 //! recipients share, or one of the owner's own) and so in how its state is marked
-//! ([`OwnerState::mark`]) and how a write takes turns where updates are not atomic; a store
-//! says that much, and what only it does (delete, mute and block, prune), and the rest is here.
+//! ([`OwnerState::mark`](super::OwnerState::mark)) and how a write takes turns where updates
+//! are not atomic; a store says that much, and what only it does (delete, mute and block,
+//! prune), and the rest is here.
 //! One `update` per change of one owner's state of one message, one `update_many` per range
 //! or per message, one `count` per count. Every write sets, unsets, adds to a set or pulls:
 //! applied twice, it applies once, so a retry after a lost reply changes nothing more.
