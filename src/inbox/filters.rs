@@ -7,10 +7,11 @@
 
 use std::collections::HashSet;
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::Collection;
 
+use super::keyed::names;
 use super::lifecycle::{Filter, Filters};
 use crate::backend::Backend;
 use crate::error::Result;
@@ -46,18 +47,7 @@ pub(super) fn lists(document: &Document, filter: Filter, sender: &str) -> bool {
 
 /// The lists of an owner's document.
 pub(super) fn read(document: Option<&Document>) -> Filters {
-    let names = |field: &str| -> Vec<String> {
-        document
-            .and_then(|d| d.get_array(field).ok())
-            .map(|senders| {
-                senders
-                    .iter()
-                    .filter_map(Bson::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let names = |field: &str| document.map(|d| names(d, field)).unwrap_or_default();
     Filters {
         muted: names(Filter::Mute.field()),
         blocked: names(Filter::Block.field()),

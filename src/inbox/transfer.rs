@@ -13,6 +13,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::lifecycle::InboxLifecycle;
+use super::recipient_lists::RecipientLists;
 use super::{Message, MessageId, Payload};
 use crate::Result;
 
@@ -203,6 +204,32 @@ pub(crate) async fn distinct_owners<'a>(
         .map_err(crate::Error::from)
         .try_filter_map(|group| async move { Ok(group.get_str("_id").ok().map(str::to_owned)) })
         .boxed())
+}
+
+/// The messages held in `groups` (an owner's copies read in chunks, or each bucket's entries),
+/// in order: each group's shared recipient lists put back (one `find` where any has one), then
+/// each document decoded by `held` as read from `collection`.
+pub(super) fn held_in_groups<'a>(
+    groups: impl futures::Stream<Item = Result<Vec<Document>>> + Send + 'a,
+    recipients: &'a RecipientLists,
+    collection: &str,
+    held: fn(&str, &Document) -> Result<HeldMessage>,
+) -> BoxStream<'a, Result<HeldMessage>> {
+    let collection = collection.to_owned();
+    groups
+        .and_then(move |mut documents| {
+            let collection = collection.clone();
+            async move {
+                recipients.restore(&mut documents, "id").await?;
+                documents
+                    .iter()
+                    .map(|document| held(&collection, document))
+                    .collect::<Result<Vec<_>>>()
+            }
+        })
+        .map_ok(|messages| futures::stream::iter(messages.into_iter().map(Ok)))
+        .try_flatten()
+        .boxed()
 }
 
 /// Whether `collection` holds no document at all: one `find_one`.

@@ -45,21 +45,34 @@ fn stamp(sent: bson::DateTime, floor: Option<bson::DateTime>) -> bson::DateTime 
     floor.map_or(sent, |floor| floor.max(sent))
 }
 
+/// A bucket's sequence and count (0 where missing).
+pub(super) fn sequence_and_count(bucket: &Document) -> (i64, i64) {
+    (
+        integer(bucket, "sequence").unwrap_or(0),
+        integer(bucket, "count").unwrap_or(0),
+    )
+}
+
 impl Buckets {
-    /// The sequence and count of `owner`'s newest bucket: one `find` of one document.
-    pub(super) async fn newest_bucket(&self, owner: &str) -> Result<Option<(i64, i64)>> {
-        let newest = self
+    /// The fields `projection` names of `owner`'s newest bucket: one `find` of one document.
+    pub(super) async fn newest_of(
+        &self,
+        owner: &str,
+        projection: Document,
+    ) -> Result<Option<Document>> {
+        Ok(self
             .buckets
             .find_one(owner_buckets(owner, 0, None))
             .sort(doc! { "_id": -1 })
-            .projection(doc! { "_id": 0, "sequence": 1, "count": 1 })
-            .await?;
-        Ok(newest.map(|bucket| {
-            (
-                integer(&bucket, "sequence").unwrap_or(0),
-                integer(&bucket, "count").unwrap_or(0),
-            )
-        }))
+            .projection(projection)
+            .await?)
+    }
+
+    /// The sequence and count of `owner`'s newest bucket: one `find` of one document.
+    pub(super) async fn newest_bucket(&self, owner: &str) -> Result<Option<(i64, i64)>> {
+        let projection = doc! { "_id": 0, "sequence": 1, "count": 1 };
+        let newest = self.newest_of(owner, projection).await?;
+        Ok(newest.as_ref().map(sequence_and_count))
     }
 
     /// The largest encoded message this store accepts.

@@ -8,11 +8,11 @@
 
 use std::collections::HashSet;
 
+use super::deliver::sequence_and_count;
 use super::*;
 use crate::inbox::engine::TransferEngine;
-use crate::inbox::transfer::{Gone, HeldMessage};
+use crate::inbox::transfer::{held_in_groups, Gone, HeldMessage};
 use futures::stream::BoxStream;
-use futures::StreamExt;
 
 /// An entry of a bucket as the owner holds it.
 fn held(collection: &str, entry: &Document) -> Result<HeldMessage> {
@@ -24,6 +24,20 @@ fn held(collection: &str, entry: &Document) -> Result<HeldMessage> {
     message.blocked = flag(Filter::Block.field());
     message.gone = entry.get_str("gone").ok().map(Gone::from_name);
     Ok(message)
+}
+
+/// The entries of `bucket`, taken out of it.
+fn entries_of(mut bucket: Document) -> Vec<Document> {
+    match bucket.remove("messages") {
+        Some(Bson::Array(entries)) => entries
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Bson::Document(entry) => Some(entry),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The entry a bucket keeps of `message`, with the owner's state.
@@ -98,18 +112,9 @@ fn place(
 impl Buckets {
     /// One `find` of the owner's newest bucket: its sequence, count and message ids.
     async fn newest_for_import(&self, owner: &str) -> Result<NewestBucket> {
-        let newest = self
-            .buckets
-            .find_one(owner_buckets(owner, 0, None))
-            .sort(doc! { "_id": -1 })
-            .projection(doc! { "sequence": 1, "count": 1, "messages.id": 1 })
-            .await?;
-        let (sequence, count) = newest.as_ref().map_or((0, 0), |bucket| {
-            (
-                integer(bucket, "sequence").unwrap_or(0),
-                integer(bucket, "count").unwrap_or(0),
-            )
-        });
+        let projection = doc! { "sequence": 1, "count": 1, "messages.id": 1 };
+        let newest = self.newest_of(owner, projection).await?;
+        let (sequence, count) = newest.as_ref().map_or((0, 0), sequence_and_count);
         let present = newest
             .as_ref()
             .and_then(|bucket| bucket.get_array("messages").ok())
@@ -256,38 +261,20 @@ impl<P: Payload> TransferEngine<P> for BucketedFanOut<P> {
     /// `find` of shared lists per bucket holding entries that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
         let buckets = &self.buckets;
-        let collection = buckets.buckets.name().to_owned();
         let cursor = buckets
             .buckets
             .find(owner_buckets(owner, 0, None))
             .sort(doc! { "_id": 1 })
             .projection(doc! { "messages": 1 })
             .await?;
-        Ok(cursor
-            .map_err(Error::from)
-            .and_then(move |mut bucket| {
-                let collection = collection.clone();
-                async move {
-                    let mut entries: Vec<Document> = match bucket.remove("messages") {
-                        Some(Bson::Array(entries)) => entries
-                            .into_iter()
-                            .filter_map(|entry| match entry {
-                                Bson::Document(entry) => Some(entry),
-                                _ => None,
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    };
-                    buckets.recipients.restore(&mut entries, "id").await?;
-                    entries
-                        .iter()
-                        .map(|entry| held(&collection, entry))
-                        .collect::<Result<Vec<_>>>()
-                }
-            })
-            .map_ok(|entries| futures::stream::iter(entries.into_iter().map(Ok)))
-            .try_flatten()
-            .boxed())
+        let entries = cursor.map_err(Error::from).map_ok(entries_of);
+        let collection = buckets.buckets.name();
+        Ok(held_in_groups(
+            entries,
+            &buckets.recipients,
+            collection,
+            held,
+        ))
     }
 
     /// One `find` of the owner's newest bucket; one `update` of the messages' records; one

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 
 use super::{copy_id, FanOutOnWrite};
 use crate::inbox::engine::TransferEngine;
@@ -35,24 +35,15 @@ impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
     /// One `find` of the owner's copies by `(sent, id)`, read in batches; one `find` of shared
     /// lists per 256 copies that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
-        let collection = self.copies.name().to_owned();
         let documents = transfer::oldest_first(&self.copies, doc! { "recipient": owner }).await?;
-        let stream = documents
-            .try_chunks(EXPORT_CHUNK)
-            .map_err(|error| error.1)
-            .and_then(move |mut chunk| {
-                let collection = collection.clone();
-                async move {
-                    self.recipients.restore(&mut chunk, "id").await?;
-                    chunk
-                        .iter()
-                        .map(|document| held(&collection, document))
-                        .collect::<Result<Vec<_>>>()
-                }
-            })
-            .map_ok(|chunk| futures::stream::iter(chunk.into_iter().map(Ok)))
-            .try_flatten();
-        Ok(stream.boxed())
+        let chunks = documents.try_chunks(EXPORT_CHUNK).map_err(|error| error.1);
+        let collection = self.copies.name();
+        Ok(transfer::held_in_groups(
+            chunks,
+            &self.recipients,
+            collection,
+            held,
+        ))
     }
 
     /// One unordered `insert` of the copies (a list past `max_inline_recipients` stored once

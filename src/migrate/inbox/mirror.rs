@@ -43,8 +43,15 @@ impl<P: Payload> MigratingInbox<P> {
         Self { inner }
     }
 
-    async fn writes(&self) -> Result<Writes> {
-        self.inner.writes().await
+    /// The store a write goes to first: the one taking writes, or the source while both do
+    /// (then `true`: the target takes it after).
+    async fn first_store(&self) -> Result<(Arc<crate::inbox::DynInboxTransfer<P>>, bool)> {
+        let units = &self.inner.units;
+        Ok(match self.inner.writes().await? {
+            Writes::Source => (units.source.clone(), false),
+            Writes::Target => (units.target.clone(), false),
+            Writes::Both => (units.source.clone(), true),
+        })
     }
 
     /// Whether `owner`'s reads go to the target.
@@ -75,19 +82,15 @@ impl<P: Payload> MigratingInbox<P> {
         G: FnOnce(Arc<crate::inbox::DynInboxTransfer<P>>, Vec<String>) -> GF,
         GF: Future<Output = Result<U>>,
     {
-        let inner = &self.inner;
-        match self.writes().await? {
-            Writes::Source => on_source(inner.units.source.clone()).await,
-            Writes::Target => on_source(inner.units.target.clone()).await,
-            Writes::Both => {
-                let done = on_source(inner.units.source.clone()).await?;
-                let target = inner.units.target.clone();
-                let owners = owners.iter().map(|o| o.to_string()).collect();
-                self.mirror(owners, |ready| on_target(target, ready))
-                    .await?;
-                Ok(done)
-            }
+        let (first, then_target) = self.first_store().await?;
+        let done = on_source(first).await?;
+        if then_target {
+            let target = self.inner.units.target.clone();
+            let owners = owners.iter().map(|o| o.to_string()).collect();
+            self.mirror(owners, |ready| on_target(target, ready))
+                .await?;
         }
+        Ok(done)
     }
 
     /// [`MigratingInbox::write`] of one and the same write of `owner`'s on each store: `apply`
@@ -124,28 +127,24 @@ impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
 
     /// The source's own send derives the key again (`_keyed` is dropped).
     async fn send(&self, message: NewMessage<P>, _keyed: Option<KeyedSend>) -> Result<Sent<P>> {
-        let inner = &self.inner;
-        match self.writes().await? {
-            Writes::Source => inner.units.source.send(message).await,
-            Writes::Target => inner.units.target.send(message).await,
-            Writes::Both => {
-                let sent = inner.units.source.send(message).await?;
-                let owners: Vec<String> = sent
-                    .message
-                    .to
-                    .iter()
-                    .filter(|r| !sent.skipped.contains(r))
-                    .cloned()
-                    .collect();
-                let target = inner.units.target.clone();
-                let message = &sent.message;
-                self.mirror(owners, |ready| async move {
-                    target.send_stamped(message, &ready).await
-                })
-                .await?;
-                Ok(sent)
-            }
+        let (first, then_target) = self.first_store().await?;
+        let sent = first.send(message).await?;
+        if then_target {
+            let owners: Vec<String> = sent
+                .message
+                .to
+                .iter()
+                .filter(|r| !sent.skipped.contains(r))
+                .cloned()
+                .collect();
+            let target = self.inner.units.target.clone();
+            let message = &sent.message;
+            self.mirror(owners, |ready| async move {
+                target.send_stamped(message, &ready).await
+            })
+            .await?;
         }
+        Ok(sent)
     }
 
     async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
@@ -347,19 +346,17 @@ impl<P: Payload> MigratingInbox<P> {
         F: Fn(Arc<crate::inbox::DynInboxTransfer<P>>) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
+        let (first, then_target) = self.first_store().await?;
+        let done = write(first).await?;
+        if !then_target {
+            return Ok(done);
+        }
         let inner = &self.inner;
-        match self.writes().await? {
-            Writes::Source => write(inner.units.source.clone()).await,
-            Writes::Target => write(inner.units.target.clone()).await,
-            Writes::Both => {
-                let done = write(inner.units.source.clone()).await?;
-                inner.states.bump_epoch().await?;
-                match write(inner.units.target.clone()).await {
-                    Ok(_) | Err(Error::NotFound { .. }) => Ok(done),
-                    Err(Error::Forbidden { .. }) => Ok(done),
-                    Err(error) => Err(error),
-                }
-            }
+        inner.states.bump_epoch().await?;
+        match write(inner.units.target.clone()).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(done),
+            Err(Error::Forbidden { .. }) => Ok(done),
+            Err(error) => Err(error),
         }
     }
 }

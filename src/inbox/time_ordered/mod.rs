@@ -1,13 +1,16 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
 //! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`], with each one's owner state
-//! ([`OwnerState`]) filtered on the server.
+//! ([`OwnerState`]) filtered on the server. Their lifecycle, written once over the layout, is
+//! in [`lifecycle`].
+
+pub(super) mod lifecycle;
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
 use mongodb::options::Hint;
 use mongodb::Collection;
 
-use super::lifecycle::Retention;
+use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{cursor, Message, MessageId, Payload, Strategy};
 use crate::backend::dialect::{NewestFirst, TimeIndex};
@@ -41,21 +44,53 @@ pub(super) enum OwnerState {
     Shared,
 }
 
+/// An owner's mark on a message, which each [`OwnerState`] keeps its own way.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Mark {
+    /// Read by the owner.
+    Read,
+    /// Starred by the owner.
+    Starred,
+    /// Hidden from the owner by their mute or block of its sender.
+    Hidden(Filter),
+}
+
 impl OwnerState {
-    /// What a document must satisfy to show in `owner`'s inbox.
+    /// What a document must satisfy to show in `owner`'s inbox: [`OwnerState::kept`], and not
+    /// hidden by a mute or a block.
     pub(super) fn visible(self, owner: &str) -> Document {
-        match self {
+        let mut filter = self.kept(owner);
+        filter.extend(match self {
             OwnerState::Copy => doc! {
-                "gone": { "$exists": false },
                 "muted": { "$exists": false },
                 "blocked": { "$exists": false },
             },
             OwnerState::Shared => doc! {
-                "retracted": { "$exists": false },
-                "gone_for": { "$ne": owner },
                 "muted_for": { "$ne": owner },
                 "blocked_for": { "$ne": owner },
             },
+        });
+        filter
+    }
+
+    /// What a document must satisfy to be in `owner`'s inbox, shown or hidden: not deleted by
+    /// them, not retracted.
+    pub(super) fn kept(self, owner: &str) -> Document {
+        match self {
+            OwnerState::Copy => doc! { "gone": { "$exists": false } },
+            OwnerState::Shared => doc! {
+                "retracted": { "$exists": false },
+                "gone_for": { "$ne": owner },
+            },
+        }
+    }
+
+    /// What a document must satisfy to be not retracted (a copy: not a tombstone, which a
+    /// delete leaves too).
+    pub(super) fn live(self) -> Document {
+        match self {
+            OwnerState::Copy => doc! { "gone": { "$exists": false } },
+            OwnerState::Shared => doc! { "retracted": { "$exists": false } },
         }
     }
 
@@ -88,6 +123,48 @@ impl OwnerState {
         }
     }
 
+    /// The update that sets (`on`) or clears `owner`'s `mark` on a document: a flag of a copy
+    /// (`unread` is kept rather than read, so reading clears it), or the owner's name in an
+    /// array of a shared document. Applied twice, it applies once.
+    pub(super) fn mark(self, owner: &str, mark: Mark, on: bool) -> Document {
+        match self {
+            OwnerState::Copy => {
+                let (field, set) = match mark {
+                    Mark::Read => ("unread", !on),
+                    Mark::Starred => ("starred", on),
+                    Mark::Hidden(filter) => (filter.field(), on),
+                };
+                if set {
+                    doc! { "$set": { field: true } }
+                } else {
+                    doc! { "$unset": { field: "" } }
+                }
+            }
+            OwnerState::Shared => {
+                let field = match mark {
+                    Mark::Read => "read_by",
+                    Mark::Starred => "starred_by",
+                    Mark::Hidden(Filter::Mute) => "muted_for",
+                    Mark::Hidden(Filter::Block) => "blocked_for",
+                };
+                if on {
+                    doc! { "$addToSet": { field: owner } }
+                } else {
+                    doc! { "$pull": { field: owner } }
+                }
+            }
+        }
+    }
+
+    /// The bytes an edited document keeps free past its message, for the owners' state written
+    /// on it later: arrays of names on a shared document, a few flags on a copy.
+    pub(super) fn room_for_state(self) -> usize {
+        match self {
+            OwnerState::Copy => 64,
+            OwnerState::Shared => 1024,
+        }
+    }
+
     /// Whether `owner` has read the stored `document`, and starred it.
     fn read_and_starred(self, document: &Document, owner: &str) -> (bool, bool) {
         let names = |field: &str| {
@@ -113,6 +190,18 @@ impl Layout {
             owner_field: self.owner_field,
             id_field: self.id_field,
             owners_in_array: self.owners_in_array,
+        }
+    }
+
+    /// The field a lifecycle write locks each document by where updates are not atomic (see
+    /// [`Backend::update_every_owner`]): its `_id` where owners share it, so two owners' marks on
+    /// one message take turns and writes on different messages never wait for each other; the
+    /// owner where each owner has a copy of their own.
+    pub(super) fn lock_field(&self) -> &'static str {
+        if self.owners_in_array {
+            "_id"
+        } else {
+            self.owner_field
         }
     }
 
