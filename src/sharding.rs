@@ -26,6 +26,17 @@ impl ShardKey {
             rationale,
         }
     }
+
+    /// `collection` sharded on its hashed `_id`: a read or write by id reaches one shard, and
+    /// writes spread evenly.
+    pub(crate) fn hashed_id(collection: &str, rationale: &'static str) -> Self {
+        Self::new(collection, doc! { "_id": "hashed" }, rationale)
+    }
+
+    /// `collection` sharded on ranges of `_id`: for small collections, and keys read in order.
+    pub(crate) fn ranged_id(collection: &str, rationale: &'static str) -> Self {
+        Self::new(collection, doc! { "_id": 1 }, rationale)
+    }
 }
 
 /// Shards each collection on its key, when `database` is reached through a `mongos` (or a

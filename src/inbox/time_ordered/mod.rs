@@ -95,7 +95,11 @@ impl OwnerState {
     }
 
     /// Whether the stored `document` shows in `owner`'s inbox: [`OwnerState::visible`],
-    /// evaluated here (for a document a change stream brought).
+    /// evaluated here: for a document a change stream brought, and for each document a page or
+    /// a poll read. A server that does not read each document as of one moment can return one
+    /// that a retraction, delete, mute or block changed while it was read, so that it no longer
+    /// matches the read's filter (a retracted one has no recipients left to decode): the read
+    /// leaves it out, as it would have had the change come first.
     pub(super) fn shows(self, document: &Document, owner: &str) -> bool {
         let names = |field: &str| {
             document
@@ -262,6 +266,13 @@ pub(super) async fn read_page<P: Payload>(
     };
     let more = documents.len() > page.limit;
     documents.truncate(page.limit);
+    // The next page starts after the last document read, shown or not.
+    let next = match documents.last() {
+        Some(last) if more => Some(cursor_after(collection.name(), layout, owner, last)?),
+        _ => None,
+    };
+    // Changed while the server read it (see `OwnerState::shows`).
+    documents.retain(|document| layout.state.shows(document, owner));
     if let Some(recipients) = recipients {
         recipients.restore(&mut documents, layout.id_field).await?;
     }
@@ -269,16 +280,33 @@ pub(super) async fn read_page<P: Payload>(
         .into_iter()
         .map(|document| decode(collection.name(), document, layout, owner))
         .collect::<Result<Vec<Message<P>>>>()?;
-    let next = match items.last() {
-        Some(last) if more => Some(cursor::after_time(
-            layout.strategy,
-            owner,
-            last.sent,
-            last.id,
-        )),
-        _ => None,
-    };
     Ok(Page { items, next })
+}
+
+/// The cursor after `document`, read from `collection` for `owner`'s inbox.
+fn cursor_after(
+    collection: &str,
+    layout: Layout,
+    owner: &str,
+    document: &Document,
+) -> Result<crate::page::Cursor> {
+    let (Ok(sent), Ok(id)) = (
+        document.get_datetime("sent"),
+        document.get_object_id(layout.id_field),
+    ) else {
+        let id = document.get("_id").cloned();
+        return Err(crate::bson_ext::corrupt(
+            collection,
+            id,
+            "no `sent` or message id",
+        ));
+    };
+    Ok(cursor::after_time(
+        layout.strategy,
+        owner,
+        *sent,
+        MessageId(id),
+    ))
 }
 
 /// The read of one page of `owner`'s inbox: what shows, after the cursor's `(sent, id)`, at
@@ -412,6 +440,7 @@ pub(super) async fn arrivals<P: Payload>(
         .await?
         .try_collect()
         .await?;
+    documents.retain(|document| layout.state.shows(document, owner));
     if let Some(recipients) = recipients {
         recipients.restore(&mut documents, layout.id_field).await?;
     }
