@@ -355,9 +355,8 @@ impl<P: Payload> Delivery<P> {
                 "an author's posts, read newest first to rebuild or backfill inboxes, stay on \
                  one shard; writes spread by author",
             ),
-            ShardKey::new(
+            ShardKey::hashed_id(
                 self.inner.activity.name(),
-                doc! { "_id": "hashed" },
                 "activity is read and written one user at a time",
             ),
         ];

@@ -181,20 +181,14 @@ impl<X: Payload> FeedStore<X> {
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         let c = &self.inner.collections;
         let mut keys = vec![
-            ShardKey::new(
+            ShardKey::hashed_id(
                 c.posts.name(),
-                doc! { "_id": "hashed" },
                 "a post read by id and a feed page's $in reach only the owning shards; writes \
                  spread evenly; author pages, propagation and search scatter",
             ),
-            ShardKey::new(
-                c.extended_users.name(),
-                doc! { "_id": "hashed" },
-                "read rarely, by id",
-            ),
-            ShardKey::new(
+            ShardKey::hashed_id(c.extended_users.name(), "read rarely, by id"),
+            ShardKey::hashed_id(
                 c.counters.name(),
-                doc! { "_id": "hashed" },
                 "one document per post, read and incremented by post id",
             ),
             ShardKey::new(
@@ -203,25 +197,18 @@ impl<X: Payload> FeedStore<X> {
                 "a post's likes on one shard, so `_id: {post, user}` stays unique; the hot \
                  window's aggregation scatters, in the background",
             ),
-            ShardKey::new(
+            ShardKey::hashed_id(
                 c.feeds.name(),
-                doc! { "_id": "hashed" },
                 "a feed page reads one document from one shard",
             ),
-            ShardKey::new(
-                c.propagations.name(),
-                doc! { "_id": 1 },
-                "small: a few documents per rename",
-            ),
-            ShardKey::new(
+            ShardKey::ranged_id(c.propagations.name(), "small: a few documents per rename"),
+            ShardKey::hashed_id(
                 c.post_keys.name(),
-                doc! { "_id": "hashed" },
                 "a keyed post's record, found by its `_id` (derived from the author and the \
                  key), whose uniqueness the shard key keeps",
             ),
-            ShardKey::new(
+            ShardKey::ranged_id(
                 self.inner.backend.locks_collection(),
-                doc! { "_id": 1 },
                 "locks are taken and released by key",
             ),
         ];

@@ -94,14 +94,12 @@ impl FollowGraph {
                 "a user's dismissals and blocks live on one shard; a recommendation page also asks \
                  which of its candidates blocked the user, by owner among them: a few shards",
             ),
-            ShardKey::new(
+            ShardKey::hashed_id(
                 self.users.name(),
-                doc! { "_id": "hashed" },
                 "stats documents are read and counted one at a time; hashing spreads hot users",
             ),
-            ShardKey::new(
+            ShardKey::hashed_id(
                 self.groups.name(),
-                doc! { "_id": "hashed" },
                 "groups are looked up by id only",
             ),
         ]

@@ -166,9 +166,8 @@ impl FilterLists {
 
     /// The lists' shard key: one small document per owner, read by id.
     pub(super) fn shard_key(&self) -> crate::sharding::ShardKey {
-        crate::sharding::ShardKey::new(
+        crate::sharding::ShardKey::hashed_id(
             self.lists.name(),
-            doc! { "_id": "hashed" },
             "one small document per owner, read by id",
         )
     }

@@ -66,9 +66,8 @@ impl RecipientLists {
 
     /// The lists' shard key: one list per message, read by id.
     pub(super) fn shard_key(&self) -> crate::sharding::ShardKey {
-        crate::sharding::ShardKey::new(
+        crate::sharding::ShardKey::hashed_id(
             self.lists.name(),
-            doc! { "_id": "hashed" },
             "long recipient lists, one per message, read by id",
         )
     }

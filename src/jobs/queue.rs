@@ -274,14 +274,12 @@ impl JobQueue {
     /// The shard key of each of the queue's collections.
     pub fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
-            ShardKey::new(
+            ShardKey::hashed_id(
                 self.jobs.name(),
-                doc! { "_id": "hashed" },
                 "spreads enqueues over every shard; workers poll all shards, which suits a queue",
             ),
-            ShardKey::new(
+            ShardKey::ranged_id(
                 self.locks.collection_name(),
-                doc! { "_id": 1 },
                 "claims are found by job id only",
             ),
         ]

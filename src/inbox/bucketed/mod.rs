@@ -316,11 +316,7 @@ impl<P: Payload> InboxEngine<P> for BucketedFanOut<P> {
                 doc! { "owner": 1, "sequence": 1 },
                 "routes an inbox read to one shard; a long inbox may span two",
             ),
-            ShardKey::new(
-                heads.name(),
-                doc! { "_id": 1 },
-                "one small document per owner, read by id",
-            ),
+            ShardKey::ranged_id(heads.name(), "one small document per owner, read by id"),
             recipients.shard_key(),
         ]
     }
