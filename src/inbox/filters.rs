@@ -8,7 +8,6 @@
 use std::collections::HashSet;
 
 use bson::{doc, Document};
-use futures::TryStreamExt;
 use mongodb::Collection;
 
 use super::keyed::names;
@@ -137,16 +136,11 @@ impl FilterLists {
             return Ok(SenderFilters::default());
         }
         let found: Vec<Document> = backend
-            .retry("read filters", || async {
-                Ok(self
-                    .lists
-                    .find(doc! {
-                        "_id": { "$in": recipients },
-                        "$or": [{ "muted": sender }, { "blocked": sender }],
-                    })
-                    .await?
-                    .try_collect()
-                    .await?)
+            .find_all("read filters", || {
+                self.lists.find(doc! {
+                    "_id": { "$in": recipients },
+                    "$or": [{ "muted": sender }, { "blocked": sender }],
+                })
             })
             .await?;
         let mut filters = SenderFilters::default();

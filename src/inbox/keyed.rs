@@ -98,8 +98,8 @@ pub(super) async fn find(
     id: MessageId,
 ) -> Result<Option<Document>> {
     backend
-        .retry("find keyed message", || async {
-            Ok(collection.find_one(doc! { "_id": id.0 }).await?)
+        .command("find keyed message", || {
+            collection.find_one(doc! { "_id": id.0 })
         })
         .await
 }
@@ -155,9 +155,8 @@ where
     let filter = doc! { "_id": keyed.id.0, "done": false };
     let update = doc! { "$set": { "done": true, "skipped": &skipped } };
     backend
-        .retry("finish keyed message", || async {
-            records.update_one(filter.clone(), update.clone()).await?;
-            Ok(())
+        .command("finish keyed message", || {
+            records.update_one(filter.clone(), update.clone())
         })
         .await?;
     Ok(Sent { message, skipped })

@@ -257,10 +257,7 @@ pub(crate) async fn delete_all(
 ) -> Result<()> {
     for collection in collections {
         backend
-            .retry("purge store", || async {
-                collection.delete_many(doc! {}).await?;
-                Ok(())
-            })
+            .command("purge store", || collection.delete_many(doc! {}))
             .await?;
     }
     Ok(())

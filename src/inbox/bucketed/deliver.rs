@@ -150,14 +150,13 @@ impl Buckets {
         }
         let records = self.recipients.collection();
         self.backend
-            .retry("record message", || async {
+            .command("record message", || {
                 records
                     .update_one(filter.clone(), update.clone())
                     .upsert(true)
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 
     /// The recipients whose buckets from their head back by one already hold message `id` (one

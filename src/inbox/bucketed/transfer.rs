@@ -239,14 +239,13 @@ impl Buckets {
             max.insert(FLOOR, floor);
         }
         self.backend
-            .retry("import head", || async {
+            .command("import head", || {
                 self.heads
                     .update_one(doc! { "_id": owner }, doc! { "$max": max.clone() })
                     .upsert(true)
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 }
 

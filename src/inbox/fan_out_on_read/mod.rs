@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 use mongodb::{Collection, Database, IndexModel};
 
 use super::engine::InboxEngine;
@@ -297,9 +296,8 @@ impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
         // make this a lookup on one shard of the `{from}` key and a point in `{to, sent, id}`.)
         let holding: Vec<Document> = self
             .backend
-            .retry("find", || async {
-                Ok(self
-                    .messages
+            .find_all("find", || {
+                self.messages
                     .find(doc! {
                         "from": &message.from,
                         "sent": message.sent,
@@ -307,9 +305,6 @@ impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
                         "to": { "$in": recipients },
                     })
                     .projection(doc! { "to": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
             })
             .await?;
         let held: std::collections::HashSet<&str> = holding

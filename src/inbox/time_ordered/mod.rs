@@ -513,9 +513,9 @@ pub(super) async fn mark_sender(
 ) -> Result<()> {
     let filter = doc! { layout.owner_field: owner, "from": sender };
     backend
-        .retry("mark sender", || async {
-            collection.update_many(filter.clone(), mark.clone()).await?;
-            Ok(())
+        .command("mark sender", || {
+            collection.update_many(filter.clone(), mark.clone())
         })
         .await
+        .map(drop)
 }

@@ -78,13 +78,11 @@ impl Buckets {
     ) -> Result<()> {
         let record = self
             .backend
-            .retry("read message record", || async {
-                Ok(self
-                    .recipients
+            .command("read message record", || {
+                self.recipients
                     .collection()
                     .find_one(doc! { "_id": id.0 })
                     .projection(doc! { PLACED: 1 })
-                    .await?)
             })
             .await?
             .ok_or_else(|| message_not_found(id))?;
