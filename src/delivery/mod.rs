@@ -81,7 +81,7 @@ use crate::jobs::{JobQueue, Worker};
 use crate::observe::spans::Op;
 use crate::page::PageRequest;
 use crate::payload::Payload;
-use crate::phantom_impls::debug_fields;
+use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
@@ -128,13 +128,7 @@ pub struct Delivery<P: Payload> {
     inner: Arc<DeliveryState<P>>,
 }
 
-impl<P: Payload> Clone for Delivery<P> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-        }
-    }
-}
+clone_fields!(Delivery<P: Payload> { inner });
 
 impl<P: Payload> fmt::Debug for Delivery<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -18,6 +18,7 @@ use super::users::Users;
 use crate::jobs::{JobQueue, Worker};
 use crate::observe::spans::Op;
 use crate::payload::Payload;
+use crate::phantom_impls::clone_fields;
 use crate::server::Capabilities;
 use crate::sharding::{self, ShardKey};
 use crate::Result;
@@ -54,14 +55,7 @@ pub struct FeedStore<X> {
     _extension: PhantomData<fn() -> X>,
 }
 
-impl<X> Clone for FeedStore<X> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            _extension: PhantomData,
-        }
-    }
-}
+clone_fields!(FeedStore<X> { inner, _extension });
 
 impl<X> fmt::Debug for FeedStore<X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

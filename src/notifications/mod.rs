@@ -97,6 +97,7 @@ pub use outbox::Outbox;
 pub use types::{Activity, Counts, Event, Group, Kind};
 
 use crate::backend::Backend;
+use crate::phantom_impls::clone_fields;
 use crate::Result;
 
 /// The store's collections, by default name.
@@ -172,14 +173,7 @@ struct Groups {
     max_actors: u64,
 }
 
-impl<D> Clone for NotificationStore<D> {
-    fn clone(&self) -> Self {
-        Self {
-            groups: self.groups.clone(),
-            _data: PhantomData,
-        }
-    }
-}
+clone_fields!(NotificationStore<D> { groups, _data });
 
 impl<D> fmt::Debug for NotificationStore<D> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

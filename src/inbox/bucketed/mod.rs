@@ -36,6 +36,7 @@ use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::{Error, Result};
 use crate::page::{Page, PageRequest};
+use crate::phantom_impls::clone_fields;
 use crate::retry::Backoff;
 use crate::sharding::ShardKey;
 
@@ -167,14 +168,7 @@ struct Buckets {
     retention: Retention,
 }
 
-impl<P> Clone for BucketedFanOut<P> {
-    fn clone(&self) -> Self {
-        Self {
-            buckets: self.buckets.clone(),
-            _payload: PhantomData,
-        }
-    }
-}
+clone_fields!(BucketedFanOut<P> { buckets, _payload });
 
 impl<P> fmt::Debug for BucketedFanOut<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

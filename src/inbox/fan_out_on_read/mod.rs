@@ -20,7 +20,7 @@ use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
 use crate::config::{store_builder_methods, StoreConfig};
-use crate::phantom_impls::debug_fields;
+use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
@@ -95,17 +95,7 @@ pub struct FanOutOnRead<P> {
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P> Clone for FanOutOnRead<P> {
-    fn clone(&self) -> Self {
-        Self {
-            backend: self.backend.clone(),
-            messages: self.messages.clone(),
-            filters: self.filters.clone(),
-            retention: self.retention,
-            _payload: PhantomData,
-        }
-    }
-}
+clone_fields!(FanOutOnRead<P> { backend, messages, filters, retention, _payload });
 
 impl<P> fmt::Debug for FanOutOnRead<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

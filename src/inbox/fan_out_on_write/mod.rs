@@ -25,7 +25,7 @@ use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
 use crate::page::{Page, PageRequest};
-use crate::phantom_impls::debug_fields;
+use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
 
@@ -94,18 +94,7 @@ pub struct FanOutOnWrite<P> {
     _payload: PhantomData<fn() -> P>,
 }
 
-impl<P> Clone for FanOutOnWrite<P> {
-    fn clone(&self) -> Self {
-        Self {
-            backend: self.backend.clone(),
-            copies: self.copies.clone(),
-            recipients: self.recipients.clone(),
-            filters: self.filters.clone(),
-            retention: self.retention,
-            _payload: PhantomData,
-        }
-    }
-}
+clone_fields!(FanOutOnWrite<P> { backend, copies, recipients, filters, retention, _payload });
 
 impl<P> fmt::Debug for FanOutOnWrite<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -15,6 +15,7 @@ use super::engine::Config;
 use super::handle::{migration_builder_methods, migration_handle_methods};
 use crate::error::Result;
 use crate::inbox::{DynInboxTransfer, Payload};
+use crate::phantom_impls::clone_fields;
 use units::{InboxMigrationEngine, Inboxes};
 
 /// How far a migration's copy has got ([`InboxMigration::progress`]).
@@ -59,13 +60,7 @@ pub struct InboxMigration<P> {
     inner: Arc<InboxMigrationEngine<P>>,
 }
 
-impl<P> Clone for InboxMigration<P> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-        }
-    }
-}
+clone_fields!(InboxMigration<P> { inner });
 
 impl<P: Payload> std::fmt::Debug for InboxMigration<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
