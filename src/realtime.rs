@@ -230,15 +230,9 @@ pub(crate) trait Source: Send + Sync + 'static {
         Key::new(now.timestamp_millis(), "")
     }
 
-    /// One `find` (and, for items kept elsewhere, one more for those not `seen`): the items
-    /// whose key is at least `from`, in key order, at most `limit`. Items whose key is in `seen`
-    /// were reported already; a source may leave them out.
-    async fn poll(
-        &self,
-        from: &Key,
-        seen: &BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Self::Item)>>;
+    /// One `find` (and, for items kept elsewhere, one more for those not `seen`): the items the
+    /// request asks for, in key order.
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Self::Item)>>;
 
     /// The collection and the pipeline stages that keep the source's change events.
     async fn changes(&self) -> Result<(Collection<Document>, Vec<Document>)>;
@@ -251,6 +245,14 @@ pub(crate) trait Source: Send + Sync + 'static {
         newest: &Key,
         seen: &BTreeSet<Key>,
     ) -> Result<Vec<(Key, Self::Item)>>;
+}
+
+/// What one [`Source::poll`] asks for: the items whose key is at least `from`, at most
+/// `limit`. Items whose key is in `seen` were reported already; a source may leave them out.
+pub(crate) struct PollRequest<'a> {
+    pub(crate) from: &'a Key,
+    pub(crate) seen: &'a BTreeSet<Key>,
+    pub(crate) limit: usize,
 }
 
 /// The stream of `source`'s new items, from `from` (or from now).
@@ -435,7 +437,14 @@ impl<S: Source> Watcher<S> {
         };
         let from = Key::new(top.time.saturating_sub(lookback), "");
         let limit = self.options.batch.max(1) + self.recent.len() + self.buffer.len();
-        let items = self.source.poll(&from, &self.recent, limit).await?;
+        let items = self
+            .source
+            .poll(PollRequest {
+                from: &from,
+                seen: &self.recent,
+                limit,
+            })
+            .await?;
         let mut new = 0;
         for (key, item) in items {
             if self.is_new(&key) && !self.buffer.iter().any(|(k, ..)| k == &key) {

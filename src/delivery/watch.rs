@@ -15,7 +15,7 @@ use super::worker::decode_post;
 use super::{Delivery, DeliveryState};
 use crate::backend::Backend;
 use crate::inbox::{Message, Strategy};
-use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
 use crate::{payload::Payload, Result};
 
 impl<P: Payload> Delivery<P> {
@@ -105,12 +105,8 @@ impl<P: Payload> Source for Celebrities<P> {
         &self.inner.backend
     }
 
-    async fn poll(
-        &self,
-        from: &Key,
-        _seen: &BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let PollRequest { from, limit, .. } = request;
         let authors = self.authors().await?;
         if authors.is_empty() {
             return Ok(Vec::new());

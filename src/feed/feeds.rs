@@ -21,7 +21,7 @@ use super::state::{handle, FeedState};
 use super::types::{FeedKind, Post, PostId};
 use crate::observe::spans::Op;
 use crate::payload::Payload;
-use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
 use crate::{Error, Page, PageRequest, Result};
 
 handle! {
@@ -312,12 +312,8 @@ impl<X: Payload> Source for Entering<X> {
         )
     }
 
-    async fn poll(
-        &self,
-        from: &Key,
-        seen: &BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Post<X>)>> {
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Post<X>)>> {
+        let PollRequest { from, seen, limit } = request;
         let feed = self
             .inner
             .collections

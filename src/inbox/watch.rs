@@ -19,7 +19,7 @@ use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout};
 use super::{Message, Payload};
 use crate::backend::Backend;
-use crate::realtime::{self, Key, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
 use crate::Result;
 
 /// A time-ordered inbox (fan out on read or on write) of one owner.
@@ -76,12 +76,8 @@ impl<P: Payload> Source for TimeOrdered<P> {
         &self.backend
     }
 
-    async fn poll(
-        &self,
-        from: &Key,
-        _seen: &BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let PollRequest { from, limit, .. } = request;
         let messages: Vec<Message<P>> = time_ordered::arrivals(
             &self.collection,
             self.layout,

@@ -9,7 +9,7 @@ use mongodb::Collection;
 
 use super::{Group, Groups, CHANGED, CHANGES};
 use crate::bson_ext::{self, integer};
-use crate::realtime::{Key, Source};
+use crate::realtime::{Key, PollRequest, Source};
 use crate::{payload::Payload, Result};
 
 /// A recipient's groups as a watch sees them: keyed by when they last gained an actor.
@@ -49,12 +49,8 @@ impl<D: Payload> Source for Changes<D> {
         &self.groups.backend
     }
 
-    async fn poll(
-        &self,
-        from: &Key,
-        _seen: &std::collections::BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Group<D>)>> {
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Group<D>)>> {
+        let PollRequest { from, limit, .. } = request;
         let documents: Vec<Document> = self
             .groups
             .groups

@@ -22,7 +22,7 @@ use crate::bson_ext::integer;
 use crate::error::Result;
 use crate::inbox::recipient_lists::RecipientLists;
 use crate::inbox::{Message, Payload};
-use crate::realtime::{Key, Source};
+use crate::realtime::{Key, PollRequest, Source};
 
 /// A bucketed inbox of one owner.
 pub(in crate::inbox) struct Bucketed<P> {
@@ -118,12 +118,8 @@ impl<P: Payload> Source for Bucketed<P> {
         Ok(Some(Key::new(-1, "")))
     }
 
-    async fn poll(
-        &self,
-        from: &Key,
-        _seen: &BTreeSet<Key>,
-        limit: usize,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn poll(&self, request: PollRequest<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let PollRequest { from, limit, .. } = request;
         let size = i64::from(self.bucket_size);
         let first = from.time.max(0) / size;
         let wanted = 1 + (limit as i64 + size - 1) / size;
