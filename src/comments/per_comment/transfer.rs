@@ -7,13 +7,12 @@ use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::stream::BoxStream;
-use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::engine::TransferEngine;
 use crate::comments::transfer::{self, HeldComment};
-use crate::comments::{slug, CommentStore, VotedComments};
+use crate::comments::{slug, CommentStore};
 use crate::Result;
 
 /// Comments inserted at a time by an import.
@@ -135,30 +134,24 @@ impl TransferEngine for PerComment {
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let stored: Vec<Document> = self
-            .backend
-            .retry("export comments", || async {
-                Ok(self
-                    .comments
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "posted": 1, "_id": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
-            })
+        transfer::export_with(self, discussion, async {
+            let stored = transfer::find_all(
+                &self.backend,
+                "export comments",
+                &self.comments,
+                doc! { "discussion_id": discussion },
+                doc! { "posted": 1, "_id": 1 },
+            )
             .await?;
-        let comments = stored
-            .into_iter()
-            .map(|document| {
-                let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
-                Ok(HeldComment::of(stored.comment()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::parents_first(transfer::with_voters(
-            comments, votes,
-        )))
+            stored
+                .into_iter()
+                .map(|document| {
+                    let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
+                    Ok(HeldComment::of(stored.comment()))
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Keeps a comment's slug path where it is one of this strategy's (from another
@@ -174,10 +167,7 @@ impl TransferEngine for PerComment {
                 .insert_many_once(&self.comments, chunk.to_vec())
                 .await?;
         }
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+        transfer::import_votes(self, discussion, comments, links).await
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
@@ -193,12 +183,8 @@ impl TransferEngine for PerComment {
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.comments, &self.registry.discussions],
-        )
-        .await?;
-        self.votes.purge(None).await
+        let own = [&self.comments, &self.registry.discussions];
+        transfer::purge_all(self, &self.backend, &own).await
     }
 
     async fn is_empty(&self) -> Result<bool> {
@@ -219,11 +205,7 @@ impl TransferEngine for PerComment {
     }
 
     fn data_collections(&self) -> Vec<String> {
-        vec![
-            self.comments.name().to_owned(),
-            self.registry.discussions.name().to_owned(),
-            self.votes.collection_name().to_owned(),
-        ]
+        transfer::data_collections(self, &[&self.comments, &self.registry.discussions])
     }
 }
 
