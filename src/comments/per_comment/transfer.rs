@@ -4,7 +4,6 @@
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::stream::BoxStream;
 
@@ -94,39 +93,23 @@ fn imported_comment(
     part: &str,
     micros: i64,
 ) -> Stored {
-    let step = slug::step(micros, part);
-    let (slug_path, full_slug, thread_key, parent_slug) = match parent {
-        None => (
-            part.to_owned(),
-            step.clone(),
-            slug::reversed_step(&step),
-            String::new(),
-        ),
-        Some(parent) => (
-            format!("{}/{part}", parent.slug),
-            format!("{}/{step}", parent.full_slug),
-            format!("{}/{step}", parent.thread_key),
-            parent.slug.clone(),
-        ),
-    };
+    let placed = Stored::placed(
+        discussion,
+        parent,
+        part,
+        micros,
+        comment.posted,
+        comment.author.clone(),
+        comment.text.clone(),
+    );
     Stored {
-        id: ObjectId::new(),
-        discussion_id: discussion.to_owned(),
-        parent_id: parent.map(|p| p.id),
-        parent: parent_slug,
-        slug: slug_path,
-        full_slug,
-        thread_key,
-        posted: comment.posted,
-        author: comment.author.clone(),
-        text: comment.text.clone(),
         edited: comment.edited,
         deleted: comment.deleted,
         ranking: Ranking::of(comment.votes, comment.posted),
-        idempotency_key: None,
-        content_digest: None,
+        ..placed
     }
 }
+
 #[async_trait]
 impl TransferEngine for PerComment {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
