@@ -5,7 +5,7 @@ use bson::doc;
 
 use super::read::{page_after, Range};
 use super::votes::{ranked_after, ranked_level};
-use super::{Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, STRATEGY};
+use super::{Embedded, ATTEMPTS, KEYED, STRATEGY};
 use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
 use crate::comments::engine::{Listing, ThreadsEngine};
@@ -48,23 +48,6 @@ struct ReplyTarget<'a> {
 type Placed = (usize, bson::DateTime, String);
 
 impl Embedded {
-    /// The node stored for `comment` (carrying its key, if any) and the bytes it adds to the
-    /// discussion document.
-    fn reply_node(&self, comment: NewComment, keyed: Option<&KeyedComment>) -> Result<(Node, i64)> {
-        let mut node = Node::new(comment);
-        let mut keyed_growth = 0;
-        if let Some(keyed) = keyed {
-            node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
-            keyed_growth = 24;
-        }
-        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-            + ELEMENT_OVERHEAD
-            + keyed_growth) as i64;
-        Ok((node, growth))
-    }
-
     /// Places `node` among the replies of the target's parent, run under the discussion's lock;
     /// each round reads the parent afresh and tries the next free position.
     async fn place_reply(
@@ -208,7 +191,7 @@ impl ThreadsEngine for Embedded {
                 return Ok(node.comment(&path));
             }
         }
-        let (mut node, growth) = self.reply_node(comment, keyed.as_ref())?;
+        let (mut node, growth) = self.stored_node(comment, keyed.as_ref())?;
         let target = ReplyTarget {
             discussion,
             parent,

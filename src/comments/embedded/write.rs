@@ -200,6 +200,27 @@ pub(super) enum Change<T> {
 }
 
 impl Embedded {
+    /// The node stored for `comment` (carrying its key, if any) and the bytes it adds to the
+    /// discussion document.
+    pub(super) fn stored_node(
+        &self,
+        comment: NewComment,
+        keyed: Option<&KeyedComment>,
+    ) -> Result<(Node, i64)> {
+        let mut node = Node::new(comment);
+        let mut keyed_growth = 0;
+        if let Some(keyed) = keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
+        Ok((node, growth))
+    }
+
     /// [`CommentStore::post`] to a discussion that was created: [`Error::NotFound`], having
     /// written nothing, where it was not.
     ///
@@ -217,17 +238,7 @@ impl Embedded {
                 return Ok(node.comment(&path));
             }
         }
-        let mut node = Node::new(comment);
-        let mut keyed_growth = 0;
-        if let Some(keyed) = &keyed {
-            node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
-            keyed_growth = 24;
-        }
-        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-            + ELEMENT_OVERHEAD
-            + keyed_growth) as i64;
+        let (mut node, growth) = self.stored_node(comment, keyed.as_ref())?;
         let dialect = self.backend.dialect().await?;
         let index = self
             .backend
