@@ -261,28 +261,6 @@ where
     Ok(parents_first(comments))
 }
 
-/// Every document of `collection` that `filter` selects, in `sort`'s order: one `find`, read
-/// whole and retried whole (as `operation`), for an export.
-pub(super) async fn find_all(
-    backend: &Backend,
-    operation: &'static str,
-    collection: &Collection<Document>,
-    filter: Document,
-    sort: Document,
-) -> Result<Vec<Document>> {
-    use futures::TryStreamExt;
-    backend
-        .retry(operation, || async {
-            Ok(collection
-                .find(filter.clone())
-                .sort(sort.clone())
-                .await?
-                .try_collect()
-                .await?)
-        })
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

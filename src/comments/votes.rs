@@ -45,6 +45,7 @@ use mongodb::{Collection, IndexModel};
 
 use super::engine::{At, BallotEngine};
 use super::ranking::Vote;
+use super::reads;
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -523,18 +524,14 @@ impl VoteBook {
         &self,
         discussion: &str,
     ) -> Result<std::collections::HashMap<String, Vec<(String, Vote)>>> {
-        let stored: Vec<Document> = self
-            .backend
-            .retry("export votes", || async {
-                Ok(self
-                    .votes
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "comment": 1, "user": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
-            })
-            .await?;
+        let stored = reads::find_all(
+            &self.backend,
+            "export votes",
+            &self.votes,
+            doc! { "discussion_id": discussion },
+            doc! { "comment": 1, "user": 1 },
+        )
+        .await?;
         let mut votes: std::collections::HashMap<String, Vec<(String, Vote)>> =
             std::collections::HashMap::new();
         for document in &stored {

@@ -11,6 +11,7 @@ use futures::TryStreamExt;
 use super::read::Range;
 use super::{Embedded, KEYED, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::comments::tree::{format_path, Node};
 use crate::error::Invalid;
@@ -103,15 +104,14 @@ impl Embedded {
         comments: &[HeldComment],
         top: &[Node],
     ) -> Result<Document> {
-        let existing = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .await?)
-            })
-            .await?;
+        let existing = reads::find_one(
+            &self.backend,
+            "read discussion",
+            &self.discussions,
+            doc! { "_id": discussion },
+            None,
+        )
+        .await?;
         let mut own = existing.unwrap_or_default();
         for field in FIELDS {
             own.remove(field);

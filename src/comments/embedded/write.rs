@@ -9,6 +9,7 @@ use super::{
 };
 use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
+use crate::comments::reads;
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};
@@ -22,16 +23,14 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
-                    .await?)
-            })
-            .await?;
+        let found = reads::find_one(
+            &self.backend,
+            "read discussion",
+            &self.discussions,
+            doc! { "_id": discussion },
+            Some(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 }),
+        )
+        .await?;
         let Some(found) = found.filter(created) else {
             return Ok(Err(validate::no_discussion(discussion)));
         };

@@ -6,6 +6,7 @@ use futures::TryStreamExt;
 use super::{check_slug, number, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
+use crate::comments::reads;
 use crate::comments::{validate, KeyedComment, Order};
 use crate::page::{invalid, Cursor};
 use crate::{error::Entity, Result};
@@ -112,15 +113,14 @@ impl HybridPages {
     /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
     /// whether it landed.
     pub(super) async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
-        let page = self
-            .backend
-            .retry("read page", || async {
-                Ok(self
-                    .pages
-                    .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
-                    .await?)
-            })
-            .await?;
+        let page = reads::find_one(
+            &self.backend,
+            "read page",
+            &self.pages,
+            doc! { "discussion_id": discussion, "comments.slug": slug },
+            None,
+        )
+        .await?;
         let Some(page) = page else {
             return Ok(None);
         };
@@ -179,7 +179,7 @@ pub(super) fn after_place(order: Order, discussion: &str, (page, index): Place) 
     )
 }
 
-/// The place in a chronological cursor of `discussion` in `order`: its page and index.
+/// The /// The place in a chronological cursor of `discussion` in `order`: its page and index.
 pub(super) fn parse_place(cursor: &Cursor, order: Order, discussion: &str) -> Result<Place> {
     let bad = || invalid("bad position");
     let scope = cursor::discussion(discussion);

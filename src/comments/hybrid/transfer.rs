@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::Result;
 
@@ -96,7 +97,7 @@ impl TransferEngine for HybridPages {
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
         transfer::export_with(self, discussion, async {
-            let pages = transfer::find_all(
+            let pages = reads::find_all(
                 &self.backend,
                 "export comments",
                 &self.pages,

@@ -10,6 +10,7 @@ use futures::stream::BoxStream;
 use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::comments::{slug, CommentStore};
 use crate::Result;
@@ -118,7 +119,7 @@ impl TransferEngine for PerComment {
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
         transfer::export_with(self, discussion, async {
-            let stored = transfer::find_all(
+            let stored = reads::find_all(
                 &self.backend,
                 "export comments",
                 &self.comments,
