@@ -3,12 +3,12 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{check_slug, number, Entry, HybridPages, Page, Place, STRATEGY};
+use super::{check_slug, number, parse_place_parts, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
 use crate::comments::reads;
 use crate::comments::{validate, KeyedComment, Order};
-use crate::page::{invalid, Cursor};
+use crate::page::Cursor;
 use crate::{error::Entity, Result};
 
 impl HybridPages {
@@ -179,18 +179,9 @@ pub(super) fn after_place(order: Order, discussion: &str, (page, index): Place) 
     )
 }
 
-/// The /// The place in a chronological cursor of `discussion` in `order`: its page and index.
+/// The place in a chronological cursor of `discussion` in `order`: its page and index.
 pub(super) fn parse_place(cursor: &Cursor, order: Order, discussion: &str) -> Result<Place> {
-    let bad = || invalid("bad position");
     let scope = cursor::discussion(discussion);
     let [page, index] = cursor::position(cursor, STRATEGY, View::Chronological, order, scope)?;
-    let (page, index) = (page.as_str(), index.as_str());
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if !digits(page) || !digits(index) {
-        return Err(bad());
-    }
-    Ok((
-        page.parse().map_err(|_| bad())?,
-        index.parse().map_err(|_| bad())?,
-    ))
+    parse_place_parts(&page, &index)
 }
