@@ -5,6 +5,7 @@ use bson::doc;
 
 use super::read::{page_after, Range};
 use super::votes::{ranked_after, ranked_level};
+use super::write::Landed;
 use super::{Embedded, ATTEMPTS, KEYED, STRATEGY};
 use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
@@ -116,7 +117,7 @@ impl Embedded {
         keyed: Option<&KeyedComment>,
         growth: i64,
         index: usize,
-    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
+    ) -> Result<(Option<Landed>, u32)> {
         let ReplyTarget {
             discussion,
             parent,
@@ -142,31 +143,19 @@ impl Embedded {
         };
         // Pushed at `index` only while it is free: a retry after a lost reply
         // matches nothing, and the next round finds the reply there.
-        let mut tries = 0;
         let (id, posted) = (node.id, node.posted);
-        let landed = self
-            .backend
-            .retry("reply to comment", || {
-                tries += 1;
-                let again = tries > 1;
-                let action = self.discussions.update_one(filter.clone(), update.clone());
-                async move {
-                    if again {
-                        let window = self
-                            .window_with(discussion, parent_path, parent, Entity::ParentComment)
-                            .await?;
-                        let siblings = window.node(parent_path).map(|n| &n.replies);
-                        if let Some(sibling) =
-                            siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
-                        {
-                            return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
-                        }
-                    }
-                    Ok((action.await?.matched_count == 1).then_some((index, posted)))
-                }
-            })
-            .await?;
-        Ok((landed, tries))
+        let find = || async move {
+            let window = self
+                .window_with(discussion, parent_path, parent, Entity::ParentComment)
+                .await?;
+            let siblings = window.node(parent_path).map(|n| &n.replies);
+            Ok(siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s[i].posted))))
+        };
+        let push = || {
+            let action = self.discussions.update_one(filter.clone(), update.clone());
+            async move { Ok((action.await?.matched_count == 1).then_some((index, posted))) }
+        };
+        self.retried_push("reply to comment", find, push).await
     }
 }
 

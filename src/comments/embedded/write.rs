@@ -1,5 +1,7 @@
 //! Writes: posts, and the guarded updates that edits, deletes and replies share.
 
+use std::future::Future;
+
 use bson::{doc, Document};
 use mongodb::options::ReturnDocument;
 
@@ -13,6 +15,9 @@ use crate::comments::reads;
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};
+
+/// Where a push landed: the comment's position among its siblings, and its posting time.
+pub(super) type Landed = (usize, bson::DateTime);
 
 impl Embedded {
     /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
@@ -324,35 +329,60 @@ impl Embedded {
         filter: Document,
         update: Document,
         node: &Node,
-    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
-        let mut tries = 0;
+    ) -> Result<(Option<Landed>, u32)> {
         let (id, posted) = (node.id, node.posted);
-        let pushed = self
+        // Where the server matches `$ne` on an array path when any element differs, the filter
+        // cannot stop a second push: a retry looks for the comment itself first.
+        let find = || async move {
+            let found = self.find_posted(discussion, id).await?;
+            Ok(found.map(|(index, stored)| (index, stored.posted)))
+        };
+        let push = || {
+            let action = dialect.returning(
+                self.discussions
+                    .find_one_and_update(filter.clone(), update.clone())
+                    .return_document(ReturnDocument::After),
+                doc! { "slots": 1 },
+            );
+            async move {
+                Ok(action
+                    .await?
+                    .map(|document| (count_field(&document, "slots") - 1, posted)))
+            }
+        };
+        self.retried_push("post comment", find, push).await
+    }
+
+    /// A push of one comment, retried on transient errors: `push` sends it (`None` where its
+    /// filter matched nothing), and every try after the first asks `find` first whether an
+    /// earlier try, whose reply was lost, landed it. Where it landed, and the tries made.
+    pub(super) async fn retried_push<Found, Pushed>(
+        &self,
+        operation: &'static str,
+        find: impl Fn() -> Found,
+        push: impl Fn() -> Pushed,
+    ) -> Result<(Option<Landed>, u32)>
+    where
+        Found: Future<Output = Result<Option<Landed>>>,
+        Pushed: Future<Output = Result<Option<Landed>>>,
+    {
+        let mut tries = 0;
+        let landed = self
             .backend
-            .retry("post comment", || {
+            .retry(operation, || {
                 tries += 1;
-                let again = tries > 1;
-                let action = dialect.returning(
-                    self.discussions
-                        .find_one_and_update(filter.clone(), update.clone())
-                        .return_document(ReturnDocument::After),
-                    doc! { "slots": 1 },
-                );
+                let earlier = (tries > 1).then(&find);
+                let pushed = push();
                 async move {
-                    // Where the server matches `$ne` on an array path when any element
-                    // differs, the filter cannot stop a second push: a retry looks for the
-                    // comment itself first.
-                    if again {
-                        if let Some((index, stored)) = self.find_posted(discussion, id).await? {
-                            return Ok(Some((index, stored.posted)));
+                    if let Some(earlier) = earlier {
+                        if let Some(landed) = earlier.await? {
+                            return Ok(Some(landed));
                         }
                     }
-                    Ok(action
-                        .await?
-                        .map(|document| (count_field(&document, "slots") - 1, posted)))
+                    pushed.await
                 }
             })
             .await?;
-        Ok((pushed, tries))
+        Ok((landed, tries))
     }
 }
