@@ -165,14 +165,14 @@ pub(super) async fn count_in_element(
     // keep their places, so otherwise the document is gone.
     let mut holds = key;
     holds.insert(VOTE_OPS, op);
-    let held = backend
-        .retry("read counted vote", || async {
-            Ok(documents
-                .find_one(holds.clone())
-                .projection(doc! { "_id": 1 })
-                .await?)
-        })
-        .await?;
+    let held = reads::find_one(
+        backend,
+        "read counted vote",
+        documents,
+        holds,
+        Some(doc! { "_id": 1 }),
+    )
+    .await?;
     Ok(held.is_some())
 }
 
@@ -422,11 +422,7 @@ impl VoteBook {
 
     /// The vote `key` selects.
     async fn read(&self, key: &Document) -> Result<Option<Document>> {
-        self.backend
-            .retry("read vote", || async {
-                Ok(self.votes.find_one(key.clone()).await?)
-            })
-            .await
+        reads::find_one(&self.backend, "read vote", &self.votes, key.clone(), None).await
     }
 
     /// `user`'s vote on `link` (one `find`): a vote whose count a failure interrupted reads as

@@ -93,16 +93,14 @@ impl Embedded {
         discussion: &str,
         keyed: &KeyedComment,
     ) -> Result<Option<(Vec<usize>, Node)>> {
-        let found = self
-            .backend
-            .retry("find keyed comment", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion, KEYED: keyed.id })
-                    .projection(doc! { "comments": 1 })
-                    .await?)
-            })
-            .await?;
+        let found = reads::find_one(
+            &self.backend,
+            "find keyed comment",
+            &self.discussions,
+            doc! { "_id": discussion, KEYED: keyed.id },
+            Some(doc! { "comments": 1 }),
+        )
+        .await?;
         let Some(found) = found else {
             return Ok(None);
         };
