@@ -112,14 +112,13 @@ impl Embedded {
             )?,
             None => Vec::new(),
         };
-        let Some((path, node)) = Node::find(&nodes, keyed.id) else {
-            return Ok(None);
-        };
-        keyed.check(
-            node.idempotency_key.as_deref(),
-            node.content_digest.as_deref(),
-        )?;
-        Ok(Some((path, node.clone())))
+        let found = keyed.repeat(Node::find(&nodes, keyed.id), |(_, node)| {
+            (
+                node.idempotency_key.as_deref(),
+                node.content_digest.as_deref(),
+            )
+        })?;
+        Ok(found.map(|(path, node)| (path, node.clone())))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.

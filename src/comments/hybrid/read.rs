@@ -138,14 +138,13 @@ impl HybridPages {
         slug: &str,
         keyed: &KeyedComment,
     ) -> Result<Option<Entry>> {
-        let Some(entry) = self.find_slug(discussion, slug).await? else {
-            return Ok(None);
-        };
-        keyed.check(
-            entry.idempotency_key.as_deref(),
-            entry.content_digest.as_deref(),
-        )?;
-        Ok(Some(entry))
+        let found = self.find_slug(discussion, slug).await?;
+        keyed.repeat(found, |entry| {
+            (
+                entry.idempotency_key.as_deref(),
+                entry.content_digest.as_deref(),
+            )
+        })
     }
 
     /// The page holding `slug`, and the comment's index in it.

@@ -89,14 +89,12 @@ impl PerComment {
                 self.find_one(doc! { "_id": keyed.id, "discussion_id": discussion })
             })
             .await?;
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        keyed.check(
-            found.idempotency_key.as_deref(),
-            found.content_digest.as_deref(),
-        )?;
-        Ok(Some(found))
+        keyed.repeat(found, |stored| {
+            (
+                stored.idempotency_key.as_deref(),
+                stored.content_digest.as_deref(),
+            )
+        })
     }
 
     /// Fails with [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep) when `stored`'s index key would be too long.
