@@ -6,10 +6,14 @@
 //! inbox front's ([`crate::inbox`]): the public traits stay small and implementable by
 //! applications, the engines stay unnameable outside the crate.
 
+use std::future::Future;
+
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::engine::{At, BallotEngine, CommentEngine, ThreadsEngine, TransferEngine, VotesEngine};
+use super::engine::{
+    At, BallotEngine, CommentEngine, Listing, ThreadsEngine, TransferEngine, VotesEngine,
+};
 use super::transfer::{CommentTransfer, HeldComment};
 use super::validate::{check_discussion, check_page};
 use super::{
@@ -17,7 +21,7 @@ use super::{
     ThreadedComments, Vote, VotedComments,
 };
 use crate::error::Result;
-use crate::observe::store_operation;
+use crate::observe::{store_operation, Operation};
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
@@ -34,6 +38,40 @@ macro_rules! span {
     };
 }
 
+/// `work` in `operation`'s span, once `discussion` is found to be a discussion id; the check's
+/// error otherwise, and `work` never runs.
+async fn in_discussion<T>(
+    operation: Operation,
+    discussion: &str,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    operation
+        .run(async move {
+            check_discussion(discussion)?;
+            work.await
+        })
+        .await
+}
+
+/// `read` of the checked page `page` of `discussion` in `operation`'s span; the check's error
+/// otherwise, and `read` never runs.
+async fn on_page<'a, T, Fut>(
+    operation: Operation,
+    discussion: &'a str,
+    page: PageRequest,
+    read: impl FnOnce(Listing<'a>) -> Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = Result<T>>,
+{
+    operation
+        .run(async move {
+            let listing = check_page(discussion, page)?;
+            read(listing).await
+        })
+        .await
+}
+
 #[async_trait]
 impl<E: VotesEngine> VotedComments for E {
     async fn vote(
@@ -43,30 +81,30 @@ impl<E: VotesEngine> VotedComments for E {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        span!(self, "vote")
-            .run(async move {
-                check_discussion(discussion)?;
-                BallotEngine::vote(self, At { discussion, link }, user, vote).await
-            })
-            .await
+        in_discussion(
+            span!(self, "vote"),
+            discussion,
+            BallotEngine::vote(self, At { discussion, link }, user, vote),
+        )
+        .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        span!(self, "retract_vote")
-            .run(async move {
-                check_discussion(discussion)?;
-                BallotEngine::retract_vote(self, At { discussion, link }, user).await
-            })
-            .await
+        in_discussion(
+            span!(self, "retract_vote"),
+            discussion,
+            BallotEngine::retract_vote(self, At { discussion, link }, user),
+        )
+        .await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        span!(self, "vote_of")
-            .run(async move {
-                check_discussion(discussion)?;
-                BallotEngine::vote_of(self, At { discussion, link }, user).await
-            })
-            .await
+        in_discussion(
+            span!(self, "vote_of"),
+            discussion,
+            BallotEngine::vote_of(self, At { discussion, link }, user),
+        )
+        .await
     }
 
     async fn ranked(
@@ -76,21 +114,22 @@ impl<E: VotesEngine> VotedComments for E {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        span!(self, "ranked", limit = page.limit)
-            .run(async move {
-                let listing = check_page(discussion, page)?;
-                VotesEngine::ranked(self, listing, parent, sort).await
-            })
-            .await
+        on_page(
+            span!(self, "ranked", limit = page.limit),
+            discussion,
+            page,
+            |listing| VotesEngine::ranked(self, listing, parent, sort),
+        )
+        .await
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        span!(self, "settle_votes")
-            .run(async move {
-                check_discussion(discussion)?;
-                BallotEngine::settle_votes(self, discussion).await
-            })
-            .await
+        in_discussion(
+            span!(self, "settle_votes"),
+            discussion,
+            BallotEngine::settle_votes(self, discussion),
+        )
+        .await
     }
 }
 
@@ -109,21 +148,21 @@ impl<E: CommentEngine> CommentStore for E {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        span!(self, "create_discussion")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::create_discussion(self, discussion).await
-            })
-            .await
+        in_discussion(
+            span!(self, "create_discussion"),
+            discussion,
+            CommentEngine::create_discussion(self, discussion),
+        )
+        .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        span!(self, "post")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::post(self, discussion, comment).await
-            })
-            .await
+        in_discussion(
+            span!(self, "post"),
+            discussion,
+            CommentEngine::post(self, discussion, comment),
+        )
+        .await
     }
 
     async fn chronological(
@@ -132,48 +171,49 @@ impl<E: CommentEngine> CommentStore for E {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        span!(self, "chronological", limit = page.limit)
-            .run(async move {
-                let listing = check_page(discussion, page)?;
-                CommentEngine::chronological(self, listing, order).await
-            })
-            .await
+        on_page(
+            span!(self, "chronological", limit = page.limit),
+            discussion,
+            page,
+            |listing| CommentEngine::chronological(self, listing, order),
+        )
+        .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        span!(self, "get")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::get(self, discussion, link).await
-            })
-            .await
+        in_discussion(
+            span!(self, "get"),
+            discussion,
+            CommentEngine::get(self, discussion, link),
+        )
+        .await
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        span!(self, "edit")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::edit(self, discussion, link, text).await
-            })
-            .await
+        in_discussion(
+            span!(self, "edit"),
+            discussion,
+            CommentEngine::edit(self, discussion, link, text),
+        )
+        .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        span!(self, "delete")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::delete(self, discussion, link).await
-            })
-            .await
+        in_discussion(
+            span!(self, "delete"),
+            discussion,
+            CommentEngine::delete(self, discussion, link),
+        )
+        .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        span!(self, "count")
-            .run(async move {
-                check_discussion(discussion)?;
-                CommentEngine::count(self, discussion).await
-            })
-            .await
+        in_discussion(
+            span!(self, "count"),
+            discussion,
+            CommentEngine::count(self, discussion),
+        )
+        .await
     }
 
     async fn create_indexes(&self) -> Result<()> {
@@ -194,12 +234,12 @@ impl<E: CommentEngine> CommentStore for E {
 #[async_trait]
 impl<E: ThreadsEngine> ThreadedComments for E {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        span!(self, "reply")
-            .run(async move {
-                check_discussion(discussion)?;
-                ThreadsEngine::reply(self, discussion, parent, comment).await
-            })
-            .await
+        in_discussion(
+            span!(self, "reply"),
+            discussion,
+            ThreadsEngine::reply(self, discussion, parent, comment),
+        )
+        .await
     }
 
     async fn thread_page(
@@ -208,12 +248,13 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        span!(self, "thread_page", limit = page.limit)
-            .run(async move {
-                let listing = check_page(discussion, page)?;
-                ThreadsEngine::thread_page(self, listing, order).await
-            })
-            .await
+        on_page(
+            span!(self, "thread_page", limit = page.limit),
+            discussion,
+            page,
+            |listing| ThreadsEngine::thread_page(self, listing, order),
+        )
+        .await
     }
 
     async fn sub_thread(
@@ -222,12 +263,13 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        span!(self, "sub_thread", limit = page.limit)
-            .run(async move {
-                let listing = check_page(discussion, page)?;
-                ThreadsEngine::sub_thread(self, listing, link).await
-            })
-            .await
+        on_page(
+            span!(self, "sub_thread", limit = page.limit),
+            discussion,
+            page,
+            |listing| ThreadsEngine::sub_thread(self, listing, link),
+        )
+        .await
     }
 
     async fn ranked_thread(
@@ -237,12 +279,13 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        span!(self, "ranked_thread", limit = page.limit)
-            .run(async move {
-                let listing = check_page(discussion, page)?;
-                ThreadsEngine::ranked_thread(self, listing, sort, depth).await
-            })
-            .await
+        on_page(
+            span!(self, "ranked_thread", limit = page.limit),
+            discussion,
+            page,
+            |listing| ThreadsEngine::ranked_thread(self, listing, sort, depth),
+        )
+        .await
     }
 }
 

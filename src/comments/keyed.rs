@@ -52,4 +52,19 @@ impl KeyedComment {
         }
         Ok(())
     }
+
+    /// `found` (the comment stored under this key's id, if any) as a repeat of this comment,
+    /// once its key and content (as `stored` reads them) pass [`KeyedComment::check`].
+    pub(super) fn repeat<T>(
+        &self,
+        found: Option<T>,
+        stored: impl FnOnce(&T) -> (Option<&str>, Option<&str>),
+    ) -> Result<Option<T>> {
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        let (key, content) = stored(&found);
+        self.check(key, content)?;
+        Ok(Some(found))
+    }
 }

@@ -23,10 +23,16 @@
 //! a key is derived into each strategy's own ids, so a repeat of a post made before the move
 //! posts again. Posting and edit times, authors, texts, tombstones, counts and votes do.
 
-use async_trait::async_trait;
-use futures::stream::BoxStream;
+use std::future::Future;
 
-use super::{Author, CommentStore, Vote, Votes};
+use async_trait::async_trait;
+use bson::Document;
+use futures::stream::BoxStream;
+use mongodb::Collection;
+
+use super::votes::Voting;
+use super::{Author, CommentStore, Vote, VotedComments, Votes};
+use crate::backend::Backend;
 use crate::Result;
 
 /// One comment as exported from a store of any strategy.
@@ -190,33 +196,69 @@ pub(super) async fn ids_after<'a>(
         .boxed())
 }
 
-/// The votes of `comments` (exported) under the links `links` they got, for
-/// [`super::votes::VoteBook::import`].
-pub(super) fn votes_under(
+/// The end of every strategy's import: the votes of `comments` (exported) written under the
+/// links `links` they got ([`super::votes::VoteBook::import`]); returns `links`.
+pub(super) async fn import_votes<S: Voting>(
+    store: &S,
+    discussion: &str,
     comments: &[HeldComment],
-    links: &[String],
-) -> Vec<(String, String, Vote)> {
-    comments
+    links: Vec<String>,
+) -> Result<Vec<String>> {
+    let votes: Vec<(String, String, Vote)> = comments
         .iter()
-        .zip(links)
+        .zip(&links)
         .flat_map(|(comment, link)| {
             comment
                 .voters
                 .iter()
                 .map(move |(user, vote)| (link.clone(), user.clone(), *vote))
         })
+        .collect();
+    store.vote_book().import(discussion, &votes).await?;
+    Ok(links)
+}
+
+/// Removes every document of `collections` (the store's own), then every vote of `store`.
+pub(super) async fn purge_all<S: Voting>(
+    store: &S,
+    backend: &Backend,
+    collections: &[&Collection<Document>],
+) -> Result<()> {
+    crate::inbox::transfer::delete_all(backend, collections).await?;
+    store.vote_book().purge(None).await
+}
+
+/// The names of `collections` (the store's own) and of `store`'s votes collection.
+pub(super) fn data_collections<S: Voting>(
+    store: &S,
+    collections: &[&Collection<Document>],
+) -> Vec<String> {
+    collections
+        .iter()
+        .map(|collection| collection.name())
+        .chain([store.vote_book().collection_name()])
+        .map(str::to_owned)
         .collect()
 }
 
-/// Fills each exported comment's `voters` from `votes` (by link), users in order.
-pub(super) fn with_voters(
-    mut comments: Vec<HeldComment>,
-    mut votes: std::collections::HashMap<String, Vec<(String, Vote)>>,
-) -> Vec<HeldComment> {
+/// An export of `store`'s `discussion`, written once for every strategy: its pending votes
+/// settled first, then its comments as `read` lists them (in posting order) with every user's
+/// vote (one `find` of the votes), parents first.
+pub(super) async fn export_with<S>(
+    store: &S,
+    discussion: &str,
+    read: impl Future<Output = Result<Vec<HeldComment>>>,
+) -> Result<Vec<HeldComment>>
+where
+    S: Voting + VotedComments,
+{
+    VotedComments::settle_votes(store, discussion).await?;
+    let mut comments = read.await?;
+    let mut votes = store.vote_book().all(discussion).await?;
     for comment in &mut comments {
         comment.voters = votes.remove(&comment.link).unwrap_or_default();
     }
-    comments
+    Ok(parents_first(comments))
 }
 
 #[cfg(test)]

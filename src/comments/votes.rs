@@ -45,6 +45,7 @@ use mongodb::{Collection, IndexModel};
 
 use super::engine::{At, BallotEngine};
 use super::ranking::Vote;
+use super::reads;
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -164,14 +165,14 @@ pub(super) async fn count_in_element(
     // keep their places, so otherwise the document is gone.
     let mut holds = key;
     holds.insert(VOTE_OPS, op);
-    let held = backend
-        .retry("read counted vote", || async {
-            Ok(documents
-                .find_one(holds.clone())
-                .projection(doc! { "_id": 1 })
-                .await?)
-        })
-        .await?;
+    let held = reads::find_one(
+        backend,
+        "read counted vote",
+        documents,
+        holds,
+        Some(doc! { "_id": 1 }),
+    )
+    .await?;
     Ok(held.is_some())
 }
 
@@ -421,11 +422,7 @@ impl VoteBook {
 
     /// The vote `key` selects.
     async fn read(&self, key: &Document) -> Result<Option<Document>> {
-        self.backend
-            .retry("read vote", || async {
-                Ok(self.votes.find_one(key.clone()).await?)
-            })
-            .await
+        reads::find_one(&self.backend, "read vote", &self.votes, key.clone(), None).await
     }
 
     /// `user`'s vote on `link` (one `find`): a vote whose count a failure interrupted reads as
@@ -523,18 +520,14 @@ impl VoteBook {
         &self,
         discussion: &str,
     ) -> Result<std::collections::HashMap<String, Vec<(String, Vote)>>> {
-        let stored: Vec<Document> = self
-            .backend
-            .retry("export votes", || async {
-                Ok(self
-                    .votes
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "comment": 1, "user": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
-            })
-            .await?;
+        let stored = reads::find_all(
+            &self.backend,
+            "export votes",
+            &self.votes,
+            doc! { "discussion_id": discussion },
+            doc! { "comment": 1, "user": 1 },
+        )
+        .await?;
         let mut votes: std::collections::HashMap<String, Vec<(String, Vote)>> =
             std::collections::HashMap::new();
         for document in &stored {

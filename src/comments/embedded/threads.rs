@@ -5,7 +5,8 @@ use bson::doc;
 
 use super::read::{page_after, Range};
 use super::votes::{ranked_after, ranked_level};
-use super::{Embedded, ATTEMPTS, ELEMENT_OVERHEAD, KEYED, STRATEGY};
+use super::write::Landed;
+use super::{Embedded, ATTEMPTS, KEYED, STRATEGY};
 use crate::bson_ext::now_or_after;
 use crate::comments::cursor::{self, View};
 use crate::comments::engine::{Listing, ThreadsEngine};
@@ -48,23 +49,6 @@ struct ReplyTarget<'a> {
 type Placed = (usize, bson::DateTime, String);
 
 impl Embedded {
-    /// The node stored for `comment` (carrying its key, if any) and the bytes it adds to the
-    /// discussion document.
-    fn reply_node(&self, comment: NewComment, keyed: Option<&KeyedComment>) -> Result<(Node, i64)> {
-        let mut node = Node::new(comment);
-        let mut keyed_growth = 0;
-        if let Some(keyed) = keyed {
-            node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
-            keyed_growth = 24;
-        }
-        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-            + ELEMENT_OVERHEAD
-            + keyed_growth) as i64;
-        Ok((node, growth))
-    }
-
     /// Places `node` among the replies of the target's parent, run under the discussion's lock;
     /// each round reads the parent afresh and tries the next free position.
     async fn place_reply(
@@ -133,7 +117,7 @@ impl Embedded {
         keyed: Option<&KeyedComment>,
         growth: i64,
         index: usize,
-    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
+    ) -> Result<(Option<Landed>, u32)> {
         let ReplyTarget {
             discussion,
             parent,
@@ -159,31 +143,19 @@ impl Embedded {
         };
         // Pushed at `index` only while it is free: a retry after a lost reply
         // matches nothing, and the next round finds the reply there.
-        let mut tries = 0;
         let (id, posted) = (node.id, node.posted);
-        let landed = self
-            .backend
-            .retry("reply to comment", || {
-                tries += 1;
-                let again = tries > 1;
-                let action = self.discussions.update_one(filter.clone(), update.clone());
-                async move {
-                    if again {
-                        let window = self
-                            .window_with(discussion, parent_path, parent, Entity::ParentComment)
-                            .await?;
-                        let siblings = window.node(parent_path).map(|n| &n.replies);
-                        if let Some(sibling) =
-                            siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s)))
-                        {
-                            return Ok(Some((sibling.0, sibling.1[sibling.0].posted)));
-                        }
-                    }
-                    Ok((action.await?.matched_count == 1).then_some((index, posted)))
-                }
-            })
-            .await?;
-        Ok((landed, tries))
+        let find = || async move {
+            let window = self
+                .window_with(discussion, parent_path, parent, Entity::ParentComment)
+                .await?;
+            let siblings = window.node(parent_path).map(|n| &n.replies);
+            Ok(siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s[i].posted))))
+        };
+        let push = || {
+            let action = self.discussions.update_one(filter.clone(), update.clone());
+            async move { Ok((action.await?.matched_count == 1).then_some((index, posted))) }
+        };
+        self.retried_push("reply to comment", find, push).await
     }
 }
 
@@ -208,7 +180,7 @@ impl ThreadsEngine for Embedded {
                 return Ok(node.comment(&path));
             }
         }
-        let (mut node, growth) = self.reply_node(comment, keyed.as_ref())?;
+        let (mut node, growth) = self.stored_node(comment, keyed.as_ref())?;
         let target = ReplyTarget {
             discussion,
             parent,

@@ -11,9 +11,9 @@ use futures::TryStreamExt;
 use super::read::Range;
 use super::{Embedded, KEYED, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::comments::tree::{format_path, Node};
-use crate::comments::VotedComments;
 use crate::error::Invalid;
 use crate::{Error, Result};
 
@@ -104,15 +104,14 @@ impl Embedded {
         comments: &[HeldComment],
         top: &[Node],
     ) -> Result<Document> {
-        let existing = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .await?)
-            })
-            .await?;
+        let existing = reads::find_one(
+            &self.backend,
+            "read discussion",
+            &self.discussions,
+            doc! { "_id": discussion },
+            None,
+        )
+        .await?;
         let mut own = existing.unwrap_or_default();
         for field in FIELDS {
             own.remove(field);
@@ -158,24 +157,22 @@ impl TransferEngine for Embedded {
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let window = self
-            .backend
-            .retry("export comments", || self.window(discussion, Range::All))
-            .await?;
-        let Some(window) = window else {
-            return Ok(Vec::new());
-        };
-        let mut entries = window.threaded(crate::comments::Order::OldestFirst);
-        entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
-        let comments = entries
-            .iter()
-            .map(|entry| HeldComment::of(entry.comment()))
-            .collect();
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::parents_first(transfer::with_voters(
-            comments, votes,
-        )))
+        transfer::export_with(self, discussion, async {
+            let window = self
+                .backend
+                .retry("export comments", || self.window(discussion, Range::All))
+                .await?;
+            let Some(window) = window else {
+                return Ok(Vec::new());
+            };
+            let mut entries = window.threaded(crate::comments::Order::OldestFirst);
+            entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
+            Ok(entries
+                .iter()
+                .map(|entry| HeldComment::of(entry.comment()))
+                .collect())
+        })
+        .await
     }
 
     /// Builds the comment tree in the export's order (each comment after its earlier
@@ -199,10 +196,7 @@ impl TransferEngine for Embedded {
                 Ok(())
             })
             .await?;
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+        transfer::import_votes(self, discussion, comments, links).await
     }
 
     /// Removes the comment fields from the discussion's document, and the document where it
@@ -285,10 +279,7 @@ impl TransferEngine for Embedded {
     }
 
     fn data_collections(&self) -> Vec<String> {
-        vec![
-            self.discussions.name().to_owned(),
-            self.votes.collection_name().to_owned(),
-        ]
+        transfer::data_collections(self, &[&self.discussions])
     }
 }
 

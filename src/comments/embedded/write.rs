@@ -1,5 +1,7 @@
 //! Writes: posts, and the guarded updates that edits, deletes and replies share.
 
+use std::future::Future;
+
 use bson::{doc, Document};
 use mongodb::options::ReturnDocument;
 
@@ -9,9 +11,13 @@ use super::{
 };
 use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
+use crate::comments::reads;
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};
+
+/// Where a push landed: the comment's position among its siblings, and its posting time.
+pub(super) type Landed = (usize, bson::DateTime);
 
 impl Embedded {
     /// Why a write of `growth` more bytes cannot apply, if it cannot: the discussion is missing
@@ -22,16 +28,14 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = self
-            .backend
-            .retry("read discussion", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion })
-                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
-                    .await?)
-            })
-            .await?;
+        let found = reads::find_one(
+            &self.backend,
+            "read discussion",
+            &self.discussions,
+            doc! { "_id": discussion },
+            Some(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 }),
+        )
+        .await?;
         let Some(found) = found.filter(created) else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
@@ -89,16 +93,14 @@ impl Embedded {
         discussion: &str,
         keyed: &KeyedComment,
     ) -> Result<Option<(Vec<usize>, Node)>> {
-        let found = self
-            .backend
-            .retry("find keyed comment", || async {
-                Ok(self
-                    .discussions
-                    .find_one(doc! { "_id": discussion, KEYED: keyed.id })
-                    .projection(doc! { "comments": 1 })
-                    .await?)
-            })
-            .await?;
+        let found = reads::find_one(
+            &self.backend,
+            "find keyed comment",
+            &self.discussions,
+            doc! { "_id": discussion, KEYED: keyed.id },
+            Some(doc! { "comments": 1 }),
+        )
+        .await?;
         let Some(found) = found else {
             return Ok(None);
         };
@@ -110,14 +112,13 @@ impl Embedded {
             )?,
             None => Vec::new(),
         };
-        let Some((path, node)) = Node::find(&nodes, keyed.id) else {
-            return Ok(None);
-        };
-        keyed.check(
-            node.idempotency_key.as_deref(),
-            node.content_digest.as_deref(),
-        )?;
-        Ok(Some((path, node.clone())))
+        let found = keyed.repeat(Node::find(&nodes, keyed.id), |(_, node)| {
+            (
+                node.idempotency_key.as_deref(),
+                node.content_digest.as_deref(),
+            )
+        })?;
+        Ok(found.map(|(path, node)| (path, node.clone())))
     }
 
     /// A filter for `discussion` that leaves room for `growth` more bytes.
@@ -200,6 +201,27 @@ pub(super) enum Change<T> {
 }
 
 impl Embedded {
+    /// The node stored for `comment` (carrying its key, if any) and the bytes it adds to the
+    /// discussion document.
+    pub(super) fn stored_node(
+        &self,
+        comment: NewComment,
+        keyed: Option<&KeyedComment>,
+    ) -> Result<(Node, i64)> {
+        let mut node = Node::new(comment);
+        let mut keyed_growth = 0;
+        if let Some(keyed) = keyed {
+            node.id = keyed.id;
+            node.idempotency_key = Some(keyed.key.clone());
+            node.content_digest = Some(keyed.content.clone());
+            keyed_growth = 24;
+        }
+        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
+            + ELEMENT_OVERHEAD
+            + keyed_growth) as i64;
+        Ok((node, growth))
+    }
+
     /// [`CommentStore::post`] to a discussion that was created: [`Error::NotFound`], having
     /// written nothing, where it was not.
     ///
@@ -217,17 +239,7 @@ impl Embedded {
                 return Ok(node.comment(&path));
             }
         }
-        let mut node = Node::new(comment);
-        let mut keyed_growth = 0;
-        if let Some(keyed) = &keyed {
-            node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
-            keyed_growth = 24;
-        }
-        let growth = (validate::check_stored(&node, self.max_comment_bytes)?
-            + ELEMENT_OVERHEAD
-            + keyed_growth) as i64;
+        let (mut node, growth) = self.stored_node(comment, keyed.as_ref())?;
         let dialect = self.backend.dialect().await?;
         let index = self
             .backend
@@ -314,35 +326,60 @@ impl Embedded {
         filter: Document,
         update: Document,
         node: &Node,
-    ) -> Result<(Option<(usize, bson::DateTime)>, u32)> {
-        let mut tries = 0;
+    ) -> Result<(Option<Landed>, u32)> {
         let (id, posted) = (node.id, node.posted);
-        let pushed = self
+        // Where the server matches `$ne` on an array path when any element differs, the filter
+        // cannot stop a second push: a retry looks for the comment itself first.
+        let find = || async move {
+            let found = self.find_posted(discussion, id).await?;
+            Ok(found.map(|(index, stored)| (index, stored.posted)))
+        };
+        let push = || {
+            let action = dialect.returning(
+                self.discussions
+                    .find_one_and_update(filter.clone(), update.clone())
+                    .return_document(ReturnDocument::After),
+                doc! { "slots": 1 },
+            );
+            async move {
+                Ok(action
+                    .await?
+                    .map(|document| (count_field(&document, "slots") - 1, posted)))
+            }
+        };
+        self.retried_push("post comment", find, push).await
+    }
+
+    /// A push of one comment, retried on transient errors: `push` sends it (`None` where its
+    /// filter matched nothing), and every try after the first asks `find` first whether an
+    /// earlier try, whose reply was lost, landed it. Where it landed, and the tries made.
+    pub(super) async fn retried_push<Found, Pushed>(
+        &self,
+        operation: &'static str,
+        find: impl Fn() -> Found,
+        push: impl Fn() -> Pushed,
+    ) -> Result<(Option<Landed>, u32)>
+    where
+        Found: Future<Output = Result<Option<Landed>>>,
+        Pushed: Future<Output = Result<Option<Landed>>>,
+    {
+        let mut tries = 0;
+        let landed = self
             .backend
-            .retry("post comment", || {
+            .retry(operation, || {
                 tries += 1;
-                let again = tries > 1;
-                let action = dialect.returning(
-                    self.discussions
-                        .find_one_and_update(filter.clone(), update.clone())
-                        .return_document(ReturnDocument::After),
-                    doc! { "slots": 1 },
-                );
+                let earlier = (tries > 1).then(&find);
+                let pushed = push();
                 async move {
-                    // Where the server matches `$ne` on an array path when any element
-                    // differs, the filter cannot stop a second push: a retry looks for the
-                    // comment itself first.
-                    if again {
-                        if let Some((index, stored)) = self.find_posted(discussion, id).await? {
-                            return Ok(Some((index, stored.posted)));
+                    if let Some(earlier) = earlier {
+                        if let Some(landed) = earlier.await? {
+                            return Ok(Some(landed));
                         }
                     }
-                    Ok(action
-                        .await?
-                        .map(|document| (count_field(&document, "slots") - 1, posted)))
+                    pushed.await
                 }
             })
             .await?;
-        Ok((pushed, tries))
+        Ok((landed, tries))
     }
 }

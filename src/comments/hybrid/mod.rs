@@ -16,6 +16,7 @@ use super::votes::{VoteBook, VOTE_OPS_BYTES};
 use super::{validate, Author, Comment, Strategy, Votes};
 use crate::backend::Backend;
 use crate::bson_ext;
+use crate::page::invalid;
 use crate::Result;
 
 pub use builder::HybridPagesBuilder;
@@ -186,6 +187,20 @@ struct Page {
 /// Where a comment is: its page number and its index in that page. Ordered as the
 /// chronological view reads (page, then index), whatever the pages' sizes.
 type Place = (i64, usize);
+
+/// The place whose page number and index a cursor wrote as `page` and `index` (decimal digits
+/// each); [`Invalid::Cursor`](crate::error::Invalid::Cursor) otherwise.
+fn parse_place_parts(page: &str, index: &str) -> Result<Place> {
+    let bad = || invalid("bad position");
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(page) || !digits(index) {
+        return Err(bad());
+    }
+    Ok((
+        page.parse().map_err(|_| bad())?,
+        index.parse().map_err(|_| bad())?,
+    ))
+}
 
 /// The `_id` of page `page` of `discussion`: unique per page, and the same for every writer, so
 /// creating a page twice is a duplicate `_id` (the number after the last `/` is the page).

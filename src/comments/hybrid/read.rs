@@ -3,11 +3,12 @@
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{check_slug, number, Entry, HybridPages, Page, Place, STRATEGY};
+use super::{check_slug, number, parse_place_parts, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
+use crate::comments::reads;
 use crate::comments::{validate, KeyedComment, Order};
-use crate::page::{invalid, Cursor};
+use crate::page::Cursor;
 use crate::{error::Entity, Result};
 
 impl HybridPages {
@@ -112,15 +113,14 @@ impl HybridPages {
     /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
     /// whether it landed.
     pub(super) async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
-        let page = self
-            .backend
-            .retry("read page", || async {
-                Ok(self
-                    .pages
-                    .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
-                    .await?)
-            })
-            .await?;
+        let page = reads::find_one(
+            &self.backend,
+            "read page",
+            &self.pages,
+            doc! { "discussion_id": discussion, "comments.slug": slug },
+            None,
+        )
+        .await?;
         let Some(page) = page else {
             return Ok(None);
         };
@@ -138,14 +138,13 @@ impl HybridPages {
         slug: &str,
         keyed: &KeyedComment,
     ) -> Result<Option<Entry>> {
-        let Some(entry) = self.find_slug(discussion, slug).await? else {
-            return Ok(None);
-        };
-        keyed.check(
-            entry.idempotency_key.as_deref(),
-            entry.content_digest.as_deref(),
-        )?;
-        Ok(Some(entry))
+        let found = self.find_slug(discussion, slug).await?;
+        keyed.repeat(found, |entry| {
+            (
+                entry.idempotency_key.as_deref(),
+                entry.content_digest.as_deref(),
+            )
+        })
     }
 
     /// The page holding `slug`, and the comment's index in it.
@@ -181,16 +180,7 @@ pub(super) fn after_place(order: Order, discussion: &str, (page, index): Place) 
 
 /// The place in a chronological cursor of `discussion` in `order`: its page and index.
 pub(super) fn parse_place(cursor: &Cursor, order: Order, discussion: &str) -> Result<Place> {
-    let bad = || invalid("bad position");
     let scope = cursor::discussion(discussion);
     let [page, index] = cursor::position(cursor, STRATEGY, View::Chronological, order, scope)?;
-    let (page, index) = (page.as_str(), index.as_str());
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if !digits(page) || !digits(index) {
-        return Err(bad());
-    }
-    Ok((
-        page.parse().map_err(|_| bad())?,
-        index.parse().map_err(|_| bad())?,
-    ))
+    parse_place_parts(&page, &index)
 }

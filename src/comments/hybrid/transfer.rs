@@ -6,12 +6,11 @@ use std::collections::HashSet;
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::stream::BoxStream;
-use futures::TryStreamExt;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
-use crate::comments::VotedComments;
 use crate::Result;
 
 /// The entries an import stores, in the export's order: each keeps its slug where it is one of
@@ -97,26 +96,23 @@ impl TransferEngine for HybridPages {
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let pages: Vec<Document> = self
-            .backend
-            .retry("export comments", || async {
-                Ok(self
-                    .pages
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "page": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
-            })
+        transfer::export_with(self, discussion, async {
+            let pages = reads::find_all(
+                &self.backend,
+                "export comments",
+                &self.pages,
+                doc! { "discussion_id": discussion },
+                doc! { "page": 1 },
+            )
             .await?;
-        let mut comments = Vec::new();
-        for page in pages {
-            let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
-            comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
-        }
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::with_voters(comments, votes))
+            let mut comments = Vec::new();
+            for page in pages {
+                let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
+                comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
+            }
+            Ok(comments)
+        })
+        .await
     }
 
     /// Refuses a reply (this strategy has no threads) before anything is written. Keeps a
@@ -149,10 +145,7 @@ impl TransferEngine for HybridPages {
         if !pages.is_empty() {
             self.backend.insert_many_once(&self.pages, pages).await?;
         }
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+        transfer::import_votes(self, discussion, comments, links).await
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
@@ -175,12 +168,8 @@ impl TransferEngine for HybridPages {
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.pages, &self.registry.discussions],
-        )
-        .await?;
-        self.votes.purge(None).await
+        let own = [&self.pages, &self.registry.discussions];
+        transfer::purge_all(self, &self.backend, &own).await
     }
 
     async fn is_empty(&self) -> Result<bool> {
@@ -197,11 +186,7 @@ impl TransferEngine for HybridPages {
     }
 
     fn data_collections(&self) -> Vec<String> {
-        vec![
-            self.pages.name().to_owned(),
-            self.registry.discussions.name().to_owned(),
-            self.votes.collection_name().to_owned(),
-        ]
+        transfer::data_collections(self, &[&self.pages, &self.registry.discussions])
     }
 }
 

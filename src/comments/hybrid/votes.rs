@@ -5,7 +5,7 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::TryStreamExt;
 
-use super::{check_slug, HybridPages, Page, Place, STRATEGY};
+use super::{check_slug, parse_place_parts, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
@@ -22,16 +22,10 @@ fn place_field((page, index): Place) -> String {
 
 /// The place in a field made by [`place_field`].
 fn parse_place_field(field: &str) -> Result<Place> {
-    let bad = || invalid("bad position");
-    let (page, index) = field.split_once(':').ok_or_else(bad)?;
-    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if !digits(page) || !digits(index) {
-        return Err(bad());
-    }
-    Ok((
-        page.parse().map_err(|_| bad())?,
-        index.parse().map_err(|_| bad())?,
-    ))
+    let (page, index) = field
+        .split_once(':')
+        .ok_or_else(|| invalid("bad position"))?;
+    parse_place_parts(page, index)
 }
 
 /// Where a vote finds its comment: the page document, the index in it, and the slug there.

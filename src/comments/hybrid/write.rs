@@ -7,6 +7,7 @@ use super::{
 };
 use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext::{self, now_or_after};
+use crate::comments::reads;
 use crate::comments::{discussion_lock, validate, CommentStore};
 use crate::error::{Error, Result};
 
@@ -122,16 +123,14 @@ impl HybridPages {
         page: i64,
         floor: Option<bson::DateTime>,
     ) -> Result<(i64, Option<bson::DateTime>)> {
-        let existing = self
-            .backend
-            .retry("read page", || async {
-                Ok(self
-                    .pages
-                    .find_one(doc! { "discussion_id": discussion, "page": page })
-                    .projection(doc! { "count": 1, LAST_POSTED: 1 })
-                    .await?)
-            })
-            .await?;
+        let existing = reads::find_one(
+            &self.backend,
+            "read page",
+            &self.pages,
+            doc! { "discussion_id": discussion, "page": page },
+            Some(doc! { "count": 1, LAST_POSTED: 1 }),
+        )
+        .await?;
         let last_posted = existing
             .as_ref()
             .and_then(|p| bson_ext::date(p, LAST_POSTED));

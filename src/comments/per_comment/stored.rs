@@ -3,7 +3,7 @@
 use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use crate::comments::{Author, Comment, Sort, Votes};
+use crate::comments::{slug, Author, Comment, Sort, Votes};
 
 /// A comment as stored.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -87,6 +87,52 @@ pub(super) fn sort_field(sort: Sort) -> &'static str {
 }
 
 impl Stored {
+    /// A comment of `discussion` by `author` saying `text`, posted at `posted`, with slug `part`
+    /// stepped at `micros` (a posting time in microseconds), placed under `parent` or at the top
+    /// level: unedited, without votes or a key.
+    pub(super) fn placed(
+        discussion: &str,
+        parent: Option<&Stored>,
+        part: &str,
+        micros: i64,
+        posted: bson::DateTime,
+        author: Author,
+        text: String,
+    ) -> Self {
+        let step = slug::step(micros, part);
+        let (slug, full_slug, thread_key, parent_slug) = match parent {
+            None => (
+                part.to_owned(),
+                step.clone(),
+                slug::reversed_step(&step),
+                String::new(),
+            ),
+            Some(parent) => (
+                format!("{}/{part}", parent.slug),
+                format!("{}/{step}", parent.full_slug),
+                format!("{}/{step}", parent.thread_key),
+                parent.slug.clone(),
+            ),
+        };
+        Self {
+            id: ObjectId::new(),
+            discussion_id: discussion.to_owned(),
+            parent_id: parent.map(|parent| parent.id),
+            parent: parent_slug,
+            slug,
+            full_slug,
+            thread_key,
+            posted,
+            author,
+            text,
+            edited: None,
+            deleted: false,
+            ranking: Ranking::of(Votes::default(), posted),
+            idempotency_key: None,
+            content_digest: None,
+        }
+    }
+
     pub(super) fn comment(&self) -> Comment {
         let parent = self
             .slug

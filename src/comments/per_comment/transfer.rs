@@ -4,16 +4,15 @@
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use bson::oid::ObjectId;
 use bson::{doc, Document};
 use futures::stream::BoxStream;
-use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::engine::TransferEngine;
+use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
-use crate::comments::{slug, CommentStore, VotedComments};
+use crate::comments::{slug, CommentStore};
 use crate::Result;
 
 /// Comments inserted at a time by an import.
@@ -95,39 +94,23 @@ fn imported_comment(
     part: &str,
     micros: i64,
 ) -> Stored {
-    let step = slug::step(micros, part);
-    let (slug_path, full_slug, thread_key, parent_slug) = match parent {
-        None => (
-            part.to_owned(),
-            step.clone(),
-            slug::reversed_step(&step),
-            String::new(),
-        ),
-        Some(parent) => (
-            format!("{}/{part}", parent.slug),
-            format!("{}/{step}", parent.full_slug),
-            format!("{}/{step}", parent.thread_key),
-            parent.slug.clone(),
-        ),
-    };
+    let placed = Stored::placed(
+        discussion,
+        parent,
+        part,
+        micros,
+        comment.posted,
+        comment.author.clone(),
+        comment.text.clone(),
+    );
     Stored {
-        id: ObjectId::new(),
-        discussion_id: discussion.to_owned(),
-        parent_id: parent.map(|p| p.id),
-        parent: parent_slug,
-        slug: slug_path,
-        full_slug,
-        thread_key,
-        posted: comment.posted,
-        author: comment.author.clone(),
-        text: comment.text.clone(),
         edited: comment.edited,
         deleted: comment.deleted,
         ranking: Ranking::of(comment.votes, comment.posted),
-        idempotency_key: None,
-        content_digest: None,
+        ..placed
     }
 }
+
 #[async_trait]
 impl TransferEngine for PerComment {
     async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
@@ -135,30 +118,24 @@ impl TransferEngine for PerComment {
     }
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
-        self.settle_votes(discussion).await?;
-        let stored: Vec<Document> = self
-            .backend
-            .retry("export comments", || async {
-                Ok(self
-                    .comments
-                    .find(doc! { "discussion_id": discussion })
-                    .sort(doc! { "posted": 1, "_id": 1 })
-                    .await?
-                    .try_collect()
-                    .await?)
-            })
+        transfer::export_with(self, discussion, async {
+            let stored = reads::find_all(
+                &self.backend,
+                "export comments",
+                &self.comments,
+                doc! { "discussion_id": discussion },
+                doc! { "posted": 1, "_id": 1 },
+            )
             .await?;
-        let comments = stored
-            .into_iter()
-            .map(|document| {
-                let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
-                Ok(HeldComment::of(stored.comment()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let votes = self.votes.all(discussion).await?;
-        Ok(transfer::parents_first(transfer::with_voters(
-            comments, votes,
-        )))
+            stored
+                .into_iter()
+                .map(|document| {
+                    let stored: Stored = crate::bson_ext::decode(self.comments.name(), document)?;
+                    Ok(HeldComment::of(stored.comment()))
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Keeps a comment's slug path where it is one of this strategy's (from another
@@ -174,10 +151,7 @@ impl TransferEngine for PerComment {
                 .insert_many_once(&self.comments, chunk.to_vec())
                 .await?;
         }
-        self.votes
-            .import(discussion, &transfer::votes_under(comments, &links))
-            .await?;
-        Ok(links)
+        transfer::import_votes(self, discussion, comments, links).await
     }
 
     async fn purge(&self, discussion: &str) -> Result<()> {
@@ -193,12 +167,8 @@ impl TransferEngine for PerComment {
     }
 
     async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.comments, &self.registry.discussions],
-        )
-        .await?;
-        self.votes.purge(None).await
+        let own = [&self.comments, &self.registry.discussions];
+        transfer::purge_all(self, &self.backend, &own).await
     }
 
     async fn is_empty(&self) -> Result<bool> {
@@ -219,11 +189,7 @@ impl TransferEngine for PerComment {
     }
 
     fn data_collections(&self) -> Vec<String> {
-        vec![
-            self.comments.name().to_owned(),
-            self.registry.discussions.name().to_owned(),
-            self.votes.collection_name().to_owned(),
-        ]
+        transfer::data_collections(self, &[&self.comments, &self.registry.discussions])
     }
 }
 

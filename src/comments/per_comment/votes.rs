@@ -11,6 +11,7 @@ use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
+use crate::comments::reads;
 use crate::comments::votes::{
     Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
 };
@@ -68,16 +69,14 @@ impl Tally for PerComment {
             // Counted already (by this vote's lost attempt, or by a call finishing its mark),
             // or removed.
             None => {
-                let current = self
-                    .backend
-                    .retry("read comment", || async {
-                        Ok(self
-                            .comments
-                            .find_one(doc! { "_id": id, "discussion_id": discussion })
-                            .projection(projection.clone())
-                            .await?)
-                    })
-                    .await?;
+                let current = reads::find_one(
+                    &self.backend,
+                    "read comment",
+                    &self.comments,
+                    doc! { "_id": id, "discussion_id": discussion },
+                    Some(projection),
+                )
+                .await?;
                 match current {
                     Some(current) => current,
                     None => return Ok(false),

@@ -24,54 +24,6 @@ fn slug_part(keyed: Option<&KeyedComment>, attempt: usize) -> String {
     }
 }
 
-/// A new comment with slug `part`, posted at `micros` (`posted` in milliseconds), under `parent`
-/// or at the top level of `discussion`; without a key.
-fn fresh_stored(
-    discussion: &str,
-    parent: Option<&Stored>,
-    comment: &NewComment,
-    part: String,
-    micros: i64,
-    posted: bson::DateTime,
-) -> Stored {
-    let step = slug::step(micros, &part);
-    match parent {
-        None => Stored {
-            id: ObjectId::new(),
-            discussion_id: discussion.to_owned(),
-            parent_id: None,
-            parent: String::new(),
-            slug: part,
-            thread_key: slug::reversed_step(&step),
-            full_slug: step,
-            posted,
-            author: comment.author.clone(),
-            text: comment.text.clone(),
-            edited: None,
-            deleted: false,
-            ranking: Ranking::of(Votes::default(), posted),
-            idempotency_key: None,
-            content_digest: None,
-        },
-        Some(parent) => Stored {
-            id: ObjectId::new(),
-            discussion_id: discussion.to_owned(),
-            parent_id: Some(parent.id),
-            parent: parent.slug.clone(),
-            slug: format!("{}/{part}", parent.slug),
-            full_slug: format!("{}/{step}", parent.full_slug),
-            thread_key: format!("{}/{step}", parent.thread_key),
-            posted,
-            author: comment.author.clone(),
-            text: comment.text.clone(),
-            edited: None,
-            deleted: false,
-            ranking: Ranking::of(Votes::default(), posted),
-            idempotency_key: None,
-            content_digest: None,
-        },
-    }
-}
 impl PerComment {
     /// Inserts a comment under `parent` (or at the top level), choosing a fresh slug part
     /// whenever one collides.
@@ -86,7 +38,15 @@ impl PerComment {
         let posted = bson::DateTime::from_millis(micros.div_euclid(1_000));
         for attempt in 0..SLUG_ATTEMPTS {
             let part = slug_part(keyed, attempt);
-            let mut stored = fresh_stored(discussion, parent, &comment, part, micros, posted);
+            let mut stored = Stored::placed(
+                discussion,
+                parent,
+                &part,
+                micros,
+                posted,
+                comment.author.clone(),
+                comment.text.clone(),
+            );
             if let Some(keyed) = keyed {
                 stored.id = keyed.id;
                 stored.idempotency_key = Some(keyed.key.clone());
@@ -129,14 +89,12 @@ impl PerComment {
                 self.find_one(doc! { "_id": keyed.id, "discussion_id": discussion })
             })
             .await?;
-        let Some(found) = found else {
-            return Ok(None);
-        };
-        keyed.check(
-            found.idempotency_key.as_deref(),
-            found.content_digest.as_deref(),
-        )?;
-        Ok(Some(found))
+        keyed.repeat(found, |stored| {
+            (
+                stored.idempotency_key.as_deref(),
+                stored.content_digest.as_deref(),
+            )
+        })
     }
 
     /// Fails with [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep) when `stored`'s index key would be too long.

@@ -97,28 +97,32 @@ impl MigratingComments {
             .await
     }
 
-    /// The target's link for `link`, a source link in the map (before the finish every link
-    /// given is one); a link the map lacks is an error that has the discussion copied again.
-    async fn moved(&self, discussion: &str, link: &str) -> Result<String> {
-        let map = self
+    /// The target's link the map records for `link` (one `find` of the map), if any.
+    async fn mapped(&self, discussion: &str, link: &str) -> Result<Option<String>> {
+        let mut map = self
             .inner
             .units
             .links
             .to_target(discussion, &[link])
             .await?;
-        map.get(link).cloned().ok_or_else(|| missing(link))
+        Ok(map.remove(link))
+    }
+
+    /// The target's link for `link`, a source link in the map (before the finish every link
+    /// given is one); a link the map lacks is an error that has the discussion copied again.
+    async fn moved(&self, discussion: &str, link: &str) -> Result<String> {
+        self.mapped(discussion, link)
+            .await?
+            .ok_or_else(|| missing(link))
     }
 
     /// After the finish: the target's link for a link given out before it (in the map), or
     /// the link itself (one of the target's).
     async fn either(&self, discussion: &str, link: &str) -> Result<String> {
-        let map = self
-            .inner
-            .units
-            .links
-            .to_target(discussion, &[link])
-            .await?;
-        Ok(map.get(link).cloned().unwrap_or_else(|| link.to_owned()))
+        Ok(self
+            .mapped(discussion, link)
+            .await?
+            .unwrap_or_else(|| link.to_owned()))
     }
 
     /// The link to give the target for `link`, read as [`Reader`] says.
@@ -279,12 +283,7 @@ impl MigratingComments {
                     let links = &self.inner.units.links;
                     self.inner
                         .mirror(vec![discussion.to_owned()], |_| async {
-                            if keyed
-                                && !links
-                                    .to_target(discussion, &[&added.link])
-                                    .await?
-                                    .is_empty()
-                            {
+                            if keyed && self.mapped(discussion, &added.link).await?.is_some() {
                                 // A repeat of a keyed post the target has already.
                                 return Ok(());
                             }
