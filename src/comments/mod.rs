@@ -73,7 +73,6 @@ mod model;
 mod order;
 mod per_comment;
 mod ranking;
-mod reads;
 mod registry;
 mod reply_notifications;
 mod slug;

@@ -40,12 +40,10 @@ use crate::error::Invalid;
 use async_trait::async_trait;
 use bson::oid::ObjectId;
 use bson::{doc, Document};
-use futures::TryStreamExt;
 use mongodb::{Collection, IndexModel};
 
 use super::engine::{At, BallotEngine};
 use super::ranking::Vote;
-use super::reads;
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -154,8 +152,8 @@ pub(super) async fn count_in_element(
     );
     // Applied once: `op` joins `vote_ops`, whose filter a retry no longer matches.
     let counted = backend
-        .retry("count vote", || async {
-            Ok(documents.update_one(filter.clone(), update.clone()).await?)
+        .command("count vote", || {
+            documents.update_one(filter.clone(), update.clone())
         })
         .await?;
     if counted.matched_count == 1 {
@@ -165,14 +163,13 @@ pub(super) async fn count_in_element(
     // keep their places, so otherwise the document is gone.
     let mut holds = key;
     holds.insert(VOTE_OPS, op);
-    let held = reads::find_one(
-        backend,
-        "read counted vote",
-        documents,
-        holds,
-        Some(doc! { "_id": 1 }),
-    )
-    .await?;
+    let held = backend
+        .command("read counted vote", || {
+            documents
+                .find_one(holds.clone())
+                .projection(doc! { "_id": 1 })
+        })
+        .await?;
     Ok(held.is_some())
 }
 
@@ -422,7 +419,9 @@ impl VoteBook {
 
     /// The vote `key` selects.
     async fn read(&self, key: &Document) -> Result<Option<Document>> {
-        reads::find_one(&self.backend, "read vote", &self.votes, key.clone(), None).await
+        self.backend
+            .command("read vote", || self.votes.find_one(key.clone()))
+            .await
     }
 
     /// `user`'s vote on `link` (one `find`): a vote whose count a failure interrupted reads as
@@ -455,9 +454,7 @@ impl VoteBook {
         let filter = doc! { "discussion_id": discussion, PENDING: { "$exists": true } };
         let marked: Vec<Document> = self
             .backend
-            .retry("settle votes", || async {
-                Ok(self.votes.find(filter.clone()).await?.try_collect().await?)
-            })
+            .find_all("settle votes", || self.votes.find(filter.clone()))
             .await?;
         for stored in &marked {
             let link = stored
@@ -487,11 +484,9 @@ impl VoteBook {
                         (None, _) => {
                             // A filtered delete: a retry deletes nothing more.
                             self.backend
-                                .retry("forget vote", || async {
-                                    self.votes.delete_one(key.clone()).await?;
-                                    Ok(())
-                                })
+                                .command("forget vote", || self.votes.delete_one(key.clone()))
                                 .await
+                                .map(drop)
                         }
                         (Some(_), false) => Ok(()),
                     }
@@ -505,13 +500,12 @@ impl VoteBook {
     pub(super) async fn forget(&self, discussion: &str, link: &str) -> Result<()> {
         // A filtered delete: a retry deletes nothing more.
         self.backend
-            .retry("forget votes", || async {
+            .command("forget votes", || {
                 self.votes
                     .delete_many(doc! { "discussion_id": discussion, "comment": link })
-                    .await?;
-                Ok(())
             })
             .await
+            .map(drop)
     }
 
     /// Every user's vote in `discussion`, by comment link (one `find`), for an export: call
@@ -520,14 +514,14 @@ impl VoteBook {
         &self,
         discussion: &str,
     ) -> Result<std::collections::HashMap<String, Vec<(String, Vote)>>> {
-        let stored = reads::find_all(
-            &self.backend,
-            "export votes",
-            &self.votes,
-            doc! { "discussion_id": discussion },
-            doc! { "comment": 1, "user": 1 },
-        )
-        .await?;
+        let stored = self
+            .backend
+            .find_all("export votes", || {
+                self.votes
+                    .find(doc! { "discussion_id": discussion })
+                    .sort(doc! { "comment": 1, "user": 1 })
+            })
+            .await?;
         let mut votes: std::collections::HashMap<String, Vec<(String, Vote)>> =
             std::collections::HashMap::new();
         for document in &stored {
@@ -581,11 +575,9 @@ impl VoteBook {
             None => doc! {},
         };
         self.backend
-            .retry("purge votes", || async {
-                self.votes.delete_many(filter.clone()).await?;
-                Ok(())
-            })
+            .command("purge votes", || self.votes.delete_many(filter.clone()))
             .await
+            .map(drop)
     }
 
     /// The votes collection's name.

@@ -217,9 +217,8 @@ impl CommentEngine for Embedded {
 
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
-            ShardKey::new(
+            ShardKey::hashed_id(
                 self.discussions.name(),
-                doc! { "_id": "hashed" },
                 "each discussion is one document, read and written by _id; hashing spreads \
                  discussions evenly (the manual leaves this strategy's shard key to the \
                  application, whose content collection it usually is)",

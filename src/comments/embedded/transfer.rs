@@ -11,7 +11,6 @@ use futures::TryStreamExt;
 use super::read::Range;
 use super::{Embedded, KEYED, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
-use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::comments::tree::{format_path, Node};
 use crate::error::Invalid;
@@ -104,14 +103,12 @@ impl Embedded {
         comments: &[HeldComment],
         top: &[Node],
     ) -> Result<Document> {
-        let existing = reads::find_one(
-            &self.backend,
-            "read discussion",
-            &self.discussions,
-            doc! { "_id": discussion },
-            None,
-        )
-        .await?;
+        let existing = self
+            .backend
+            .command("read discussion", || {
+                self.discussions.find_one(doc! { "_id": discussion })
+            })
+            .await?;
         let mut own = existing.unwrap_or_default();
         for field in FIELDS {
             own.remove(field);
@@ -188,12 +185,10 @@ impl TransferEngine for Embedded {
         }
         // A `$set` of the whole tree: repeating it writes the same.
         self.backend
-            .retry("import comments", || async {
+            .command("import comments", || {
                 self.discussions
                     .update_one(doc! { "_id": discussion }, update.clone())
                     .upsert(true)
-                    .await?;
-                Ok(())
             })
             .await?;
         transfer::import_votes(self, discussion, comments, links).await

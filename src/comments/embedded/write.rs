@@ -11,7 +11,6 @@ use super::{
 };
 use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
-use crate::comments::reads;
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};
@@ -28,14 +27,14 @@ impl Embedded {
         discussion: &str,
         growth: i64,
     ) -> Result<std::result::Result<Option<bson::DateTime>, Error>> {
-        let found = reads::find_one(
-            &self.backend,
-            "read discussion",
-            &self.discussions,
-            doc! { "_id": discussion },
-            Some(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 }),
-        )
-        .await?;
+        let found = self
+            .backend
+            .command("read discussion", || {
+                self.discussions
+                    .find_one(doc! { "_id": discussion })
+                    .projection(doc! { "slots": 1, "bytes": 1, LAST_POSTED: 1 })
+            })
+            .await?;
         let Some(found) = found.filter(created) else {
             return Ok(Err(validate::no_discussion(discussion)));
         };
@@ -93,14 +92,14 @@ impl Embedded {
         discussion: &str,
         keyed: &KeyedComment,
     ) -> Result<Option<(Vec<usize>, Node)>> {
-        let found = reads::find_one(
-            &self.backend,
-            "find keyed comment",
-            &self.discussions,
-            doc! { "_id": discussion, KEYED: keyed.id },
-            Some(doc! { "comments": 1 }),
-        )
-        .await?;
+        let found = self
+            .backend
+            .command("find keyed comment", || {
+                self.discussions
+                    .find_one(doc! { "_id": discussion, KEYED: keyed.id })
+                    .projection(doc! { "comments": 1 })
+            })
+            .await?;
         let Some(found) = found else {
             return Ok(None);
         };

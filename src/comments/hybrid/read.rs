@@ -6,7 +6,6 @@ use futures::TryStreamExt;
 use super::{check_slug, number, parse_place_parts, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
-use crate::comments::reads;
 use crate::comments::{validate, KeyedComment, Order};
 use crate::page::Cursor;
 use crate::{error::Entity, Result};
@@ -113,14 +112,13 @@ impl HybridPages {
     /// The comment `slug`, if a page holds it: how a post whose reply was lost finds out
     /// whether it landed.
     pub(super) async fn find_slug(&self, discussion: &str, slug: &str) -> Result<Option<Entry>> {
-        let page = reads::find_one(
-            &self.backend,
-            "read page",
-            &self.pages,
-            doc! { "discussion_id": discussion, "comments.slug": slug },
-            None,
-        )
-        .await?;
+        let page = self
+            .backend
+            .command("read page", || {
+                self.pages
+                    .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
+            })
+            .await?;
         let Some(page) = page else {
             return Ok(None);
         };

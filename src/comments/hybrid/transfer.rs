@@ -9,7 +9,6 @@ use futures::stream::BoxStream;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
-use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::Result;
 
@@ -97,14 +96,14 @@ impl TransferEngine for HybridPages {
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
         transfer::export_with(self, discussion, async {
-            let pages = reads::find_all(
-                &self.backend,
-                "export comments",
-                &self.pages,
-                doc! { "discussion_id": discussion },
-                doc! { "page": 1 },
-            )
-            .await?;
+            let pages = self
+                .backend
+                .find_all("export comments", || {
+                    self.pages
+                        .find(doc! { "discussion_id": discussion })
+                        .sort(doc! { "page": 1 })
+                })
+                .await?;
             let mut comments = Vec::new();
             for page in pages {
                 let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
@@ -133,13 +132,11 @@ impl TransferEngine for HybridPages {
             counter.insert(FLOOR, floor);
         }
         self.backend
-            .retry("register discussion", || async {
+            .command("register discussion", || {
                 self.registry
                     .discussions
                     .update_one(doc! { "_id": discussion }, doc! { "$set": counter.clone() })
                     .upsert(true)
-                    .await?;
-                Ok(())
             })
             .await?;
         if !pages.is_empty() {

@@ -7,7 +7,6 @@ use super::{
 };
 use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext::{self, now_or_after};
-use crate::comments::reads;
 use crate::comments::{discussion_lock, validate, CommentStore};
 use crate::error::{Error, Result};
 
@@ -123,14 +122,14 @@ impl HybridPages {
         page: i64,
         floor: Option<bson::DateTime>,
     ) -> Result<(i64, Option<bson::DateTime>)> {
-        let existing = reads::find_one(
-            &self.backend,
-            "read page",
-            &self.pages,
-            doc! { "discussion_id": discussion, "page": page },
-            Some(doc! { "count": 1, LAST_POSTED: 1 }),
-        )
-        .await?;
+        let existing = self
+            .backend
+            .command("read page", || {
+                self.pages
+                    .find_one(doc! { "discussion_id": discussion, "page": page })
+                    .projection(doc! { "count": 1, LAST_POSTED: 1 })
+            })
+            .await?;
         let last_posted = existing
             .as_ref()
             .and_then(|p| bson_ext::date(p, LAST_POSTED));
@@ -147,15 +146,11 @@ impl HybridPages {
         }
         // Filtered by the page it names: applying it twice advances once.
         self.backend
-            .retry("open comment page", || async {
-                self.registry
-                    .discussions
-                    .update_one(
-                        doc! { "_id": discussion, "last_page": page },
-                        advance.clone(),
-                    )
-                    .await?;
-                Ok(())
+            .command("open comment page", || {
+                self.registry.discussions.update_one(
+                    doc! { "_id": discussion, "last_page": page },
+                    advance.clone(),
+                )
             })
             .await?;
         Ok((page + 1, floor))
@@ -201,11 +196,8 @@ impl HybridPages {
                 // comes with `deleted: false` in the filter: a tombstone's retry matches nothing.
                 let result = self
                     .backend
-                    .retry("change comment", || async {
-                        Ok(self
-                            .pages
-                            .update_one(filter.clone(), update.clone())
-                            .await?)
+                    .command("change comment", || {
+                        self.pages.update_one(filter.clone(), update.clone())
                     })
                     .await?;
                 if result.matched_count == 0 {

@@ -105,17 +105,16 @@ impl CommentEngine for PerComment {
             .backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
                 // A `$set` of the new text and edit time: a retry sets the same values again.
-                self.backend.retry("edit comment", || async {
-                    Ok(self
+                self.backend.command("edit comment", || {
+self
                         .comments
                         .find_one_and_update(
                             doc! { "_id": edited.id, "discussion_id": discussion, "deleted": false },
                             update.clone(),
                         )
                         .return_document(ReturnDocument::After)
-                        .await?)
-                })
-                .await
+})
+.await
             })
             .await?;
         match updated {
@@ -149,14 +148,11 @@ impl CommentEngine for PerComment {
                     if self.has_replies(&stored).await? {
                         // A `$set`: tombstoning twice tombstones once.
                         self.backend
-                            .retry("tombstone comment", || async {
-                                self.comments
-                                    .update_one(
-                                        live.clone(),
-                                        doc! { "$set": { "deleted": true, "text": "" } },
-                                    )
-                                    .await?;
-                                Ok(())
+                            .command("tombstone comment", || {
+                                self.comments.update_one(
+                                    live.clone(),
+                                    doc! { "$set": { "deleted": true, "text": "" } },
+                                )
                             })
                             .await?;
                         return Ok(Deletion::Tombstoned);

@@ -10,7 +10,6 @@ use futures::stream::BoxStream;
 use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::engine::TransferEngine;
-use crate::comments::reads;
 use crate::comments::transfer::{self, HeldComment};
 use crate::comments::{slug, CommentStore};
 use crate::Result;
@@ -119,14 +118,14 @@ impl TransferEngine for PerComment {
 
     async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
         transfer::export_with(self, discussion, async {
-            let stored = reads::find_all(
-                &self.backend,
-                "export comments",
-                &self.comments,
-                doc! { "discussion_id": discussion },
-                doc! { "posted": 1, "_id": 1 },
-            )
-            .await?;
+            let stored = self
+                .backend
+                .find_all("export comments", || {
+                    self.comments
+                        .find(doc! { "discussion_id": discussion })
+                        .sort(doc! { "posted": 1, "_id": 1 })
+                })
+                .await?;
             stored
                 .into_iter()
                 .map(|document| {
@@ -156,11 +155,9 @@ impl TransferEngine for PerComment {
 
     async fn purge(&self, discussion: &str) -> Result<()> {
         self.backend
-            .retry("purge discussion", || async {
+            .command("purge discussion", || {
                 self.comments
                     .delete_many(doc! { "discussion_id": discussion })
-                    .await?;
-                Ok(())
             })
             .await?;
         self.votes.purge(Some(discussion)).await

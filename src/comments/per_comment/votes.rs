@@ -11,7 +11,6 @@ use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
-use crate::comments::reads;
 use crate::comments::votes::{
     Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
 };
@@ -69,14 +68,14 @@ impl Tally for PerComment {
             // Counted already (by this vote's lost attempt, or by a call finishing its mark),
             // or removed.
             None => {
-                let current = reads::find_one(
-                    &self.backend,
-                    "read comment",
-                    &self.comments,
-                    doc! { "_id": id, "discussion_id": discussion },
-                    Some(projection),
-                )
-                .await?;
+                let current = self
+                    .backend
+                    .command("read comment", || {
+                        self.comments
+                            .find_one(doc! { "_id": id, "discussion_id": discussion })
+                            .projection(projection.clone())
+                    })
+                    .await?;
                 match current {
                     Some(current) => current,
                     None => return Ok(false),
@@ -100,14 +99,11 @@ impl Tally for PerComment {
         // Filtered by the counts the keys come from: a retry sets the same keys again, and a
         // voter whose counts were overtaken sets nothing (the later one sets its own).
         self.backend
-            .retry("rank comment", || async {
-                self.comments
-                    .update_one(
-                        doc! { "_id": id, "discussion_id": discussion, "ups": ups, "downs": downs },
-                        doc! { "$set": keys.clone() },
-                    )
-                    .await?;
-                Ok(())
+            .command("rank comment", || {
+                self.comments.update_one(
+                    doc! { "_id": id, "discussion_id": discussion, "ups": ups, "downs": downs },
+                    doc! { "$set": keys.clone() },
+                )
             })
             .await?;
         Ok(true)
