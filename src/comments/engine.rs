@@ -19,7 +19,7 @@ use std::fmt;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::transfer::HeldComment;
+use super::model::HeldComment;
 use super::{
     Comment, Deletion, Features, NewComment, Order, Sort, Strategy, Thread, ThreadedComments, Vote,
 };

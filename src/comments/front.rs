@@ -14,7 +14,8 @@ use futures::stream::BoxStream;
 use super::engine::{
     At, BallotEngine, CommentEngine, Listing, ThreadsEngine, TransferEngine, VotesEngine,
 };
-use super::transfer::{CommentTransfer, HeldComment};
+use super::model::HeldComment;
+use super::transfer::CommentTransfer;
 use super::validate::{check_discussion, check_page};
 use super::{
     Comment, CommentStore, Deletion, Features, NewComment, Order, Sort, Strategy, Thread,

@@ -85,7 +85,7 @@ mod votes;
 
 pub use embedded::{Embedded, EmbeddedBuilder};
 pub use hybrid::{HybridPages, HybridPagesBuilder};
-pub use model::{Author, Comment, Deletion, NewComment, Thread};
+pub use model::{Author, Comment, Deletion, HeldComment, NewComment, Thread};
 pub use order::Order;
 pub use per_comment::{PerComment, PerCommentBuilder};
 pub use ranking::{Sort, Vote, Votes};
@@ -93,7 +93,7 @@ pub use strategy::{Features, Strategy};
 pub(crate) use traits::ranked_levels;
 pub use traits::{CommentStore, DynCommentStore, ThreadedComments, VotedComments};
 pub(crate) use transfer::threads_unsupported;
-pub use transfer::{CommentTransfer, DynCommentTransfer, HeldComment};
+pub use transfer::{CommentTransfer, DynCommentTransfer};
 
 use keyed::KeyedComment;
 use reply_notifications::{check_reply_target, notify_reply, reply_to_withdraw};

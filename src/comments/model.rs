@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Votes;
+use super::ranking::{Vote, Votes};
 use crate::Page;
 
 /// Who wrote a comment: the profile reference and the name shown, as in the seed's `author`.
@@ -149,5 +149,46 @@ impl Thread {
                 .map(|page| Thread::assemble(page, replies)),
             comment,
         })
+    }
+}
+
+/// One comment as exported from a store of any strategy.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct HeldComment {
+    /// Its link in the store it was exported from.
+    pub link: String,
+    /// Its parent's link there; `None` at the top level.
+    pub parent: Option<String>,
+    /// Who wrote it.
+    pub author: Author,
+    /// What it says; empty in a tombstone.
+    pub text: String,
+    /// When it was posted.
+    pub posted: bson::DateTime,
+    /// When it was last edited.
+    pub edited: Option<bson::DateTime>,
+    /// Whether it is a tombstone.
+    pub deleted: bool,
+    /// Its counts of votes.
+    pub votes: Votes,
+    /// Every user's vote on it, by user id.
+    pub voters: Vec<(String, Vote)>,
+}
+
+impl HeldComment {
+    /// `comment` as exported, without its voters yet.
+    pub(super) fn of(comment: Comment) -> Self {
+        Self {
+            link: comment.link,
+            parent: comment.parent,
+            author: comment.author,
+            text: comment.text,
+            posted: comment.posted,
+            edited: comment.edited,
+            deleted: comment.deleted,
+            votes: comment.votes,
+            voters: Vec::new(),
+        }
     }
 }

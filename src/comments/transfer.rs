@@ -30,51 +30,11 @@ use bson::Document;
 use futures::stream::BoxStream;
 use mongodb::Collection;
 
+use super::model::HeldComment;
 use super::votes::Voting;
-use super::{Author, CommentStore, Vote, VotedComments, Votes};
+use super::{CommentStore, Vote, VotedComments};
 use crate::backend::Backend;
 use crate::Result;
-
-/// One comment as exported from a store of any strategy.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct HeldComment {
-    /// Its link in the store it was exported from.
-    pub link: String,
-    /// Its parent's link there; `None` at the top level.
-    pub parent: Option<String>,
-    /// Who wrote it.
-    pub author: Author,
-    /// What it says; empty in a tombstone.
-    pub text: String,
-    /// When it was posted.
-    pub posted: bson::DateTime,
-    /// When it was last edited.
-    pub edited: Option<bson::DateTime>,
-    /// Whether it is a tombstone.
-    pub deleted: bool,
-    /// Its counts of votes.
-    pub votes: Votes,
-    /// Every user's vote on it, by user id.
-    pub voters: Vec<(String, Vote)>,
-}
-
-impl HeldComment {
-    /// `comment` as exported, without its voters yet.
-    pub(super) fn of(comment: super::Comment) -> Self {
-        Self {
-            link: comment.link,
-            parent: comment.parent,
-            author: comment.author,
-            text: comment.text,
-            posted: comment.posted,
-            edited: comment.edited,
-            deleted: comment.deleted,
-            votes: comment.votes,
-            voters: Vec::new(),
-        }
-    }
-}
 
 /// What moving discussions between stores needs of a comment store; every strategy implements
 /// it. See the [module docs](self) and [`crate::migrate`].
@@ -264,6 +224,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comments::model::Author;
+    use crate::comments::ranking::Votes;
 
     fn held(link: &str, parent: Option<&str>) -> HeldComment {
         HeldComment {

@@ -9,7 +9,8 @@ use futures::stream::BoxStream;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
 use crate::comments::engine::TransferEngine;
-use crate::comments::transfer::{self, HeldComment};
+use crate::comments::model::HeldComment;
+use crate::comments::transfer;
 use crate::Result;
 
 /// The entries an import stores, in the export's order: each keeps its slug where it is one of

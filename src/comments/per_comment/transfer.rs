@@ -10,7 +10,8 @@ use futures::stream::BoxStream;
 use super::stored::{Ranking, Stored};
 use super::PerComment;
 use crate::comments::engine::TransferEngine;
-use crate::comments::transfer::{self, HeldComment};
+use crate::comments::model::HeldComment;
+use crate::comments::transfer;
 use crate::comments::{slug, CommentStore};
 use crate::Result;
 
