@@ -52,6 +52,7 @@ pub mod retry;
 pub mod server;
 mod setters;
 pub mod sharding;
+mod strategy_enum;
 mod validate;
 
 #[doc(hidden)]

@@ -6,14 +6,10 @@
 //! inbox front's ([`crate::inbox`]): the public traits stay small and implementable by
 //! applications, the engines stay unnameable outside the crate.
 
-use std::future::Future;
-
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use super::engine::{
-    At, BallotEngine, CommentEngine, Listing, ThreadsEngine, TransferEngine, VotesEngine,
-};
+use super::engine::{At, BallotEngine, CommentEngine, ThreadsEngine, TransferEngine, VotesEngine};
 use super::model::HeldComment;
 use super::transfer::CommentTransfer;
 use super::validate::{check_discussion, check_page};
@@ -22,55 +18,13 @@ use super::{
     ThreadedComments, Vote, VotedComments,
 };
 use crate::error::Result;
-use crate::observe::{store_operation, Operation};
+use crate::observe::store_operation;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
 /// The span of operation `$name` of `$engine` (see [`crate::observe::store_operation`]).
 macro_rules! span {
-    ($engine:expr, $name:literal $(, $($fields:tt)*)?) => {
-        store_operation!(
-            VotesEngine::migrating($engine),
-            VotesEngine::strategy($engine).name(),
-            "comments",
-            $name
-            $(, $($fields)*)?
-        )
-    };
-}
-
-/// `work` in `operation`'s span, once `discussion` is found to be a discussion id; the check's
-/// error otherwise, and `work` never runs.
-async fn in_discussion<T>(
-    operation: Operation,
-    discussion: &str,
-    work: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    operation
-        .run(async move {
-            check_discussion(discussion)?;
-            work.await
-        })
-        .await
-}
-
-/// `read` of the checked page `page` of `discussion` in `operation`'s span; the check's error
-/// otherwise, and `read` never runs.
-async fn on_page<'a, T, Fut>(
-    operation: Operation,
-    discussion: &'a str,
-    page: PageRequest,
-    read: impl FnOnce(Listing<'a>) -> Fut,
-) -> Result<T>
-where
-    Fut: Future<Output = Result<T>>,
-{
-    operation
-        .run(async move {
-            let listing = check_page(discussion, page)?;
-            read(listing).await
-        })
-        .await
+    ($($operation:tt)*) => { store_operation!(VotesEngine, "comments", $($operation)*) };
 }
 
 #[async_trait]
@@ -82,30 +36,27 @@ impl<E: VotesEngine> VotedComments for E {
         user: &str,
         vote: Vote,
     ) -> Result<Option<Vote>> {
-        in_discussion(
-            span!(self, "vote"),
-            discussion,
-            BallotEngine::vote(self, At { discussion, link }, user, vote),
-        )
-        .await
+        span!(self, "vote")
+            .run_checked(check_discussion(discussion), |()| {
+                BallotEngine::vote(self, At { discussion, link }, user, vote)
+            })
+            .await
     }
 
     async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        in_discussion(
-            span!(self, "retract_vote"),
-            discussion,
-            BallotEngine::retract_vote(self, At { discussion, link }, user),
-        )
-        .await
+        span!(self, "retract_vote")
+            .run_checked(check_discussion(discussion), |()| {
+                BallotEngine::retract_vote(self, At { discussion, link }, user)
+            })
+            .await
     }
 
     async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
-        in_discussion(
-            span!(self, "vote_of"),
-            discussion,
-            BallotEngine::vote_of(self, At { discussion, link }, user),
-        )
-        .await
+        span!(self, "vote_of")
+            .run_checked(check_discussion(discussion), |()| {
+                BallotEngine::vote_of(self, At { discussion, link }, user)
+            })
+            .await
     }
 
     async fn ranked(
@@ -115,22 +66,19 @@ impl<E: VotesEngine> VotedComments for E {
         sort: Sort,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        on_page(
-            span!(self, "ranked", limit = page.limit),
-            discussion,
-            page,
-            |listing| VotesEngine::ranked(self, listing, parent, sort),
-        )
-        .await
+        span!(self, "ranked", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                VotesEngine::ranked(self, listing, parent, sort)
+            })
+            .await
     }
 
     async fn settle_votes(&self, discussion: &str) -> Result<usize> {
-        in_discussion(
-            span!(self, "settle_votes"),
-            discussion,
-            BallotEngine::settle_votes(self, discussion),
-        )
-        .await
+        span!(self, "settle_votes")
+            .run_checked(check_discussion(discussion), |()| {
+                BallotEngine::settle_votes(self, discussion)
+            })
+            .await
     }
 }
 
@@ -149,21 +97,19 @@ impl<E: CommentEngine> CommentStore for E {
     }
 
     async fn create_discussion(&self, discussion: &str) -> Result<()> {
-        in_discussion(
-            span!(self, "create_discussion"),
-            discussion,
-            CommentEngine::create_discussion(self, discussion),
-        )
-        .await
+        span!(self, "create_discussion")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::create_discussion(self, discussion)
+            })
+            .await
     }
 
     async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
-        in_discussion(
-            span!(self, "post"),
-            discussion,
-            CommentEngine::post(self, discussion, comment),
-        )
-        .await
+        span!(self, "post")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::post(self, discussion, comment)
+            })
+            .await
     }
 
     async fn chronological(
@@ -172,49 +118,43 @@ impl<E: CommentEngine> CommentStore for E {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        on_page(
-            span!(self, "chronological", limit = page.limit),
-            discussion,
-            page,
-            |listing| CommentEngine::chronological(self, listing, order),
-        )
-        .await
+        span!(self, "chronological", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                CommentEngine::chronological(self, listing, order)
+            })
+            .await
     }
 
     async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
-        in_discussion(
-            span!(self, "get"),
-            discussion,
-            CommentEngine::get(self, discussion, link),
-        )
-        .await
+        span!(self, "get")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::get(self, discussion, link)
+            })
+            .await
     }
 
     async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
-        in_discussion(
-            span!(self, "edit"),
-            discussion,
-            CommentEngine::edit(self, discussion, link, text),
-        )
-        .await
+        span!(self, "edit")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::edit(self, discussion, link, text)
+            })
+            .await
     }
 
     async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
-        in_discussion(
-            span!(self, "delete"),
-            discussion,
-            CommentEngine::delete(self, discussion, link),
-        )
-        .await
+        span!(self, "delete")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::delete(self, discussion, link)
+            })
+            .await
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        in_discussion(
-            span!(self, "count"),
-            discussion,
-            CommentEngine::count(self, discussion),
-        )
-        .await
+        span!(self, "count")
+            .run_checked(check_discussion(discussion), |()| {
+                CommentEngine::count(self, discussion)
+            })
+            .await
     }
 
     async fn create_indexes(&self) -> Result<()> {
@@ -235,12 +175,11 @@ impl<E: CommentEngine> CommentStore for E {
 #[async_trait]
 impl<E: ThreadsEngine> ThreadedComments for E {
     async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
-        in_discussion(
-            span!(self, "reply"),
-            discussion,
-            ThreadsEngine::reply(self, discussion, parent, comment),
-        )
-        .await
+        span!(self, "reply")
+            .run_checked(check_discussion(discussion), |()| {
+                ThreadsEngine::reply(self, discussion, parent, comment)
+            })
+            .await
     }
 
     async fn thread_page(
@@ -249,13 +188,11 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         order: Order,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        on_page(
-            span!(self, "thread_page", limit = page.limit),
-            discussion,
-            page,
-            |listing| ThreadsEngine::thread_page(self, listing, order),
-        )
-        .await
+        span!(self, "thread_page", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                ThreadsEngine::thread_page(self, listing, order)
+            })
+            .await
     }
 
     async fn sub_thread(
@@ -264,13 +201,11 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         link: &str,
         page: PageRequest,
     ) -> Result<Page<Comment>> {
-        on_page(
-            span!(self, "sub_thread", limit = page.limit),
-            discussion,
-            page,
-            |listing| ThreadsEngine::sub_thread(self, listing, link),
-        )
-        .await
+        span!(self, "sub_thread", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                ThreadsEngine::sub_thread(self, listing, link)
+            })
+            .await
     }
 
     async fn ranked_thread(
@@ -280,13 +215,11 @@ impl<E: ThreadsEngine> ThreadedComments for E {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        on_page(
-            span!(self, "ranked_thread", limit = page.limit),
-            discussion,
-            page,
-            |listing| ThreadsEngine::ranked_thread(self, listing, sort, depth),
-        )
-        .await
+        span!(self, "ranked_thread", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                ThreadsEngine::ranked_thread(self, listing, sort, depth)
+            })
+            .await
     }
 }
 

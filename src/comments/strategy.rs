@@ -1,54 +1,19 @@
 //! The three strategies by name, what each supports, and the lock their writers share.
 
-use std::fmt;
-
 use super::{embedded, hybrid, per_comment};
+use crate::strategy_enum::strategy_enum;
 
-/// The three strategies, for display and for code that must know which one it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Strategy {
-    /// One document per comment, with slug paths.
-    PerComment,
-    /// Every comment embedded in the discussion's document.
-    Embedded,
-    /// Pages of about 100 comments.
-    HybridPages,
-}
-
-impl Strategy {
-    /// The strategy's name, such as `"per-comment"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::PerComment => "per-comment",
-            Strategy::Embedded => "embedded",
-            Strategy::HybridPages => "hybrid-pages",
-        }
+strategy_enum! {
+    /// The three strategies, for display and for code that must know which one it holds.
+    pub enum Strategy {
+        /// One document per comment, with slug paths.
+        PerComment => "per-comment", per_comment::COLLECTIONS;
+        /// Every comment embedded in the discussion's document.
+        Embedded => "embedded", embedded::COLLECTIONS;
+        /// Pages of about 100 comments.
+        HybridPages => "hybrid-pages", hybrid::COLLECTIONS;
     }
-
-    /// The default names of the strategy's collections: what its builder's `collection`
-    /// renames, and what `collection_prefix` is put before.
-    ///
-    /// ```
-    /// use mongo_social::comments::Strategy;
-    /// assert_eq!(
-    ///     Strategy::Embedded.collections(),
-    ///     ["discussions", "comment_locks", "comment_votes"]
-    /// );
-    /// ```
-    pub fn collections(self) -> &'static [&'static str] {
-        match self {
-            Strategy::PerComment => &per_comment::COLLECTIONS,
-            Strategy::Embedded => &embedded::COLLECTIONS,
-            Strategy::HybridPages => &hybrid::COLLECTIONS,
-        }
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+    example: "comments", Embedded => ["discussions", "comment_locks", "comment_votes"];
 }
 
 /// What a strategy supports beyond the [`CommentStore`](super::CommentStore) basics.

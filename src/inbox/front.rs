@@ -27,15 +27,7 @@ use crate::sharding::ShardKey;
 
 /// The span of operation `$name` of `$engine` (see [`crate::observe::store_operation`]).
 macro_rules! span {
-    ($engine:expr, $name:literal $(, $($fields:tt)*)?) => {
-        store_operation!(
-            InboxEngine::migrating($engine),
-            InboxEngine::strategy($engine).name(),
-            "inbox",
-            $name
-            $(, $($fields)*)?
-        )
-    };
+    ($($operation:tt)*) => { store_operation!(InboxEngine, "inbox", $($operation)*) };
 }
 
 /// `work` in `operation`'s span, once `user` is found to be a user id (`role`: `"owner"`,
@@ -47,10 +39,7 @@ async fn for_user<T>(
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
     operation
-        .run(async move {
-            check_user_id(role, user)?;
-            work.await
-        })
+        .run_checked(check_user_id(role, user), |()| work)
         .await
 }
 

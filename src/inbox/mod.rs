@@ -51,6 +51,7 @@ use crate::object_id::object_id_type;
 use crate::page::{Page, PageRequest};
 use crate::realtime::{ResumeToken, Updates, WatchOptions};
 use crate::sharding::ShardKey;
+use crate::strategy_enum::strategy_enum;
 
 pub use crate::payload::Payload;
 // For the strategies (`super::...`): the checks every module shares.
@@ -199,51 +200,17 @@ impl<P> Sent<P> {
     }
 }
 
-/// The three strategies, for display and for code that must know which one it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Strategy {
-    /// One document per message, found by recipient at read time.
-    FanOutOnRead,
-    /// One document per message per recipient.
-    FanOutOnWrite,
-    /// Each recipient's messages grouped into time-ordered buckets.
-    BucketedFanOut,
-}
-
-impl Strategy {
-    /// The strategy's name, such as `"fan-out-on-read"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Strategy::FanOutOnRead => "fan-out-on-read",
-            Strategy::FanOutOnWrite => "fan-out-on-write",
-            Strategy::BucketedFanOut => "bucketed-fan-out",
-        }
+strategy_enum! {
+    /// The three strategies, for display and for code that must know which one it holds.
+    pub enum Strategy {
+        /// One document per message, found by recipient at read time.
+        FanOutOnRead => "fan-out-on-read", fan_out_on_read::COLLECTIONS;
+        /// One document per message per recipient.
+        FanOutOnWrite => "fan-out-on-write", fan_out_on_write::COLLECTIONS;
+        /// Each recipient's messages grouped into time-ordered buckets.
+        BucketedFanOut => "bucketed-fan-out", bucketed::COLLECTIONS;
     }
-
-    /// The default names of the strategy's collections: what its builder's `collection`
-    /// renames, and what `collection_prefix` is put before.
-    ///
-    /// ```
-    /// use mongo_social::inbox::Strategy;
-    /// assert_eq!(
-    ///     Strategy::FanOutOnRead.collections(),
-    ///     ["inbox", "inbox_filters", "inbox_locks"]
-    /// );
-    /// ```
-    pub fn collections(self) -> &'static [&'static str] {
-        match self {
-            Strategy::FanOutOnRead => &fan_out_on_read::COLLECTIONS,
-            Strategy::FanOutOnWrite => &fan_out_on_write::COLLECTIONS,
-            Strategy::BucketedFanOut => &bucketed::COLLECTIONS,
-        }
-    }
-}
-
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+    example: "inbox", FanOutOnRead => ["inbox", "inbox_filters", "inbox_locks"];
 }
 
 /// A social inbox: send messages to recipients, read each owner's inbox newest first.

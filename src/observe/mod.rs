@@ -183,9 +183,12 @@
 mod enabled;
 pub(crate) mod spans;
 
+use std::future::Future;
+
 use mongodb::event::command::CommandStartedEvent;
 use mongodb::options::ClientOptions;
 
+use crate::error::Result;
 use crate::server::PROBE_COLLECTION_PREFIX;
 
 /// Commands that are not counted as an operation's (by [`attach`]'s handler, and by
@@ -290,18 +293,19 @@ macro_rules! event {
     ($($rest:tt)*) => {};
 }
 
-/// The span of a store's operation `$name` (literals: `"inbox"`, `"send"`): `<store>.<name>` with
-/// the strategy's name for a strategy's store, `migrate.<store>.<name>` for a running
-/// migration's (whose inner stores' spans carry the strategies); `$fields` as `tracing` takes
-/// them. The inbox and comment fronts open every span of their stores through it.
+/// The span of operation `$name` (a literal: `"send"`) of `$engine`, a store engine of trait
+/// `$Engine` (which has `migrating()` and `strategy()`) in store `$store` (`"inbox"`):
+/// `<store>.<name>` with the strategy's name for a strategy's store, `migrate.<store>.<name>` for
+/// a running migration's (whose inner stores' spans carry the strategies); `$fields` as `tracing`
+/// takes them. The inbox and comment fronts open every span of their stores through it.
 macro_rules! store_operation {
-    ($migrating:expr, $strategy:expr, $store:literal, $name:literal $(, $($fields:tt)*)?) => {
-        if $migrating {
+    ($Engine:ident, $store:literal, $engine:expr, $name:literal $(, $($fields:tt)*)?) => {
+        if $Engine::migrating($engine) {
             $crate::observe::operation!(concat!("migrate.", $store, ".", $name) $(, $($fields)*)?)
         } else {
             $crate::observe::operation!(
                 concat!($store, ".", $name),
-                strategy = $strategy
+                strategy = $Engine::strategy($engine).name()
                 $(, $($fields)*)?
             )
         }
@@ -309,6 +313,22 @@ macro_rules! store_operation {
 }
 
 pub(crate) use {event, operation, store_operation};
+
+impl Operation {
+    /// `work` given what `checked` holds, run in this span; `checked`'s error otherwise (recorded
+    /// as the span's outcome), and `work` never runs. The stores' fronts check their input with
+    /// it, so bad input sends no command.
+    pub(crate) async fn run_checked<C, T, W>(
+        self,
+        checked: Result<C>,
+        work: impl FnOnce(C) -> W,
+    ) -> Result<T>
+    where
+        W: Future<Output = Result<T>>,
+    {
+        self.run(async move { work(checked?).await }).await
+    }
+}
 
 /// Without the `tracing` feature: nothing, and [`Operation::run`] returns the future it is given.
 #[cfg(not(feature = "tracing"))]
