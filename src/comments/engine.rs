@@ -1,18 +1,19 @@
 //! What one comment strategy supplies: the engine half of every comment store.
 //!
-//! As for inboxes ([`crate::inbox`]'s engine), a comment store is a front written once
-//! ([`super::front`]: the discussion id and page checks, one span per operation) over an
-//! engine: where a comment, its thread position and its votes live, and how a discussion is
-//! exported and imported. [`super::PerComment`], [`super::Embedded`] and [`super::HybridPages`]
-//! are engines, and so is the migration mirror ([`crate::migrate::MigratingComments`]).
+//! As for inboxes ([`crate::inbox`]'s engine), a comment store's operations are written once,
+//! as the provided methods of the public traits ([`super::CommentStore`],
+//! [`super::VotedComments`], [`super::ThreadedComments`], [`super::CommentTransfer`]: the
+//! discussion id and page checks, one span per operation), over an engine: where a comment, its
+//! thread position and its votes live, and how a discussion is exported and imported.
+//! [`super::PerComment`], [`super::Embedded`] and [`super::HybridPages`] are engines, and so is
+//! the migration mirror ([`crate::migrate::MigratingComments`]); every engine is a store by the
+//! blanket implementations beside the public traits.
 //!
-//! The public traits ([`super::CommentStore`], [`super::VotedComments`],
-//! [`super::ThreadedComments`], [`super::CommentTransfer`]) stay the vocabulary applications
-//! use; these traits are public in a private module, so nothing outside the crate can name or
+//! These traits are public in a private module, so nothing outside the crate can name or
 //! implement them. Methods share their names with the public methods they serve, and may assume
-//! the discussion id (and a page's limit) passed the front's checks: a page read gets them as a
-//! [`Listing`], which only the front's check makes. Checks that depend on the strategy (a
-//! link's form, a comment's size as stored) stay in the engine.
+//! the discussion id (and a page's limit) passed the checks: a page read gets them as a
+//! [`Listing`], which only the check makes. Checks that depend on the strategy (a link's form,
+//! a comment's size as stored) stay in the engine.
 
 use std::fmt;
 
@@ -45,8 +46,8 @@ pub trait BallotEngine: Send + Sync {
     async fn settle_votes(&self, discussion: &str) -> Result<usize>;
 }
 
-/// A page of one discussion as the front hands it to an engine: the discussion id and the
-/// page's limit passed the front's checks ([`super::validate::check_page`] makes it).
+/// A page of one discussion as a store's operation hands it to an engine: the discussion id and
+/// the page's limit passed the checks ([`super::validate::check_page`] makes it).
 #[derive(Clone, Debug)]
 pub struct Listing<'a> {
     /// The discussion's id.

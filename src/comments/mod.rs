@@ -66,7 +66,6 @@
 pub(crate) mod cursor;
 mod embedded;
 pub(crate) mod engine;
-mod front;
 mod hybrid;
 mod keyed;
 mod model;

@@ -1,12 +1,36 @@
-//! The traits every comment store implements: posting and reading, votes, threads.
+//! The traits of every comment store: posting and reading, votes, threads.
+//!
+//! Each operation is written here once, as a provided method over the strategy's engine
+//! ([`super::engine`]): it opens its span, checks the discussion id (and a page's limit) before
+//! any command, and calls the engine. The engine is reached through a hidden method that
+//! nothing outside the crate can name or implement, so the traits are sealed: the crate's
+//! strategies and its migration's stores are the comment stores, and an operation added to a
+//! trait later breaks no application.
 
 use std::fmt;
 
 use async_trait::async_trait;
 
+use super::engine::{At, CommentEngine, ThreadsEngine, VotesEngine};
+use super::validate::{check_discussion, check_page};
 use super::{Comment, Deletion, Features, NewComment, Order, Sort, Strategy, Thread, Vote};
+use crate::error::Result;
+use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
+
+/// The span of operation `$name` of the comment store `$store` (see
+/// [`crate::observe::store_operation`]).
+macro_rules! span {
+    ($store:expr, $($operation:tt)*) => {
+        $crate::observe::store_operation!(
+            "comments",
+            $crate::comments::VotedComments::votes_engine($store),
+            $($operation)*
+        )
+    };
+}
+
+pub(super) use span;
 
 /// Comments on discussions: post, page through in posting order, link to one, edit, delete,
 /// count.
@@ -53,18 +77,31 @@ use crate::{Page, PageRequest, Result};
 /// ```
 #[async_trait]
 pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
+    /// The strategy's engine: what this trait's operations call once their input is checked. Hidden
+    /// and unnameable outside the crate, so the trait is sealed: only the crate's strategies (and
+    /// its migration's stores) are comment stores, and new operations can be added to it without
+    /// breaking any application.
+    #[doc(hidden)]
+    fn comment_engine(&self) -> &dyn CommentEngine;
+
     /// Which strategy this store implements.
-    fn strategy(&self) -> Strategy;
+    fn strategy(&self) -> Strategy {
+        self.comment_engine().strategy()
+    }
 
     /// What the strategy supports beyond the basics.
-    fn features(&self) -> Features;
+    fn features(&self) -> Features {
+        self.comment_engine().features()
+    }
 
     /// Threading (replies, threaded view, sub-threads), when the strategy has it: for a store whose
     /// strategy is chosen at run time. A concrete [`PerComment`](super::PerComment) or
     /// [`Embedded`](super::Embedded) always threads: call [`ThreadedComments`]' methods on it
     /// directly (with the trait in scope, [`crate::prelude`]), or take it as a `&dyn
     /// ThreadedComments` with its `as_threaded()`.
-    fn threaded(&self) -> Option<&dyn ThreadedComments>;
+    fn threaded(&self) -> Option<&dyn ThreadedComments> {
+        self.comment_engine().threaded()
+    }
 
     /// Registers a discussion so comments can be posted to it. Idempotent.
     ///
@@ -73,7 +110,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank id,
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) (`"discussion id"`) for one over
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES); server errors as they come.
-    async fn create_discussion(&self, discussion: &str) -> Result<()>;
+    async fn create_discussion(&self, discussion: &str) -> Result<()> {
+        span!(self, "create_discussion")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().create_discussion(discussion)
+            })
+            .await
+    }
 
     /// Posts a top-level comment and returns it as stored.
     ///
@@ -108,7 +151,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// the `"discussion"`) ([`Embedded`](super::Embedded) only); [`crate::Error::Conflict`] for a
     /// key used in the discussion for another comment (other author, text or parent), nothing
     /// written.
-    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment>;
+    async fn post(&self, discussion: &str, comment: NewComment) -> Result<Comment> {
+        span!(self, "post")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().post(discussion, comment)
+            })
+            .await
+    }
 
     /// One page of every comment in the discussion, replies included, by posting time: oldest
     /// or newest first as `order` says.
@@ -124,7 +173,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
         discussion: &str,
         order: Order,
         page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    ) -> Result<Page<Comment>> {
+        span!(self, "chronological", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                self.comment_engine().chronological(listing, order)
+            })
+            .await
+    }
 
     /// The comment at `link` (a direct link).
     ///
@@ -134,7 +189,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// [`Invalid::TooLong`](crate::error::Invalid::TooLong) for the discussion id,
     /// [`Invalid::Link`](crate::error::Invalid::Link) for a malformed link, [`crate::Error::NotFound`] when no
     /// comment has it.
-    async fn get(&self, discussion: &str, link: &str) -> Result<Comment>;
+    async fn get(&self, discussion: &str, link: &str) -> Result<Comment> {
+        span!(self, "get")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().get(discussion, link)
+            })
+            .await
+    }
 
     /// Replaces a comment's text, recording when; returns the comment as edited.
     ///
@@ -146,7 +207,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// comment with it, over the store's `max_comment_bytes` (the text alone is checked before
     /// anything is read) and [`Invalid::TooLarge`](crate::error::Invalid::TooLarge) (of the
     /// `"discussion"`). The discussion id is checked first, then the text, then the link.
-    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment>;
+    async fn edit(&self, discussion: &str, link: &str, text: &str) -> Result<Comment> {
+        span!(self, "edit")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().edit(discussion, link, text)
+            })
+            .await
+    }
 
     /// Deletes a comment: removes it outright when the strategy allows and nothing replies to it,
     /// otherwise leaves a tombstone.
@@ -154,22 +221,42 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// As [`CommentStore::get`].
-    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion>;
+    async fn delete(&self, discussion: &str, link: &str) -> Result<Deletion> {
+        span!(self, "delete")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().delete(discussion, link)
+            })
+            .await
+    }
 
     /// How many comments the discussion has, not counting deleted ones.
-    async fn count(&self, discussion: &str) -> Result<u64>;
+    async fn count(&self, discussion: &str) -> Result<u64> {
+        span!(self, "count")
+            .run_checked(check_discussion(discussion), |()| {
+                self.comment_engine().count(discussion)
+            })
+            .await
+    }
 
     /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
     /// every start). A strategy whose correctness depends on a unique index creates its indexes
     /// before its first write if this was not called on the store (or a clone of it).
-    async fn create_indexes(&self) -> Result<()>;
+    async fn create_indexes(&self) -> Result<()> {
+        span!(self, "create_indexes")
+            .run(self.comment_engine().create_indexes())
+            .await
+    }
 
     /// The shard key each of the strategy's collections should have; every one leads with the
     /// discussion, as the manual advises.
-    fn shard_keys(&self) -> Vec<ShardKey>;
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        self.comment_engine().shard_keys()
+    }
 
     /// The database the store lives in.
-    fn database(&self) -> &mongodb::Database;
+    fn database(&self) -> &mongodb::Database {
+        self.comment_engine().database()
+    }
 
     /// Shards the strategy's collections on [`CommentStore::shard_keys`], when connected to a
     /// `mongos` (or a front end that answers as one); see [`crate::sharding::shard_collections`]
@@ -227,6 +314,13 @@ pub trait CommentStore: VotedComments + Send + Sync + fmt::Debug + 'static {
 /// ```
 #[async_trait]
 pub trait VotedComments: Send + Sync {
+    /// The strategy's votes engine: what this trait's operations call once their input is checked.
+    /// Hidden and unnameable outside the crate, so the trait is sealed: only the crate's strategies
+    /// (and its migration's stores) are comment stores, and new operations can be added to it
+    /// without breaking any application.
+    #[doc(hidden)]
+    fn votes_engine(&self) -> &dyn VotesEngine;
+
     /// `user` votes the comment at `link` up or down, replacing any vote of theirs on it; returns
     /// the vote it replaced (`Some(vote)` unchanged: the same vote again changes nothing).
     ///
@@ -241,7 +335,14 @@ pub trait VotedComments: Send + Sync {
         link: &str,
         user: &str,
         vote: Vote,
-    ) -> Result<Option<Vote>>;
+    ) -> Result<Option<Vote>> {
+        span!(self, "vote")
+            .run_checked(check_discussion(discussion), |()| {
+                self.votes_engine()
+                    .vote(At { discussion, link }, user, vote)
+            })
+            .await
+    }
 
     /// `user` takes back their vote on the comment at `link` (a tombstone's too); returns it,
     /// `None` if they had none.
@@ -249,14 +350,27 @@ pub trait VotedComments: Send + Sync {
     /// # Errors
     ///
     /// As [`VotedComments::vote`], without [`Error::NotFound`](crate::Error::NotFound) of an [`Entity::DeletedComment`](crate::error::Entity::DeletedComment).
-    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+    async fn retract_vote(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        span!(self, "retract_vote")
+            .run_checked(check_discussion(discussion), |()| {
+                self.votes_engine()
+                    .retract_vote(At { discussion, link }, user)
+            })
+            .await
+    }
 
     /// `user`'s vote on the comment at `link`, if any (one `find`; an unknown comment has none).
     ///
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank), [`Invalid::Link`](crate::error::Invalid::Link).
-    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>>;
+    async fn vote_of(&self, discussion: &str, link: &str, user: &str) -> Result<Option<Vote>> {
+        span!(self, "vote_of")
+            .run_checked(check_discussion(discussion), |()| {
+                self.votes_engine().vote_of(At { discussion, link }, user)
+            })
+            .await
+    }
 
     /// One page of comments ranked by `sort`, highest first, equal keys in posting order: the
     /// top-level comments (`parent` `None`; every comment, where the strategy does not thread),
@@ -282,7 +396,13 @@ pub trait VotedComments: Send + Sync {
         parent: Option<&str>,
         sort: Sort,
         page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    ) -> Result<Page<Comment>> {
+        span!(self, "ranked", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                self.votes_engine().ranked(listing, parent, sort)
+            })
+            .await
+    }
 
     /// Finishes every vote of `discussion` that a failure interrupted, each with its own
     /// operation id (nothing is counted twice); returns how many. Votes finish what they find on
@@ -291,7 +411,13 @@ pub trait VotedComments: Send + Sync {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank discussion id.
-    async fn settle_votes(&self, discussion: &str) -> Result<usize>;
+    async fn settle_votes(&self, discussion: &str) -> Result<usize> {
+        span!(self, "settle_votes")
+            .run_checked(check_discussion(discussion), |()| {
+                self.votes_engine().settle_votes(discussion)
+            })
+            .await
+    }
 }
 
 /// A comment store of any strategy, chosen at runtime: hold it as `Arc<DynCommentStore>` (or
@@ -302,6 +428,13 @@ pub type DynCommentStore = dyn CommentStore;
 /// sub-threads.
 #[async_trait]
 pub trait ThreadedComments: CommentStore {
+    /// The strategy's threads engine: what this trait's operations call once their input is
+    /// checked. Hidden and unnameable outside the crate, so the trait is sealed: only the crate's
+    /// strategies (and its migration's stores) are comment stores, and new operations can be added
+    /// to it without breaking any application.
+    #[doc(hidden)]
+    fn threads_engine(&self) -> &dyn ThreadsEngine;
+
     /// Posts a reply to the comment at `parent` and returns it as stored. With a notifier (the
     /// strategy's builder), the parent's author is notified through the store's outbox: the
     /// notification never fails the reply (see [`crate::notifications::Outbox`]).
@@ -328,7 +461,13 @@ pub trait ThreadedComments: CommentStore {
     /// notification target `"<discussion>/<parent link>"` would be over
     /// [`MAX_ID_BYTES`](crate::validate::MAX_ID_BYTES) ([`Invalid::TooLong`](crate::error::Invalid::TooLong),
     /// `"notification target"`), which the notifier would refuse once the reply was stored.
-    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment>;
+    async fn reply(&self, discussion: &str, parent: &str, comment: NewComment) -> Result<Comment> {
+        span!(self, "reply")
+            .run_checked(check_discussion(discussion), |()| {
+                self.threads_engine().reply(discussion, parent, comment)
+            })
+            .await
+    }
 
     /// One page of the threaded view: depth first, each comment followed by its replies in
     /// posting order; top-level comments in `order`.
@@ -341,7 +480,13 @@ pub trait ThreadedComments: CommentStore {
         discussion: &str,
         order: Order,
         page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    ) -> Result<Page<Comment>> {
+        span!(self, "thread_page", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                self.threads_engine().thread_page(listing, order)
+            })
+            .await
+    }
 
     /// One page of the sub-thread rooted at `link`: that comment, then all its descendants in
     /// threaded order (a sub-thread always reads in posting order).
@@ -354,7 +499,13 @@ pub trait ThreadedComments: CommentStore {
         discussion: &str,
         link: &str,
         page: PageRequest,
-    ) -> Result<Page<Comment>>;
+    ) -> Result<Page<Comment>> {
+        span!(self, "sub_thread", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                self.threads_engine().sub_thread(listing, link)
+            })
+            .await
+    }
 
     /// A discussion ranked by `sort` as a threaded page shows it, to `depth` levels of replies,
     /// in a bounded number of reads: one page of top-level comments as
@@ -369,7 +520,7 @@ pub trait ThreadedComments: CommentStore {
     /// |---|---|
     /// | [`PerComment`](super::PerComment) | 1 `find` for the top level (the index range `ranked` reads), then 1 `find` per level of replies, of every reply of the comments shown at the level above (`{parent: {$in: [...]}}` on the ranked index), ranked here: at most `1 + depth` |
     /// | [`Embedded`](super::Embedded) | 1 `find` of the discussion's document, ranked here at every level |
-    /// | this default, for a strategy of the application's own | one [`VotedComments::ranked`] per comment shown above `depth`: `1 + N + N·M + ...` |
+    /// | a running migration's store ([`MigratingComments`](crate::migrate::MigratingComments)) | one [`VotedComments::ranked`] per comment shown above `depth`: `1 + N + N·M + ...` |
     ///
     /// Reading level by level with [`VotedComments::ranked`] costs a read per comment whose replies
     /// are shown (1 + N + N·M for two levels of replies); this reads each level's replies at once,
@@ -404,7 +555,32 @@ pub trait ThreadedComments: CommentStore {
         page: PageRequest,
         depth: usize,
     ) -> Result<Page<Thread>> {
-        ranked_levels(self, discussion, sort, page, depth).await
+        span!(self, "ranked_thread", limit = page.limit)
+            .run_checked(check_page(discussion, page), |listing| {
+                self.threads_engine().ranked_thread(listing, sort, depth)
+            })
+            .await
+    }
+}
+
+/// Every votes engine is [`VotedComments`] (its operations are the trait's, written once).
+impl<E: VotesEngine> VotedComments for E {
+    fn votes_engine(&self) -> &dyn VotesEngine {
+        self
+    }
+}
+
+/// Every comment engine is a [`CommentStore`].
+impl<E: CommentEngine> CommentStore for E {
+    fn comment_engine(&self) -> &dyn CommentEngine {
+        self
+    }
+}
+
+/// Every threads engine is [`ThreadedComments`].
+impl<E: ThreadsEngine> ThreadedComments for E {
+    fn threads_engine(&self) -> &dyn ThreadsEngine {
+        self
     }
 }
 

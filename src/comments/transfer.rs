@@ -30,7 +30,9 @@ use bson::Document;
 use futures::stream::BoxStream;
 use mongodb::Collection;
 
+use super::engine::TransferEngine;
 use super::model::HeldComment;
+use super::traits::span;
 use super::votes::Voting;
 use super::{CommentStore, Vote, VotedComments};
 use crate::backend::Backend;
@@ -40,13 +42,28 @@ use crate::Result;
 /// it. See the [module docs](self) and [`crate::migrate`].
 #[async_trait]
 pub trait CommentTransfer: CommentStore {
+    /// The strategy's transfer engine: what this trait's operations call once their input is
+    /// checked. Hidden and unnameable outside the crate, so the trait is sealed: only the crate's
+    /// strategies (and its migration's stores) are comment stores, and new operations can be added
+    /// to it without breaking any application.
+    #[doc(hidden)]
+    fn transfer_engine(&self) -> &dyn TransferEngine;
+
     /// Every discussion holding at least one comment (a tombstone included) whose id sorts after
     /// `after`, in order of id.
-    async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>>;
+    async fn discussions(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        span!(self, "discussions")
+            .run(self.transfer_engine().discussions(after))
+            .await
+    }
 
     /// Every comment of `discussion` in the order of the [module docs](self) (votes a failure
     /// left half counted finished first). Read whole: a discussion is moved in one piece.
-    async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>>;
+    async fn export(&self, discussion: &str) -> Result<Vec<HeldComment>> {
+        span!(self, "export")
+            .run(self.transfer_engine().export(discussion))
+            .await
+    }
 
     /// Makes `discussion` in this store hold `comments` (an export, in its order) and nothing
     /// else, with their votes; returns the link each comment got here, in the same order.
@@ -57,24 +74,49 @@ pub trait CommentTransfer: CommentStore {
     /// [`crate::Error::Unsupported`] for a reply where this strategy does not thread, before
     /// anything is written; a comment or discussion too large for this store as its writes
     /// refuse them.
-    async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>>;
+    async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
+        span!(self, "import", items = comments.len())
+            .run(self.transfer_engine().import(discussion, comments))
+            .await
+    }
 
     /// Removes `discussion`'s comments and their votes from this store.
-    async fn purge(&self, discussion: &str) -> Result<()>;
+    async fn purge(&self, discussion: &str) -> Result<()> {
+        span!(self, "purge")
+            .run(self.transfer_engine().purge(discussion))
+            .await
+    }
 
     /// Removes every comment and vote from this store.
-    async fn purge_all(&self) -> Result<()>;
+    async fn purge_all(&self) -> Result<()> {
+        span!(self, "purge_all")
+            .run(self.transfer_engine().purge_all())
+            .await
+    }
 
     /// Whether this store holds no comment at all.
-    async fn is_empty(&self) -> Result<bool>;
+    async fn is_empty(&self) -> Result<bool> {
+        self.transfer_engine().is_empty().await
+    }
 
     /// A discussion holding a reply (one command): among `within`, or any. What a move into a
     /// strategy without threads refuses.
-    async fn threaded_discussion(&self, within: Option<&[String]>) -> Result<Option<String>>;
+    async fn threaded_discussion(&self, within: Option<&[String]>) -> Result<Option<String>> {
+        self.transfer_engine().threaded_discussion(within).await
+    }
 
     /// The collections the store keeps comments and votes in (not its locks): two stores of a
     /// migration must not share one.
-    fn data_collections(&self) -> Vec<String>;
+    fn data_collections(&self) -> Vec<String> {
+        self.transfer_engine().data_collections()
+    }
+}
+
+/// Every transfer engine is [`CommentTransfer`].
+impl<E: TransferEngine> CommentTransfer for E {
+    fn transfer_engine(&self) -> &dyn TransferEngine {
+        self
+    }
 }
 
 /// A transfer-capable comment store of any strategy, for `Arc<DynCommentTransfer>`.

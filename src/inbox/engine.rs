@@ -1,25 +1,29 @@
 //! What one inbox strategy supplies: the engine half of every inbox store.
 //!
-//! An inbox store is two halves. The front ([`super::front`]) is written once: it checks every
-//! input (user ids, recipient lists, idempotency keys), opens the operation's span, and hands
-//! the engine values it may trust. An engine is what differs between strategies: where a
-//! message's copies go, how a range of an inbox reads back, where an owner's state lives, and
-//! how an inbox is exported and imported. [`super::FanOutOnRead`], [`super::FanOutOnWrite`] and
-//! [`super::BucketedFanOut`] are engines, and so is the migration mirror
-//! ([`crate::migrate::MigratingInbox`]), which routes each call to the source or the target
-//! store and so gets the same checks and one span per operation without repeating them.
+//! An inbox store is two halves. Its operations are written once, as the provided methods of
+//! the public traits ([`super::InboxStore`], [`super::InboxLifecycle`],
+//! [`super::InboxTransfer`]): each checks every input (user ids, recipient lists, idempotency
+//! keys), opens the operation's span ([`super::operation`]), and hands the engine values it may
+//! trust. An engine is what differs between strategies: where a message's copies go, how a
+//! range of an inbox reads back, where an owner's state lives, and how an inbox is exported and
+//! imported. [`super::FanOutOnRead`], [`super::FanOutOnWrite`] and [`super::BucketedFanOut`] are
+//! engines, and so is the migration mirror ([`crate::migrate::MigratingInbox`]), which routes
+//! each call to the source or the target store and so gets the same checks and one span per
+//! operation without repeating them. Every engine is a store by the blanket implementations
+//! beside the public traits.
 //!
-//! The public traits ([`super::InboxStore`], [`super::InboxLifecycle`],
-//! [`super::InboxTransfer`]) stay the vocabulary applications use and may implement for stores
-//! of their own; these traits are public in a private module, so nothing outside the crate can
-//! name or implement them (a blanket implementation of a public trait over a trait users could
-//! implement would take that trait from them).
+//! Why provided methods over a hidden engine, rather than a blanket implementation of traits
+//! applications could implement too: the public traits are sealed (the hidden method that
+//! reaches the engine returns a trait nothing outside the crate can name), so an operation
+//! can be added to them without breaking an application, and each operation's code stands
+//! beside its documentation. These engine traits are public in a private module, so nothing
+//! outside the crate can name or implement them.
 //!
 //! Methods share their names with the public traits' methods they serve. Every one may assume
-//! its inputs passed the front's checks: owner, sender and recipient ids are valid, recipient
-//! lists are non-empty and without repeats, a keyed send's key is checked and its id derived.
-//! Checks that only an engine can make (a cursor of its own, a message's size as it stores it)
-//! stay in the engine.
+//! its inputs passed the checks: owner, sender and recipient ids are valid, recipient lists are
+//! non-empty and without repeats, a keyed send's key is checked and its id derived. Checks that
+//! only an engine can make (a cursor of its own, a message's size as it stores it) stay in the
+//! engine.
 
 use std::fmt;
 
@@ -102,7 +106,8 @@ pub trait LifecycleEngine<P: Payload>: InboxEngine<P> {
     async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
 
     /// How many of the owner's shown messages are unread, counting no further than `cap`
-    /// (`None`: every one). The front sends nothing for a cap of 0.
+    /// (`None`: every one). [`super::InboxLifecycle::unread_count_up_to`] sends nothing for a cap
+    /// of 0.
     async fn unread_count(&self, owner: &str, cap: Option<u64>) -> Result<u64>;
 
     /// Stars or unstars the owner's message.

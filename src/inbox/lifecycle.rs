@@ -5,10 +5,9 @@
 //! # Why a second trait
 //!
 //! [`InboxStore`] stays the minimum a strategy needs (send, deliver, page, count), and
-//! [`InboxLifecycle`] extends it (`InboxLifecycle<P>: InboxStore<P>`): a strategy of the
-//! application's own can implement the first alone, and code that only sends and reads
-//! (such as [`crate::delivery::Delivery`]) keeps asking for an `Arc<DynInboxStore<P>>`. An
-//! `Arc<DynInboxLifecycle<P>>` converts into one (trait upcasting), so an application holds
+//! [`InboxLifecycle`] extends it (`InboxLifecycle<P>: InboxStore<P>`): code that only sends
+//! and reads (such as [`crate::delivery::Delivery`]) keeps asking for an
+//! `Arc<DynInboxStore<P>>`. An `Arc<DynInboxLifecycle<P>>` converts into one (trait upcasting), so an application holds
 //! one handle of each strategy and passes it to both. Blocking is the exception that lives in
 //! [`InboxStore`] itself: a blocked sender's message is never delivered, whoever calls
 //! [`InboxStore::send`] or [`InboxStore::deliver`], so both report the recipients they skipped.
@@ -81,6 +80,9 @@
 //! The commands each operation costs, per strategy, are in `docs/INBOXES.md` ("Inbox lifecycle"),
 //! checked by `tests/inbox.rs`.
 
+use super::engine::LifecycleEngine;
+use super::operation::{for_user, span};
+use super::validate::check_user_id;
 use crate::error::Forbidden;
 use std::time::Duration;
 
@@ -221,20 +223,33 @@ impl Retention {
 /// ```
 #[async_trait]
 pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
+    /// The strategy's lifecycle engine: what this trait's operations call once their input is
+    /// checked. Hidden and unnameable outside the crate, so the trait is sealed: only the crate's
+    /// strategies (and its migration's stores) are inbox stores, and new operations can be added to
+    /// it without breaking any application.
+    #[doc(hidden)]
+    fn lifecycle_engine(&self) -> &dyn LifecycleEngine<P>;
+
     /// Marks message `id` of `owner`'s inbox read (again: nothing changes).
     ///
     /// # Errors
     ///
     /// [`Error::NotFound`] (`Entity::Message`) for a message `owner` never received, deleted, or
     /// lost to pruning or retraction; [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner.
-    async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()>;
+    async fn mark_read(&self, owner: &str, id: MessageId) -> Result<()> {
+        let work = self.lifecycle_engine().mark_read(owner, id);
+        for_user(span!(self, "mark_read"), "owner", owner, work).await
+    }
 
     /// Marks message `id` of `owner`'s inbox unread (again: nothing changes).
     ///
     /// # Errors
     ///
     /// As [`InboxLifecycle::mark_read`].
-    async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()>;
+    async fn mark_unread(&self, owner: &str, id: MessageId) -> Result<()> {
+        let work = self.lifecycle_engine().mark_unread(owner, id);
+        for_user(span!(self, "mark_unread"), "owner", owner, work).await
+    }
 
     /// Marks the message `up_to` names, and every older one, read. Hidden messages (from a muted
     /// or blocked sender) keep their state, and show it when the sender is unmuted or unblocked.
@@ -244,7 +259,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// [`Error::NotFound`] for a message `owner` never received (or no longer holds);
     /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor of another owner's inbox or of another strategy;
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
-    async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()>;
+    async fn mark_read_up_to(&self, owner: &str, up_to: UpTo) -> Result<()> {
+        let work = self.lifecycle_engine().mark_read_up_to(owner, up_to);
+        for_user(span!(self, "mark_read_up_to"), "owner", owner, work).await
+    }
 
     /// Marks every message of `owner`'s inbox read: [`InboxLifecycle::mark_read_up_to`] with
     /// [`UpTo::Newest`], named as notifications name it
@@ -262,7 +280,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// The count is exact, so its cost grows with the unread messages (a count of a million
     /// reads a million index entries). For a badge, [`InboxLifecycle::unread_count_up_to`] stops
     /// at a cap.
-    async fn unread_count(&self, owner: &str) -> Result<u64>;
+    async fn unread_count(&self, owner: &str) -> Result<u64> {
+        let work = self.lifecycle_engine().unread_count(owner, None);
+        for_user(span!(self, "unread_count"), "owner", owner, work).await
+    }
 
     /// How many messages of `owner`'s inbox are unread, counting no further than `cap`: exact
     /// below `cap`, `cap` itself when there are `cap` or more (show it as "99+" for a cap of
@@ -288,7 +309,15 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// As [`InboxLifecycle::unread_count`].
     async fn unread_count_up_to(&self, owner: &str, cap: u64) -> Result<u64> {
-        Ok(self.unread_count(owner).await?.min(cap))
+        span!(self, "unread_count", cap)
+            .run(async move {
+                check_user_id("owner", owner)?;
+                if cap == 0 {
+                    return Ok(0);
+                }
+                self.lifecycle_engine().unread_count(owner, Some(cap)).await
+            })
+            .await
     }
 
     /// Stars (`true`) or unstars message `id` of `owner`'s inbox.
@@ -296,7 +325,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// # Errors
     ///
     /// As [`InboxLifecycle::mark_read`].
-    async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()>;
+    async fn set_starred(&self, owner: &str, id: MessageId, starred: bool) -> Result<()> {
+        let work = self.lifecycle_engine().set_starred(owner, id, starred);
+        for_user(span!(self, "set_starred"), "owner", owner, work).await
+    }
 
     /// Deletes message `id` from `owner`'s inbox only ("delete for me"); every other recipient
     /// keeps it. Deleting it again, or deleting a retracted message, changes nothing.
@@ -305,7 +337,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// [`Error::NotFound`] for a message `owner` never received (or that was pruned);
     /// [`Invalid::Blank`](crate::error::Invalid::Blank).
-    async fn delete(&self, owner: &str, id: MessageId) -> Result<()>;
+    async fn delete(&self, owner: &str, id: MessageId) -> Result<()> {
+        let work = self.lifecycle_engine().delete(owner, id);
+        for_user(span!(self, "delete"), "owner", owner, work).await
+    }
 
     /// Retracts message `id`, sent by `sender`, from every inbox that holds it. Retracting it
     /// again changes nothing.
@@ -314,7 +349,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     ///
     /// [`Forbidden::NotSender`] when `sender` did not send it, [`Error::NotFound`] when no inbox
     /// holds it, both before anything is written; [`Invalid::Blank`](crate::error::Invalid::Blank).
-    async fn retract(&self, sender: &str, id: MessageId) -> Result<()>;
+    async fn retract(&self, sender: &str, id: MessageId) -> Result<()> {
+        let work = self.lifecycle_engine().retract(sender, id);
+        for_user(span!(self, "retract"), "sender", sender, work).await
+    }
 
     /// Replaces the payload of message `id`, sent by `sender`, in every inbox that holds it, and
     /// returns the edit's time, which pages show as [`Message::edited`](super::Message::edited).
@@ -329,7 +367,10 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// command; [`Forbidden::NotSender`], [`Error::NotFound`] (no inbox
     /// holds it, or it was retracted), [`Invalid::TooLarge`](crate::error::Invalid::TooLarge)
     /// for the message with the new payload, all before anything is written.
-    async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime>;
+    async fn edit(&self, sender: &str, id: MessageId, payload: P) -> Result<bson::DateTime> {
+        let work = self.lifecycle_engine().edit(sender, id, payload);
+        for_user(span!(self, "edit"), "sender", sender, work).await
+    }
 
     /// Turns `filter` on (`on`) or off for `sender`'s messages in `owner`'s inbox; see
     /// [`InboxLifecycle::mute`] and [`InboxLifecycle::block`]. Idempotent.
@@ -337,7 +378,17 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner or sender.
-    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()>;
+    async fn set_filter(&self, owner: &str, sender: &str, filter: Filter, on: bool) -> Result<()> {
+        span!(self, "set_filter")
+            .run(async move {
+                check_user_id("owner", owner)?;
+                check_user_id("sender", sender)?;
+                self.lifecycle_engine()
+                    .set_filter(owner, sender, filter, on)
+                    .await
+            })
+            .await
+    }
 
     /// Mutes `sender` for `owner`: their messages, those already there and those to come, are
     /// hidden from `owner`'s pages, count and unread count until [`InboxLifecycle::unmute`].
@@ -365,11 +416,23 @@ pub trait InboxLifecycle<P: Payload>: InboxStore<P> {
     }
 
     /// The store's [`Retention`], set on its builder.
-    fn retention(&self) -> Retention;
+    fn retention(&self) -> Retention {
+        self.lifecycle_engine().retention()
+    }
 
     /// Drops what `owner`'s inbox keeps no longer under the store's [`Retention`], and returns
     /// how many messages went. Run it from a background job, or after sends to an owner.
-    async fn prune(&self, owner: &str) -> Result<u64>;
+    async fn prune(&self, owner: &str) -> Result<u64> {
+        let work = self.lifecycle_engine().prune(owner);
+        for_user(span!(self, "prune"), "owner", owner, work).await
+    }
+}
+
+/// Every lifecycle engine is [`InboxLifecycle`] (its operations are the trait's, written once).
+impl<P: Payload, E: LifecycleEngine<P>> InboxLifecycle<P> for E {
+    fn lifecycle_engine(&self) -> &dyn LifecycleEngine<P> {
+        self
+    }
 }
 
 /// An inbox store with its lifecycle, of any strategy, for `Arc<DynInboxLifecycle<P>>`.

@@ -26,16 +26,20 @@ pub(crate) mod engine;
 mod fan_out_on_read;
 mod fan_out_on_write;
 mod filters;
-mod front;
 pub(crate) mod keyed;
 pub mod lifecycle;
+mod operation;
 mod recipient_lists;
 mod time_ordered;
 pub mod transfer;
 mod validate;
 mod watch;
 
+use engine::InboxEngine;
+use keyed::KeyedSend;
+use operation::{for_user, span};
 use std::fmt;
+use validate::{check_new_message, check_recipients, check_user_id};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -248,8 +252,17 @@ strategy_enum! {
 /// ```
 #[async_trait]
 pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
+    /// The strategy's engine: what this trait's operations call once their input is checked. Hidden
+    /// and unnameable outside the crate, so the trait is sealed: only the crate's strategies (and
+    /// its migration's stores) are inbox stores, and new operations can be added to it without
+    /// breaking any application.
+    #[doc(hidden)]
+    fn inbox_engine(&self) -> &dyn InboxEngine<P>;
+
     /// Which strategy this store implements.
-    fn strategy(&self) -> Strategy;
+    fn strategy(&self) -> Strategy {
+        self.inbox_engine().strategy()
+    }
 
     /// Delivers a message to every recipient who does not block its sender, and returns it as
     /// stored with the recipients it skipped ([`Sent::skipped`]). A recipient who muted the
@@ -290,7 +303,15 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// over 16 MiB; [`crate::Error::Conflict`] for a key the sender used for another recipient
     /// list or payload, nothing written; then [`crate::Error::Unreachable`] or
     /// [`crate::Error::Database`] from the server.
-    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>>;
+    async fn send(&self, message: NewMessage<P>) -> Result<Sent<P>> {
+        span!(self, "send", recipients = message.to.len())
+            .run(async move {
+                check_new_message(&message)?;
+                let keyed = KeyedSend::of(&message)?;
+                self.inbox_engine().send(message, keyed).await
+            })
+            .await
+    }
 
     /// Delivers `message`, already sent (stamped with its id and time), to `recipients`,
     /// idempotently: a recipient who already holds the message does not get a second copy, and
@@ -315,7 +336,14 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     ///
     /// As [`InboxStore::send`], before anything is written.
-    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>>;
+    async fn deliver(&self, message: &Message<P>, recipients: &[String]) -> Result<Vec<String>> {
+        span!(self, "deliver", recipients = recipients.len())
+            .run(async move {
+                check_recipients(recipients)?;
+                self.inbox_engine().deliver(message, recipients).await
+            })
+            .await
+    }
 
     /// Removes from `owner`'s inbox the messages from `sender` that reached it through
     /// [`InboxStore::deliver`] (posts to followers, backfills), when `owner` stops following
@@ -326,12 +354,20 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// [`crate::Error::Unsupported`] for [`BucketedFanOut`], whose positions would shift (a
     /// bucketed inbox keeps what it received); [`Invalid::Blank`](crate::error::Invalid::Blank)
     /// or [`Invalid::TooLong`](crate::error::Invalid::TooLong) for an id.
-    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64>;
+    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
+        span!(self, "remove_from")
+            .run(async move {
+                check_user_id("owner", owner)?;
+                check_user_id("sender", sender)?;
+                self.inbox_engine().remove_from(owner, sender).await
+            })
+            .await
+    }
 
     /// The largest message (encoded, in bytes) the store accepts, so a caller can refuse a
     /// larger one before writing anything else.
     fn max_message_bytes(&self) -> usize {
-        MAX_DOCUMENT_BYTES - 1024
+        self.inbox_engine().max_message_bytes()
     }
 
     /// One page of `owner`'s inbox, newest first.
@@ -341,35 +377,53 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
     /// [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor this strategy did not make
     /// or made for another owner's inbox,
     /// [`Invalid::PageLimit`](crate::error::Invalid::PageLimit) for a limit outside `1..=PageRequest::MAX_LIMIT`.
-    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>>;
+    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
+        span!(self, "page", limit = page.limit)
+            .run(async move {
+                check_user_id("owner", owner)?;
+                page.check()?;
+                self.inbox_engine().inbox_page(owner, page).await
+            })
+            .await
+    }
 
     /// How many messages `owner`'s inbox shows: those a walk through its pages returns (not
     /// deleted, retracted, pruned, or from a muted or blocked sender).
-    async fn count(&self, owner: &str) -> Result<u64>;
+    async fn count(&self, owner: &str) -> Result<u64> {
+        let work = self.inbox_engine().count(owner);
+        for_user(span!(self, "count"), "owner", owner, work).await
+    }
 
     /// The senders `owner` mutes and blocks ([`InboxLifecycle::mute`],
-    /// [`InboxLifecycle::block`]): one `find`. A store of the application's own without mute and
-    /// block lists can keep the default, which has none. [`crate::delivery::Delivery`] reads it
+    /// [`InboxLifecycle::block`]): one `find`. [`crate::delivery::Delivery`] reads it
     /// to leave muted and blocked celebrities out of a timeline.
     ///
     /// # Errors
     ///
     /// [`Invalid::Blank`](crate::error::Invalid::Blank) for a blank owner.
     async fn filters(&self, owner: &str) -> Result<Filters> {
-        crate::validate::user_id("owner", owner)?;
-        Ok(Filters::default())
+        let work = self.inbox_engine().filters(owner);
+        for_user(span!(self, "filters"), "owner", owner, work).await
     }
 
     /// Creates the indexes the strategy needs (idempotent, one command per index: safe to run on
     /// every start). A strategy whose correctness depends on a unique index creates its indexes
     /// before its first write if this was not called on the store (or a clone of it).
-    async fn create_indexes(&self) -> Result<()>;
+    async fn create_indexes(&self) -> Result<()> {
+        span!(self, "create_indexes")
+            .run(self.inbox_engine().create_indexes())
+            .await
+    }
 
     /// The shard key each of the strategy's collections should have.
-    fn shard_keys(&self) -> Vec<ShardKey>;
+    fn shard_keys(&self) -> Vec<ShardKey> {
+        self.inbox_engine().shard_keys()
+    }
 
     /// The database the store lives in.
-    fn database(&self) -> &mongodb::Database;
+    fn database(&self) -> &mongodb::Database {
+        self.inbox_engine().database()
+    }
 
     /// A stream of the messages arriving in `owner`'s inbox, from `from` (the token of the last
     /// update handled) or from now: each message once, as the inbox's pages would show it when
@@ -401,12 +455,24 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
         owner: &str,
         from: Option<ResumeToken>,
         options: WatchOptions,
-    ) -> Updates<Message<P>>;
+    ) -> Updates<Message<P>> {
+        if let Err(error) = check_user_id("owner", owner) {
+            return crate::realtime::failed(error);
+        }
+        self.inbox_engine().watch(owner, from, options)
+    }
 
     /// Shards the strategy's collections on [`InboxStore::shard_keys`], when connected to a
     /// `mongos`; see [`crate::sharding::shard_collections`] for what happens elsewhere.
     async fn shard_collections(&self) -> Result<()> {
         crate::sharding::shard_collections(self.database(), &self.shard_keys()).await
+    }
+}
+
+/// Every inbox engine is [`InboxStore`] (its operations are the trait's, written once).
+impl<P: Payload, E: InboxEngine<P>> InboxStore<P> for E {
+    fn inbox_engine(&self) -> &dyn InboxEngine<P> {
+        self
     }
 }
 

@@ -7,6 +7,9 @@
 //! and removes an owner's inbox (or the whole store's) again. Every strategy implements it; the
 //! payload travels as stored (raw BSON), so a transfer never decodes the application's type.
 
+use super::engine::TransferEngine;
+use super::operation::{for_user, span};
+use super::validate::check_recipients;
 use async_trait::async_trait;
 use bson::{doc, Bson, Document};
 use futures::stream::BoxStream;
@@ -144,28 +147,55 @@ impl HeldMessage {
 /// [module docs](self) and [`crate::migrate`].
 #[async_trait]
 pub trait InboxTransfer<P: Payload>: InboxLifecycle<P> {
+    /// The strategy's transfer engine: what this trait's operations call once their input is
+    /// checked. Hidden and unnameable outside the crate, so the trait is sealed: only the crate's
+    /// strategies (and its migration's stores) are inbox stores, and new operations can be added to
+    /// it without breaking any application.
+    #[doc(hidden)]
+    fn transfer_engine(&self) -> &dyn TransferEngine<P>;
+
     /// Every owner holding at least one message (shown, hidden or a tombstone) whose id sorts
     /// after `after`, in order of id.
-    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>>;
+    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
+        span!(self, "owners")
+            .run(self.transfer_engine().owners(after))
+            .await
+    }
 
     /// Every message `owner` holds, oldest first (the order of the owner's pages, reversed),
     /// hidden ones and tombstones included.
-    async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>>;
+    async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
+        let work = self.transfer_engine().export(owner);
+        for_user(span!(self, "export"), "owner", owner, work).await
+    }
 
     /// Writes `messages` (oldest first, and newer than any this store's inbox of `owner`
     /// holds) into `owner`'s inbox with their state. Repeating a call (after a lost reply, or
     /// one that failed part way) adds nothing: a message it already wrote is left as it is.
-    async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()>;
+    async fn import(&self, owner: &str, messages: &[HeldMessage]) -> Result<()> {
+        let work = self.transfer_engine().import(owner, messages);
+        let operation = span!(self, "import", items = messages.len());
+        for_user(operation, "owner", owner, work).await
+    }
 
     /// Removes everything `owner`'s inbox holds here (and the owner from shared messages).
-    async fn purge(&self, owner: &str) -> Result<()>;
+    async fn purge(&self, owner: &str) -> Result<()> {
+        let work = self.transfer_engine().purge(owner);
+        for_user(span!(self, "purge"), "owner", owner, work).await
+    }
 
     /// Removes every message and every owner's state from this store (its mute and block
     /// lists too).
-    async fn purge_all(&self) -> Result<()>;
+    async fn purge_all(&self) -> Result<()> {
+        span!(self, "purge_all")
+            .run(self.transfer_engine().purge_all())
+            .await
+    }
 
     /// Whether this store holds no message at all.
-    async fn is_empty(&self) -> Result<bool>;
+    async fn is_empty(&self) -> Result<bool> {
+        self.transfer_engine().is_empty().await
+    }
 
     /// Sends `message` as stamped (its id and `sent` kept) to `recipients`, with this store's
     /// own rules (the recipients' mute and block lists): what [`super::InboxStore::send`] does
@@ -174,7 +204,19 @@ pub trait InboxTransfer<P: Payload>: InboxLifecycle<P> {
         &self,
         message: &Message<P>,
         recipients: &[String],
-    ) -> Result<Vec<String>>;
+    ) -> Result<Vec<String>> {
+        check_recipients(recipients)?;
+        self.transfer_engine()
+            .send_stamped(message, recipients)
+            .await
+    }
+}
+
+/// Every transfer engine is [`InboxTransfer`] (its operations are the trait's, written once).
+impl<P: Payload, E: TransferEngine<P>> InboxTransfer<P> for E {
+    fn transfer_engine(&self) -> &dyn TransferEngine<P> {
+        self
+    }
 }
 
 /// A transfer-capable store of any strategy, for `Arc<DynInboxTransfer<P>>`.

@@ -54,8 +54,8 @@
 //! leave the state reads uncounted and a mirrored write as two unrelated spans.
 //!
 //! A span's target is
-//! the module that opens it (`mongo_social::inbox::front` for every inbox store's,
-//! `mongo_social::graph::...`), so
+//! the module that opens it (`mongo_social::inbox` for every inbox store's,
+//! `mongo_social::comments` for every comment store's, `mongo_social::graph::...`), so
 //! `RUST_LOG=mongo_social=debug` takes them all and `RUST_LOG=mongo_social::graph=debug` one
 //! module's. Its fields:
 //!
@@ -263,6 +263,15 @@ pub(crate) use enabled::{current, label, worker, worker_number, Operation};
 /// n).run(future)`. `commands` and `outcome` are added and recorded by [`Operation::run`].
 #[cfg(feature = "tracing")]
 macro_rules! operation {
+    (target: $target:expr, $name:expr $(, $($fields:tt)*)?) => {
+        $crate::observe::Operation::new(::tracing::debug_span!(
+            target: $target,
+            $name,
+            commands = ::tracing::field::Empty,
+            outcome = ::tracing::field::Empty,
+            $($($fields)*)?
+        ))
+    };
     ($name:expr $(, $($fields:tt)*)?) => {
         $crate::observe::Operation::new(::tracing::debug_span!(
             $name,
@@ -293,23 +302,30 @@ macro_rules! event {
     ($($rest:tt)*) => {};
 }
 
-/// The span of operation `$name` (a literal: `"send"`) of `$engine`, a store engine of trait
-/// `$Engine` (which has `migrating()` and `strategy()`) in store `$store` (`"inbox"`):
-/// `<store>.<name>` with the strategy's name for a strategy's store, `migrate.<store>.<name>` for
-/// a running migration's (whose inner stores' spans carry the strategies); `$fields` as `tracing`
-/// takes them. The inbox and comment fronts open every span of their stores through it.
+/// The span of operation `$name` (a literal: `"send"`) of `$engine`, a store's engine (a trait
+/// object, with `migrating()` and `strategy()`) in store `$store` (`"inbox"`): `<store>.<name>`
+/// with the strategy's name for a strategy's store, `migrate.<store>.<name>` for a running
+/// migration's (whose inner stores' spans carry the strategies); `$fields` as `tracing` takes
+/// them; the span's target is `mongo_social::<store>`. The inbox and comment stores open every
+/// span of their operations through it.
 macro_rules! store_operation {
-    ($Engine:ident, $store:literal, $engine:expr, $name:literal $(, $($fields:tt)*)?) => {
-        if $Engine::migrating($engine) {
-            $crate::observe::operation!(concat!("migrate.", $store, ".", $name) $(, $($fields)*)?)
+    ($store:literal, $engine:expr, $name:literal $(, $($fields:tt)*)?) => {{
+        let engine = $engine;
+        if engine.migrating() {
+            $crate::observe::operation!(
+                target: concat!("mongo_social::", $store),
+                concat!("migrate.", $store, ".", $name)
+                $(, $($fields)*)?
+            )
         } else {
             $crate::observe::operation!(
+                target: concat!("mongo_social::", $store),
                 concat!($store, ".", $name),
-                strategy = $Engine::strategy($engine).name()
+                strategy = engine.strategy().name()
                 $(, $($fields)*)?
             )
         }
-    };
+    }};
 }
 
 pub(crate) use {event, operation, store_operation};
