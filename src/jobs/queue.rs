@@ -159,15 +159,9 @@ impl JobQueue {
         id: ObjectId,
     ) -> Result<bool> {
         let filter = doc! { "kind": kind, field: value, "_id": { "$gt": id }, "failed": false };
-        let later = self
-            .backend
-            .command("find later job", || {
-                self.jobs
-                    .find_one(filter.clone())
-                    .projection(doc! { "_id": 1 })
-            })
-            .await?;
-        Ok(later.is_some())
+        self.backend
+            .exists("find later job", &self.jobs, filter)
+            .await
     }
 
     /// Deletes the jobs of `kind` whose `field` is `value`, queued no later than `id` (one
