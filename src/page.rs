@@ -116,6 +116,16 @@ impl PageRequest {
         crate::validate::page_limit(self.limit, Self::MAX_LIMIT)
     }
 
+    /// Where this page starts: the cursor it continues after, decoded by `decode` (which
+    /// fails with [`Invalid::Cursor`](crate::error::Invalid::Cursor) for a cursor not of the
+    /// read), or `None` for the first page.
+    pub(crate) fn decode_after<T>(
+        &self,
+        decode: impl FnOnce(&Cursor) -> Result<T>,
+    ) -> Result<Option<T>> {
+        self.after.as_ref().map(decode).transpose()
+    }
+
     /// How many items a store reads to fill this page and learn whether another follows.
     pub(crate) fn fetch(&self) -> usize {
         self.limit + 1

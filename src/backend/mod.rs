@@ -232,6 +232,24 @@ impl Backend {
             .await
     }
 
+    /// Whether a document of `collection` matches `filter`: one `find` of its `_id` (a
+    /// [`Backend::command`], retried as one).
+    pub(crate) async fn exists(
+        &self,
+        operation: &'static str,
+        collection: &Collection<Document>,
+        filter: Document,
+    ) -> Result<bool> {
+        let found = self
+            .command(operation, || {
+                collection
+                    .find_one(filter.clone())
+                    .projection(doc! { "_id": 1 })
+            })
+            .await?;
+        Ok(found.is_some())
+    }
+
     /// Every document a `find` (which `find` makes again for each attempt) returns, read under
     /// the store's retry policy: a failed attempt reads the whole result again.
     pub(crate) async fn find_all<T, F, A>(&self, operation: &'static str, find: F) -> Result<Vec<T>>

@@ -88,10 +88,7 @@ impl<X: Payload> Feeds<X> {
                 if let FeedKind::User(user) = feed {
                     crate::validate::user_id("user", user)?;
                 }
-                let after = match &request.after {
-                    Some(cursor) => Some(cursor::feed_key(cursor, feed)?),
-                    None => None,
-                };
+                let after = request.decode_after(|cursor| cursor::feed_key(cursor, feed))?;
                 let (mut items, generation) = match self.read(feed).await? {
                     Some(found) => found,
                     None => {

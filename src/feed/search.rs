@@ -102,11 +102,8 @@ impl<X: Payload> Search<X> {
                 request.check()?;
                 match order {
                     SearchOrder::Newest => {
-                        let after = request
-                            .after
-                            .as_ref()
-                            .map(|after| cursor::time_key(after, &terms))
-                            .transpose()?;
+                        let after =
+                            request.decode_after(|after| cursor::time_key(after, &terms))?;
                         let keyset = after.map(|(created, post)| {
                             doc! { "$or": [
                                 { "created": { "$lt": created } },
@@ -119,11 +116,8 @@ impl<X: Payload> Search<X> {
                         }))
                     }
                     SearchOrder::BestMatch => {
-                        let after = request
-                            .after
-                            .as_ref()
-                            .map(|after| cursor::score_key(after, &terms))
-                            .transpose()?;
+                        let after =
+                            request.decode_after(|after| cursor::score_key(after, &terms))?;
                         let text = self.text_match(&terms).await?;
                         let scored = match text {
                             Some(text) => self.text_best_match(text, after, request.limit).await?,

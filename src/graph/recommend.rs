@@ -113,11 +113,7 @@ impl FollowGraph {
             .run(async move {
                 validate::user_id("user", user)?;
                 page.check()?;
-                let after = page
-                    .after
-                    .as_ref()
-                    .map(|after| position(after, user))
-                    .transpose()?;
+                let after = page.decode_after(|after| position(after, user))?;
                 let joins = self.backend.dialect().await?.joins_in_aggregate();
                 let mut hop = if self.recommend.graph_lookup && joins {
                     self.hop_in_one_aggregate(user).await?

@@ -17,18 +17,64 @@ use crate::setters::builder_setters;
 #[must_use = "a builder does nothing until `build()`"]
 pub struct JobQueueBuilder {
     pub(super) config: StoreConfig,
+    pub(super) settings: QueueSettings,
+}
+
+/// How a queue claims, retries and polls: set on the builder, kept as they are by the queue.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct QueueSettings {
+    /// How long a claim lasts.
     pub(super) lease: Duration,
+    /// Runs after which a failing job is marked failed.
     pub(super) max_attempts: u32,
+    /// The delay before a failed job's first retry.
     pub(super) retry_delay: Duration,
+    /// Jobs claimed at once.
     pub(super) batch: usize,
+    /// An idle worker's first sleep between looks for jobs.
     pub(super) poll_interval: Duration,
+    /// An idle worker's longest sleep between looks for jobs.
     pub(super) max_poll_interval: Duration,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            lease: Duration::from_secs(60),
+            max_attempts: 10,
+            retry_delay: Duration::from_secs(1),
+            batch: 20,
+            poll_interval: Duration::from_millis(50),
+            max_poll_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+impl QueueSettings {
+    /// Refuses settings no queue can run with.
+    fn check(&self) -> Result<()> {
+        if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
+            return Err(Error::InvalidConfig {
+                reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),
+            });
+        }
+        if self.poll_interval.is_zero() || self.max_poll_interval < self.poll_interval {
+            return Err(Error::InvalidConfig {
+                reason: "a job queue needs a non-zero poll interval, and a maximum poll \
+                         interval no shorter"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
 }
 
 impl JobQueueBuilder {
     store_builder_methods!();
 
     builder_setters! {
+        in settings;
+
         /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
         /// claim covers a batch run one job after the other; once three quarters of the lease have
         /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
@@ -70,18 +116,7 @@ impl JobQueueBuilder {
         // Claims live beside the jobs, whatever they are called.
         let locks = format!("{jobs}_locks");
         crate::validate::check_collection_name(&locks)?;
-        if self.lease.is_zero() || self.batch == 0 || self.max_attempts == 0 {
-            return Err(Error::InvalidConfig {
-                reason: "a job queue needs a non-zero lease, batch and max_attempts".to_owned(),
-            });
-        }
-        if self.poll_interval.is_zero() || self.max_poll_interval < self.poll_interval {
-            return Err(Error::InvalidConfig {
-                reason: "a job queue needs a non-zero poll interval, and a maximum poll \
-                         interval no shorter"
-                    .to_owned(),
-            });
-        }
+        self.settings.check()?;
         let jobs = self.config.database().collection(&jobs);
         let due = IndexModel::builder()
             .keys(doc! { "failed": 1, "not_before": 1, "_id": 1 })
@@ -89,18 +124,13 @@ impl JobQueueBuilder {
             .build();
         let backend = self
             .config
-            .backend(&locks, self.lease)
+            .backend(&locks, self.settings.lease)
             .with_index(&jobs, due);
         Ok(JobQueue {
-            locks: backend.lease_locks(self.lease),
+            locks: backend.lease_locks(self.settings.lease),
             backend,
             jobs,
-            lease: self.lease,
-            max_attempts: self.max_attempts,
-            retry_delay: self.retry_delay,
-            batch: self.batch,
-            poll_interval: self.poll_interval,
-            max_poll_interval: self.max_poll_interval,
+            settings: self.settings,
             enqueued: Arc::new(tokio::sync::watch::channel(0).0),
         })
     }

@@ -7,6 +7,7 @@ use bson::oid::ObjectId;
 use bson::{doc, Document};
 use mongodb::{Collection, Database};
 
+use super::builder::QueueSettings;
 use super::JobQueueBuilder;
 use crate::backend::lease_lock::LeaseLocks;
 use crate::backend::Backend;
@@ -48,12 +49,7 @@ pub struct JobQueue {
     pub(super) jobs: Collection<Document>,
     /// Claims, taken on every server.
     pub(super) locks: LeaseLocks,
-    pub(super) lease: Duration,
-    pub(super) max_attempts: u32,
-    pub(super) retry_delay: Duration,
-    pub(super) batch: usize,
-    pub(super) poll_interval: Duration,
-    pub(super) max_poll_interval: Duration,
+    pub(super) settings: QueueSettings,
     /// Bumped by every enqueue through this queue or a clone, to wake this process's workers.
     pub(super) enqueued: Arc<tokio::sync::watch::Sender<u64>>,
 }
@@ -82,18 +78,13 @@ impl JobQueue {
     pub fn builder(database: &Database) -> JobQueueBuilder {
         JobQueueBuilder {
             config: StoreConfig::new(database),
-            lease: Duration::from_secs(60),
-            max_attempts: 10,
-            retry_delay: Duration::from_secs(1),
-            batch: 20,
-            poll_interval: Duration::from_millis(50),
-            max_poll_interval: Duration::from_secs(2),
+            settings: QueueSettings::default(),
         }
     }
 
     /// How long a claim lasts.
     pub fn lease(&self) -> Duration {
-        self.lease
+        self.settings.lease
     }
 
     /// The jobs collection's name, for errors that name a job's document.
@@ -168,15 +159,9 @@ impl JobQueue {
         id: ObjectId,
     ) -> Result<bool> {
         let filter = doc! { "kind": kind, field: value, "_id": { "$gt": id }, "failed": false };
-        let later = self
-            .backend
-            .command("find later job", || {
-                self.jobs
-                    .find_one(filter.clone())
-                    .projection(doc! { "_id": 1 })
-            })
-            .await?;
-        Ok(later.is_some())
+        self.backend
+            .exists("find later job", &self.jobs, filter)
+            .await
     }
 
     /// Deletes the jobs of `kind` whose `field` is `value`, queued no later than `id` (one

@@ -60,7 +60,7 @@ impl JobQueue {
         let token = ObjectId::new();
         // Workers start at different batches of the due jobs, so they do not all contend for
         // the oldest one.
-        let batches: Vec<&[String]> = keys.chunks(self.batch).collect();
+        let batches: Vec<&[String]> = keys.chunks(self.settings.batch).collect();
         let first = usize::from(token.bytes()[11]) % batches.len();
         let mut taken = Vec::new();
         let mut claimed_at = Instant::now();
@@ -83,7 +83,7 @@ impl JobQueue {
                 return Ok(0);
             }
         }
-        let deadline = claimed_at + (self.lease - self.lease / 4);
+        let deadline = claimed_at + (self.settings.lease - self.settings.lease / 4);
         let claimed = taken.len();
         observe::event!(debug, jobs = %taken.join(","), claimed, "jobs claimed");
         let outcome = match self.claimed_jobs(&taken).await {
@@ -188,6 +188,7 @@ impl JobQueue {
         let attempts = job.attempts + 1;
         // The first retry waits `retry_delay`, each later one twice the one before.
         let delay = self
+            .settings
             .retry_delay
             .saturating_mul(1 << (attempts - 1).min(16))
             .min(Duration::from_secs(300));
@@ -197,7 +198,7 @@ impl JobQueue {
         let update = doc! { "$set": {
             "attempts": attempts,
             "not_before": not_before,
-            "failed": attempts >= self.max_attempts,
+            "failed": attempts >= self.settings.max_attempts,
             "last_error": failure_text(error),
         } };
         observe::event!(
@@ -206,7 +207,7 @@ impl JobQueue {
             kind = job.kind.as_str(),
             attempt = attempts,
             error = error.kind(),
-            given_up = attempts >= self.max_attempts,
+            given_up = attempts >= self.settings.max_attempts,
             retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             "job failed"
         );
@@ -230,7 +231,7 @@ impl JobQueue {
                     .find(doc! { "failed": false, "not_before": { "$lte": now } })
                     .sort(doc! { "not_before": 1, "_id": 1 })
                     .projection(doc! { "_id": 1 })
-                    .limit((self.batch * CANDIDATE_BATCHES) as i64)
+                    .limit((self.settings.batch * CANDIDATE_BATCHES) as i64)
             })
             .await?;
         Ok(due

@@ -33,7 +33,7 @@ impl JobQueue {
                 worker = crate::observe::worker_number(),
                 "job queue worker started"
             );
-            let mut idle_sleep = queue.poll_interval;
+            let mut idle_sleep = queue.settings.poll_interval;
             let mut failures_in_a_row = 0;
             // Stopped by `stop`, or by the handle being dropped (which closes the channel).
             while stopped.has_changed().is_ok() && !*stopped.borrow() {
@@ -42,12 +42,12 @@ impl JobQueue {
                     Ok(0) => {
                         failures_in_a_row = 0;
                         let pause = idle_sleep;
-                        idle_sleep = (idle_sleep * 2).min(queue.max_poll_interval);
+                        idle_sleep = (idle_sleep * 2).min(queue.settings.max_poll_interval);
                         pause
                     }
                     Ok(_) => {
                         failures_in_a_row = 0;
-                        idle_sleep = queue.poll_interval;
+                        idle_sleep = queue.settings.poll_interval;
                         continue;
                     }
                     Err(error) => {
@@ -71,12 +71,12 @@ impl JobQueue {
                         } else {
                             policy.backoff(failures_in_a_row)
                         };
-                        jittered(backoff).max(queue.poll_interval)
+                        jittered(backoff).max(queue.settings.poll_interval)
                     }
                 };
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
-                    _ = enqueued.changed() => idle_sleep = queue.poll_interval,
+                    _ = enqueued.changed() => idle_sleep = queue.settings.poll_interval,
                     _ = stopped.changed() => {}
                 }
             }

@@ -45,6 +45,28 @@ impl Counter {
     }
 }
 
+/// One `$inc` of a post's counter, tagged with its operation id `op` so that it is applied
+/// once however often it is retried, and can be reversed exactly.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CounterChange {
+    pub(super) post: PostId,
+    pub(super) field: &'static str,
+    pub(super) delta: i64,
+    pub(super) op: ObjectId,
+}
+
+impl CounterChange {
+    /// `delta` likes on `post`, by operation `op`.
+    pub(super) fn likes(post: PostId, delta: i64, op: ObjectId) -> Self {
+        Self {
+            post,
+            field: "likes",
+            delta,
+            op,
+        }
+    }
+}
+
 impl Likes {
     /// Adds `delta` (negative to subtract) to one of a post's counters.
     ///
@@ -128,26 +150,29 @@ impl Likes {
     }
 
     /// `$inc` of one counter under the post's counter lock where updates are not atomic.
-    pub(super) async fn increment(&self, post: PostId, field: &str, delta: i64) -> Result<()> {
-        let op = ObjectId::new();
-        self.locked(post, self.increment_unlocked(post, field, delta, op))
-            .await
-    }
-
-    /// `$inc` of one counter, creating the counter document on first use, applied once under
-    /// retries: operation `op` is recorded in the document's recent `ops`, and a document that
-    /// holds it already is not matched. The caller holds the counter lock where updates are not
-    /// atomic.
-    pub(super) async fn increment_unlocked(
+    pub(super) async fn increment(
         &self,
         post: PostId,
-        field: &str,
+        field: &'static str,
         delta: i64,
-        op: ObjectId,
     ) -> Result<()> {
-        let mut update: Document = doc! { "$inc": { field: delta } };
-        let mut filter = doc! { "_id": post.0 };
-        crate::retry::once_per_op(&mut filter, &mut update, op);
+        let change = CounterChange {
+            post,
+            field,
+            delta,
+            op: ObjectId::new(),
+        };
+        self.locked(post, self.increment_unlocked(change)).await
+    }
+
+    /// The `$inc` of `change`, creating the counter document on first use, applied once under
+    /// retries: its operation id is recorded in the document's recent `ops`, and a document that
+    /// holds it already is not matched. The caller holds the counter lock where updates are not
+    /// atomic.
+    pub(super) async fn increment_unlocked(&self, change: CounterChange) -> Result<()> {
+        let mut update: Document = doc! { "$inc": { change.field: change.delta } };
+        let mut filter = doc! { "_id": change.post.0 };
+        crate::retry::once_per_op(&mut filter, &mut update, change.op);
         self.backend()
             .retry("counter update", || async {
                 // A duplicate key means the document exists but was not matched: it holds `op`
@@ -164,7 +189,7 @@ impl Likes {
                     {
                         Ok(_) => return Ok(()),
                         Err(error) if is_duplicate_key(&error) => {
-                            if self.holds_op(post, op).await? {
+                            if self.holds_op(change.post, change.op).await? {
                                 return Ok(());
                             }
                         }
@@ -176,21 +201,18 @@ impl Likes {
             .await
     }
 
-    /// Reverses `$inc` `op` of `delta` if it was applied (the document holds `op`), and forgets
-    /// `op`: idempotent, exact whether or not the `$inc` ran.
-    pub(super) async fn reverse_increment(
-        &self,
-        post: PostId,
-        field: &str,
-        delta: i64,
-        op: ObjectId,
-    ) -> Result<()> {
+    /// Reverses the `$inc` of `change` if it was applied (the document holds its operation id),
+    /// and forgets the id: idempotent, exact whether or not the `$inc` ran.
+    pub(super) async fn reverse_increment(&self, change: CounterChange) -> Result<()> {
+        let filter = doc! { "_id": change.post.0, "ops": change.op };
+        let update =
+            doc! { "$inc": { change.field: -change.delta }, "$pull": { "ops": change.op } };
         self.backend()
             .command("counter undo", || {
-                self.inner.collections.counters.update_one(
-                    doc! { "_id": post.0, "ops": op },
-                    doc! { "$inc": { field: -delta }, "$pull": { "ops": op } },
-                )
+                self.inner
+                    .collections
+                    .counters
+                    .update_one(filter.clone(), update.clone())
             })
             .await?;
         Ok(())

@@ -3,6 +3,7 @@
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 
+use super::counters::CounterChange;
 use super::{pending_op, Likes, Stored, MAX_FIRST_UPDATE_RACES, PENDING, REMOVING};
 use crate::backend::update_batch::is_duplicate_key;
 use crate::bson_ext;
@@ -11,6 +12,16 @@ use crate::feed::state::not_found_post;
 use crate::feed::types::PostId;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe::spans::Op;
+
+/// A (post, user) pair a like or an unlike has checked.
+struct CheckedPair {
+    /// The pair's like `_id`.
+    id: Document,
+    /// When the post was created.
+    created: bson::DateTime,
+    /// The post author's user id.
+    author: String,
+}
 
 impl Likes {
     /// `user` likes `post`; returns `false` (and counts nothing) if they already did. On MongoDB:
@@ -36,10 +47,11 @@ impl Likes {
         Op::FeedLikesLike
             .span()
             .run(async move {
-                crate::validate::user_id("user", user)?;
-                let (created, author) = self.post_created(post).await?;
-                self.inner.chunk_of(user).await?;
-                let id = doc! { "post": post.0, "user": user };
+                let CheckedPair {
+                    id,
+                    created,
+                    author,
+                } = self.check_pair(post, user).await?;
                 let at = self.inner.clock.now();
                 let op = ObjectId::new();
                 let like = doc! {
@@ -74,10 +86,11 @@ impl Likes {
                         if !inserted {
                             return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
                         }
-                        if let Err(error) = self.increment_unlocked(post, "likes", 1, op).await {
+                        let counted = CounterChange::likes(post, 1, op);
+                        if let Err(error) = self.increment_unlocked(counted).await {
                             // Undone, so the like is not left uncounted; if the undo fails, the like keeps
                             // its "not yet counted" mark and whoever finds it next counts it.
-                            if self.reverse_increment(post, "likes", 1, op).await.is_ok() {
+                            if self.reverse_increment(counted).await.is_ok() {
                                 let _ = self
                                     .backend()
                                     .retry("like undo", || async {
@@ -128,10 +141,7 @@ impl Likes {
         Op::FeedLikesUnlike
             .span()
             .run(async move {
-                crate::validate::user_id("user", user)?;
-                let (_, author) = self.post_created(post).await?;
-                self.inner.chunk_of(user).await?;
-                let id = doc! { "post": post.0, "user": user };
+                let CheckedPair { id, author, .. } = self.check_pair(post, user).await?;
                 let op = ObjectId::new();
                 let unliked = self
                     .locked(post, async {
@@ -150,6 +160,19 @@ impl Likes {
                 Ok(unliked)
             })
             .await
+    }
+
+    /// The checks of a like or an unlike, before it writes anything: the user id, then the post
+    /// and the user (one `find` each), [`crate::Error::NotFound`] for either unknown.
+    async fn check_pair(&self, post: PostId, user: &str) -> Result<CheckedPair> {
+        crate::validate::user_id("user", user)?;
+        let (created, author) = self.post_created(post).await?;
+        self.inner.chunk_of(user).await?;
+        Ok(CheckedPair {
+            id: doc! { "post": post.0, "user": user },
+            created,
+            author,
+        })
     }
 
     /// Marks the like `pair` as being removed by unlike `op` (`findAndModify`): the like as it
@@ -209,17 +232,19 @@ impl Likes {
         marked: &Document,
         op: ObjectId,
     ) -> Result<()> {
+        let uncounted = CounterChange::likes(post, -1, op);
         let counted = async {
             // A like never counted is counted first (once, with its own op id).
             if let Some(liked) = pending_op(marked) {
-                self.increment_unlocked(post, "likes", 1, liked).await?;
+                self.increment_unlocked(CounterChange::likes(post, 1, liked))
+                    .await?;
             }
-            self.increment_unlocked(post, "likes", -1, op).await
+            self.increment_unlocked(uncounted).await
         };
         if let Err(error) = counted.await {
             // Put back as it was; if that fails too, the mark stays and whoever finds the
             // like next removes and counts it.
-            if self.reverse_increment(post, "likes", -1, op).await.is_ok() {
+            if self.reverse_increment(uncounted).await.is_ok() {
                 let mut mine = pair.clone();
                 mine.insert(REMOVING, op);
                 let _ = self
@@ -327,10 +352,12 @@ impl Likes {
         let pair = doc! { "_id": like.get("_id"), "post": post.0 };
         let pending = pending_op(like);
         if let Some(op) = pending {
-            self.increment_unlocked(post, "likes", 1, op).await?;
+            self.increment_unlocked(CounterChange::likes(post, 1, op))
+                .await?;
         }
         if let Ok(removing) = like.get_object_id(REMOVING) {
-            self.increment_unlocked(post, "likes", -1, removing).await?;
+            self.increment_unlocked(CounterChange::likes(post, -1, removing))
+                .await?;
             self.delete_removed(&pair, removing).await?;
             return Ok(false);
         }
