@@ -568,21 +568,14 @@ impl VoteBook {
         self.backend.insert_many_once(&self.votes, documents).await
     }
 
-    /// Deletes every vote of `discussion` (or of every discussion): one `delete`.
-    pub(super) async fn purge(&self, discussion: Option<&str>) -> Result<()> {
-        let filter = match discussion {
-            Some(discussion) => doc! { "discussion_id": discussion },
-            None => doc! {},
-        };
-        self.backend
-            .command("purge votes", || self.votes.delete_many(filter.clone()))
-            .await
-            .map(drop)
+    /// The votes collection.
+    pub(super) fn collection(&self) -> &Collection<Document> {
+        &self.votes
     }
 
-    /// The votes collection's name.
-    pub(super) fn collection_name(&self) -> &str {
-        self.votes.name()
+    /// The backend the votes are written through.
+    pub(super) fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// The filter selecting the stored vote `stored`: [`Pair::key`].
