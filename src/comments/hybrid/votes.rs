@@ -11,7 +11,7 @@ use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
-use crate::comments::{discussion_lock, validate, Comment, Sort};
+use crate::comments::{validate, Comment, Sort};
 use crate::page::invalid;
 use crate::{Error, Result};
 
@@ -77,10 +77,6 @@ impl Tally for HybridPages {
             op,
         )
         .await
-    }
-
-    fn lock_key(&self, discussion: &str) -> String {
-        discussion_lock(STRATEGY, discussion)
     }
 }
 
