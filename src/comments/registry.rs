@@ -7,6 +7,18 @@ use mongodb::Collection;
 use crate::backend::Backend;
 use crate::Result;
 
+/// The default collection names of a store that registers its discussions, in the order its
+/// builder takes them: the store's own collection `main`, the registered discussions, the
+/// discussions' locks (used only on servers without atomic updates) and the votes.
+pub(super) const fn registered_collections(main: &'static str) -> [&'static str; 4] {
+    [
+        main,
+        "comment_discussions",
+        "comment_locks",
+        super::votes::VOTES,
+    ]
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Registry {
     pub(super) discussions: Collection<Document>,

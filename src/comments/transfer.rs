@@ -33,7 +33,7 @@ use mongodb::Collection;
 use super::engine::TransferEngine;
 use super::model::HeldComment;
 use super::traits::span;
-use super::votes::Voting;
+use super::votes::{VoteBook, Voting};
 use super::{CommentStore, Vote, VotedComments};
 use crate::backend::Backend;
 use crate::Result;
@@ -227,7 +227,38 @@ pub(super) async fn purge_all<S: Voting>(
     collections: &[&Collection<Document>],
 ) -> Result<()> {
     crate::inbox::transfer::delete_all(backend, collections).await?;
-    store.vote_book().purge(None).await
+    purge_votes(store.vote_book(), None).await
+}
+
+/// Deletes every vote of `discussion` (or of every discussion) from `votes`: one `delete`.
+pub(super) async fn purge_votes(votes: &VoteBook, discussion: Option<&str>) -> Result<()> {
+    delete_discussion(
+        votes.backend(),
+        votes.collection(),
+        "discussion_id",
+        discussion,
+        "purge votes",
+    )
+    .await
+}
+
+/// Deletes the documents of `discussion` in `collection` (those whose `field` names it), or
+/// every document for `None`: one `delete`, retried (deleting twice deletes once).
+pub(crate) async fn delete_discussion(
+    backend: &Backend,
+    collection: &Collection<Document>,
+    field: &str,
+    discussion: Option<&str>,
+    operation: &'static str,
+) -> Result<()> {
+    let filter = match discussion {
+        Some(discussion) => bson::doc! { field: discussion },
+        None => bson::doc! {},
+    };
+    backend
+        .command(operation, || collection.delete_many(filter.clone()))
+        .await
+        .map(drop)
 }
 
 /// The names of `collections` (the store's own) and of `store`'s votes collection.
@@ -238,7 +269,7 @@ pub(super) fn data_collections<S: Voting>(
     collections
         .iter()
         .map(|collection| collection.name())
-        .chain([store.vote_book().collection_name()])
+        .chain([store.vote_book().collection().name()])
         .map(str::to_owned)
         .collect()
 }

@@ -44,6 +44,7 @@ use mongodb::{Collection, IndexModel};
 
 use super::engine::{At, BallotEngine};
 use super::ranking::Vote;
+use super::strategy::{discussion_lock, Strategy};
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -119,10 +120,6 @@ pub(super) trait Tally: Send + Sync {
         delta: Delta,
         op: ObjectId,
     ) -> Result<bool>;
-
-    /// The lock a vote of `discussion` holds where updates are not atomic: the one the
-    /// strategy's other writes of the discussion hold.
-    fn lock_key(&self, discussion: &str) -> String;
 }
 
 /// [`Tally::apply`] for a comment that is an element of a document holding many (an embedded
@@ -205,6 +202,8 @@ impl<T: Voting> BallotEngine for T {
 pub(super) struct VoteBook {
     votes: Collection<Document>,
     backend: Backend,
+    /// The strategy whose votes these are: whose discussion lock a vote holds.
+    strategy: Strategy,
 }
 
 impl VoteBook {
@@ -215,8 +214,18 @@ impl VoteBook {
             .build()
     }
 
-    pub(super) fn new(votes: Collection<Document>, backend: Backend) -> Self {
-        Self { votes, backend }
+    pub(super) fn new(votes: Collection<Document>, backend: Backend, strategy: Strategy) -> Self {
+        Self {
+            votes,
+            backend,
+            strategy,
+        }
+    }
+
+    /// The lock a vote of `discussion` holds where updates are not atomic: the one the
+    /// strategy's other writes of the discussion hold.
+    fn lock(&self, discussion: &str) -> String {
+        discussion_lock(self.strategy, discussion)
     }
 
     /// The votes collection's shard key.
@@ -254,7 +263,7 @@ impl VoteBook {
         };
         self.backend
             .exclusive_one(
-                &tally.lock_key(discussion),
+                &self.lock(discussion),
                 self.set_unlocked(tally, &found.target, &pair, to),
             )
             .await
@@ -471,7 +480,7 @@ impl VoteBook {
                 Err(error) => return Err(error),
             };
             self.backend
-                .exclusive_one(&tally.lock_key(discussion), async {
+                .exclusive_one(&self.lock(discussion), async {
                     let key = self.stored_key(stored)?;
                     let Some(current) = self.read(&key).await? else {
                         return Ok(());
@@ -568,21 +577,14 @@ impl VoteBook {
         self.backend.insert_many_once(&self.votes, documents).await
     }
 
-    /// Deletes every vote of `discussion` (or of every discussion): one `delete`.
-    pub(super) async fn purge(&self, discussion: Option<&str>) -> Result<()> {
-        let filter = match discussion {
-            Some(discussion) => doc! { "discussion_id": discussion },
-            None => doc! {},
-        };
-        self.backend
-            .command("purge votes", || self.votes.delete_many(filter.clone()))
-            .await
-            .map(drop)
+    /// The votes collection.
+    pub(super) fn collection(&self) -> &Collection<Document> {
+        &self.votes
     }
 
-    /// The votes collection's name.
-    pub(super) fn collection_name(&self) -> &str {
-        self.votes.name()
+    /// The backend the votes are written through.
+    pub(super) fn backend(&self) -> &Backend {
+        &self.backend
     }
 
     /// The filter selecting the stored vote `stored`: [`Pair::key`].

@@ -10,6 +10,7 @@ use bson::{doc, Document};
 use mongodb::{Collection, IndexModel};
 
 use crate::backend::Backend;
+use crate::comments::transfer::delete_discussion;
 use crate::error::Result;
 
 /// Pairs written per `insert`.
@@ -113,14 +114,8 @@ impl Links {
 
     /// Forgets `discussion`'s links (or every discussion's): one `delete`.
     pub(super) async fn forget(&self, discussion: Option<&str>) -> Result<()> {
-        let filter = match discussion {
-            Some(discussion) => doc! { "discussion": discussion },
-            None => doc! {},
-        };
-        self.backend
-            .command("forget links", || self.links.delete_many(filter.clone()))
-            .await
-            .map(drop)
+        let (backend, links) = (&self.backend, &self.links);
+        delete_discussion(backend, links, "discussion", discussion, "forget links").await
     }
 }
 

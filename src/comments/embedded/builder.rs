@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use mongodb::Database;
 
-use super::{Embedded, COLLECTIONS, LOCK_LEASE, MAX_DEPTH_LIMIT};
+use super::{Embedded, COLLECTIONS, LOCK_LEASE, MAX_DEPTH_LIMIT, STRATEGY};
 use crate::comments::reply_notifications::{reply_notifier_method, reply_outbox};
 use crate::comments::votes::{VoteBook, VOTE_OPS_BYTES};
 use crate::comments::ThreadedComments;
@@ -84,7 +84,7 @@ impl EmbeddedBuilder {
             .with_index(&votes, VoteBook::index());
         let outbox = reply_outbox(&self.config, &discussions, self.notifier)?;
         Ok(Embedded {
-            votes: VoteBook::new(votes, backend.clone()),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
             backend,
             outbox,
             discussions: self.config.database().collection(&discussions),

@@ -179,7 +179,7 @@ impl TransferEngine for Embedded {
     async fn import(&self, discussion: &str, comments: &[HeldComment]) -> Result<Vec<String>> {
         let (top, links) = self.imported_tree(discussion, comments)?;
         let fields = self.imported_fields(discussion, comments, &top).await?;
-        self.votes.purge(Some(discussion)).await?;
+        transfer::purge_votes(&self.votes, Some(discussion)).await?;
         let mut update = doc! { "$set": fields };
         if top.is_empty() {
             update.insert("$unset", doc! { LAST_POSTED: "" });
@@ -220,7 +220,7 @@ impl TransferEngine for Embedded {
                 Ok(())
             })
             .await?;
-        self.votes.purge(Some(discussion)).await
+        transfer::purge_votes(&self.votes, Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {
@@ -231,7 +231,7 @@ impl TransferEngine for Embedded {
         for discussion in &discussions {
             TransferEngine::purge(self, discussion).await?;
         }
-        self.votes.purge(None).await
+        transfer::purge_votes(&self.votes, None).await
     }
 
     async fn is_empty(&self) -> Result<bool> {

@@ -11,7 +11,7 @@ use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
-use crate::comments::{discussion_lock, validate, Comment, Sort, Thread};
+use crate::comments::{validate, Comment, Sort, Thread};
 use crate::page::invalid;
 use crate::{error::Entity, Cursor, Page, Result};
 
@@ -116,10 +116,6 @@ impl Tally for Embedded {
             op,
         )
         .await
-    }
-
-    fn lock_key(&self, discussion: &str) -> String {
-        discussion_lock(STRATEGY, discussion)
     }
 }
 

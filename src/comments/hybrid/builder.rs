@@ -3,7 +3,7 @@
 use bson::doc;
 use mongodb::{Database, IndexModel};
 
-use super::{HybridPages, COLLECTIONS, ENTRY_OVERHEAD, LOCK_LEASE, PAGE_OVERHEAD};
+use super::{HybridPages, COLLECTIONS, ENTRY_OVERHEAD, LOCK_LEASE, PAGE_OVERHEAD, STRATEGY};
 use crate::comments::registry::Registry;
 use crate::comments::votes::VoteBook;
 use crate::config::{store_builder_methods, StoreConfig};
@@ -87,7 +87,7 @@ impl HybridPagesBuilder {
         let votes = database.collection(&votes);
         let backend = backend.with_index(&votes, VoteBook::index());
         Ok(HybridPages {
-            votes: VoteBook::new(votes, backend.clone()),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
             pages,

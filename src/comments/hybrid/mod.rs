@@ -11,7 +11,7 @@ use bson::Document;
 use mongodb::Collection;
 use serde::{Deserialize, Serialize};
 
-use super::registry::Registry;
+use super::registry::{registered_collections, Registry};
 use super::votes::{VoteBook, VOTE_OPS_BYTES};
 use super::{validate, Author, Comment, Strategy, Votes};
 use crate::backend::Backend;
@@ -24,12 +24,7 @@ pub use builder::HybridPagesBuilder;
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::HybridPages;
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 4] = [
-    "comment_pages",
-    "comment_discussions",
-    "comment_locks",
-    super::votes::VOTES,
-];
+pub(super) const COLLECTIONS: [&str; 4] = registered_collections("comment_pages");
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Rounds a post tries while pages fill under it.

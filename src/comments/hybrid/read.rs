@@ -2,6 +2,7 @@
 
 use bson::{doc, Document};
 use futures::TryStreamExt;
+use mongodb::options::FindOptions;
 
 use super::{check_slug, number, parse_place_parts, Entry, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
@@ -15,18 +16,31 @@ impl HybridPages {
     /// included). Every page but the last holds exactly [`HybridPages::page_size`].
     pub async fn page_counts(&self, discussion: &str) -> Result<Vec<(u64, usize)>> {
         validate::check_discussion(discussion)?;
-        let pages: Vec<Document> = self
-            .pages
-            .find(doc! { "discussion_id": discussion })
+        let counts = FindOptions::builder()
             .projection(doc! { "page": 1, "count": 1 })
             .sort(doc! { "page": 1 })
-            .await?
-            .try_collect()
-            .await?;
+            .build();
+        let pages = self.discussion_pages(discussion, counts).await?;
         Ok(pages
             .iter()
             .map(|page| (number(page, "page") as u64, number(page, "count") as usize))
             .collect())
+    }
+
+    /// Every page document of `discussion` (one `find`), read with `options` (what to
+    /// project, how to sort).
+    pub(super) async fn discussion_pages(
+        &self,
+        discussion: &str,
+        options: FindOptions,
+    ) -> Result<Vec<Document>> {
+        Ok(self
+            .pages
+            .find(doc! { "discussion_id": discussion })
+            .with_options(options)
+            .await?
+            .try_collect()
+            .await?)
     }
 
     /// Up to `wanted` comments after `after` in `order`, with their places, in that order.

@@ -1,8 +1,8 @@
 //! [`CommentStore`] for [`HybridPages`].
 
 use async_trait::async_trait;
-use bson::{doc, Document};
-use futures::TryStreamExt;
+use bson::doc;
+use mongodb::options::FindOptions;
 
 use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
@@ -179,13 +179,10 @@ impl CommentEngine for HybridPages {
     }
 
     async fn count(&self, discussion: &str) -> Result<u64> {
-        let pages: Vec<Document> = self
-            .pages
-            .find(doc! { "discussion_id": discussion })
+        let visible = FindOptions::builder()
             .projection(doc! { "visible": 1 })
-            .await?
-            .try_collect()
-            .await?;
+            .build();
+        let pages = self.discussion_pages(discussion, visible).await?;
         if pages.is_empty() && self.registry.find(discussion).await?.is_none() {
             return Err(validate::no_discussion(discussion));
         }

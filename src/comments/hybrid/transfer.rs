@@ -162,7 +162,7 @@ impl TransferEngine for HybridPages {
                 Ok(())
             })
             .await?;
-        self.votes.purge(Some(discussion)).await
+        transfer::purge_votes(&self.votes, Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {

@@ -1,9 +1,9 @@
 //! Votes: [`Tally`] and [`VotedComments`], ranked pages read from every page's counts.
 
 use async_trait::async_trait;
+use bson::doc;
 use bson::oid::ObjectId;
-use bson::{doc, Document};
-use futures::TryStreamExt;
+use mongodb::options::FindOptions;
 
 use super::{check_slug, parse_place_parts, HybridPages, Page, Place, STRATEGY};
 use crate::bson_ext;
@@ -11,7 +11,7 @@ use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
-use crate::comments::{discussion_lock, validate, Comment, Sort};
+use crate::comments::{validate, Comment, Sort};
 use crate::page::invalid;
 use crate::{Error, Result};
 
@@ -78,10 +78,6 @@ impl Tally for HybridPages {
         )
         .await
     }
-
-    fn lock_key(&self, discussion: &str) -> String {
-        discussion_lock(STRATEGY, discussion)
-    }
 }
 
 impl Voting for HybridPages {
@@ -117,13 +113,8 @@ impl VotesEngine for HybridPages {
                 Some((key, parse_place_field(&place)?))
             }
         };
-        let pages: Vec<Document> = self
-            .pages
-            .find(doc! { "discussion_id": discussion })
-            .sort(doc! { "page": 1 })
-            .await?
-            .try_collect()
-            .await?;
+        let by_page = FindOptions::builder().sort(doc! { "page": 1 }).build();
+        let pages = self.discussion_pages(discussion, by_page).await?;
         if pages.is_empty()
             && page.after.is_none()
             && self.registry.find(discussion).await?.is_none()

@@ -7,7 +7,7 @@ use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
 use super::stored::sort_field;
-use super::{PerComment, COLLECTIONS, LOCK_LEASE};
+use super::{PerComment, COLLECTIONS, LOCK_LEASE, STRATEGY};
 use crate::comments::registry::Registry;
 use crate::comments::reply_notifications::{reply_notifier_method, reply_outbox};
 use crate::comments::votes::VoteBook;
@@ -114,7 +114,7 @@ impl PerCommentBuilder {
         let backend = backend.with_index(&votes, VoteBook::index());
         let outbox = reply_outbox(&self.config, comments.name(), self.notifier)?;
         Ok(PerComment {
-            votes: VoteBook::new(votes, backend.clone()),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
             outbox,
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,

@@ -14,7 +14,7 @@ use mongodb::{Collection, Database};
 
 pub use builder::PerCommentBuilder;
 
-use super::registry::Registry;
+use super::registry::{registered_collections, Registry};
 use super::votes::VoteBook;
 use super::{Strategy, ThreadedComments};
 use crate::backend::Backend;
@@ -24,12 +24,7 @@ use crate::notifications::Outbox;
 /// The strategy named in this store's cursors.
 const STRATEGY: Strategy = Strategy::PerComment;
 /// The store's collections, by default name.
-pub(super) const COLLECTIONS: [&str; 4] = [
-    "comments",
-    "comment_discussions",
-    "comment_locks",
-    super::votes::VOTES,
-];
+pub(super) const COLLECTIONS: [&str; 4] = registered_collections("comments");
 /// How long a discussion's lock lasts if its holder dies.
 const LOCK_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 /// Attempts at a fresh slug part when one collides with another comment's.

@@ -161,7 +161,7 @@ impl TransferEngine for PerComment {
                     .delete_many(doc! { "discussion_id": discussion })
             })
             .await?;
-        self.votes.purge(Some(discussion)).await
+        transfer::purge_votes(&self.votes, Some(discussion)).await
     }
 
     async fn purge_all(&self) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::votes::{
     Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
 };
-use crate::comments::{discussion_lock, slug, Comment, Sort, Votes};
+use crate::comments::{slug, Comment, Sort, Votes};
 use crate::error::{Entity, Result};
 use crate::page::invalid;
 use crate::page::Page;
@@ -107,10 +107,6 @@ impl Tally for PerComment {
             })
             .await?;
         Ok(true)
-    }
-
-    fn lock_key(&self, discussion: &str) -> String {
-        discussion_lock(STRATEGY, discussion)
     }
 }
 
