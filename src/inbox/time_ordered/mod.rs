@@ -1,8 +1,9 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
 //! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`], with each one's owner state
-//! ([`OwnerState`]) filtered on the server. Their lifecycle, written once over the layout, is
-//! in [`lifecycle`].
+//! ([`OwnerState`]) filtered on the server. Their engine and lifecycle, written once over the
+//! layout, are in [`engine`] and [`lifecycle`].
 
+pub(super) mod engine;
 pub(super) mod lifecycle;
 
 use bson::{doc, Bson, Document};
