@@ -1,10 +1,11 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
 //! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`], with each one's owner state
-//! ([`OwnerState`]) filtered on the server. Their engine and lifecycle, written once over the
-//! layout, are in [`engine`] and [`lifecycle`].
+//! ([`OwnerState`]) filtered on the server. Their engine, lifecycle and transfer, written once over
+//! the layout, are in [`engine`], [`lifecycle`] and [`transfer`].
 
 pub(super) mod engine;
 pub(super) mod lifecycle;
+pub(super) mod transfer;
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
@@ -207,6 +208,15 @@ impl Layout {
             "_id"
         } else {
             self.owner_field
+        }
+    }
+
+    /// The documents that are `owner`'s alone: those naming no other owner.
+    pub(super) fn alone(&self, owner: &str) -> Document {
+        if self.owners_in_array {
+            doc! { self.owner_field: [owner] }
+        } else {
+            doc! { self.owner_field: owner }
         }
     }
 
