@@ -13,17 +13,11 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::FanOutOnRead;
+use crate::inbox::time_ordered::named_in;
 use crate::inbox::time_ordered::transfer::TimeOrderedTransfer;
 use crate::inbox::transfer::{self, Gone, HeldMessage};
 use crate::inbox::{Message, Payload};
 use crate::Result;
-
-/// Whether the array `field` of `document` names `owner`.
-fn names(document: &Document, field: &str, owner: &str) -> bool {
-    document
-        .get_array(field)
-        .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
-}
 
 /// The state arrays every owner's state of a shared message lives in.
 const STATE_ARRAYS: [&str; 5] = [
@@ -94,13 +88,13 @@ impl<P: Payload> TimeOrderedTransfer<P> for FanOutOnRead<P> {
             .and_then(move |document| {
                 let held = (|| {
                     let mut message = HeldMessage::from_document(&collection, &document, "id")?;
-                    message.read = names(&document, "read_by", &owner);
-                    message.starred = names(&document, "starred_by", &owner);
-                    message.muted = names(&document, "muted_for", &owner);
-                    message.blocked = names(&document, "blocked_for", &owner);
+                    message.read = named_in(&document, "read_by", &owner);
+                    message.starred = named_in(&document, "starred_by", &owner);
+                    message.muted = named_in(&document, "muted_for", &owner);
+                    message.blocked = named_in(&document, "blocked_for", &owner);
                     message.gone = if document.contains_key("retracted") {
                         Some(Gone::Retracted)
-                    } else if names(&document, "gone_for", &owner) {
+                    } else if named_in(&document, "gone_for", &owner) {
                         Some(Gone::Deleted)
                     } else {
                         None
