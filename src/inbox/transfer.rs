@@ -15,6 +15,7 @@ use bson::{doc, Bson, Document};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
+use super::keyed::names;
 use super::lifecycle::InboxLifecycle;
 use super::recipient_lists::RecipientLists;
 use super::{Message, MessageId, Payload};
@@ -115,15 +116,7 @@ impl HeldMessage {
         let id = document
             .get_object_id(id_field)
             .map_err(|_| bad("message id"))?;
-        let to = document
-            .get_array("to")
-            .map(|to| {
-                to.iter()
-                    .filter_map(Bson::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let to = names(document, "to");
         Ok(Self {
             id: MessageId(id),
             from: document

@@ -11,11 +11,12 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 use mongodb::{Collection, Database, IndexModel};
 
-use super::engine::InboxEngine;
 use super::filters::{self, FilterLists};
 use super::keyed::KeyedSend;
-use super::lifecycle::{Filter, Filters, Retention};
-use super::time_ordered::{self, Layout, OwnerState};
+use super::lifecycle::{Filter, Retention};
+use super::recipient_lists::RecipientLists;
+use super::time_ordered::engine::TimeOrderedEngine;
+use super::time_ordered::{Layout, OwnerState};
 use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
 use crate::bson_ext::derived_id;
@@ -23,7 +24,7 @@ use crate::config::{store_builder_methods, StoreConfig};
 use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
-use crate::{Page, PageRequest, Result};
+use crate::Result;
 
 /// The store's collections, by default name.
 pub(super) const COLLECTIONS: [&str; 3] = ["inbox", filters::DEFAULT_COLLECTION, "inbox_locks"];
@@ -221,13 +222,13 @@ impl<P: Payload> FanOutOnRead<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
-    fn strategy(&self) -> Strategy {
-        Strategy::FanOutOnRead
+impl<P: Payload> TimeOrderedEngine<P> for FanOutOnRead<P> {
+    fn filter_lists(&self) -> &FilterLists {
+        &self.filters
     }
 
-    async fn filters(&self, owner: &str) -> Result<Filters> {
-        self.filters.get(owner).await
+    fn recipient_lists(&self) -> Option<&RecipientLists> {
+        None
     }
 
     /// One `find` of the recipients' filters, one `insert`. Recipients who block the sender are
@@ -344,26 +345,6 @@ impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
         Ok(skipped)
     }
 
-    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        let removed = self
-            .messages
-            .delete_many(doc! { "from": sender, "to": owner, "delivered": true })
-            .await?;
-        Ok(removed.deleted_count)
-    }
-
-    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(&self.backend, &self.messages, LAYOUT, owner, page, None).await
-    }
-
-    async fn count(&self, owner: &str) -> Result<u64> {
-        time_ordered::count(&self.messages, LAYOUT, owner).await
-    }
-
-    async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
-    }
-
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
             ShardKey::new(
@@ -373,26 +354,5 @@ impl<P: Payload> InboxEngine<P> for FanOutOnRead<P> {
             ),
             self.filters.shard_key(),
         ]
-    }
-
-    fn database(&self) -> &Database {
-        self.backend.database()
-    }
-
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<crate::realtime::ResumeToken>,
-        options: crate::realtime::WatchOptions,
-    ) -> crate::realtime::Updates<Message<P>> {
-        super::watch::TimeOrdered::watch(
-            &self.backend,
-            &self.messages,
-            LAYOUT,
-            None,
-            owner,
-            from,
-            options,
-        )
     }
 }

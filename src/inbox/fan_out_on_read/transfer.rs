@@ -13,17 +13,11 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::FanOutOnRead;
-use crate::inbox::engine::TransferEngine;
+use crate::inbox::time_ordered::named_in;
+use crate::inbox::time_ordered::transfer::TimeOrderedTransfer;
 use crate::inbox::transfer::{self, Gone, HeldMessage};
 use crate::inbox::{Message, Payload};
 use crate::Result;
-
-/// Whether the array `field` of `document` names `owner`.
-fn names(document: &Document, field: &str, owner: &str) -> bool {
-    document
-        .get_array(field)
-        .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
-}
 
 /// The state arrays every owner's state of a shared message lives in.
 const STATE_ARRAYS: [&str; 5] = [
@@ -84,12 +78,7 @@ fn imported_update(owner: &str, message: &HeldMessage) -> Document {
     update
 }
 #[async_trait]
-impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
-    /// One `aggregate` unwinding every message's recipients.
-    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        crate::inbox::transfer::distinct_owners(&self.messages, "to", true, after).await
-    }
-
+impl<P: Payload> TimeOrderedTransfer<P> for FanOutOnRead<P> {
     /// One `find` of the messages naming the owner, by `(sent, id)`, read in batches.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
         let collection = self.messages.name().to_owned();
@@ -99,13 +88,13 @@ impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
             .and_then(move |document| {
                 let held = (|| {
                     let mut message = HeldMessage::from_document(&collection, &document, "id")?;
-                    message.read = names(&document, "read_by", &owner);
-                    message.starred = names(&document, "starred_by", &owner);
-                    message.muted = names(&document, "muted_for", &owner);
-                    message.blocked = names(&document, "blocked_for", &owner);
+                    message.read = named_in(&document, "read_by", &owner);
+                    message.starred = named_in(&document, "starred_by", &owner);
+                    message.muted = named_in(&document, "muted_for", &owner);
+                    message.blocked = named_in(&document, "blocked_for", &owner);
                     message.gone = if document.contains_key("retracted") {
                         Some(Gone::Retracted)
-                    } else if names(&document, "gone_for", &owner) {
+                    } else if named_in(&document, "gone_for", &owner) {
                         Some(Gone::Deleted)
                     } else {
                         None
@@ -157,37 +146,19 @@ impl<P: Payload> TransferEngine<P> for FanOutOnRead<P> {
         Ok(())
     }
 
-    /// One `delete_many` of the messages naming the owner alone; one `update_many` hiding the
-    /// others from the owner (gone for them, their state taken off) while every other
-    /// recipient keeps them as they were, recipient list included; one `delete_one` of the
-    /// owner's lists.
-    async fn purge(&self, owner: &str) -> Result<()> {
+    /// One `update_many` hiding the messages the owner shares from them (gone for them, their
+    /// state taken off) while every other recipient keeps them as they were, recipient list
+    /// included.
+    async fn hide_shared(&self, owner: &str) -> Result<()> {
         let mut pull = Document::new();
         for field in STATE_ARRAYS.iter().filter(|field| **field != "gone_for") {
             pull.insert(*field, owner);
         }
         let hide = doc! { "$addToSet": { "gone_for": owner }, "$pull": pull };
-        self.backend
-            .retry("purge owner", || async {
-                self.messages.delete_many(doc! { "to": [owner] }).await?;
-                self.messages
-                    .update_many(doc! { "to": owner }, hide.clone())
-                    .await?;
-                self.filters.forget(owner).await
-            })
-            .await
-    }
-
-    async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[&self.messages, self.filters.collection()],
-        )
-        .await
-    }
-
-    async fn is_empty(&self) -> Result<bool> {
-        transfer::holds_nothing(&self.messages).await
+        self.messages
+            .update_many(doc! { "to": owner }, hide)
+            .await?;
+        Ok(())
     }
 
     /// The message's document as `send` writes it, `_id` its id (one `find` of the lists, one

@@ -14,17 +14,16 @@ use mongodb::{Collection, Database, IndexModel};
 
 use super::MessageId;
 
-use super::engine::InboxEngine;
 use super::filters::{self, FilterLists};
 use super::keyed::KeyedSend;
-use super::lifecycle::{Filter, Filters, Retention};
+use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
-use super::time_ordered::{self, Layout, OwnerState};
+use super::time_ordered::engine::TimeOrderedEngine;
+use super::time_ordered::{Layout, OwnerState};
 use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
-use crate::page::{Page, PageRequest};
 use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;
@@ -268,13 +267,13 @@ impl<P: Payload> FanOutOnWrite<P> {
 }
 
 #[async_trait]
-impl<P: Payload> InboxEngine<P> for FanOutOnWrite<P> {
-    fn strategy(&self) -> Strategy {
-        Strategy::FanOutOnWrite
+impl<P: Payload> TimeOrderedEngine<P> for FanOutOnWrite<P> {
+    fn filter_lists(&self) -> &FilterLists {
+        &self.filters
     }
 
-    async fn filters(&self, owner: &str) -> Result<Filters> {
-        self.filters.get(owner).await
+    fn recipient_lists(&self) -> Option<&RecipientLists> {
+        Some(&self.recipients)
     }
 
     async fn send(&self, message: NewMessage<P>, keyed: Option<KeyedSend>) -> Result<Sent<P>> {
@@ -302,34 +301,6 @@ impl<P: Payload> InboxEngine<P> for FanOutOnWrite<P> {
         self.insert_copies(message, recipients, true).await
     }
 
-    async fn remove_from(&self, owner: &str, sender: &str) -> Result<u64> {
-        let removed = self
-            .copies
-            .delete_many(doc! { "recipient": owner, "from": sender, "delivered": true })
-            .await?;
-        Ok(removed.deleted_count)
-    }
-
-    async fn inbox_page(&self, owner: &str, page: PageRequest) -> Result<Page<Message<P>>> {
-        time_ordered::read_page(
-            &self.backend,
-            &self.copies,
-            LAYOUT,
-            owner,
-            page,
-            Some(&self.recipients),
-        )
-        .await
-    }
-
-    async fn count(&self, owner: &str) -> Result<u64> {
-        time_ordered::count(&self.copies, LAYOUT, owner).await
-    }
-
-    async fn create_indexes(&self) -> Result<()> {
-        self.backend.create_indexes().await
-    }
-
     fn shard_keys(&self) -> Vec<ShardKey> {
         vec![
             ShardKey::new(
@@ -340,26 +311,5 @@ impl<P: Payload> InboxEngine<P> for FanOutOnWrite<P> {
             self.recipients.shard_key(),
             self.filters.shard_key(),
         ]
-    }
-
-    fn database(&self) -> &Database {
-        self.backend.database()
-    }
-
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<crate::realtime::ResumeToken>,
-        options: crate::realtime::WatchOptions,
-    ) -> crate::realtime::Updates<Message<P>> {
-        super::watch::TimeOrdered::watch(
-            &self.backend,
-            &self.copies,
-            LAYOUT,
-            Some(self.recipients.clone()),
-            owner,
-            from,
-            options,
-        )
     }
 }

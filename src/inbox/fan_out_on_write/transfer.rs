@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 use futures::TryStreamExt;
 
 use super::{copy_id, FanOutOnWrite};
-use crate::inbox::engine::TransferEngine;
+use crate::inbox::time_ordered::transfer::TimeOrderedTransfer;
 use crate::inbox::transfer::{self, Gone, HeldMessage};
 use crate::inbox::{Message, Payload};
 use crate::Result;
@@ -26,12 +26,7 @@ fn held(collection: &str, document: &Document) -> Result<HeldMessage> {
 }
 
 #[async_trait]
-impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
-    /// One `aggregate` grouping the copies by recipient.
-    async fn owners(&self, after: Option<String>) -> Result<BoxStream<'_, Result<String>>> {
-        crate::inbox::transfer::distinct_owners(&self.copies, "recipient", false, after).await
-    }
-
+impl<P: Payload> TimeOrderedTransfer<P> for FanOutOnWrite<P> {
     /// One `find` of the owner's copies by `(sent, id)`, read in batches; one `find` of shared
     /// lists per 256 copies that have one.
     async fn export(&self, owner: &str) -> Result<BoxStream<'_, Result<HeldMessage>>> {
@@ -81,32 +76,6 @@ impl<P: Payload> TransferEngine<P> for FanOutOnWrite<P> {
             return Ok(());
         }
         self.backend.insert_many_once(&self.copies, copies).await
-    }
-
-    /// One `delete_many` of the owner's copies and one of their mute and block lists.
-    async fn purge(&self, owner: &str) -> Result<()> {
-        self.backend
-            .retry("purge owner", || async {
-                self.copies.delete_many(doc! { "recipient": owner }).await?;
-                self.filters.forget(owner).await
-            })
-            .await
-    }
-
-    async fn purge_all(&self) -> Result<()> {
-        crate::inbox::transfer::delete_all(
-            &self.backend,
-            &[
-                &self.copies,
-                self.recipients.collection(),
-                self.filters.collection(),
-            ],
-        )
-        .await
-    }
-
-    async fn is_empty(&self) -> Result<bool> {
-        transfer::holds_nothing(&self.copies).await
     }
 
     async fn send_stamped(

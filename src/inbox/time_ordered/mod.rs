@@ -1,9 +1,11 @@
 //! Reading an inbox whose documents each hold one message, ordered by `(sent, id)`: shared by
 //! [`super::FanOutOnRead`] and [`super::FanOutOnWrite`], with each one's owner state
-//! ([`OwnerState`]) filtered on the server. Their lifecycle, written once over the layout, is
-//! in [`lifecycle`].
+//! ([`OwnerState`]) filtered on the server. Their engine, lifecycle and transfer, written once over
+//! the layout, are in [`engine`], [`lifecycle`] and [`transfer`].
 
+pub(super) mod engine;
 pub(super) mod lifecycle;
+pub(super) mod transfer;
 
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
@@ -101,11 +103,7 @@ impl OwnerState {
     /// matches the read's filter (a retracted one has no recipients left to decode): the read
     /// leaves it out, as it would have had the change come first.
     pub(super) fn shows(self, document: &Document, owner: &str) -> bool {
-        let names = |field: &str| {
-            document
-                .get_array(field)
-                .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
-        };
+        let names = |field: &str| named_in(document, field, owner);
         match self {
             OwnerState::Copy => ["gone", "muted", "blocked"]
                 .iter()
@@ -171,11 +169,7 @@ impl OwnerState {
 
     /// Whether `owner` has read the stored `document`, and starred it.
     fn read_and_starred(self, document: &Document, owner: &str) -> (bool, bool) {
-        let names = |field: &str| {
-            document
-                .get_array(field)
-                .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
-        };
+        let names = |field: &str| named_in(document, field, owner);
         match self {
             OwnerState::Copy => (
                 !document.get_bool("unread").unwrap_or(false),
@@ -184,6 +178,13 @@ impl OwnerState {
             OwnerState::Shared => (names("read_by"), names("starred_by")),
         }
     }
+}
+
+/// Whether the array `field` of a shared `document` names `owner` (see [`OwnerState::Shared`]).
+pub(super) fn named_in(document: &Document, field: &str, owner: &str) -> bool {
+    document
+        .get_array(field)
+        .is_ok_and(|owners| owners.iter().any(|o| o.as_str() == Some(owner)))
 }
 
 impl Layout {
@@ -206,6 +207,15 @@ impl Layout {
             "_id"
         } else {
             self.owner_field
+        }
+    }
+
+    /// The documents that are `owner`'s alone: those naming no other owner.
+    pub(super) fn alone(&self, owner: &str) -> Document {
+        if self.owners_in_array {
+            doc! { self.owner_field: [owner] }
+        } else {
+            doc! { self.owner_field: owner }
         }
     }
 
