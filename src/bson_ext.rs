@@ -21,6 +21,20 @@ pub(crate) fn integer(document: &Document, key: &str) -> Option<i64> {
     }
 }
 
+/// The strings in `document`'s array `key` (other elements left out); none when it is missing.
+pub(crate) fn strings(document: &Document, key: &str) -> Vec<String> {
+    document
+        .get_array(key)
+        .map(|values| {
+            values
+                .iter()
+                .filter_map(Bson::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The count at `key`: [`integer`], 0 when missing, never negative.
 pub(crate) fn count(document: &Document, key: &str) -> u64 {
     integer(document, key).unwrap_or(0).max(0) as u64

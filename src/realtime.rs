@@ -239,12 +239,15 @@ pub(crate) trait Source: Send + Sync + 'static {
 
     /// The items a change event brings. Where the event's document holds items already
     /// reported (a bucket, a feed), those after `newest` and not `seen`.
-    async fn items_of(
-        &self,
-        event: ChangeStreamEvent<Document>,
-        newest: &Key,
-        seen: &BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Self::Item)>>;
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Self::Item)>>;
+}
+
+/// What one [`Source::items_of`] is given: a change `event`, the `newest` key reported so far,
+/// and the keys reported lately (`seen`).
+pub(crate) struct Change<'a> {
+    pub(crate) event: ChangeStreamEvent<Document>,
+    pub(crate) newest: &'a Key,
+    pub(crate) seen: &'a BTreeSet<Key>,
 }
 
 /// What one [`Source::poll`] asks for: the items whose key is at least `from`, at most
@@ -495,7 +498,11 @@ impl<S: Source> Watcher<S> {
         let event_token = event.id.clone();
         let items = self
             .source
-            .items_of(event, &self.newest, &self.recent)
+            .items_of(Change {
+                event,
+                newest: &self.newest,
+                seen: &self.recent,
+            })
             .await?;
         let fresh: Vec<(Key, S::Item)> = items
             .into_iter()

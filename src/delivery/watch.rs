@@ -1,13 +1,11 @@
 //! A timeline as a watch sees it ([`crate::realtime`]): the owner's inbox watch, paired with a
 //! watch of the outbox posts of the celebrities the owner follows (which are never copied).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures::TryStreamExt;
-use mongodb::change_stream::event::ChangeStreamEvent;
 use mongodb::Collection;
 use tokio::sync::OnceCell;
 
@@ -15,7 +13,7 @@ use super::worker::decode_post;
 use super::{Delivery, DeliveryState};
 use crate::backend::Backend;
 use crate::inbox::{Message, Strategy};
-use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Change, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
 use crate::{payload::Payload, Result};
 
 impl<P: Payload> Delivery<P> {
@@ -140,12 +138,8 @@ impl<P: Payload> Source for Celebrities<P> {
         ))
     }
 
-    async fn items_of(
-        &self,
-        event: ChangeStreamEvent<Document>,
-        _newest: &Key,
-        _seen: &BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let Change { event, .. } = change;
         event
             .full_document
             .into_iter()

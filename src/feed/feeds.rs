@@ -21,7 +21,7 @@ use super::state::{handle, FeedState};
 use super::types::{FeedKind, Post, PostId};
 use crate::observe::spans::Op;
 use crate::payload::Payload;
-use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Change, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
 use crate::{Error, Page, PageRequest, Result};
 
 handle! {
@@ -330,12 +330,12 @@ impl<X: Payload> Source for Entering<X> {
         ))
     }
 
-    async fn items_of(
-        &self,
-        event: mongodb::change_stream::event::ChangeStreamEvent<bson::Document>,
-        newest: &Key,
-        seen: &BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Post<X>)>> {
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Post<X>)>> {
+        let Change {
+            event,
+            newest,
+            seen,
+        } = change;
         // Only posts not older than what was reported, less the lookback a poll would allow:
         // a recompute brings back old posts, which are not news.
         let from = Key::new(newest.time.saturating_sub(ENTERING_LOOKBACK_MS), "");

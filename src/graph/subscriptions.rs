@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bson::oid::ObjectId;
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 
 use super::{owner_key, stats_key, FollowGraph, Kind, Origin, RebuildReport, LEASE};
 use crate::retry::once_per_op;
@@ -103,16 +103,7 @@ impl Found {
         Some(Self {
             owner: document.get_str("owner").ok()?.to_owned(),
             user: document.get_str("user").ok()?.to_owned(),
-            origins: document
-                .get_array("origins")
-                .map(|origins| {
-                    origins
-                        .iter()
-                        .filter_map(Bson::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default(),
+            origins: crate::bson_ext::strings(document, "origins"),
             mark,
         })
     }

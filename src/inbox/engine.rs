@@ -85,12 +85,19 @@ pub trait InboxEngine<P: Payload>: Send + Sync + fmt::Debug + 'static {
     async fn count(&self, owner: &str) -> Result<u64>;
 
     /// The messages arriving in the owner's inbox.
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<ResumeToken>,
-        options: WatchOptions,
-    ) -> Updates<Message<P>>;
+    fn watch(&self, request: WatchRequest<'_>) -> Updates<Message<P>>;
+}
+
+/// A watch of one owner's inbox as [`super::InboxStore::watch`] hands it to an engine: the owner
+/// passed the check.
+#[derive(Debug)]
+pub struct WatchRequest<'a> {
+    /// Whose inbox.
+    pub owner: &'a str,
+    /// The token to resume after, if any.
+    pub from: Option<ResumeToken>,
+    /// How to watch.
+    pub options: WatchOptions,
 }
 
 /// The strategy's part of [`super::InboxLifecycle`]: where an owner's state of a message lives.

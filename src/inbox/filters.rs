@@ -10,9 +10,9 @@ use std::collections::HashSet;
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use super::keyed::names;
 use super::lifecycle::{Filter, Filters};
 use crate::backend::Backend;
+use crate::bson_ext;
 use crate::error::Result;
 
 /// The default collection of the fan-out strategies' lists.
@@ -46,7 +46,11 @@ pub(super) fn lists(document: &Document, filter: Filter, sender: &str) -> bool {
 
 /// The lists of an owner's document.
 pub(super) fn read(document: Option<&Document>) -> Filters {
-    let names = |field: &str| document.map(|d| names(d, field)).unwrap_or_default();
+    let names = |field: &str| {
+        document
+            .map(|d| bson_ext::strings(d, field))
+            .unwrap_or_default()
+    };
     Filters {
         muted: names(Filter::Mute.field()),
         blocked: names(Filter::Block.field()),

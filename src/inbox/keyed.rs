@@ -9,11 +9,12 @@
 //! `_id` settles which attempt's `sent` the copies carry, every attempt then delivers that one
 //! message (deliveries are idempotent), and the record is marked done.
 
-use bson::{doc, Bson, Document};
+use bson::{doc, Document};
 use mongodb::Collection;
 
 use super::{Message, MessageId, NewMessage, Payload, Sent};
 use crate::backend::Backend;
+use crate::bson_ext;
 use crate::idempotency::{self, CONTENT, KEY};
 use crate::{error::Entity, Error, Result};
 
@@ -67,20 +68,6 @@ impl KeyedSend {
             starred: false,
         }
     }
-}
-
-/// The names in `document`'s array `field`.
-pub(super) fn names(document: &Document, field: &str) -> Vec<String> {
-    document
-        .get_array(field)
-        .map(|names| {
-            names
-                .iter()
-                .filter_map(Bson::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The stored `sent` of a keyed message, or an error naming the document.
@@ -147,7 +134,7 @@ where
     let sent = sent_of(records.name(), &record)?;
     let message = keyed.message(message, sent);
     if record.get_bool("done") == Ok(true) {
-        let skipped = names(&record, "skipped");
+        let skipped = bson_ext::strings(&record, "skipped");
         return Ok(Sent { message, skipped });
     }
     let (message, skipped) = deliver(message).await?;

@@ -35,7 +35,7 @@ pub mod transfer;
 mod validate;
 mod watch;
 
-use engine::InboxEngine;
+use engine::{InboxEngine, WatchRequest};
 use keyed::KeyedSend;
 use operation::{for_user, span};
 use std::fmt;
@@ -459,7 +459,11 @@ pub trait InboxStore<P: Payload>: Send + Sync + fmt::Debug + 'static {
         if let Err(error) = check_user_id("owner", owner) {
             return crate::realtime::failed(error);
         }
-        self.inbox_engine().watch(owner, from, options)
+        self.inbox_engine().watch(WatchRequest {
+            owner,
+            from,
+            options,
+        })
     }
 
     /// Shards the strategy's collections on [`InboxStore::shard_keys`], when connected to a

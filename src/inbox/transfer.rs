@@ -15,10 +15,10 @@ use bson::{doc, Bson, Document};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
-use super::keyed::names;
 use super::lifecycle::InboxLifecycle;
 use super::recipient_lists::RecipientLists;
 use super::{Message, MessageId, Payload};
+use crate::bson_ext;
 use crate::Result;
 
 /// Why a held message is a tombstone: it stays where it was, without its payload.
@@ -116,7 +116,7 @@ impl HeldMessage {
         let id = document
             .get_object_id(id_field)
             .map_err(|_| bad("message id"))?;
-        let to = names(document, "to");
+        let to = bson_ext::strings(document, "to");
         Ok(Self {
             id: MessageId(id),
             from: document

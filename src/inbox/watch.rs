@@ -7,19 +7,18 @@
 //! owner. Only what the inbox's pages show is reported (not deleted, retracted, or from a muted
 //! or blocked sender, as the message was when it arrived).
 
-use std::collections::BTreeSet;
 use std::marker::PhantomData;
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use mongodb::change_stream::event::ChangeStreamEvent;
 use mongodb::Collection;
 
+use super::engine::WatchRequest;
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::{self, Layout};
 use super::{Message, Payload};
 use crate::backend::Backend;
-use crate::realtime::{self, Key, PollRequest, ResumeToken, Source, Updates, WatchOptions};
+use crate::realtime::{self, Change, Key, PollRequest, Source, Updates};
 use crate::Result;
 
 /// A time-ordered inbox (fan out on read or on write) of one owner.
@@ -33,17 +32,19 @@ pub(super) struct TimeOrdered<P> {
 }
 
 impl<P: Payload> TimeOrdered<P> {
-    /// The watch of `owner`'s inbox kept in `collection` as `layout` says, refused for a blank
-    /// owner.
+    /// The watch `request` asks for, of an inbox kept in `collection` as `layout` says.
     pub(super) fn watch(
         backend: &Backend,
         collection: &Collection<Document>,
         layout: Layout,
         recipients: Option<RecipientLists>,
-        owner: &str,
-        from: Option<ResumeToken>,
-        options: WatchOptions,
+        request: WatchRequest<'_>,
     ) -> Updates<Message<P>> {
+        let WatchRequest {
+            owner,
+            from,
+            options,
+        } = request;
         let source = Self {
             backend: backend.clone(),
             collection: collection.clone(),
@@ -101,12 +102,8 @@ impl<P: Payload> Source for TimeOrdered<P> {
         ))
     }
 
-    async fn items_of(
-        &self,
-        event: ChangeStreamEvent<Document>,
-        _newest: &Key,
-        _seen: &BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let Change { event, .. } = change;
         let Some(document) = event.full_document else {
             return Ok(Vec::new());
         };

@@ -9,7 +9,7 @@ use mongodb::Collection;
 
 use super::{Group, Groups, CHANGED, CHANGES};
 use crate::bson_ext::{self, integer};
-use crate::realtime::{Key, PollRequest, Source};
+use crate::realtime::{Change, Key, PollRequest, Source};
 use crate::{payload::Payload, Result};
 
 /// A recipient's groups as a watch sees them: keyed by when they last gained an actor.
@@ -80,12 +80,8 @@ impl<D: Payload> Source for Changes<D> {
         ))
     }
 
-    async fn items_of(
-        &self,
-        event: mongodb::change_stream::event::ChangeStreamEvent<Document>,
-        _newest: &Key,
-        _seen: &std::collections::BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Group<D>)>> {
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Group<D>)>> {
+        let Change { event, .. } = change;
         // An actor joining sets `changed`; a withdrawal does not, and is not reported.
         let joined = event
             .update_description

@@ -23,7 +23,7 @@ use futures::TryStreamExt;
 use mongodb::options::IndexOptions;
 use mongodb::{Collection, Database, IndexModel};
 
-use super::engine::InboxEngine;
+use super::engine::{InboxEngine, WatchRequest};
 use super::filters;
 use super::keyed::KeyedSend;
 use super::lifecycle::{Filter, Filters, Retention};
@@ -319,12 +319,12 @@ impl<P: Payload> InboxEngine<P> for BucketedFanOut<P> {
         self.buckets.backend.database()
     }
 
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<crate::realtime::ResumeToken>,
-        options: crate::realtime::WatchOptions,
-    ) -> crate::realtime::Updates<Message<P>> {
+    fn watch(&self, request: WatchRequest<'_>) -> crate::realtime::Updates<Message<P>> {
+        let WatchRequest {
+            owner,
+            from,
+            options,
+        } = request;
         let Buckets {
             backend,
             buckets,

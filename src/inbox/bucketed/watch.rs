@@ -7,13 +7,11 @@
 //! newest position reported. Only what the inbox's pages show is reported (not deleted,
 //! retracted, or from a muted or blocked sender, as the message was when it arrived).
 
-use std::collections::BTreeSet;
 use std::marker::PhantomData;
 
 use async_trait::async_trait;
 use bson::{doc, Bson, Document};
 use futures::TryStreamExt;
-use mongodb::change_stream::event::ChangeStreamEvent;
 use mongodb::Collection;
 
 use super::lifecycle::shown;
@@ -22,7 +20,7 @@ use crate::bson_ext::integer;
 use crate::error::Result;
 use crate::inbox::recipient_lists::RecipientLists;
 use crate::inbox::{Message, Payload};
-use crate::realtime::{Key, PollRequest, Source};
+use crate::realtime::{Change, Key, PollRequest, Source};
 
 /// A bucketed inbox of one owner.
 pub(in crate::inbox) struct Bucketed<P> {
@@ -145,12 +143,8 @@ impl<P: Payload> Source for Bucketed<P> {
         ))
     }
 
-    async fn items_of(
-        &self,
-        event: ChangeStreamEvent<Document>,
-        newest: &Key,
-        _seen: &BTreeSet<Key>,
-    ) -> Result<Vec<(Key, Message<P>)>> {
+    async fn items_of(&self, change: Change<'_>) -> Result<Vec<(Key, Message<P>)>> {
+        let Change { event, newest, .. } = change;
         match event.full_document {
             Some(bucket) => self.entries(vec![bucket], newest.time + 1).await,
             None => Ok(Vec::new()),

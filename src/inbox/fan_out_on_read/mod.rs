@@ -19,7 +19,7 @@ use super::time_ordered::engine::TimeOrderedEngine;
 use super::time_ordered::{Layout, OwnerState};
 use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES};
 use crate::backend::Backend;
-use crate::bson_ext::derived_id;
+use crate::bson_ext::{self, derived_id};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
@@ -216,7 +216,7 @@ impl<P: Payload> FanOutOnRead<P> {
         let sent = super::keyed::sent_of(self.messages.name(), stored)?;
         Ok(Sent {
             message: keyed.message(message, sent),
-            skipped: super::keyed::names(stored, SKIPPED),
+            skipped: bson_ext::strings(stored, SKIPPED),
         })
     }
 }

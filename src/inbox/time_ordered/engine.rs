@@ -11,14 +11,14 @@ use bson::doc;
 
 use super::lifecycle::TimeOrderedStore;
 use crate::error::Result;
-use crate::inbox::engine::InboxEngine;
+use crate::inbox::engine::{InboxEngine, WatchRequest};
 use crate::inbox::filters::FilterLists;
 use crate::inbox::keyed::KeyedSend;
 use crate::inbox::lifecycle::Filters;
 use crate::inbox::recipient_lists::RecipientLists;
 use crate::inbox::{Message, NewMessage, Payload, Sent, Strategy};
 use crate::page::{Page, PageRequest};
-use crate::realtime::{ResumeToken, Updates, WatchOptions};
+use crate::realtime::Updates;
 use crate::sharding::ShardKey;
 
 /// What a [`TimeOrderedStore`] does its own way of [`InboxEngine`]. Methods share their names
@@ -98,20 +98,13 @@ impl<P: Payload, S: TimeOrderedEngine<P>> InboxEngine<P> for S {
         super::count(self.documents(), S::LAYOUT, owner).await
     }
 
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<ResumeToken>,
-        options: WatchOptions,
-    ) -> Updates<Message<P>> {
+    fn watch(&self, request: WatchRequest<'_>) -> Updates<Message<P>> {
         crate::inbox::watch::TimeOrdered::watch(
             self.backend(),
             self.documents(),
             S::LAYOUT,
             self.recipient_lists().cloned(),
-            owner,
-            from,
-            options,
+            request,
         )
     }
 }

@@ -9,13 +9,13 @@ use async_trait::async_trait;
 
 use super::units::InboxMigrationEngine;
 use crate::error::{Error, Invalid};
-use crate::inbox::engine::{InboxEngine, LifecycleEngine};
+use crate::inbox::engine::{InboxEngine, LifecycleEngine, WatchRequest};
 use crate::inbox::keyed::KeyedSend;
 use crate::inbox::{
     Filter, Filters, Message, MessageId, NewMessage, Payload, Retention, Sent, Strategy, UpTo,
 };
 use crate::migrate::engine::Writes;
-use crate::realtime::{ResumeToken, Updates, WatchOptions};
+use crate::realtime::Updates;
 use crate::sharding::ShardKey;
 use crate::{Page, PageRequest, Result};
 
@@ -219,12 +219,12 @@ impl<P: Payload> InboxEngine<P> for MigratingInbox<P> {
     }
 
     /// The source's watch (whole until the migration finishes).
-    fn watch(
-        &self,
-        owner: &str,
-        from: Option<ResumeToken>,
-        options: WatchOptions,
-    ) -> Updates<Message<P>> {
+    fn watch(&self, request: WatchRequest<'_>) -> Updates<Message<P>> {
+        let WatchRequest {
+            owner,
+            from,
+            options,
+        } = request;
         self.inner.units.source.watch(owner, from, options)
     }
 }
