@@ -68,6 +68,7 @@ mod embedded;
 pub(crate) mod engine;
 mod hybrid;
 mod keyed;
+mod lock;
 mod model;
 mod order;
 mod per_comment;
@@ -95,5 +96,5 @@ pub(crate) use transfer::threads_unsupported;
 pub use transfer::{CommentTransfer, DynCommentTransfer};
 
 use keyed::KeyedComment;
+use lock::discussion_lock;
 use reply_notifications::{check_reply_target, notify_reply, reply_to_withdraw};
-use strategy::discussion_lock;

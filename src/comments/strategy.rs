@@ -1,4 +1,4 @@
-//! The three strategies by name, what each supports, and the lock their writers share.
+//! The three strategies by name, and what each supports.
 
 use super::{embedded, hybrid, per_comment};
 use crate::strategy_enum::strategy_enum;
@@ -25,10 +25,4 @@ pub struct Features {
     pub threading: bool,
     /// A deleted comment without replies is removed outright rather than tombstoned.
     pub removes_leaves: bool,
-}
-
-/// The lock a strategy's writers of `discussion` take where the server needs them to take
-/// turns (see [`crate::backend::Backend::exclusive`]).
-pub(super) fn discussion_lock(strategy: Strategy, discussion: &str) -> String {
-    format!("{strategy}:{discussion}")
 }

@@ -43,8 +43,8 @@ use bson::{doc, Document};
 use mongodb::{Collection, IndexModel};
 
 use super::engine::{At, BallotEngine};
+use super::lock::discussion_lock;
 use super::ranking::Vote;
-use super::strategy::{discussion_lock, Strategy};
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -202,8 +202,8 @@ impl<T: Voting> BallotEngine for T {
 pub(super) struct VoteBook {
     votes: Collection<Document>,
     backend: Backend,
-    /// The strategy whose votes these are: whose discussion lock a vote holds.
-    strategy: Strategy,
+    /// The name of the strategy whose votes these are: whose discussion lock a vote holds.
+    strategy: &'static str,
 }
 
 impl VoteBook {
@@ -214,7 +214,11 @@ impl VoteBook {
             .build()
     }
 
-    pub(super) fn new(votes: Collection<Document>, backend: Backend, strategy: Strategy) -> Self {
+    pub(super) fn new(
+        votes: Collection<Document>,
+        backend: Backend,
+        strategy: &'static str,
+    ) -> Self {
         Self {
             votes,
             backend,

@@ -30,9 +30,11 @@ use std::fmt;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use super::filters::{Filter, Filters};
+use super::held::HeldMessage;
 use super::keyed::KeyedSend;
-use super::lifecycle::{Filter, Filters, Retention, UpTo};
-use super::transfer::HeldMessage;
+use super::retention::Retention;
+use super::up_to::UpTo;
 use super::{Message, MessageId, NewMessage, Payload, Sent, Strategy};
 use crate::error::Result;
 use crate::page::{Page, PageRequest};

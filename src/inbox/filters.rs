@@ -10,10 +10,40 @@ use std::collections::HashSet;
 use bson::{doc, Document};
 use mongodb::Collection;
 
-use super::lifecycle::{Filter, Filters};
 use crate::backend::Backend;
 use crate::bson_ext;
 use crate::error::Result;
+
+/// The per-owner filters on senders: see [`InboxLifecycle::mute`](super::InboxLifecycle::mute) and [`InboxLifecycle::block`](super::InboxLifecycle::block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Filter {
+    /// The sender's messages are delivered, hidden.
+    Mute,
+    /// The sender's messages are not delivered; those already there are hidden.
+    Block,
+}
+
+impl Filter {
+    /// The field of the owner's filter document that lists the senders, and of a copy or
+    /// bucket entry that marks what the filter hides.
+    pub(crate) fn field(self) -> &'static str {
+        match self {
+            Filter::Mute => "muted",
+            Filter::Block => "blocked",
+        }
+    }
+}
+
+/// The senders an owner mutes and blocks, as [`super::InboxStore::filters`] reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Filters {
+    /// Senders whose messages are delivered hidden.
+    pub muted: Vec<String>,
+    /// Senders whose messages are not delivered.
+    pub blocked: Vec<String>,
+}
 
 /// The default collection of the fan-out strategies' lists.
 pub(super) const DEFAULT_COLLECTION: &str = "inbox_filters";

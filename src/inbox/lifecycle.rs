@@ -7,8 +7,8 @@
 //! [`InboxStore`] stays the minimum a strategy needs (send, deliver, page, count), and
 //! [`InboxLifecycle`] extends it (`InboxLifecycle<P>: InboxStore<P>`): code that only sends
 //! and reads (such as [`crate::delivery::Delivery`]) keeps asking for an
-//! `Arc<DynInboxStore<P>>`. An `Arc<DynInboxLifecycle<P>>` converts into one (trait upcasting), so an application holds
-//! one handle of each strategy and passes it to both. Blocking is the exception that lives in
+//! `Arc<DynInboxStore<P>>`. An `Arc<DynInboxLifecycle<P>>` converts into one (trait
+//! upcasting), so an application holds one handle of each strategy and passes it to both. Blocking is the exception that lives in
 //! [`InboxStore`] itself: a blocked sender's message is never delivered, whoever calls
 //! [`InboxStore::send`] or [`InboxStore::deliver`], so both report the recipients they skipped.
 //!
@@ -80,125 +80,17 @@
 //! The commands each operation costs, per strategy, are in `docs/INBOXES.md` ("Inbox lifecycle"),
 //! checked by `tests/inbox.rs`.
 
+use async_trait::async_trait;
+
 use super::engine::LifecycleEngine;
 use super::operation::{for_user, span};
 use super::validate::check_user_id;
-use crate::error::Forbidden;
-use std::time::Duration;
-
-use async_trait::async_trait;
-
 use super::{InboxStore, MessageId, Payload};
-use crate::{Cursor, Error, Result};
+use crate::error::{Error, Forbidden, Result};
 
-/// How far [`InboxLifecycle::mark_read_up_to`] marks: a message and every message older than it
-/// in the owner's inbox (below it, in the inbox's newest-first order).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum UpTo {
-    /// This message and every older one.
-    Message(MessageId),
-    /// The message a page's cursor ([`crate::Page::next`]) follows (the last message of that
-    /// page) and every older one. A cursor of another owner's inbox, or of another strategy,
-    /// is refused with [`Invalid::Cursor`](crate::error::Invalid::Cursor).
-    Cursor(Cursor),
-    /// Every message in the inbox when the call is made.
-    Newest,
-}
-
-/// The per-owner filters on senders: see [`InboxLifecycle::mute`] and [`InboxLifecycle::block`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Filter {
-    /// The sender's messages are delivered, hidden.
-    Mute,
-    /// The sender's messages are not delivered; those already there are hidden.
-    Block,
-}
-
-impl Filter {
-    /// The field of the owner's filter document that lists the senders, and of a copy or
-    /// bucket entry that marks what the filter hides.
-    pub(crate) fn field(self) -> &'static str {
-        match self {
-            Filter::Mute => "muted",
-            Filter::Block => "blocked",
-        }
-    }
-}
-
-/// The senders an owner mutes and blocks, as [`super::InboxStore::filters`] reads them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Filters {
-    /// Senders whose messages are delivered hidden.
-    pub muted: Vec<String>,
-    /// Senders whose messages are not delivered.
-    pub blocked: Vec<String>,
-}
-
-/// How long a store keeps an owner's messages, enforced by [`InboxLifecycle::prune`]: the
-/// newest `keep_newest` messages an owner received (deleted and retracted ones count), and
-/// nothing older than `max_age`. Either, both, or neither (the default: prune removes nothing).
-///
-/// A bucketed store drops whole buckets: it keeps at least `keep_newest` messages (up to a
-/// bucket's worth more), drops a bucket once its newest message is older than `max_age`, and
-/// always keeps the newest bucket, where the next message goes.
-///
-/// ```
-/// use std::time::Duration;
-/// use mongo_social::inbox::Retention;
-///
-/// // Mastodon keeps 800 entries per home feed; keep a month as well.
-/// let retention = Retention::keep_newest(800).max_age(Duration::from_secs(30 * 24 * 3600));
-/// assert_eq!(retention.newest(), Some(800));
-/// assert!(Retention::default().is_unbounded());
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Retention {
-    keep_newest: Option<u64>,
-    max_age: Option<Duration>,
-}
-
-impl Retention {
-    /// Keep an owner's newest `messages` messages.
-    pub fn keep_newest(messages: u64) -> Self {
-        Self {
-            keep_newest: Some(messages),
-            max_age: None,
-        }
-    }
-
-    /// Also (or only, on [`Retention::default`]) drop messages older than `age`.
-    pub fn max_age(mut self, age: Duration) -> Self {
-        self.max_age = Some(age);
-        self
-    }
-
-    /// How many of an owner's newest messages are kept, if limited.
-    pub fn newest(&self) -> Option<u64> {
-        self.keep_newest
-    }
-
-    /// The oldest a kept message may be, if limited.
-    pub fn age(&self) -> Option<Duration> {
-        self.max_age
-    }
-
-    /// Whether this keeps everything.
-    pub fn is_unbounded(&self) -> bool {
-        self.keep_newest.is_none() && self.max_age.is_none()
-    }
-
-    /// Messages sent before this time are older than `max_age`.
-    pub(crate) fn cutoff(&self) -> Option<bson::DateTime> {
-        self.max_age.map(|age| {
-            let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-            bson::DateTime::from_millis(
-                bson::DateTime::now().timestamp_millis().saturating_sub(age),
-            )
-        })
-    }
-}
+pub use super::filters::{Filter, Filters};
+pub use super::retention::Retention;
+pub use super::up_to::UpTo;
 
 /// The inbox lifecycle: read state, stars, delete and retract, edit, retention, mute and block.
 /// Every strategy implements it; see the [module docs](self) for what each call promises and

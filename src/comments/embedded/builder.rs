@@ -84,7 +84,7 @@ impl EmbeddedBuilder {
             .with_index(&votes, VoteBook::index());
         let outbox = reply_outbox(&self.config, &discussions, self.notifier)?;
         Ok(Embedded {
-            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY.name()),
             backend,
             outbox,
             discussions: self.config.database().collection(&discussions),

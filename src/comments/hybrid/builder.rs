@@ -87,7 +87,7 @@ impl HybridPagesBuilder {
         let votes = database.collection(&votes);
         let backend = backend.with_index(&votes, VoteBook::index());
         Ok(HybridPages {
-            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY.name()),
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
             pages,

@@ -114,7 +114,7 @@ impl PerCommentBuilder {
         let backend = backend.with_index(&votes, VoteBook::index());
         let outbox = reply_outbox(&self.config, comments.name(), self.notifier)?;
         Ok(PerComment {
-            votes: VoteBook::new(votes, backend.clone(), STRATEGY),
+            votes: VoteBook::new(votes, backend.clone(), STRATEGY.name()),
             outbox,
             registry: Registry::new(database.collection(&discussions), backend.clone()),
             backend,
