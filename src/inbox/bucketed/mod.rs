@@ -26,7 +26,6 @@ use mongodb::{Collection, Database, IndexModel};
 use super::engine::{InboxEngine, WatchRequest};
 use super::filters;
 use super::keyed::KeyedSend;
-use super::lifecycle::{Filter, Filters, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{
     cursor, validate, Message, MessageId, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT_BYTES,
@@ -35,6 +34,8 @@ use crate::backend::{Backend, Guard, GuardedUpdate};
 use crate::bson_ext::{date, integer, later, now_or_after};
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::{Error, Result};
+use crate::inbox::filters::{Filter, Filters};
+use crate::inbox::retention::Retention;
 use crate::page::{Page, PageRequest};
 use crate::phantom_impls::clone_fields;
 use crate::retry::Backoff;

@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use super::deliver::sequence_and_count;
 use super::*;
 use crate::inbox::engine::TransferEngine;
-use crate::inbox::transfer::{held_in_groups, Gone, HeldMessage};
+use crate::inbox::held::{Gone, HeldMessage};
+use crate::inbox::transfer::held_in_groups;
 use futures::stream::BoxStream;
 
 /// An entry of a bucket as the owner holds it.

@@ -13,9 +13,10 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use super::FanOutOnRead;
+use crate::inbox::held::{Gone, HeldMessage};
 use crate::inbox::time_ordered::named_in;
 use crate::inbox::time_ordered::transfer::TimeOrderedTransfer;
-use crate::inbox::transfer::{self, Gone, HeldMessage};
+use crate::inbox::transfer;
 use crate::inbox::{Message, Payload};
 use crate::Result;
 

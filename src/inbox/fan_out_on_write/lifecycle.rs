@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 
 use super::{copies_of, copy_id, FanOutOnWrite, LAYOUT};
-use crate::inbox::lifecycle::{message_not_found, Filter};
+use crate::inbox::filters::Filter;
+use crate::inbox::lifecycle::message_not_found;
 use crate::inbox::time_ordered::lifecycle::{time_ordered_fields, TimeOrderedStore};
 use crate::inbox::time_ordered::{self, Mark};
 use crate::inbox::{MessageId, Payload};

@@ -16,7 +16,6 @@ use super::MessageId;
 
 use super::filters::{self, FilterLists};
 use super::keyed::KeyedSend;
-use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
 use super::time_ordered::engine::TimeOrderedEngine;
 use super::time_ordered::{Layout, OwnerState};
@@ -24,6 +23,8 @@ use super::{validate, Message, NewMessage, Payload, Sent, Strategy, MAX_DOCUMENT
 use crate::backend::Backend;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::Result;
+use crate::inbox::filters::Filter;
+use crate::inbox::retention::Retention;
 use crate::phantom_impls::{clone_fields, debug_fields};
 use crate::setters::builder_setters;
 use crate::sharding::ShardKey;

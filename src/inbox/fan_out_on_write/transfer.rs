@@ -6,8 +6,9 @@ use futures::stream::BoxStream;
 use futures::TryStreamExt;
 
 use super::{copy_id, FanOutOnWrite};
+use crate::inbox::held::{Gone, HeldMessage};
 use crate::inbox::time_ordered::transfer::TimeOrderedTransfer;
-use crate::inbox::transfer::{self, Gone, HeldMessage};
+use crate::inbox::transfer;
 use crate::inbox::{Message, Payload};
 use crate::Result;
 

@@ -19,7 +19,10 @@ use crate::backend::Backend;
 use crate::error::Result;
 use crate::inbox::cursor;
 use crate::inbox::engine::{InboxEngine, LifecycleEngine};
-use crate::inbox::lifecycle::{message_not_found, not_sender, Filter, Retention, UpTo};
+use crate::inbox::filters::Filter;
+use crate::inbox::lifecycle::{message_not_found, not_sender};
+use crate::inbox::retention::Retention;
+use crate::inbox::up_to::UpTo;
 use crate::inbox::validate;
 use crate::inbox::{MessageId, Payload};
 use crate::validate::MAX_DOCUMENT_BYTES;
@@ -102,7 +105,7 @@ macro_rules! time_ordered_fields {
             &self.$documents
         }
 
-        fn retention(&self) -> $crate::inbox::lifecycle::Retention {
+        fn retention(&self) -> $crate::inbox::Retention {
             self.retention
         }
     };

@@ -12,11 +12,12 @@ use futures::TryStreamExt;
 use mongodb::options::Hint;
 use mongodb::Collection;
 
-use super::lifecycle::{Filter, Retention};
 use super::recipient_lists::RecipientLists;
 use super::{cursor, Message, MessageId, Payload, Strategy};
 use crate::backend::dialect::{NewestFirst, TimeIndex};
 use crate::backend::Backend;
+use crate::inbox::filters::Filter;
+use crate::inbox::retention::Retention;
 use crate::{Page, PageRequest, Result};
 
 /// Where a strategy keeps the owner and the message id in its documents.

@@ -14,7 +14,8 @@ use futures::stream::BoxStream;
 use super::engine::TimeOrderedEngine;
 use crate::error::Result;
 use crate::inbox::engine::TransferEngine;
-use crate::inbox::transfer::{self, HeldMessage};
+use crate::inbox::held::HeldMessage;
+use crate::inbox::transfer;
 use crate::inbox::{Message, Payload};
 
 /// What a [`TimeOrderedEngine`] does its own way of [`TransferEngine`]. Methods share their

@@ -39,8 +39,11 @@ use super::{
     owner_buckets, owner_from_hex, BucketedFanOut, Buckets, FULL_UNREAD_INDEX, MAX_ROUNDS, PLACED,
 };
 use crate::bson_ext::integer;
+use crate::inbox::filters::Filter;
 use crate::inbox::filters::FilterLists;
-use crate::inbox::lifecycle::{message_not_found, not_sender, Filter, Retention, UpTo};
+use crate::inbox::lifecycle::{message_not_found, not_sender};
+use crate::inbox::retention::Retention;
+use crate::inbox::up_to::UpTo;
 use crate::inbox::{cursor, validate, MessageId, Payload};
 use crate::{Error, Result};
 use async_trait::async_trait;
