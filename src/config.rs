@@ -4,7 +4,8 @@
 //!
 //! Each builder holds a [`StoreConfig`] and gets the same public methods from
 //! [`store_builder_methods!`]: `collection_prefix`, `collection`, `retry_policy` and
-//! `capabilities`. A store names its collections by their default names (its "roles", listed in
+//! `capabilities`; each store's `new` (the defaults) comes from [`new_with_defaults!`], and the
+//! `outbox` of a store that notifies from [`outbox_accessor!`]. A store names its collections by their default names (its "roles", listed in
 //! its documentation) and [`StoreConfig::names`] resolves them, so every store refuses the same
 //! bad configurations the same way.
 
@@ -165,6 +166,35 @@ macro_rules! store_builder_methods {
 }
 
 pub(crate) use store_builder_methods;
+
+/// A store's `new`: its builder's defaults, which are always valid. `$doc` says what it makes.
+macro_rules! new_with_defaults {
+    ($doc:literal) => {
+        #[doc = $doc]
+        pub fn new(database: &mongodb::Database) -> Self {
+            Self::builder(database)
+                .build()
+                .expect("the default configuration is valid")
+        }
+    };
+}
+
+pub(crate) use new_with_defaults;
+
+/// The `outbox` of a store whose builder takes a notifier (`$builder::notifier`), for a store
+/// with an `outbox: Option<Outbox>` field.
+macro_rules! outbox_accessor {
+    ($builder:ident) => {
+        /// The notifications the store owes, when it was built with a
+        #[doc = concat!("[`notifier`](", stringify!($builder), "::notifier): run its worker (or")]
+        /// `run_pending`) to deliver those whose first attempt failed.
+        pub fn outbox(&self) -> Option<&crate::notifications::Outbox> {
+            self.outbox.as_ref()
+        }
+    };
+}
+
+pub(crate) use outbox_accessor;
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
 /// The votes half of [`VotesEngine`]: a vote, taking it back, reading it, settling pending
-/// ones. Every strategy gets it from its [`super::votes::Voting`] (written once, in
+/// ones. Every strategy gets it from its [`super::votes::Tally`] (written once, in
 /// [`super::votes`]); the migration mirror routes it.
 #[async_trait]
 pub trait BallotEngine: Send + Sync {
@@ -89,8 +89,11 @@ pub trait VotesEngine: BallotEngine + fmt::Debug + 'static {
 /// The strategy's part of [`super::CommentStore`].
 #[async_trait]
 pub trait CommentEngine: VotesEngine {
-    /// What the strategy supports.
-    fn features(&self) -> Features;
+    /// What the strategy supports: [`Strategy::features`] (a migration's store: what both
+    /// of its stores support).
+    fn features(&self) -> Features {
+        self.strategy().features()
+    }
 
     /// The store as threaded comments, where it threads.
     fn threaded(&self) -> Option<&dyn ThreadedComments>;

@@ -1,5 +1,6 @@
 //! Idempotency keys of posted comments: the id a key gives and the content it vouches for.
 
+use super::body::StoredKey;
 use super::NewComment;
 use crate::Result;
 
@@ -36,35 +37,34 @@ impl KeyedComment {
         }))
     }
 
-    /// `Ok` when `key` and `content` (as stored with a comment) are this comment's; otherwise
-    /// [`crate::Error::Conflict`].
-    pub(super) fn check(&self, key: Option<&str>, content: Option<&str>) -> Result<()> {
+    /// `Ok` when `stored` (the key and digest stored with a comment) is this comment's;
+    /// otherwise [`crate::Error::Conflict`].
+    pub(super) fn check(&self, stored: &StoredKey) -> Result<()> {
         let conflict = |reason| crate::Error::Conflict {
             what: crate::error::Entity::Comment,
             id: self.key.clone(),
             reason,
         };
-        if key != Some(self.key.as_str()) {
+        if stored.idempotency_key.as_deref() != Some(self.key.as_str()) {
             return Err(conflict("its id is taken by another comment"));
         }
-        if content != Some(self.content.as_str()) {
+        if stored.content_digest.as_deref() != Some(self.content.as_str()) {
             return Err(conflict("the author, text or parent differs"));
         }
         Ok(())
     }
 
     /// `found` (the comment stored under this key's id, if any) as a repeat of this comment,
-    /// once its key and content (as `stored` reads them) pass [`KeyedComment::check`].
+    /// once its stored key (as `stored` reads it) passes [`KeyedComment::check`].
     pub(super) fn repeat<T>(
         &self,
         found: Option<T>,
-        stored: impl FnOnce(&T) -> (Option<&str>, Option<&str>),
+        stored: impl FnOnce(&T) -> &StoredKey,
     ) -> Result<Option<T>> {
         let Some(found) = found else {
             return Ok(None);
         };
-        let (key, content) = stored(&found);
-        self.check(key, content)?;
+        self.check(stored(&found))?;
         Ok(Some(found))
     }
 }

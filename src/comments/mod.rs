@@ -63,6 +63,7 @@
 //! discussion's, for [`HybridPages`]) on every page, so their cost grows with the discussion;
 //! [`PerComment`]'s is a range of an index whatever the discussion's size.
 
+mod body;
 pub(crate) mod cursor;
 mod embedded;
 pub(crate) mod engine;

@@ -16,6 +16,28 @@ strategy_enum! {
     example: "comments", Embedded => ["discussions", "comment_locks", "comment_votes"];
 }
 
+impl Strategy {
+    /// What the strategy supports: its store's [`CommentStore::features`](super::CommentStore::features).
+    ///
+    /// ```
+    /// use mongo_social::comments::Strategy;
+    ///
+    /// assert!(Strategy::PerComment.features().threading);
+    /// assert!(!Strategy::HybridPages.features().threading);
+    /// ```
+    pub fn features(self) -> Features {
+        let (threading, removes_leaves) = match self {
+            Strategy::PerComment => (true, true),
+            Strategy::Embedded => (true, false),
+            Strategy::HybridPages => (false, false),
+        };
+        Features {
+            threading,
+            removes_leaves,
+        }
+    }
+}
+
 /// What a strategy supports beyond the [`CommentStore`](super::CommentStore) basics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -33,7 +33,7 @@ use mongodb::Collection;
 use super::engine::TransferEngine;
 use super::model::HeldComment;
 use super::traits::span;
-use super::votes::{VoteBook, Voting};
+use super::votes::{Tally, VoteBook};
 use super::{CommentStore, Vote, VotedComments};
 use crate::backend::Backend;
 use crate::Result;
@@ -200,7 +200,7 @@ pub(super) async fn ids_after<'a>(
 
 /// The end of every strategy's import: the votes of `comments` (exported) written under the
 /// links `links` they got ([`super::votes::VoteBook::import`]); returns `links`.
-pub(super) async fn import_votes<S: Voting>(
+pub(super) async fn import_votes<S: Tally>(
     store: &S,
     discussion: &str,
     comments: &[HeldComment],
@@ -221,7 +221,7 @@ pub(super) async fn import_votes<S: Voting>(
 }
 
 /// Removes every document of `collections` (the store's own), then every vote of `store`.
-pub(super) async fn purge_all<S: Voting>(
+pub(super) async fn purge_all<S: Tally>(
     store: &S,
     backend: &Backend,
     collections: &[&Collection<Document>],
@@ -262,7 +262,7 @@ pub(crate) async fn delete_discussion(
 }
 
 /// The names of `collections` (the store's own) and of `store`'s votes collection.
-pub(super) fn data_collections<S: Voting>(
+pub(super) fn data_collections<S: Tally>(
     store: &S,
     collections: &[&Collection<Document>],
 ) -> Vec<String> {
@@ -283,7 +283,7 @@ pub(super) async fn export_with<S>(
     read: impl Future<Output = Result<Vec<HeldComment>>>,
 ) -> Result<Vec<HeldComment>>
 where
-    S: Voting + VotedComments,
+    S: Tally + VotedComments,
 {
     VotedComments::settle_votes(store, discussion).await?;
     let mut comments = read.await?;

@@ -8,8 +8,9 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
+use super::body::{Body, StoredKey};
 use super::validate::invalid_link;
-use super::{Author, Comment, NewComment, Order, Votes};
+use super::{Comment, Order, Votes};
 use crate::Result;
 
 /// One embedded comment and its replies.
@@ -18,12 +19,8 @@ pub(super) struct Node {
     /// Breaks ties in the chronological view between comments posted in the same millisecond
     /// (increasing within a process, so one process's comments keep their posting order).
     pub(super) id: bson::oid::ObjectId,
-    pub(super) posted: bson::DateTime,
-    pub(super) author: Author,
-    pub(super) text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) edited: Option<bson::DateTime>,
-    pub(super) deleted: bool,
+    #[serde(flatten)]
+    pub(super) body: Body,
     /// Its votes (see [`super::VotedComments`]), changed by `$inc` in place.
     #[serde(default)]
     pub(super) ups: i64,
@@ -31,28 +28,21 @@ pub(super) struct Node {
     pub(super) downs: i64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) replies: Vec<Node>,
-    /// The caller's idempotency key, for a keyed comment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) idempotency_key: Option<String>,
-    /// The digest of what a keyed comment was posted with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) content_digest: Option<String>,
+    /// A keyed comment's key.
+    #[serde(flatten)]
+    pub(super) key: StoredKey,
 }
 
 impl Node {
-    pub(super) fn new(comment: NewComment) -> Self {
+    /// A comment without replies, votes or a key.
+    pub(super) fn new(body: Body) -> Self {
         Self {
             id: bson::oid::ObjectId::new(),
-            posted: bson::DateTime::now(),
-            author: comment.author,
-            text: comment.text,
-            edited: None,
-            deleted: false,
+            body,
             ups: 0,
             downs: 0,
             replies: Vec::new(),
-            idempotency_key: None,
-            content_digest: None,
+            key: StoredKey::default(),
         }
     }
 
@@ -76,17 +66,12 @@ impl Node {
     }
 
     pub(super) fn comment(&self, path: &[usize]) -> Comment {
-        Comment {
-            link: format_path(path),
-            parent: (path.len() > 1).then(|| format_path(&path[..path.len() - 1])),
-            depth: path.len() - 1,
-            author: self.author.clone(),
-            text: self.text.clone(),
-            posted: self.posted,
-            edited: self.edited,
-            deleted: self.deleted,
-            votes: self.votes(),
-        }
+        self.body.comment(
+            format_path(path),
+            (path.len() > 1).then(|| format_path(&path[..path.len() - 1])),
+            path.len() - 1,
+            self.votes(),
+        )
     }
 
     /// This node and its descendants, depth first, each with its path (`path` is this node's).
@@ -221,20 +206,13 @@ pub(super) fn field_path(path: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::comments::{Author, NewComment};
 
     fn node(text: &str, replies: Vec<Node>) -> Node {
+        let comment = NewComment::new(Author::new("a", "A"), text);
         Node {
-            idempotency_key: None,
-            content_digest: None,
-            id: bson::oid::ObjectId::new(),
-            posted: bson::DateTime::from_millis(0),
-            author: Author::new("a", "A"),
-            text: text.to_owned(),
-            edited: None,
-            deleted: false,
-            ups: 0,
-            downs: 0,
             replies,
+            ..Node::new(Body::posted_at(bson::DateTime::from_millis(0), comment))
         }
     }
 
@@ -266,7 +244,7 @@ mod tests {
             window
                 .threaded(order)
                 .iter()
-                .map(|e| e.node.text.clone())
+                .map(|e| e.node.body.text.clone())
                 .collect()
         };
         assert_eq!(
@@ -284,7 +262,7 @@ mod tests {
                 .windows(2)
                 .all(|w| threaded_cmp(order, &w[0], &w[1]) == Ordering::Less));
         }
-        assert_eq!(window.node(&[0, 0, 0]).unwrap().text, "a00");
+        assert_eq!(window.node(&[0, 0, 0]).unwrap().body.text, "a00");
         assert!(window.node(&[0, 2]).is_none());
     }
 }

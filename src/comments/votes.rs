@@ -94,11 +94,16 @@ pub(super) struct Found<T> {
     pub(super) deleted: bool,
 }
 
-/// What a strategy does for the votes on its comments.
+/// What a strategy does for the votes on its comments, and the [`VoteBook`] that keeps them. A
+/// vote, taking it back, reading it and settling pending ones ([`BallotEngine`]) are written
+/// once, over these.
 #[async_trait]
 pub(super) trait Tally: Send + Sync {
     /// Where [`Tally::apply`] finds a comment.
     type Target: Send + Sync;
+
+    /// Where the strategy's votes are kept.
+    fn vote_book(&self) -> &VoteBook;
 
     /// Checks the shape of a link, before anything is read or written.
     fn check_link(&self, link: &str) -> Result<()>;
@@ -170,15 +175,8 @@ pub(super) async fn count_in_element(
     Ok(held.is_some())
 }
 
-/// A strategy's votes: its [`Tally`] and the [`VoteBook`] that keeps them. A vote, taking it
-/// back, reading it and settling pending ones ([`BallotEngine`]) are written once, over these.
-pub(super) trait Voting: Tally {
-    /// Where the strategy's votes are kept.
-    fn vote_book(&self) -> &VoteBook;
-}
-
 #[async_trait]
-impl<T: Voting> BallotEngine for T {
+impl<T: Tally> BallotEngine for T {
     async fn vote(&self, at: At<'_>, user: &str, vote: Vote) -> Result<Option<Vote>> {
         let value = vote.value();
         self.vote_book().set(self, at, user, value).await

@@ -4,27 +4,16 @@ use bson::doc;
 use mongodb::Database;
 
 use super::{FollowGraph, FollowGraphBuilder, RecommendOptions};
-use crate::config::StoreConfig;
+use crate::config::{new_with_defaults, outbox_accessor, StoreConfig};
 use crate::error::Result;
-use crate::notifications::Outbox;
 use crate::observe::spans::Op;
 use crate::sharding::{self, ShardKey};
 use crate::validate;
 
 impl FollowGraph {
-    /// A graph in `database` with the default collection names.
-    pub fn new(database: &Database) -> Self {
-        Self::builder(database)
-            .build()
-            .expect("the default configuration is valid")
-    }
+    new_with_defaults!("A graph in `database` with the default collection names.");
 
-    /// The notifications the graph owes, when it was built with a
-    /// [`notifier`](FollowGraphBuilder::notifier): run its worker (or `run_pending`) to deliver
-    /// those whose first attempt failed.
-    pub fn outbox(&self) -> Option<&Outbox> {
-        self.outbox.as_ref()
-    }
+    outbox_accessor!(FollowGraphBuilder);
 
     /// A builder to configure collection names.
     pub fn builder(database: &Database) -> FollowGraphBuilder {

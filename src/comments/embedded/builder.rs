@@ -8,8 +8,8 @@ use super::{Embedded, COLLECTIONS, LOCK_LEASE, MAX_DEPTH_LIMIT, STRATEGY};
 use crate::comments::reply_notifications::{reply_notifier_method, reply_outbox};
 use crate::comments::votes::{VoteBook, VOTE_OPS_BYTES};
 use crate::comments::ThreadedComments;
-use crate::config::{store_builder_methods, StoreConfig};
-use crate::notifications::{DynNotifier, Outbox};
+use crate::config::{new_with_defaults, outbox_accessor, store_builder_methods, StoreConfig};
+use crate::notifications::DynNotifier;
 use crate::setters::builder_setters;
 use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Error, Result};
@@ -104,19 +104,9 @@ impl Embedded {
     /// The default deepest reply.
     pub const DEFAULT_MAX_DEPTH: usize = MAX_DEPTH_LIMIT;
 
-    /// A store with the default collections and limits in `database`.
-    pub fn new(database: &Database) -> Self {
-        Self::builder(database)
-            .build()
-            .expect("the default configuration is valid")
-    }
+    new_with_defaults!("A store with the default collections and limits in `database`.");
 
-    /// The notifications the store owes, when it was built with a
-    /// [`notifier`](EmbeddedBuilder::notifier): run its worker (or `run_pending`) to deliver
-    /// those whose first attempt failed.
-    pub fn outbox(&self) -> Option<&Outbox> {
-        self.outbox.as_ref()
-    }
+    outbox_accessor!(EmbeddedBuilder);
 
     /// A builder to configure collections and limits.
     pub fn builder(database: &Database) -> EmbeddedBuilder {

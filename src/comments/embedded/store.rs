@@ -11,7 +11,7 @@ use crate::comments::cursor;
 use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::tree::{self, Entry, Node};
 use crate::comments::{
-    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, NewComment, Order,
+    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, NewComment, Order,
     ThreadedComments,
 };
 use crate::error::{Entity, Error, Result};
@@ -20,13 +20,6 @@ use crate::sharding::ShardKey;
 
 #[async_trait]
 impl CommentEngine for Embedded {
-    fn features(&self) -> Features {
-        Features {
-            threading: true,
-            removes_leaves: false,
-        }
-    }
-
     fn threaded(&self) -> Option<&dyn ThreadedComments> {
         Some(self)
     }
@@ -98,7 +91,7 @@ impl CommentEngine for Embedded {
             .await?
             .ok_or_else(|| validate::no_discussion(discussion))?;
         let mut entries = window.threaded(Order::OldestFirst);
-        let key = |e: &Entry<'_>| (e.node.posted.timestamp_millis(), e.node.id);
+        let key = |e: &Entry<'_>| (e.node.body.posted.timestamp_millis(), e.node.id);
         entries.sort_by_key(key);
         if order == Order::NewestFirst {
             entries.reverse();
@@ -112,7 +105,7 @@ impl CommentEngine for Embedded {
                 Some(after) if order == Order::OldestFirst => key(e) > *after,
                 Some(after) => key(e) < *after,
             },
-            |e| cursor::after_posted(STRATEGY, order, discussion, e.node.posted, e.node.id),
+            |e| cursor::after_posted(STRATEGY, order, discussion, e.node.body.posted, e.node.id),
         ))
     }
 
@@ -131,30 +124,29 @@ impl CommentEngine for Embedded {
         validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let now = bson::DateTime::now();
         self.change_comment(discussion, link, |path, node| {
-            if node.deleted {
+            if node.body.deleted {
                 return Err(Error::NotFound {
                     what: crate::error::Entity::DeletedComment,
                     id: link.to_owned(),
                 });
             }
-            if node.text == text && node.edited == Some(now) {
+            if node.body.text == text && node.body.edited == Some(now) {
                 // This edit's own earlier attempt, whose reply was lost.
                 return Ok(Change::Done(node.comment(path)));
             }
             let edited = Node {
-                text: text.to_owned(),
-                edited: Some(now),
+                body: node.body.edited(text, now),
                 replies: Vec::new(),
                 ..node.clone()
             };
             validate::check_stored(&edited, self.max_comment_bytes)?;
             let field = tree::field_path(path);
-            let growth = text.len() as i64 - node.text.len() as i64
-                + if node.edited.is_none() { 16 } else { 0 };
+            let growth = text.len() as i64 - node.body.text.len() as i64
+                + if node.body.edited.is_none() { 16 } else { 0 };
             Ok(Change::Update {
                 filter: doc! {
                     format!("{field}.deleted"): false,
-                    format!("{field}.text"): &node.text,
+                    format!("{field}.text"): &node.body.text,
                 },
                 update: doc! {
                     "$set": { format!("{field}.text"): text, format!("{field}.edited"): now },
@@ -171,20 +163,20 @@ impl CommentEngine for Embedded {
         let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
         let deletion = self
             .change_comment(discussion, link, |path, node| {
-                if node.deleted {
+                if node.body.deleted {
                     return Ok(Change::Done(Deletion::Tombstoned));
                 }
                 let field = tree::field_path(path);
                 Ok(Change::Update {
                     filter: doc! {
                         format!("{field}.deleted"): false,
-                        format!("{field}.text"): &node.text,
+                        format!("{field}.text"): &node.body.text,
                     },
                     update: doc! {
                         "$set": { format!("{field}.text"): "", format!("{field}.deleted"): true },
-                        "$inc": { "count": -1_i64, "bytes": -(node.text.len() as i64) },
+                        "$inc": { "count": -1_i64, "bytes": -(node.body.text.len() as i64) },
                     },
-                    growth: -(node.text.len() as i64),
+                    growth: -(node.body.text.len() as i64),
                     value: Deletion::Tombstoned,
                 })
             })

@@ -73,27 +73,27 @@ impl Embedded {
                         .window_for_write(discussion, parent_path, parent, Entity::ParentComment)
                         .await?;
                     if let Some(parent_node) = parent_node.node(parent_path) {
-                        parent_author = parent_node.author.id.clone();
+                        parent_author = parent_node.body.author.id.clone();
                     }
                     let index = path.last().copied().unwrap_or_default();
-                    return Ok((index, stored.posted, parent_author));
+                    return Ok((index, stored.body.posted, parent_author));
                 }
             }
             let window = self
                 .window_for_write(discussion, parent_path, parent, Entity::ParentComment)
                 .await?;
             let parent_node = window.node(parent_path).expect("checked by window_with");
-            parent_author = parent_node.author.id.clone();
+            parent_author = parent_node.body.author.id.clone();
             let siblings = &parent_node.replies;
             // This reply's own earlier attempt, whose reply was lost, took its position.
             if let Some(index) = siblings.iter().position(|sibling| sibling.id == node.id) {
-                return Ok((index, siblings[index].posted, parent_author));
+                return Ok((index, siblings[index].body.posted, parent_author));
             }
             let index = siblings.len();
             // Stamped for this attempt at position `index`, never before the reply
             // there before it: the reply that takes a position carries the stamp made
             // for it, so positions and posting times agree.
-            node.posted = now_or_after(siblings.last().map(|sibling| sibling.posted));
+            node.body.posted = now_or_after(siblings.last().map(|sibling| sibling.body.posted));
             let (landed, tries) = self
                 .push_reply_at(target, node, keyed, growth, index)
                 .await?;
@@ -143,13 +143,17 @@ impl Embedded {
         };
         // Pushed at `index` only while it is free: a retry after a lost reply
         // matches nothing, and the next round finds the reply there.
-        let (id, posted) = (node.id, node.posted);
+        let (id, posted) = (node.id, node.body.posted);
         let find = || async move {
             let window = self
                 .window_with(discussion, parent_path, parent, Entity::ParentComment)
                 .await?;
             let siblings = window.node(parent_path).map(|n| &n.replies);
-            Ok(siblings.and_then(|s| s.iter().position(|s| s.id == id).map(|i| (i, s[i].posted))))
+            Ok(siblings.and_then(|s| {
+                s.iter()
+                    .position(|s| s.id == id)
+                    .map(|i| (i, s[i].body.posted))
+            }))
         };
         let push = || {
             let action = self.discussions.update_one(filter.clone(), update.clone());
@@ -193,7 +197,7 @@ impl ThreadsEngine for Embedded {
                 self.place_reply(&target, &mut node, keyed.as_ref(), growth),
             )
             .await?;
-        node.posted = posted;
+        node.body.posted = posted;
         let mut path = parent_path;
         path.push(index);
         let reply = node.comment(&path);

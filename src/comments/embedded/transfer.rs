@@ -10,6 +10,7 @@ use futures::TryStreamExt;
 
 use super::read::Range;
 use super::{Embedded, KEYED, LAST_POSTED};
+use crate::comments::body::Body;
 use crate::comments::engine::TransferEngine;
 use crate::comments::model::HeldComment;
 use crate::comments::transfer;
@@ -31,16 +32,11 @@ const FIELDS: [&str; 8] = [
 
 /// The node an imported comment becomes, with its times, deletion and vote counts.
 fn imported_node(comment: &HeldComment) -> Node {
-    let mut node = Node::new(crate::comments::NewComment::new(
-        comment.author.clone(),
-        comment.text.clone(),
-    ));
-    node.posted = comment.posted;
-    node.edited = comment.edited;
-    node.deleted = comment.deleted;
-    node.ups = comment.votes.ups as i64;
-    node.downs = comment.votes.downs as i64;
-    node
+    Node {
+        ups: comment.votes.ups as i64,
+        downs: comment.votes.downs as i64,
+        ..Node::new(Body::held(comment))
+    }
 }
 
 impl Embedded {
@@ -123,7 +119,7 @@ impl Embedded {
             KEYED: [],
             super::super::votes::VOTE_OPS: [],
         };
-        if let Some(last) = top.iter().map(|n| n.posted).max() {
+        if let Some(last) = top.iter().map(|n| n.body.posted).max() {
             fields.insert(LAST_POSTED, last);
         }
         let mut whole = own.clone();
@@ -164,7 +160,7 @@ impl TransferEngine for Embedded {
                 return Ok(Vec::new());
             };
             let mut entries = window.threaded(crate::comments::Order::OldestFirst);
-            entries.sort_by_key(|e| (e.node.posted.timestamp_millis(), e.node.id));
+            entries.sort_by_key(|e| (e.node.body.posted.timestamp_millis(), e.node.id));
             Ok(entries
                 .iter()
                 .map(|entry| HeldComment::of(entry.comment()))

@@ -10,7 +10,7 @@ use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
-use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
+use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook};
 use crate::comments::{validate, Comment, Sort, Thread};
 use crate::page::invalid;
 use crate::{error::Entity, Cursor, Page, Result};
@@ -47,7 +47,7 @@ pub(super) fn ranked_level(
     let parent = (!base.is_empty()).then(|| tree::format_path(base));
     let keyed = level
         .into_iter()
-        .map(|(index, node)| (sort.key(node.votes(), node.posted), index, node))
+        .map(|(index, node)| (sort.key(node.votes(), node.body.posted), index, node))
         .collect();
     let mut ranked = rank_after(keyed, after);
     ranked.truncate(limit + 1);
@@ -79,6 +79,10 @@ pub(super) fn ranked_level(
 impl Tally for Embedded {
     type Target = Vec<usize>;
 
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
+
     fn check_link(&self, link: &str) -> Result<()> {
         tree::parse_path(link, self.max_depth).map(drop)
     }
@@ -88,7 +92,7 @@ impl Tally for Embedded {
         let window = self
             .window_for_write(discussion, &path, link, Entity::Comment)
             .await?;
-        let deleted = window.node(&path).is_some_and(|node| node.deleted);
+        let deleted = window.node(&path).is_some_and(|node| node.body.deleted);
         Ok(Found {
             target: path,
             deleted,
@@ -116,12 +120,6 @@ impl Tally for Embedded {
             op,
         )
         .await
-    }
-}
-
-impl Voting for Embedded {
-    fn vote_book(&self) -> &VoteBook {
-        &self.votes
     }
 }
 

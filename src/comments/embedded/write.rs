@@ -11,6 +11,7 @@ use super::{
 };
 use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
+use crate::comments::body::{Body, StoredKey};
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};
@@ -111,12 +112,7 @@ impl Embedded {
             )?,
             None => Vec::new(),
         };
-        let found = keyed.repeat(Node::find(&nodes, keyed.id), |(_, node)| {
-            (
-                node.idempotency_key.as_deref(),
-                node.content_digest.as_deref(),
-            )
-        })?;
+        let found = keyed.repeat(Node::find(&nodes, keyed.id), |(_, node)| &node.key)?;
         Ok(found.map(|(path, node)| (path, node.clone())))
     }
 
@@ -207,12 +203,11 @@ impl Embedded {
         comment: NewComment,
         keyed: Option<&KeyedComment>,
     ) -> Result<(Node, i64)> {
-        let mut node = Node::new(comment);
+        let mut node = Node::new(Body::new(comment));
         let mut keyed_growth = 0;
         if let Some(keyed) = keyed {
             node.id = keyed.id;
-            node.idempotency_key = Some(keyed.key.clone());
-            node.content_digest = Some(keyed.content.clone());
+            node.key = StoredKey::of(Some(keyed));
             keyed_growth = 24;
         }
         let growth = (validate::check_stored(&node, self.max_comment_bytes)?
@@ -250,13 +245,13 @@ impl Embedded {
                     if let (Some(keyed), 0) = (&keyed, attempt) {
                         // Under the discussion's lock where writers take turns.
                         if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
-                            return Ok((path[0], stored.posted));
+                            return Ok((path[0], stored.body.posted));
                         }
                     }
                     // Stamped once this writer's turn has come, and never before the newest
                     // top-level comment: the push lands only if none is later, so positions and
                     // posting times agree.
-                    node.posted = now_or_after(floor);
+                    node.body.posted = now_or_after(floor);
                     let (filter, update) =
                         self.top_level_push(discussion, &node, keyed.as_ref(), growth)?;
                     let (pushed, tries) = self
@@ -269,13 +264,13 @@ impl Embedded {
                     if uncertain {
                         if let Some((index, stored)) = self.find_posted(discussion, node.id).await?
                         {
-                            return Ok((index, stored.posted));
+                            return Ok((index, stored.body.posted));
                         }
                     }
                     if let Some(keyed) = &keyed {
                         // A concurrent attempt with the key got there first.
                         if let Some((path, stored)) = self.keyed_comment(discussion, keyed).await? {
-                            return Ok((path[0], stored.posted));
+                            return Ok((path[0], stored.body.posted));
                         }
                     }
                     // Missing, full, or a later comment got there first.
@@ -285,7 +280,7 @@ impl Embedded {
             })
             .await?;
         let (index, posted) = index;
-        node.posted = posted;
+        node.body.posted = posted;
         Ok(node.comment(&[index]))
     }
 
@@ -308,9 +303,9 @@ impl Embedded {
         let update = doc! {
             "$push": push,
             "$inc": { "slots": 1_i64, "count": 1_i64, "bytes": growth },
-            "$max": { LAST_POSTED: node.posted },
+            "$max": { LAST_POSTED: node.body.posted },
         };
-        filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.posted } });
+        filter.insert(LAST_POSTED, doc! { "$not": { "$gt": node.body.posted } });
         // Never pushed twice: a retry after a lost reply matches nothing.
         filter.insert("comments.id", doc! { "$ne": node.id });
         Ok((filter, update))
@@ -326,12 +321,12 @@ impl Embedded {
         update: Document,
         node: &Node,
     ) -> Result<(Option<Landed>, u32)> {
-        let (id, posted) = (node.id, node.posted);
+        let (id, posted) = (node.id, node.body.posted);
         // Where the server matches `$ne` on an array path when any element differs, the filter
         // cannot stop a second push: a retry looks for the comment itself first.
         let find = || async move {
             let found = self.find_posted(discussion, id).await?;
-            Ok(found.map(|(index, stored)| (index, stored.posted)))
+            Ok(found.map(|(index, stored)| (index, stored.body.posted)))
         };
         let push = || {
             let action = dialect.returning(

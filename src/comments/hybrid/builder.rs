@@ -6,7 +6,7 @@ use mongodb::{Database, IndexModel};
 use super::{HybridPages, COLLECTIONS, ENTRY_OVERHEAD, LOCK_LEASE, PAGE_OVERHEAD, STRATEGY};
 use crate::comments::registry::Registry;
 use crate::comments::votes::VoteBook;
-use crate::config::{store_builder_methods, StoreConfig};
+use crate::config::{new_with_defaults, store_builder_methods, StoreConfig};
 use crate::setters::builder_setters;
 use crate::validate::MAX_DOCUMENT_BYTES;
 use crate::{Error, Result};
@@ -104,12 +104,7 @@ impl HybridPages {
     /// The default largest comment, in bytes.
     pub const DEFAULT_MAX_COMMENT_BYTES: usize = 64 * 1024;
 
-    /// A store with the default collections and page size in `database`.
-    pub fn new(database: &Database) -> Self {
-        Self::builder(database)
-            .build()
-            .expect("the default configuration is valid")
-    }
+    new_with_defaults!("A store with the default collections and page size in `database`.");
 
     /// A builder to configure collections and page size.
     pub fn builder(database: &Database) -> HybridPagesBuilder {

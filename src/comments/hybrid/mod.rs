@@ -11,9 +11,10 @@ use bson::Document;
 use mongodb::Collection;
 use serde::{Deserialize, Serialize};
 
+use super::body::{Body, StoredKey};
 use super::registry::{registered_collections, Registry};
 use super::votes::{VoteBook, VOTE_OPS_BYTES};
-use super::{validate, Author, Comment, Strategy, Votes};
+use super::{validate, Comment, Strategy, Votes};
 use crate::backend::Backend;
 use crate::bson_ext;
 use crate::page::invalid;
@@ -123,12 +124,8 @@ pub struct HybridPages {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Entry {
     slug: String,
-    posted: bson::DateTime,
-    author: Author,
-    text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    edited: Option<bson::DateTime>,
-    deleted: bool,
+    #[serde(flatten)]
+    body: Body,
     /// Its votes (see [`VotedComments`]), changed by `$inc` in place.
     ///
     /// [`VotedComments`]: super::VotedComments
@@ -136,12 +133,9 @@ struct Entry {
     ups: i64,
     #[serde(default)]
     downs: i64,
-    /// The caller's idempotency key, for a keyed comment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    idempotency_key: Option<String>,
-    /// The digest of what a keyed comment was posted with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    content_digest: Option<String>,
+    /// A keyed comment's key.
+    #[serde(flatten)]
+    key: StoredKey,
 }
 
 /// Bytes a comment takes in its page beyond its text and author: array index, field names,
@@ -154,17 +148,7 @@ impl Entry {
     }
 
     fn comment(&self) -> Comment {
-        Comment {
-            link: self.slug.clone(),
-            parent: None,
-            depth: 0,
-            author: self.author.clone(),
-            text: self.text.clone(),
-            posted: self.posted,
-            edited: self.edited,
-            deleted: self.deleted,
-            votes: self.votes(),
-        }
+        self.body.comment(self.slug.clone(), None, 0, self.votes())
     }
 }
 

@@ -151,12 +151,7 @@ impl HybridPages {
         keyed: &KeyedComment,
     ) -> Result<Option<Entry>> {
         let found = self.find_slug(discussion, slug).await?;
-        keyed.repeat(found, |entry| {
-            (
-                entry.idempotency_key.as_deref(),
-                entry.content_digest.as_deref(),
-            )
-        })
+        keyed.repeat(found, |entry| &entry.key)
     }
 
     /// The page holding `slug`, and the comment's index in it.

@@ -6,11 +6,11 @@ use mongodb::options::FindOptions;
 
 use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
+use crate::comments::body::{Body, StoredKey};
 use crate::comments::cursor;
 use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::{
-    discussion_lock, validate, Comment, Deletion, Features, KeyedComment, NewComment, Order,
-    ThreadedComments,
+    discussion_lock, validate, Comment, Deletion, KeyedComment, NewComment, Order, ThreadedComments,
 };
 use crate::sharding::ShardKey;
 use crate::{Error, Result};
@@ -26,13 +26,6 @@ fn new_slug() -> String {
 
 #[async_trait]
 impl CommentEngine for HybridPages {
-    fn features(&self) -> Features {
-        Features {
-            threading: false,
-            removes_leaves: false,
-        }
-    }
-
     fn threaded(&self) -> Option<&dyn ThreadedComments> {
         None
     }
@@ -60,15 +53,10 @@ impl CommentEngine for HybridPages {
         }
         let mut entry = Entry {
             slug,
-            posted: bson::DateTime::now(),
-            author: comment.author,
-            text: comment.text,
-            edited: None,
-            deleted: false,
+            key: StoredKey::of(keyed.as_ref()),
+            body: Body::new(comment),
             ups: 0,
             downs: 0,
-            idempotency_key: keyed.as_ref().map(|keyed| keyed.key.clone()),
-            content_digest: keyed.as_ref().map(|keyed| keyed.content.clone()),
         };
         validate::check_stored(&entry, self.max_comment_bytes)?;
         // A page's `_id` (`<discussion>/<page>`) keeps it from being opened twice; the indexes
@@ -143,8 +131,7 @@ impl CommentEngine for HybridPages {
         validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let now = bson::DateTime::now();
         let edited = |entry: &Entry| Entry {
-            text: text.to_owned(),
-            edited: Some(now),
+            body: entry.body.edited(text, now),
             ..entry.clone()
         };
         let changed = self

@@ -8,6 +8,7 @@ use bson::{doc, Document};
 use futures::stream::BoxStream;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
+use crate::comments::body::{Body, StoredKey};
 use crate::comments::engine::TransferEngine;
 use crate::comments::model::HeldComment;
 use crate::comments::transfer;
@@ -31,15 +32,10 @@ fn imported_entries(comments: &[HeldComment]) -> Vec<Entry> {
         }
         entries.push(Entry {
             slug,
-            posted: comment.posted,
-            author: comment.author.clone(),
-            text: comment.text.clone(),
-            edited: comment.edited,
-            deleted: comment.deleted,
+            body: Body::held(comment),
             ups: comment.votes.ups as i64,
             downs: comment.votes.downs as i64,
-            idempotency_key: None,
-            content_digest: None,
+            key: StoredKey::default(),
         });
     }
     entries
@@ -61,13 +57,13 @@ impl HybridPages {
         let mut last_page = 0_i64;
         for (number, chunk) in entries.chunks(self.page_size.max(1)).enumerate() {
             let number = number as i64;
-            let last_posted = chunk.iter().map(|e| e.posted).max();
+            let last_posted = chunk.iter().map(|e| e.body.posted).max();
             let mut page = doc! {
                 "_id": page_id(discussion, number),
                 "discussion_id": discussion,
                 "page": number,
                 "count": chunk.len() as i64,
-                "visible": chunk.iter().filter(|e| !e.deleted).count() as i64,
+                "visible": chunk.iter().filter(|e| !e.body.deleted).count() as i64,
                 super::super::votes::VOTE_OPS: [],
                 "comments": bson::to_bson(chunk)?,
             };

@@ -10,7 +10,7 @@ use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
 use crate::comments::ranking::rank_after;
-use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook, Voting};
+use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook};
 use crate::comments::{validate, Comment, Sort};
 use crate::page::invalid;
 use crate::{Error, Result};
@@ -39,6 +39,10 @@ pub(in crate::comments) struct Spot {
 impl Tally for HybridPages {
     type Target = Spot;
 
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
+
     fn check_link(&self, link: &str) -> Result<()> {
         check_slug(link)
     }
@@ -49,7 +53,7 @@ impl Tally for HybridPages {
             .retry("read page", || self.locate(discussion, link))
             .await?;
         Ok(Found {
-            deleted: page.comments[index].deleted,
+            deleted: page.comments[index].body.deleted,
             target: Spot {
                 page: page.id,
                 index,
@@ -77,12 +81,6 @@ impl Tally for HybridPages {
             op,
         )
         .await
-    }
-}
-
-impl Voting for HybridPages {
-    fn vote_book(&self) -> &VoteBook {
-        &self.votes
     }
 }
 
@@ -125,7 +123,7 @@ impl VotesEngine for HybridPages {
         for stored in pages {
             let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
             for (index, entry) in stored.comments.into_iter().enumerate() {
-                let key = sort.key(entry.votes(), entry.posted);
+                let key = sort.key(entry.votes(), entry.body.posted);
                 keyed.push((key, (stored.page, index), entry));
             }
         }

@@ -22,16 +22,16 @@ impl HybridPages {
         // Whether an attempt failed after it may have landed.
         let mut uncertain = false;
         for _ in 0..ATTEMPTS {
-            entry.posted = now_or_after(floor);
+            entry.body.posted = now_or_after(floor);
             let (pushed, tries) = self.push_onto_page(discussion, entry, page).await?;
             if let Some(posted) = pushed {
-                entry.posted = posted;
+                entry.body.posted = posted;
                 return Ok(());
             }
             uncertain |= tries > 1;
             if uncertain {
                 if let Some(stored) = self.find_slug(discussion, &entry.slug).await? {
-                    entry.posted = stored.posted;
+                    entry.body.posted = stored.body.posted;
                     return Ok(());
                 }
             }
@@ -72,7 +72,7 @@ impl HybridPages {
             "discussion_id": discussion,
             "page": page,
             "count": { "$lt": self.page_size as i64 },
-            LAST_POSTED: { "$not": { "$gt": entry.posted } },
+            LAST_POSTED: { "$not": { "$gt": entry.body.posted } },
             // Never pushed twice: a retry after a lost reply matches nothing (and its
             // upsert meets the page's unique key).
             "comments.slug": { "$ne": &entry.slug },
@@ -80,10 +80,10 @@ impl HybridPages {
         let update = doc! {
             "$push": { "comments": bson::to_bson(entry)? },
             "$inc": { "count": 1_i64, "visible": 1_i64 },
-            "$max": { LAST_POSTED: entry.posted },
+            "$max": { LAST_POSTED: entry.body.posted },
         };
         let mut tries = 0;
-        let (slug, posted) = (entry.slug.clone(), entry.posted);
+        let (slug, posted) = (entry.slug.clone(), entry.body.posted);
         let pushed = self
             .backend
             .retry("post comment", || {
@@ -100,7 +100,7 @@ impl HybridPages {
                     // comment itself first.
                     if again {
                         if let Some(stored) = self.find_slug(discussion, &slug).await? {
-                            return Ok(Some(stored.posted));
+                            return Ok(Some(stored.body.posted));
                         }
                     }
                     match action.await {
@@ -176,7 +176,7 @@ impl HybridPages {
                     .retry("read page", || self.locate(discussion, slug))
                     .await?;
                 let entry = page.comments[index].clone();
-                if entry.deleted {
+                if entry.body.deleted {
                     return Ok(Err(entry));
                 }
                 check(&entry)?;

@@ -18,7 +18,7 @@ use super::registry::{registered_collections, Registry};
 use super::votes::VoteBook;
 use super::{Strategy, ThreadedComments};
 use crate::backend::Backend;
-use crate::config::StoreConfig;
+use crate::config::{new_with_defaults, outbox_accessor, StoreConfig};
 use crate::notifications::Outbox;
 
 /// The strategy named in this store's cursors.
@@ -111,19 +111,9 @@ impl PerComment {
     /// The default largest comment, in bytes.
     pub const DEFAULT_MAX_COMMENT_BYTES: usize = 64 * 1024;
 
-    /// A store with the default collections and limits in `database`.
-    pub fn new(database: &Database) -> Self {
-        Self::builder(database)
-            .build()
-            .expect("the default configuration is valid")
-    }
+    new_with_defaults!("A store with the default collections and limits in `database`.");
 
-    /// The notifications the store owes, when it was built with a
-    /// [`notifier`](PerCommentBuilder::notifier): run its worker (or `run_pending`) to deliver
-    /// those whose first attempt failed.
-    pub fn outbox(&self) -> Option<&Outbox> {
-        self.outbox.as_ref()
-    }
+    outbox_accessor!(PerCommentBuilder);
 
     /// A builder to configure collections and limits.
     pub fn builder(database: &Database) -> PerCommentBuilder {

@@ -10,21 +10,14 @@ use super::{PerComment, STRATEGY};
 use crate::comments::cursor;
 use crate::comments::engine::{CommentEngine, Listing};
 use crate::comments::{
-    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, Features, KeyedComment,
-    NewComment, Order, ThreadedComments,
+    discussion_lock, reply_to_withdraw, validate, Comment, Deletion, KeyedComment, NewComment,
+    Order, ThreadedComments,
 };
 use crate::sharding::ShardKey;
 use crate::{bson_ext, error::Entity, Error, Page, Result};
 
 #[async_trait]
 impl CommentEngine for PerComment {
-    fn features(&self) -> Features {
-        Features {
-            threading: true,
-            removes_leaves: true,
-        }
-    }
-
     fn threaded(&self) -> Option<&dyn ThreadedComments> {
         Some(self)
     }
@@ -79,7 +72,9 @@ impl CommentEngine for PerComment {
             &page,
             filter,
             doc! { "posted": direction, "_id": direction },
-            |stored| cursor::after_posted(STRATEGY, order, discussion, stored.posted, stored.id),
+            |stored| {
+                cursor::after_posted(STRATEGY, order, discussion, stored.body.posted, stored.id)
+            },
         )
         .await
     }
@@ -95,12 +90,11 @@ impl CommentEngine for PerComment {
         validate::check_edit(discussion, text, self.max_comment_bytes)?;
         let stored = self.find_link(discussion, link, Entity::Comment).await?;
         let edited = Stored {
-            text: text.to_owned(),
-            edited: Some(bson::DateTime::now()),
+            body: stored.body.edited(text, bson::DateTime::now()),
             ..stored
         };
         validate::check_stored(&edited, self.max_comment_bytes)?;
-        let update = doc! { "$set": { "text": &edited.text, "edited": edited.edited } };
+        let update = doc! { "$set": { "text": &edited.body.text, "edited": edited.body.edited } };
         let updated = self
             .backend
             .exclusive_one(&discussion_lock(STRATEGY, discussion), async {
@@ -138,7 +132,7 @@ self
         let withdrawal = reply_to_withdraw(self, self.outbox.as_ref(), discussion, link).await?;
         let deletion = async {
             let stored = self.find_link(discussion, link, Entity::Comment).await?;
-            if stored.deleted {
+            if stored.body.deleted {
                 return Ok(Deletion::Tombstoned);
             }
             self.backend

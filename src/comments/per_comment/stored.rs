@@ -3,7 +3,8 @@
 use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use crate::comments::{slug, Author, Comment, Sort, Votes};
+use crate::comments::body::{Body, StoredKey};
+use crate::comments::{slug, Comment, Sort, Votes};
 
 /// A comment as stored.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -19,20 +20,13 @@ pub(super) struct Stored {
     pub(super) slug: String,
     pub(super) full_slug: String,
     pub(super) thread_key: String,
-    pub(super) posted: bson::DateTime,
-    pub(super) author: Author,
-    pub(super) text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) edited: Option<bson::DateTime>,
-    pub(super) deleted: bool,
+    #[serde(flatten)]
+    pub(super) body: Body,
     #[serde(flatten)]
     pub(super) ranking: Ranking,
-    /// The caller's idempotency key, for a keyed comment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) idempotency_key: Option<String>,
-    /// The digest of what a keyed comment was posted with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) content_digest: Option<String>,
+    /// A keyed comment's key.
+    #[serde(flatten)]
+    pub(super) key: StoredKey,
 }
 
 /// A comment's votes and the keys its ranked pages sort by, as stored (the keys follow the
@@ -87,17 +81,14 @@ pub(super) fn sort_field(sort: Sort) -> &'static str {
 }
 
 impl Stored {
-    /// A comment of `discussion` by `author` saying `text`, posted at `posted`, with slug `part`
-    /// stepped at `micros` (a posting time in microseconds), placed under `parent` or at the top
-    /// level: unedited, without votes or a key.
+    /// The comment `body` of `discussion`, with slug `part` stepped at `micros` (a posting time
+    /// in microseconds), placed under `parent` or at the top level: without votes or a key.
     pub(super) fn placed(
         discussion: &str,
         parent: Option<&Stored>,
         part: &str,
         micros: i64,
-        posted: bson::DateTime,
-        author: Author,
-        text: String,
+        body: Body,
     ) -> Self {
         let step = slug::step(micros, part);
         let (slug, full_slug, thread_key, parent_slug) = match parent {
@@ -122,14 +113,9 @@ impl Stored {
             slug,
             full_slug,
             thread_key,
-            posted,
-            author,
-            text,
-            edited: None,
-            deleted: false,
-            ranking: Ranking::of(Votes::default(), posted),
-            idempotency_key: None,
-            content_digest: None,
+            ranking: Ranking::of(Votes::default(), body.posted),
+            body,
+            key: StoredKey::default(),
         }
     }
 
@@ -138,25 +124,19 @@ impl Stored {
             .slug
             .rsplit_once('/')
             .map(|(parent, _)| parent.to_owned());
-        Comment {
-            link: self.slug.clone(),
-            depth: self.slug.matches('/').count(),
+        self.body.comment(
+            self.slug.clone(),
             parent,
-            author: self.author.clone(),
-            text: self.text.clone(),
-            posted: self.posted,
-            edited: self.edited,
-            deleted: self.deleted,
-            votes: self.ranking.votes(),
-        }
+            self.slug.matches('/').count(),
+            self.ranking.votes(),
+        )
     }
 
     /// A tombstone in place of this comment, removed (with its votes) by a delete.
     pub(super) fn tombstone(&self) -> Self {
         Self {
-            text: String::new(),
-            deleted: true,
-            ranking: Ranking::of(Votes::default(), self.posted),
+            body: self.body.tombstone(),
+            ranking: Ranking::of(Votes::default(), self.body.posted),
             ..self.clone()
         }
     }

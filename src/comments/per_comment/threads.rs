@@ -52,7 +52,7 @@ impl ThreadsEngine for PerComment {
             self.outbox.as_ref(),
             discussion,
             &parent.slug,
-            &parent.author.id,
+            &parent.body.author.id,
             &reply,
         )
         .await;

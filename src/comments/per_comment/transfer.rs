@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 
 use super::stored::{Ranking, Stored};
 use super::PerComment;
+use crate::comments::body::Body;
 use crate::comments::engine::TransferEngine;
 use crate::comments::model::HeldComment;
 use crate::comments::transfer;
@@ -94,18 +95,8 @@ fn imported_comment(
     part: &str,
     micros: i64,
 ) -> Stored {
-    let placed = Stored::placed(
-        discussion,
-        parent,
-        part,
-        micros,
-        comment.posted,
-        comment.author.clone(),
-        comment.text.clone(),
-    );
+    let placed = Stored::placed(discussion, parent, part, micros, Body::held(comment));
     Stored {
-        edited: comment.edited,
-        deleted: comment.deleted,
         ranking: Ranking::of(comment.votes, comment.posted),
         ..placed
     }

@@ -11,9 +11,7 @@ use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
 use crate::comments::engine::{Listing, VotesEngine};
-use crate::comments::votes::{
-    Delta, Found, Tally, VoteBook, Voting, VOTE_OPS, VOTE_OPS_PER_COMMENT,
-};
+use crate::comments::votes::{Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
 use crate::comments::{slug, Comment, Sort, Votes};
 use crate::error::{Entity, Result};
 use crate::page::invalid;
@@ -22,6 +20,10 @@ use crate::page::Page;
 #[async_trait]
 impl Tally for PerComment {
     type Target = ObjectId;
+
+    fn vote_book(&self) -> &VoteBook {
+        &self.votes
+    }
 
     fn check_link(&self, link: &str) -> Result<()> {
         slug::parse_slug(link).map(drop)
@@ -36,7 +38,7 @@ impl Tally for PerComment {
             .await?;
         Ok(Found {
             target: stored.id,
-            deleted: stored.deleted,
+            deleted: stored.body.deleted,
         })
     }
 
@@ -107,12 +109,6 @@ impl Tally for PerComment {
             })
             .await?;
         Ok(true)
-    }
-}
-
-impl Voting for PerComment {
-    fn vote_book(&self) -> &VoteBook {
-        &self.votes
     }
 }
 

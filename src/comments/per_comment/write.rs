@@ -7,7 +7,8 @@ use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::{PerComment, SLUG_ATTEMPTS};
-use crate::comments::{slug, validate, Author, KeyedComment, NewComment, Votes};
+use crate::comments::body::{Body, StoredKey};
+use crate::comments::{slug, validate, KeyedComment, NewComment, Votes};
 use crate::error::Invalid;
 use crate::{Error, Result};
 
@@ -43,14 +44,11 @@ impl PerComment {
                 parent,
                 &part,
                 micros,
-                posted,
-                comment.author.clone(),
-                comment.text.clone(),
+                Body::posted_at(posted, comment.clone()),
             );
             if let Some(keyed) = keyed {
                 stored.id = keyed.id;
-                stored.idempotency_key = Some(keyed.key.clone());
-                stored.content_digest = Some(keyed.content.clone());
+                stored.key = StoredKey::of(Some(keyed));
             }
             validate::check_stored(&stored, self.max_comment_bytes)?;
             self.check_key(discussion, &stored)?;
@@ -89,12 +87,7 @@ impl PerComment {
                 self.find_one(doc! { "_id": keyed.id, "discussion_id": discussion })
             })
             .await?;
-        keyed.repeat(found, |stored| {
-            (
-                stored.idempotency_key.as_deref(),
-                stored.content_digest.as_deref(),
-            )
-        })
+        keyed.repeat(found, |stored| &stored.key)
     }
 
     /// Fails with [`Invalid::ThreadTooDeep`](crate::error::Invalid::ThreadTooDeep) when `stored`'s index key would be too long.
@@ -154,14 +147,9 @@ impl PerComment {
                 slug: slug.clone(),
                 full_slug: full[..=depth].join("/"),
                 thread_key: keys[..=depth].join("/"),
-                posted,
-                author: Author::new("", ""),
-                text: String::new(),
-                edited: None,
-                deleted: true,
+                body: Body::placeholder(posted),
                 ranking: Ranking::of(Votes::default(), posted),
-                idempotency_key: None,
-                content_digest: None,
+                key: StoredKey::default(),
             });
         }
         for tombstone in missing {
