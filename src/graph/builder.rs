@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use bson::{doc, Document};
+use bson::doc;
 use mongodb::options::IndexOptions;
 use mongodb::IndexModel;
 
@@ -73,12 +73,6 @@ impl FollowGraphBuilder {
         let members = database.collection(&members);
         let subscriptions = database.collection(&subscriptions);
         let exclusions = database.collection(&exclusions);
-        let index = |keys: Document, unique: bool| {
-            IndexModel::builder()
-                .keys(keys)
-                .options(unique.then(|| IndexOptions::builder().unique(true).build()))
-                .build()
-        };
         let outbox = self
             .notifier
             .map(|notifier| {
@@ -89,32 +83,35 @@ impl FollowGraphBuilder {
                 )
             })
             .transpose()?;
-        let mut backend = self
-            .config
-            .backend(&locks, LEASE)
-            .with_index(
-                &follows,
-                index(doc! { "owner": 1, "kind": 1, "target": 1 }, true),
-            )
-            .with_index(
-                &follows,
-                index(doc! { "kind": 1, "target": 1, "owner": 1 }, false),
-            )
-            .with_index(&members, index(doc! { "group": 1, "user": 1 }, true))
-            .with_index(&subscriptions, index(doc! { "owner": 1, "user": 1 }, true))
-            .with_index(&subscriptions, index(doc! { "user": 1, "owner": 1 }, false))
-            .with_index(
+        // The graph's indexes, each built alike: the unique ones record a relation, a membership,
+        // a subscription or an exclusion once; the others read them from their other end.
+        let mut indexes = vec![
+            (&follows, doc! { "owner": 1, "kind": 1, "target": 1 }, true),
+            (&follows, doc! { "kind": 1, "target": 1, "owner": 1 }, false),
+            (&members, doc! { "group": 1, "user": 1 }, true),
+            (&subscriptions, doc! { "owner": 1, "user": 1 }, true),
+            (&subscriptions, doc! { "user": 1, "owner": 1 }, false),
+            (&exclusions, doc! { "owner": 1, "kind": 1, "user": 1 }, true),
+            (
                 &exclusions,
-                index(doc! { "owner": 1, "kind": 1, "user": 1 }, true),
-            )
-            .with_index(
-                &exclusions,
-                index(doc! { "user": 1, "kind": 1, "owner": 1 }, false),
-            );
+                doc! { "user": 1, "kind": 1, "owner": 1 },
+                false,
+            ),
+        ];
         if self.recommend.group_boost > 0 {
             // The user's groups, for the boost.
-            backend = backend.with_index(&members, index(doc! { "user": 1, "group": 1 }, false));
+            indexes.push((&members, doc! { "user": 1, "group": 1 }, false));
         }
+        let backend = indexes.into_iter().fold(
+            self.config.backend(&locks, LEASE),
+            |backend, (collection, keys, unique)| {
+                let model = IndexModel::builder()
+                    .keys(keys)
+                    .options(unique.then(|| IndexOptions::builder().unique(true).build()))
+                    .build();
+                backend.with_index(collection, model)
+            },
+        );
         Ok(FollowGraph {
             users: database.collection(&users),
             groups: database.collection(&groups),

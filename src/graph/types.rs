@@ -4,7 +4,7 @@ use std::fmt;
 
 use bson::{Bson, Document};
 
-use crate::setters::builder_setters;
+use crate::setters::settings;
 use crate::Result;
 
 /// One route by which an owner follows a user.
@@ -178,94 +178,73 @@ impl fmt::Display for Recommendation {
     }
 }
 
-/// How [`FollowGraph::recommendations`](super::FollowGraph::recommendations) reads and ranks,
-/// set on the graph's builder
-/// ([`FollowGraphBuilder::recommendations`](super::FollowGraphBuilder::recommendations)).
-///
-/// A recommendation read is bounded whatever the graph: it reads at most
-/// [`followees`](Self::followees) of the user's subscriptions, and of each of those followees at
-/// most [`per_followee`](Self::per_followee) of theirs. A followee who follows more than that (a
-/// hub) is sampled, not read whole: a window of `per_followee` of their subscriptions, starting
-/// at the reader's own id (so different readers see different parts of a hub's list, and one
-/// reader always the same part), for at most [`hubs`](Self::hubs) hubs per read. No read ever
-/// lists anyone's followers, so a celebrity costs nothing more than anyone else.
-///
-/// ```
-/// use mongo_social::graph::RecommendOptions;
-///
-/// let options = RecommendOptions::default()
-///     .followees(100)
-///     .per_followee(50)
-///     .group_boost(2);
-/// // followees, their stats, 50 subscriptions of each, and with the group boost the user's 20
-/// // groups and up to 50 memberships of candidates in each.
-/// assert_eq!(options.bound(), 100 + 100 + 100 * 50 + 20 + 20 * 50);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecommendOptions {
-    pub(crate) followees: usize,
-    pub(crate) per_followee: usize,
-    pub(crate) hubs: usize,
-    pub(crate) group_boost: u64,
-    pub(crate) groups: usize,
-    pub(crate) reasons: usize,
-    pub(crate) graph_lookup: bool,
-}
-
-impl Default for RecommendOptions {
+settings! {
+    /// How [`FollowGraph::recommendations`](super::FollowGraph::recommendations) reads and ranks,
+    /// set on the graph's builder
+    /// ([`FollowGraphBuilder::recommendations`](super::FollowGraphBuilder::recommendations)).
+    ///
+    /// A recommendation read is bounded whatever the graph: it reads at most
+    /// [`followees`](Self::followees) of the user's subscriptions, and of each of those followees at
+    /// most [`per_followee`](Self::per_followee) of theirs. A followee who follows more than that (a
+    /// hub) is sampled, not read whole: a window of `per_followee` of their subscriptions, starting
+    /// at the reader's own id (so different readers see different parts of a hub's list, and one
+    /// reader always the same part), for at most [`hubs`](Self::hubs) hubs per read. No read ever
+    /// lists anyone's followers, so a celebrity costs nothing more than anyone else.
+    ///
+    /// ```
+    /// use mongo_social::graph::RecommendOptions;
+    ///
+    /// let options = RecommendOptions::default()
+    ///     .followees(100)
+    ///     .per_followee(50)
+    ///     .group_boost(2);
+    /// // followees, their stats, 50 subscriptions of each, and with the group boost the user's 20
+    /// // groups and up to 50 memberships of candidates in each.
+    /// assert_eq!(options.bound(), 100 + 100 + 100 * 50 + 20 + 20 * 50);
+    /// ```
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct RecommendOptions, fields pub(crate), set by RecommendOptions;
     /// 200 followees, 100 of each one's subscriptions, 10 hubs sampled, no group boost (20 of
     /// the user's groups when it is set), 3 names per reason, `$graphLookup` where the server
     /// has it.
-    fn default() -> Self {
-        Self {
-            followees: 200,
-            per_followee: 100,
-            hubs: 10,
-            group_boost: 0,
-            groups: 20,
-            reasons: 3,
-            graph_lookup: true,
-        }
-    }
+    impl Default;
+
+    /// The most subscriptions of the user read (1 to 10,000; default 200): the first by user
+    /// id. A user who follows more is recommended from these.
+    followees: usize = 200,
+
+    /// The most subscriptions read of each followee (1 to 10,000; default 100). A followee with
+    /// more is a hub, sampled (see the type's docs).
+    per_followee: usize = 100,
+
+    /// The most hubs sampled per read (0 to 100; default 10), one or two `find`s each; the
+    /// others contribute nothing to that read.
+    hubs: usize = 10,
+
+    /// Adds this much to a candidate's score for each group both users are members of (default
+    /// 0: off). On, a read costs two `find`s more (the user's groups, at most
+    /// [`groups`](Self::groups) of them, and the candidates' memberships in them), and the graph
+    /// creates an index `{user, group}` on its memberships. Members of groups the user *follows*
+    /// are followed already (seed 002's subscriptions), so they are never candidates: the
+    /// groups that count are those both belong to.
+    group_boost: u64 = 0,
+
+    /// The most of the user's groups the group boost considers (1 to 1,000; default 20), the
+    /// first by group id.
+    groups: usize = 20,
+
+    /// How many names of followees a recommendation carries in
+    /// [`Recommendation::via`] (0 to 100; default 3).
+    reasons: usize = 3,
+
+    /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
+    /// `$graphLookup`) where the server has them ([`crate::server::Capabilities::graph_lookup`]); with
+    /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
+    /// `true`.
+    graph_lookup: bool = true,
 }
 
 impl RecommendOptions {
-    builder_setters! {
-        /// The most subscriptions of the user read (1 to 10,000; default 200): the first by user
-        /// id. A user who follows more is recommended from these.
-        followees: usize,
-
-        /// The most subscriptions read of each followee (1 to 10,000; default 100). A followee with
-        /// more is a hub, sampled (see the type's docs).
-        per_followee: usize,
-
-        /// The most hubs sampled per read (0 to 100; default 10), one or two `find`s each; the
-        /// others contribute nothing to that read.
-        hubs: usize,
-
-        /// Adds this much to a candidate's score for each group both users are members of (default
-        /// 0: off). On, a read costs two `find`s more (the user's groups, at most
-        /// [`groups`](Self::groups) of them, and the candidates' memberships in them), and the graph
-        /// creates an index `{user, group}` on its memberships. Members of groups the user *follows*
-        /// are followed already (seed 002's subscriptions), so they are never candidates: the
-        /// groups that count are those both belong to.
-        group_boost: u64,
-
-        /// The most of the user's groups the group boost considers (1 to 1,000; default 20), the
-        /// first by group id.
-        groups: usize,
-
-        /// How many names of followees a recommendation carries in
-        /// [`Recommendation::via`] (0 to 100; default 3).
-        reasons: usize,
-
-        /// Whether to read the followees and their subscriptions with one `aggregate` (`$lookup` and
-        /// `$graphLookup`) where the server has them ([`crate::server::Capabilities::graph_lookup`]); with
-        /// `false`, or elsewhere, three `find`s do. The two give the same recommendations. Default
-        /// `true`.
-        graph_lookup: bool,
-    }
-
     /// The most documents one read of the graph returns before its final checks: the
     /// followees, their stats, `per_followee` of each followee's subscriptions (hubs included:
     /// each is one of the followees), and with the group boost on, the user's groups and

@@ -10,7 +10,7 @@ use mongodb::IndexModel;
 use super::JobQueue;
 use crate::config::{store_builder_methods, StoreConfig};
 use crate::error::{Error, Result};
-use crate::setters::builder_setters;
+use crate::setters::settings;
 
 /// Configures a [`JobQueue`].
 #[derive(Clone, Debug)]
@@ -20,34 +20,39 @@ pub struct JobQueueBuilder {
     pub(super) settings: QueueSettings,
 }
 
-/// How a queue claims, retries and polls: set on the builder, kept as they are by the queue.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct QueueSettings {
-    /// How long a claim lasts.
-    pub(super) lease: Duration,
-    /// Runs after which a failing job is marked failed.
-    pub(super) max_attempts: u32,
-    /// The delay before a failed job's first retry.
-    pub(super) retry_delay: Duration,
-    /// Jobs claimed at once.
-    pub(super) batch: usize,
-    /// An idle worker's first sleep between looks for jobs.
-    pub(super) poll_interval: Duration,
-    /// An idle worker's longest sleep between looks for jobs.
-    pub(super) max_poll_interval: Duration,
-}
+settings! {
+    /// How a queue claims, retries and polls: set on the builder, kept as they are by the queue.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct QueueSettings, fields pub(super), set by JobQueueBuilder in settings;
+    impl Default;
 
-impl Default for QueueSettings {
-    fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(60),
-            max_attempts: 10,
-            retry_delay: Duration::from_secs(1),
-            batch: 20,
-            poll_interval: Duration::from_millis(50),
-            max_poll_interval: Duration::from_secs(2),
-        }
-    }
+    /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
+    /// claim covers a batch run one job after the other; once three quarters of the lease have
+    /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
+    /// above one job's longest run, or make long handlers follow [`Job::deadline`].
+    ///
+    /// [`Job::deadline`]: super::Job::deadline
+    lease: Duration = Duration::from_secs(60),
+
+    /// Runs after which a failing job is marked failed and no longer claimed (default 10).
+    max_attempts: u32 = 10,
+
+    /// Delay before the first retry of a failed job, doubled for each later one up to five
+    /// minutes (default 1 s).
+    retry_delay: Duration = Duration::from_secs(1),
+
+    /// Jobs a worker claims at once (default 20).
+    batch: usize = 20,
+
+    /// How long an idle worker first sleeps before looking for jobs again (default 50 ms). Each
+    /// further look that finds nothing doubles the sleep, up to
+    /// [`JobQueueBuilder::max_poll_interval`]; finding a job, or a job enqueued through this
+    /// queue (or a clone of it, in this process), brings it back to this.
+    poll_interval: Duration = Duration::from_millis(50),
+
+    /// The longest an idle worker sleeps between looks for jobs (default 2 s): the most a job
+    /// enqueued by another process waits for an idle worker.
+    max_poll_interval: Duration = Duration::from_secs(2),
 }
 
 impl QueueSettings {
@@ -71,38 +76,6 @@ impl QueueSettings {
 
 impl JobQueueBuilder {
     store_builder_methods!();
-
-    builder_setters! {
-        in settings;
-
-        /// How long a claim lasts (default 60 s): a job whose worker died runs again after this. A
-        /// claim covers a batch run one job after the other; once three quarters of the lease have
-        /// passed, the worker starts no further job of the batch and releases the rest. Keep it well
-        /// above one job's longest run, or make long handlers follow [`Job::deadline`].
-        ///
-        /// [`Job::deadline`]: super::Job::deadline
-        lease: Duration,
-
-        /// Runs after which a failing job is marked failed and no longer claimed (default 10).
-        max_attempts: u32,
-
-        /// Delay before the first retry of a failed job, doubled for each later one up to five
-        /// minutes (default 1 s).
-        retry_delay: Duration,
-
-        /// Jobs a worker claims at once (default 20).
-        batch: usize,
-
-        /// How long an idle worker first sleeps before looking for jobs again (default 50 ms). Each
-        /// further look that finds nothing doubles the sleep, up to
-        /// [`JobQueueBuilder::max_poll_interval`]; finding a job, or a job enqueued through this
-        /// queue (or a clone of it, in this process), brings it back to this.
-        poll_interval: Duration,
-
-        /// The longest an idle worker sleeps between looks for jobs (default 2 s): the most a job
-        /// enqueued by another process waits for an idle worker.
-        max_poll_interval: Duration,
-    }
 
     /// Builds the queue.
     ///

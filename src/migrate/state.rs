@@ -171,19 +171,15 @@ impl States {
     pub(super) async fn set_phase(&self, from: &[Phase], to: Phase) -> Result<bool> {
         let names: Vec<&str> = from.iter().map(|p| p.name()).collect();
         let matched = self
-            .in_turn(&[MIGRATION.to_owned()], "set migration phase", || async {
-                Ok(self
-                    .collection
-                    .update_one(
-                        doc! { "_id": MIGRATION, "phase": { "$in": &names } },
-                        doc! { "$set": { "phase": to.name() } },
-                    )
-                    .await?
-                    .matched_count)
-            })
+            .update_state(
+                MIGRATION,
+                "set migration phase",
+                doc! { "phase": { "$in": &names } },
+                doc! { "$set": { "phase": to.name() } },
+            )
             .await?;
         *self.phase.lock().expect("phase cache") = None;
-        Ok(matched == 1 || self.phase().await? == Some(to))
+        Ok(matched || self.phase().await? == Some(to))
     }
 
     /// The state of each of `owners` (one `find`).
@@ -245,27 +241,23 @@ impl States {
         if let Some(state) = state {
             filter.insert("state", state);
         }
-        self.in_turn(&ids, "mark owners", || async {
-            self.collection
-                .update_many(filter.clone(), update.clone())
-                .await?;
-            Ok(())
+        self.in_turn(&ids, "mark owners", || {
+            self.collection.update_many(filter.clone(), update.clone())
         })
         .await
+        .map(drop)
     }
 
     /// Moves the epoch: a change that may reach any owner (a retraction, an edit) happened.
     pub(super) async fn bump_epoch(&self) -> Result<()> {
-        self.in_turn(&[MIGRATION.to_owned()], "move migration epoch", || async {
-            self.collection
-                .update_one(
-                    doc! { "_id": MIGRATION },
-                    doc! { "$inc": { "epoch": 1_i64 } },
-                )
-                .await?;
-            Ok(())
-        })
+        self.update_state(
+            MIGRATION,
+            "move migration epoch",
+            doc! {},
+            doc! { "$inc": { "epoch": 1_i64 } },
+        )
         .await
+        .map(drop)
     }
 
     /// The migration's epoch.
@@ -285,9 +277,8 @@ impl States {
     pub(super) async fn start_copy(&self, owner: &str) -> Result<i64> {
         let id = owner_id(owner);
         let found = self
-            .in_turn(std::slice::from_ref(&id), "start owner copy", || async {
-                Ok(self
-                    .collection
+            .in_turn(std::slice::from_ref(&id), "start owner copy", || {
+                self.collection
                     .find_one_and_update(
                         doc! { "_id": &id },
                         doc! {
@@ -297,7 +288,6 @@ impl States {
                     )
                     .upsert(true)
                     .return_document(mongodb::options::ReturnDocument::After)
-                    .await?)
             })
             .await?;
         Ok(found
@@ -309,24 +299,17 @@ impl States {
     /// Marks `owner` ready if no write marked it dirty since [`States::start_copy`] returned
     /// `dirty`: `false` when one did (the copy is to be done again).
     pub(super) async fn finish_copy(&self, owner: &str, dirty: i64, messages: u64) -> Result<bool> {
-        let id = owner_id(owner);
-        let matched = self
-            .in_turn(std::slice::from_ref(&id), "finish owner copy", || async {
-                Ok(self
-                    .collection
-                    .update_one(
-                        doc! { "_id": &id, "state": "copying", "dirty": dirty },
-                        doc! { "$set": {
-                            "state": "ready",
-                            "messages": messages as i64,
-                            "copied": bson::DateTime::now(),
-                        } },
-                    )
-                    .await?
-                    .matched_count)
-            })
-            .await?;
-        Ok(matched == 1)
+        self.update_state(
+            &owner_id(owner),
+            "finish owner copy",
+            doc! { "state": "copying", "dirty": dirty },
+            doc! { "$set": {
+                "state": "ready",
+                "messages": messages as i64,
+                "copied": bson::DateTime::now(),
+            } },
+        )
+        .await
     }
 
     /// Where listing the source's owners got to: the last owner listed, and whether it is done.
@@ -354,13 +337,9 @@ impl States {
         if let Some(after) = owners.last() {
             set.insert("listed_after", after);
         }
-        self.in_turn(&[MIGRATION.to_owned()], "record listing", || async {
-            self.collection
-                .update_one(doc! { "_id": MIGRATION }, doc! { "$set": set.clone() })
-                .await?;
-            Ok(())
-        })
-        .await
+        self.update_state(MIGRATION, "record listing", doc! {}, doc! { "$set": set })
+            .await
+            .map(drop)
     }
 
     /// Records `owners` as pending where they have no state yet (one `insert`, duplicates
@@ -415,15 +394,35 @@ impl States {
             .map(drop)
     }
 
-    /// Runs `write`, an update of the state documents `ids`, retried on transient failures, in
-    /// those documents' turn where the server's updates are not atomic (see the module docs).
-    async fn in_turn<T, F, Fut>(&self, ids: &[String], what: &'static str, write: F) -> Result<T>
+    /// Updates the state document `id` (the migration's, or a unit's) where it also matches
+    /// `filter` (one `update`), in its turn: whether it matched.
+    async fn update_state(
+        &self,
+        id: &str,
+        what: &'static str,
+        filter: Document,
+        update: Document,
+    ) -> Result<bool> {
+        let mut selected = doc! { "_id": id };
+        selected.extend(filter);
+        let updated = self
+            .in_turn(&[id.to_owned()], what, || {
+                self.collection.update_one(selected.clone(), update.clone())
+            })
+            .await?;
+        Ok(updated.matched_count == 1)
+    }
+
+    /// Runs `write`, a driver command updating the state documents `ids` (made again for each
+    /// attempt), retried on transient failures as [`Backend::command`] runs it, in those
+    /// documents' turn where the server's updates are not atomic (see the module docs).
+    async fn in_turn<T, F, A>(&self, ids: &[String], what: &'static str, write: F) -> Result<T>
     where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
+        F: Fn() -> A,
+        A: std::future::IntoFuture<Output = mongodb::error::Result<T>>,
     {
         self.backend
-            .exclusive(ids, self.backend.retry(what, write))
+            .exclusive(ids, self.backend.command(what, write))
             .await
     }
 
