@@ -422,8 +422,8 @@ impl<P: Payload> Delivery<P> {
                     self.inner
                         .upsert(
                             &self.inner.celebrities,
-                            doc! { "_id": author },
-                            doc! { "$set": { "since": message.sent } },
+                            author,
+                            doc! { "since": message.sent },
                         )
                         .await?;
                     self.inner
@@ -506,11 +506,7 @@ impl<P: Payload> Delivery<P> {
                         job.insert("since", bson::DateTime::from_millis(since));
                     }
                     inner
-                        .upsert(
-                            &inner.activity,
-                            doc! { "_id": user },
-                            doc! { "$set": { "rebuilding": true } },
-                        )
+                        .upsert(&inner.activity, user, doc! { "rebuilding": true })
                         .await?;
                     inner
                         .jobs
@@ -522,11 +518,7 @@ impl<P: Payload> Delivery<P> {
                         .await?;
                 }
                 inner
-                    .upsert(
-                        &inner.activity,
-                        doc! { "_id": user },
-                        doc! { "$set": { "last_seen": now } },
-                    )
+                    .upsert(&inner.activity, user, doc! { "last_seen": now })
                     .await?;
                 Ok(returning)
             })
@@ -648,15 +640,18 @@ impl<P: Payload> Delivery<P> {
 }
 
 impl<P: Payload> DeliveryState<P> {
-    /// An upsert of `$set`s by `_id`, retried on transient failures (setting twice sets once);
-    /// a duplicate key (a concurrent upsert, or an earlier attempt, created the document
-    /// first) counts as done.
+    /// Sets `fields` on the document `{_id: id}` of `collection`, creating it if there is none
+    /// (one `update` with `upsert`), retried on transient failures (setting twice sets once); a
+    /// duplicate key (a concurrent upsert, or an earlier attempt, created the document first)
+    /// counts as done.
     async fn upsert(
         &self,
         collection: &Collection<Document>,
-        filter: Document,
-        update: Document,
+        id: &str,
+        fields: Document,
     ) -> Result<()> {
+        let filter = doc! { "_id": id };
+        let update = doc! { "$set": fields };
         self.backend
             .retry("upsert", || async {
                 match collection

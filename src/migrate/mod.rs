@@ -143,6 +143,7 @@ mod handle;
 mod inbox;
 mod links;
 mod state;
+mod units;
 
 pub use comments::{CommentMigration, CommentMigrationBuilder, CommentProgress, MigratingComments};
 pub use engine::Reads;

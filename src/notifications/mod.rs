@@ -77,7 +77,7 @@
 //! one [`NotificationStore::notify`] of [`Kind::Comment`] where it posts the comment.
 
 mod builder;
-mod outbox;
+pub(crate) mod outbox;
 mod reads;
 mod store;
 mod types;

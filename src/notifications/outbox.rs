@@ -90,8 +90,10 @@ impl fmt::Debug for Outbox {
 
 /// What a queued notification does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Change {
+pub(crate) enum Change {
+    /// The activity is notified ([`Outbox::notify`]).
     Notify,
+    /// The activity's notification is withdrawn ([`Outbox::withdraw`]).
     Withdraw,
 }
 
@@ -133,7 +135,9 @@ impl Outbox {
         self.send(Change::Withdraw, activity).await;
     }
 
-    async fn send(&self, change: Change, activity: Activity) {
+    /// Queues `activity`'s `change` and tries it at once; never fails ([`Outbox::notify`] or
+    /// [`Outbox::withdraw`], for a caller that holds the change as a value).
+    pub(crate) async fn send(&self, change: Change, activity: Activity) {
         let key = activity_key(&activity);
         let payload = doc! {
             "change": change.name(),

@@ -176,11 +176,8 @@ impl Groups {
         update: &Document,
     ) -> Result<UpdateResult> {
         self.backend
-            .retry(operation, || async {
-                Ok(self
-                    .groups
-                    .update_many(filter.clone(), update.clone())
-                    .await?)
+            .command(operation, || {
+                self.groups.update_many(filter.clone(), update.clone())
             })
             .await
     }

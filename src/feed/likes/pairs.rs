@@ -1,5 +1,7 @@
 //! Likes and unlikes of a (post, user) pair, journaled on the like document.
 
+use std::future::{Future, IntoFuture};
+
 use bson::oid::ObjectId;
 use bson::{doc, Document};
 
@@ -10,6 +12,7 @@ use crate::bson_ext;
 use crate::error::Result;
 use crate::feed::state::not_found_post;
 use crate::feed::types::PostId;
+use crate::notifications::outbox::Change;
 use crate::notifications::{Activity, Kind as NotificationKind};
 use crate::observe::spans::Op;
 
@@ -44,14 +47,13 @@ impl Likes {
     /// like stays marked "not yet counted" and the next like or unlike of the pair (or
     /// [`Likes::settle`]) counts it.
     pub async fn like(&self, post: PostId, user: &str) -> Result<bool> {
-        Op::FeedLikesLike
-            .span()
-            .run(async move {
-                let CheckedPair {
-                    id,
-                    created,
-                    author,
-                } = self.check_pair(post, user).await?;
+        self.change_pair(
+            Op::FeedLikesLike,
+            post,
+            user,
+            Change::Notify,
+            |checked| async move {
+                let CheckedPair { id, created, .. } = checked;
                 let at = self.inner.clock.now();
                 let op = ObjectId::new();
                 let like = doc! {
@@ -64,61 +66,43 @@ impl Likes {
                     PENDING: true,
                 };
                 let mine = doc! { "_id": &id, "post": post.0, "op": op };
-                let liked = self
-                    .locked(post, async {
-                        let mut inserted = false;
-                        for _ in 0..MAX_FIRST_UPDATE_RACES {
-                            match self.insert_like(post, &like, op).await? {
-                                Stored::Mine => {
-                                    inserted = true;
-                                    break;
-                                }
-                                // Removed by an unlike that finished meanwhile: the next round stores it.
-                                Stored::Gone => {}
-                                Stored::Other(stored) => {
-                                    if self.finish_like(post, &stored).await? {
-                                        return Ok(false);
-                                    }
-                                    // It was being removed, and now is: the next round stores this like.
-                                }
+                let mut inserted = false;
+                for _ in 0..MAX_FIRST_UPDATE_RACES {
+                    match self.insert_like(post, &like, op).await? {
+                        Stored::Mine => {
+                            inserted = true;
+                            break;
+                        }
+                        // Removed by an unlike that finished meanwhile: the next round stores it.
+                        Stored::Gone => {}
+                        Stored::Other(stored) => {
+                            if self.finish_like(post, &stored).await? {
+                                return Ok(false);
                             }
+                            // It was being removed, and now is: the next round stores this like.
                         }
-                        if !inserted {
-                            return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
-                        }
-                        let counted = CounterChange::likes(post, 1, op);
-                        if let Err(error) = self.increment_unlocked(counted).await {
-                            // Undone, so the like is not left uncounted; if the undo fails, the like keeps
-                            // its "not yet counted" mark and whoever finds it next counts it.
-                            if self.reverse_increment(counted).await.is_ok() {
-                                let _ = self
-                                    .backend()
-                                    .retry("like undo", || async {
-                                        Ok(self
-                                            .inner
-                                            .collections
-                                            .likes
-                                            .delete_one(mine.clone())
-                                            .await?)
-                                    })
-                                    .await;
-                            }
-                            return Err(error);
-                        }
-                        // Counted: the mark goes. If this fails the like is counted already, and finishing
-                        // it again applies `op` once (the counter holds it).
-                        self.mark_counted(&mine).await?;
-                        Ok(true)
-                    })
-                    .await?;
-                // On every call, new or repeated: the notification is idempotent, so repeating a like
-                // whose notification failed completes it.
-                if let Some(outbox) = &self.inner.outbox {
-                    outbox.notify(Self::liked(post, &author, user)).await;
+                    }
                 }
-                Ok(liked)
-            })
-            .await
+                if !inserted {
+                    return Err(crate::Error::contention("like", MAX_FIRST_UPDATE_RACES));
+                }
+                let counted = CounterChange::likes(post, 1, op);
+                // Undone, so the like is not left uncounted; if the undo fails, the like keeps its
+                // "not yet counted" mark and whoever finds it next counts it.
+                self.count_or_undo(
+                    self.increment_unlocked(counted),
+                    counted,
+                    "like undo",
+                    || self.inner.collections.likes.delete_one(mine.clone()),
+                )
+                .await?;
+                // Counted: the mark goes. If this fails the like is counted already, and finishing
+                // it again applies `op` once (the counter holds it).
+                self.mark_counted(&mine).await?;
+                Ok(true)
+            },
+        )
+        .await
     }
 
     /// `user` no longer likes `post`; returns `false` if they did not. `find` (post), `find`
@@ -138,28 +122,79 @@ impl Likes {
     /// stays marked "removing" (and reads as absent) and the next like or unlike of the pair (or
     /// [`Likes::settle`]) removes and counts it.
     pub async fn unlike(&self, post: PostId, user: &str) -> Result<bool> {
-        Op::FeedLikesUnlike
+        self.change_pair(
+            Op::FeedLikesUnlike,
+            post,
+            user,
+            Change::Withdraw,
+            |checked| async move {
+                let pair = doc! { "_id": &checked.id, "post": post.0 };
+                let op = ObjectId::new();
+                let Some(marked) = self.mark_removing(post, &pair, op).await? else {
+                    return Ok(false);
+                };
+                self.uncount(post, &pair, &marked, op).await?;
+                self.delete_removed(&pair, op).await?;
+                Ok(true)
+            },
+        )
+        .await
+    }
+
+    /// Runs `change`, a like or an unlike of the pair (`post`, `user`), in `operation`'s span:
+    /// the pair is checked first ([`Likes::check_pair`]), then `change` runs under the post's
+    /// counter lock and returns whether it changed the pair. Then, on every call, new or
+    /// repeated, the store's outbox (if it has a notifier) sends the like's notification or its
+    /// withdrawal (`tell`): that is idempotent, so repeating a like or an unlike whose
+    /// notification failed completes it.
+    async fn change_pair<Fut>(
+        &self,
+        operation: Op,
+        post: PostId,
+        user: &str,
+        tell: Change,
+        change: impl FnOnce(CheckedPair) -> Fut,
+    ) -> Result<bool>
+    where
+        Fut: Future<Output = Result<bool>>,
+    {
+        operation
             .span()
             .run(async move {
-                let CheckedPair { id, author, .. } = self.check_pair(post, user).await?;
-                let op = ObjectId::new();
-                let unliked = self
-                    .locked(post, async {
-                        let pair = doc! { "_id": &id, "post": post.0 };
-                        let Some(marked) = self.mark_removing(post, &pair, op).await? else {
-                            return Ok(false);
-                        };
-                        self.uncount(post, &pair, &marked, op).await?;
-                        self.delete_removed(&pair, op).await?;
-                        Ok(true)
-                    })
-                    .await?;
+                let checked = self.check_pair(post, user).await?;
+                let author = checked.author.clone();
+                let changed = self.locked(post, change(checked)).await?;
                 if let Some(outbox) = &self.inner.outbox {
-                    outbox.withdraw(Self::liked(post, &author, user)).await;
+                    outbox.send(tell, Self::liked(post, &author, user)).await;
                 }
-                Ok(unliked)
+                Ok(changed)
             })
             .await
+    }
+
+    /// Runs `count`, the counter changes of a like or an unlike, the last of them `change`. If
+    /// it fails, takes `change` back off the post's counter and, once that worked, undoes the
+    /// like document's write with `undo` (a driver command retried as `what`) before returning
+    /// the error. If the undo fails too, the like keeps its mark and whoever finds it next
+    /// finishes it.
+    async fn count_or_undo<T, F, A>(
+        &self,
+        count: impl Future<Output = Result<()>>,
+        change: CounterChange,
+        what: &'static str,
+        undo: F,
+    ) -> Result<()>
+    where
+        F: Fn() -> A,
+        A: IntoFuture<Output = mongodb::error::Result<T>>,
+    {
+        let Err(error) = count.await else {
+            return Ok(());
+        };
+        if self.reverse_increment(change).await.is_ok() {
+            let _ = self.backend().command(what, undo).await;
+        }
+        Err(error)
     }
 
     /// The checks of a like or an unlike, before it writes anything: the user id, then the post
@@ -241,27 +276,17 @@ impl Likes {
             }
             self.increment_unlocked(uncounted).await
         };
-        if let Err(error) = counted.await {
-            // Put back as it was; if that fails too, the mark stays and whoever finds the
-            // like next removes and counts it.
-            if self.reverse_increment(uncounted).await.is_ok() {
-                let mut mine = pair.clone();
-                mine.insert(REMOVING, op);
-                let _ = self
-                    .backend()
-                    .retry("unlike undo", || async {
-                        Ok(self
-                            .inner
-                            .collections
-                            .likes
-                            .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
-                            .await?)
-                    })
-                    .await;
-            }
-            return Err(error);
-        }
-        Ok(())
+        let mut mine = pair.clone();
+        mine.insert(REMOVING, op);
+        // Put back as it was; if that fails too, the mark stays and whoever finds the like next
+        // removes and counts it.
+        self.count_or_undo(counted, uncounted, "unlike undo", || {
+            self.inner
+                .collections
+                .likes
+                .update_one(mine.clone(), doc! { "$unset": { REMOVING: "" } })
+        })
+        .await
     }
 
     /// Whether `user` likes `post` (one `find`). A like being removed by an interrupted unlike

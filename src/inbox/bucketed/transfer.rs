@@ -215,17 +215,13 @@ impl Buckets {
 
     /// One `update` of the newest bucket (retried): whether it matched.
     async fn import_into_newest(&self, filter: Document, update: Document) -> Result<bool> {
-        let matched = self
+        let result = self
             .backend
-            .retry("import into bucket", || async {
-                Ok(self
-                    .buckets
-                    .update_one(filter.clone(), update.clone())
-                    .await?
-                    .matched_count)
+            .command("import into bucket", || {
+                self.buckets.update_one(filter.clone(), update.clone())
             })
             .await?;
-        Ok(matched != 0)
+        Ok(result.matched_count != 0)
     }
 
     /// One `update` raising the owner's head to `sequence` (and its floor).

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::inbox::{DynInboxTransfer, HeldMessage, Payload};
 use crate::migrate::engine::{Engine, Units};
+use crate::migrate::units;
+
 /// Messages imported at a time.
 const IMPORT_CHUNK: usize = 500;
 
@@ -53,22 +55,13 @@ impl<P: Payload> Units for Inboxes<P> {
 
     async fn check_start(&self) -> Result<()> {
         if !self.target.is_empty().await? {
-            return Err(Error::Precondition {
-                reason: "the migration's target store holds messages already: a target starts \
-                         empty"
-                    .to_owned(),
-            });
+            return Err(units::target_not_empty("messages"));
         }
         Ok(())
     }
 
     async fn list(&self, after: Option<String>, limit: usize) -> Result<Vec<String>> {
-        self.source
-            .owners(after)
-            .await?
-            .take(limit)
-            .try_collect()
-            .await
+        units::first(self.source.owners(after).await?, limit).await
     }
 
     /// Empties the owner's inbox in the target, imports the source's export (500 messages at

@@ -243,19 +243,12 @@ impl<P: Payload> LifecycleEngine<P> for BucketedFanOut<P> {
         }
         let mut filter = owner_buckets(owner, 0, Some(newest - 1));
         filter.insert("$or", dropped);
-        let buckets = self
+        let deleted = self
             .buckets
             .backend
-            .retry("prune", || async {
-                Ok(self
-                    .buckets
-                    .buckets
-                    .delete_many(filter.clone())
-                    .await?
-                    .deleted_count)
-            })
+            .command("prune", || self.buckets.buckets.delete_many(filter.clone()))
             .await?;
         // Every bucket but the newest is full.
-        Ok(buckets * size as u64)
+        Ok(deleted.deleted_count * size as u64)
     }
 }
