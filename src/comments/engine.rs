@@ -28,11 +28,14 @@ use crate::error::Result;
 use crate::page::{Page, PageRequest};
 use crate::sharding::ShardKey;
 
-/// The votes half of [`VotesEngine`]: a vote, taking it back, reading it, settling pending
-/// ones. Every strategy gets it from its [`super::votes::Tally`] (written once, in
-/// [`super::votes`]); the migration mirror routes it.
+/// The votes half of [`VotesEngine`]: which strategy keeps them, a vote, taking it back, reading
+/// it, settling pending ones. Every strategy gets it from its [`super::votes::Tally`] (written
+/// once, in [`super::votes`]); the migration mirror routes it.
 #[async_trait]
 pub trait BallotEngine: Send + Sync {
+    /// Which strategy this is.
+    fn strategy(&self) -> Strategy;
+
     /// Sets the user's vote on a comment.
     async fn vote(&self, at: At<'_>, user: &str, vote: Vote) -> Result<Option<Vote>>;
 
@@ -56,6 +59,16 @@ pub struct Listing<'a> {
     pub page: PageRequest,
 }
 
+/// Which ranked list of a discussion a page reads: the comments under `parent` (or at the top
+/// level), by `sort`. A ranked page's cursor belongs to one list.
+#[derive(Clone, Copy, Debug)]
+pub struct Ranked<'a> {
+    /// The parent's link, `None` for the top level.
+    pub parent: Option<&'a str>,
+    /// The order.
+    pub sort: Sort,
+}
+
 /// Where a comment is: its discussion and its link.
 #[derive(Clone, Copy, Debug)]
 pub struct At<'a> {
@@ -68,22 +81,14 @@ pub struct At<'a> {
 /// The strategy's part of [`super::VotedComments`].
 #[async_trait]
 pub trait VotesEngine: BallotEngine + fmt::Debug + 'static {
-    /// Which strategy this is.
-    fn strategy(&self) -> Strategy;
-
     /// Whether this is a running migration's store, whose operations' spans are
     /// `migrate.comments.<operation>` (a store's own are `comments.<operation>`).
     fn migrating(&self) -> bool {
         false
     }
 
-    /// A page of the comments under `parent` (or at the top), by `sort`.
-    async fn ranked(
-        &self,
-        listing: Listing<'_>,
-        parent: Option<&str>,
-        sort: Sort,
-    ) -> Result<Page<Comment>>;
+    /// A page of the `ranked` list.
+    async fn ranked(&self, listing: Listing<'_>, ranked: Ranked<'_>) -> Result<Page<Comment>>;
 }
 
 /// The strategy's part of [`super::CommentStore`].

@@ -11,7 +11,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use super::engine::{At, CommentEngine, ThreadsEngine, VotesEngine};
+use super::engine::{At, CommentEngine, Ranked, ThreadsEngine, VotesEngine};
 use super::validate::{check_discussion, check_page};
 use super::{Comment, Deletion, Features, NewComment, Order, Sort, Strategy, Thread, Vote};
 use crate::error::Result;
@@ -399,7 +399,7 @@ pub trait VotedComments: Send + Sync {
     ) -> Result<Page<Comment>> {
         span!(self, "ranked", limit = page.limit)
             .run_checked(check_page(discussion, page), |listing| {
-                self.votes_engine().ranked(listing, parent, sort)
+                self.votes_engine().ranked(listing, Ranked { parent, sort })
             })
             .await
     }

@@ -45,6 +45,7 @@ use mongodb::{Collection, IndexModel};
 use super::engine::{At, BallotEngine};
 use super::lock::discussion_lock;
 use super::ranking::Vote;
+use super::strategy::Strategy;
 use super::validate;
 use crate::backend::update_batch::is_duplicate_key;
 use crate::backend::Backend;
@@ -101,6 +102,9 @@ pub(super) struct Found<T> {
 pub(super) trait Tally: Send + Sync {
     /// Where [`Tally::apply`] finds a comment.
     type Target: Send + Sync;
+
+    /// Which strategy this is.
+    const STRATEGY: Strategy;
 
     /// Where the strategy's votes are kept.
     fn vote_book(&self) -> &VoteBook;
@@ -177,6 +181,10 @@ pub(super) async fn count_in_element(
 
 #[async_trait]
 impl<T: Tally> BallotEngine for T {
+    fn strategy(&self) -> Strategy {
+        T::STRATEGY
+    }
+
     async fn vote(&self, at: At<'_>, user: &str, vote: Vote) -> Result<Option<Vote>> {
         let value = vote.value();
         self.vote_book().set(self, at, user, value).await

@@ -7,11 +7,11 @@ use bson::oid::ObjectId;
 use super::read::Range;
 use super::{Embedded, STRATEGY};
 use crate::comments::cursor;
-use crate::comments::engine::{Listing, VotesEngine};
+use crate::comments::engine::{Listing, Ranked, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::tree::{self, Node};
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook};
-use crate::comments::{validate, Comment, Sort, Thread};
+use crate::comments::{validate, Comment, Sort, Strategy, Thread};
 use crate::page::invalid;
 use crate::{error::Entity, Cursor, Page, Result};
 
@@ -78,6 +78,7 @@ pub(super) fn ranked_level(
 #[async_trait]
 impl Tally for Embedded {
     type Target = Vec<usize>;
+    const STRATEGY: Strategy = STRATEGY;
 
     fn vote_book(&self) -> &VoteBook {
         &self.votes
@@ -125,17 +126,8 @@ impl Tally for Embedded {
 
 #[async_trait]
 impl VotesEngine for Embedded {
-    fn strategy(&self) -> crate::comments::Strategy {
-        crate::comments::Strategy::Embedded
-    }
-
-    async fn ranked(
-        &self,
-        listing: Listing<'_>,
-        parent: Option<&str>,
-        sort: Sort,
-    ) -> Result<Page<Comment>> {
-        let Listing { discussion, page } = listing;
+    async fn ranked(&self, listing: Listing<'_>, ranked: Ranked<'_>) -> Result<Page<Comment>> {
+        let (Listing { discussion, page }, Ranked { parent, sort }) = (listing, ranked);
         let parent_path = parent
             .map(|parent| tree::parse_path(parent, self.max_depth))
             .transpose()?;

@@ -154,7 +154,7 @@ impl Entry {
 
 /// A page document.
 #[derive(Clone, Debug, Deserialize)]
-struct Page {
+struct PageDocument {
     /// [`page_id`] for pages this store made; pages written by other code may have any `_id`.
     #[serde(rename = "_id")]
     id: bson::Bson,

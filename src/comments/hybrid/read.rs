@@ -4,7 +4,9 @@ use bson::{doc, Document};
 use futures::TryStreamExt;
 use mongodb::options::FindOptions;
 
-use super::{check_slug, number, parse_place_parts, Entry, HybridPages, Page, Place, STRATEGY};
+use super::{
+    check_slug, number, parse_place_parts, Entry, HybridPages, PageDocument, Place, STRATEGY,
+};
 use crate::bson_ext;
 use crate::comments::cursor::{self, View};
 use crate::comments::{validate, KeyedComment, Order};
@@ -88,7 +90,7 @@ impl HybridPages {
             let fetched = pages.len();
             let mut last_page = None;
             for page in pages {
-                let page: Page = bson_ext::decode(self.pages.name(), page)?;
+                let page: PageDocument = bson_ext::decode(self.pages.name(), page)?;
                 last_page = Some(page.page);
                 let mut indexed: Vec<(usize, Entry)> =
                     page.comments.into_iter().enumerate().collect();
@@ -136,7 +138,7 @@ impl HybridPages {
         let Some(page) = page else {
             return Ok(None);
         };
-        let page: Page = bson_ext::decode(self.pages.name(), page)?;
+        let page: PageDocument = bson_ext::decode(self.pages.name(), page)?;
         Ok(page.comments.into_iter().find(|entry| entry.slug == slug))
     }
 
@@ -155,7 +157,11 @@ impl HybridPages {
     }
 
     /// The page holding `slug`, and the comment's index in it.
-    pub(super) async fn locate(&self, discussion: &str, slug: &str) -> Result<(Page, usize)> {
+    pub(super) async fn locate(
+        &self,
+        discussion: &str,
+        slug: &str,
+    ) -> Result<(PageDocument, usize)> {
         validate::check_discussion(discussion)?;
         check_slug(slug)?;
         let page = self
@@ -163,7 +169,7 @@ impl HybridPages {
             .find_one(doc! { "discussion_id": discussion, "comments.slug": slug })
             .await?
             .ok_or_else(|| validate::no_comment(Entity::Comment, slug))?;
-        let page: Page = bson_ext::decode(self.pages.name(), page)?;
+        let page: PageDocument = bson_ext::decode(self.pages.name(), page)?;
         let index = page
             .comments
             .iter()

@@ -103,7 +103,7 @@ impl TransferEngine for HybridPages {
                 .await?;
             let mut comments = Vec::new();
             for page in pages {
-                let page: super::Page = crate::bson_ext::decode(self.pages.name(), page)?;
+                let page: super::PageDocument = crate::bson_ext::decode(self.pages.name(), page)?;
                 comments.extend(page.comments.iter().map(|e| HeldComment::of(e.comment())));
             }
             Ok(comments)

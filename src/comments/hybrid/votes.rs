@@ -5,14 +5,14 @@ use bson::doc;
 use bson::oid::ObjectId;
 use mongodb::options::FindOptions;
 
-use super::{check_slug, parse_place_parts, HybridPages, Page, Place, STRATEGY};
+use super::{check_slug, parse_place_parts, HybridPages, PageDocument, Place, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
-use crate::comments::engine::{Listing, VotesEngine};
+use crate::comments::engine::{Listing, Ranked, VotesEngine};
 use crate::comments::ranking::rank_after;
 use crate::comments::votes::{count_in_element, Delta, Found, Tally, VoteBook};
-use crate::comments::{validate, Comment, Sort};
-use crate::page::invalid;
+use crate::comments::{validate, Comment, Strategy};
+use crate::page::{invalid, Page};
 use crate::{Error, Result};
 
 /// A comment's place as a ranked cursor's tiebreak: `page:index`.
@@ -38,6 +38,7 @@ pub(in crate::comments) struct Spot {
 #[async_trait]
 impl Tally for HybridPages {
     type Target = Spot;
+    const STRATEGY: Strategy = STRATEGY;
 
     fn vote_book(&self) -> &VoteBook {
         &self.votes
@@ -86,17 +87,8 @@ impl Tally for HybridPages {
 
 #[async_trait]
 impl VotesEngine for HybridPages {
-    fn strategy(&self) -> crate::comments::Strategy {
-        crate::comments::Strategy::HybridPages
-    }
-
-    async fn ranked(
-        &self,
-        listing: Listing<'_>,
-        parent: Option<&str>,
-        sort: Sort,
-    ) -> Result<crate::Page<Comment>> {
-        let Listing { discussion, page } = listing;
+    async fn ranked(&self, listing: Listing<'_>, ranked: Ranked<'_>) -> Result<Page<Comment>> {
+        let (Listing { discussion, page }, Ranked { parent, sort }) = (listing, ranked);
         if parent.is_some() {
             return Err(Error::Unsupported {
                 limit: crate::error::Limit::Strategy,
@@ -121,7 +113,7 @@ impl VotesEngine for HybridPages {
         }
         let mut keyed = Vec::new();
         for stored in pages {
-            let stored: Page = bson_ext::decode(self.pages.name(), stored)?;
+            let stored: PageDocument = bson_ext::decode(self.pages.name(), stored)?;
             for (index, entry) in stored.comments.into_iter().enumerate() {
                 let key = sort.key(entry.votes(), entry.body.posted);
                 keyed.push((key, (stored.page, index), entry));
@@ -129,7 +121,7 @@ impl VotesEngine for HybridPages {
         }
         let mut ranked = rank_after(keyed, after);
         ranked.truncate(page.fetch());
-        let page = crate::Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
+        let page = Page::from_overfetch(ranked, page.limit, |(key, place, _)| {
             cursor::after_ranked(STRATEGY, sort, discussion, None, *key, &place_field(*place))
         });
         Ok(page.map(|(_, _, entry)| entry.comment()))

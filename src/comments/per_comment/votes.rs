@@ -10,9 +10,9 @@ use super::stored::{sort_field, Ranking};
 use super::{PerComment, STRATEGY};
 use crate::bson_ext;
 use crate::comments::cursor;
-use crate::comments::engine::{Listing, VotesEngine};
+use crate::comments::engine::{Listing, Ranked, VotesEngine};
 use crate::comments::votes::{Delta, Found, Tally, VoteBook, VOTE_OPS, VOTE_OPS_PER_COMMENT};
-use crate::comments::{slug, Comment, Sort, Votes};
+use crate::comments::{slug, Comment, Strategy, Votes};
 use crate::error::{Entity, Result};
 use crate::page::invalid;
 use crate::page::Page;
@@ -20,6 +20,7 @@ use crate::page::Page;
 #[async_trait]
 impl Tally for PerComment {
     type Target = ObjectId;
+    const STRATEGY: Strategy = STRATEGY;
 
     fn vote_book(&self) -> &VoteBook {
         &self.votes
@@ -114,17 +115,8 @@ impl Tally for PerComment {
 
 #[async_trait]
 impl VotesEngine for PerComment {
-    fn strategy(&self) -> crate::comments::Strategy {
-        crate::comments::Strategy::PerComment
-    }
-
-    async fn ranked(
-        &self,
-        listing: Listing<'_>,
-        parent: Option<&str>,
-        sort: Sort,
-    ) -> Result<Page<Comment>> {
-        let Listing { discussion, page } = listing;
+    async fn ranked(&self, listing: Listing<'_>, ranked: Ranked<'_>) -> Result<Page<Comment>> {
+        let (Listing { discussion, page }, Ranked { parent, sort }) = (listing, ranked);
         if let Some(parent) = parent {
             slug::parse_slug(parent)?;
         }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::units::CommentMigrationEngine;
 use crate::comments::engine::{
-    At, BallotEngine, CommentEngine, Listing, ThreadsEngine, VotesEngine,
+    At, BallotEngine, CommentEngine, Listing, Ranked, ThreadsEngine, VotesEngine,
 };
 use crate::comments::{
     Comment, Deletion, DynCommentTransfer, Features, NewComment, Order, Sort, Strategy, Thread,
@@ -439,6 +439,12 @@ impl CommentEngine for MigratingComments {
 
 #[async_trait]
 impl BallotEngine for MigratingComments {
+    /// The source's strategy (the target's pages, once reads moved, carry the target's
+    /// cursors all the same).
+    fn strategy(&self) -> Strategy {
+        self.source().strategy()
+    }
+
     async fn vote(
         &self,
         At { discussion, link }: At<'_>,
@@ -485,23 +491,12 @@ impl BallotEngine for MigratingComments {
 
 #[async_trait]
 impl VotesEngine for MigratingComments {
-    /// The source's strategy (the target's pages, once reads moved, carry the target's
-    /// cursors all the same).
-    fn strategy(&self) -> Strategy {
-        self.source().strategy()
-    }
-
     fn migrating(&self) -> bool {
         true
     }
 
-    async fn ranked(
-        &self,
-        listing: Listing<'_>,
-        parent: Option<&str>,
-        sort: Sort,
-    ) -> Result<Page<Comment>> {
-        let Listing { discussion, page } = listing;
+    async fn ranked(&self, listing: Listing<'_>, ranked: Ranked<'_>) -> Result<Page<Comment>> {
+        let (Listing { discussion, page }, Ranked { parent, sort }) = (listing, ranked);
         self.page(
             discussion,
             parent,

@@ -5,13 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::{StreamExt, TryStreamExt};
 
 use crate::backend::lease_lock::LeaseLocks;
 use crate::comments::{DynCommentTransfer, HeldComment};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::migrate::engine::{Engine, Units};
 use crate::migrate::links::Links;
+use crate::migrate::units;
 
 /// The comment migration's engine.
 pub(super) type CommentMigrationEngine = Engine<Discussions>;
@@ -88,11 +88,7 @@ impl Units for Discussions {
             }
         };
         if holds {
-            return Err(Error::Precondition {
-                reason: "the migration's target store holds comments of its discussions \
-                         already: a target starts empty"
-                    .to_owned(),
-            });
+            return Err(units::target_not_empty("comments of its discussions"));
         }
         if self.source.features().threading && !self.target.features().threading {
             if let Some(discussion) = self
@@ -114,14 +110,7 @@ impl Units for Discussions {
                 .take(limit)
                 .cloned()
                 .collect()),
-            None => {
-                self.source
-                    .discussions(after)
-                    .await?
-                    .take(limit)
-                    .try_collect()
-                    .await
-            }
+            None => units::first(self.source.discussions(after).await?, limit).await,
         }
     }
 
