@@ -1,11 +1,11 @@
-//! What every strategy stores of a comment besides where it is and its votes: who wrote what and
-//! when ([`Body`]), and a keyed comment's key ([`StoredKey`]). Each strategy flattens both into
-//! its own document (per comment) or array element (embedded node, hybrid page entry), so the
-//! stored fields, their names and their order are the same in all three.
+//! What every strategy stores of a comment besides where it is, its votes and its key: who wrote
+//! what and when ([`Body`]). Each strategy flattens it into its own document (per comment) or
+//! array element (embedded node, hybrid page entry), as it does a keyed comment's
+//! [`StoredKey`](super::keyed::StoredKey), so the stored fields, their names and their order
+//! are the same in all three.
 
 use serde::{Deserialize, Serialize};
 
-use super::keyed::KeyedComment;
 use super::model::HeldComment;
 use super::{Author, Comment, NewComment, Votes};
 
@@ -96,28 +96,6 @@ impl Body {
             edited: self.edited,
             deleted: self.deleted,
             votes,
-        }
-    }
-}
-
-/// A keyed comment's idempotency key and the digest of what it was posted with, as stored; both
-/// absent for a comment posted without a key.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub(super) struct StoredKey {
-    /// The caller's idempotency key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) idempotency_key: Option<String>,
-    /// The digest of what the comment was posted with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) content_digest: Option<String>,
-}
-
-impl StoredKey {
-    /// What a comment posted with `keyed` (or without a key) stores.
-    pub(super) fn of(keyed: Option<&KeyedComment>) -> Self {
-        Self {
-            idempotency_key: keyed.map(|keyed| keyed.key.clone()),
-            content_digest: keyed.map(|keyed| keyed.content.clone()),
         }
     }
 }

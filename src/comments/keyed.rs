@@ -1,6 +1,7 @@
 //! Idempotency keys of posted comments: the id a key gives and the content it vouches for.
 
-use super::body::StoredKey;
+use serde::{Deserialize, Serialize};
+
 use super::NewComment;
 use crate::Result;
 
@@ -66,5 +67,27 @@ impl KeyedComment {
         };
         self.check(stored(&found))?;
         Ok(Some(found))
+    }
+}
+
+/// A keyed comment's idempotency key and the digest of what it was posted with, as stored; both
+/// absent for a comment posted without a key.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(super) struct StoredKey {
+    /// The caller's idempotency key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) idempotency_key: Option<String>,
+    /// The digest of what the comment was posted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) content_digest: Option<String>,
+}
+
+impl StoredKey {
+    /// What a comment posted with `keyed` (or without a key) stores.
+    pub(super) fn of(keyed: Option<&KeyedComment>) -> Self {
+        Self {
+            idempotency_key: keyed.map(|keyed| keyed.key.clone()),
+            content_digest: keyed.map(|keyed| keyed.content.clone()),
+        }
     }
 }

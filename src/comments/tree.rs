@@ -8,7 +8,8 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::body::{Body, StoredKey};
+use super::body::Body;
+use super::keyed::StoredKey;
 use super::validate::invalid_link;
 use super::{Comment, Order, Votes};
 use crate::Result;

@@ -11,7 +11,8 @@ use super::{
 };
 use crate::backend::dialect::Dialect;
 use crate::bson_ext::{self, now_or_after};
-use crate::comments::body::{Body, StoredKey};
+use crate::comments::body::Body;
+use crate::comments::keyed::StoredKey;
 use crate::comments::tree::{self, Node, Window};
 use crate::comments::{discussion_lock, validate, Comment, KeyedComment, NewComment};
 use crate::error::{Entity, Error, Result};

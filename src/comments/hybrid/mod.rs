@@ -11,7 +11,8 @@ use bson::Document;
 use mongodb::Collection;
 use serde::{Deserialize, Serialize};
 
-use super::body::{Body, StoredKey};
+use super::body::Body;
+use super::keyed::StoredKey;
 use super::registry::{registered_collections, Registry};
 use super::votes::{VoteBook, VOTE_OPS_BYTES};
 use super::{validate, Comment, Strategy, Votes};

@@ -6,9 +6,10 @@ use mongodb::options::FindOptions;
 
 use super::read::{after_place, parse_place};
 use super::{number, Entry, HybridPages, LOCK_LEASE, STRATEGY};
-use crate::comments::body::{Body, StoredKey};
+use crate::comments::body::Body;
 use crate::comments::cursor;
 use crate::comments::engine::{CommentEngine, Listing};
+use crate::comments::keyed::StoredKey;
 use crate::comments::{
     discussion_lock, validate, Comment, Deletion, KeyedComment, NewComment, Order, ThreadedComments,
 };

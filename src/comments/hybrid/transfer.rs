@@ -8,8 +8,9 @@ use bson::{doc, Document};
 use futures::stream::BoxStream;
 
 use super::{check_slug, page_id, Entry, HybridPages, FLOOR, LAST_POSTED};
-use crate::comments::body::{Body, StoredKey};
+use crate::comments::body::Body;
 use crate::comments::engine::TransferEngine;
+use crate::comments::keyed::StoredKey;
 use crate::comments::model::HeldComment;
 use crate::comments::transfer;
 use crate::Result;

@@ -3,7 +3,8 @@
 use bson::oid::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use crate::comments::body::{Body, StoredKey};
+use crate::comments::body::Body;
+use crate::comments::keyed::StoredKey;
 use crate::comments::{slug, Comment, Sort, Votes};
 
 /// A comment as stored.

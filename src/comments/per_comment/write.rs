@@ -7,7 +7,8 @@ use futures::TryStreamExt;
 
 use super::stored::{Ranking, Stored};
 use super::{PerComment, SLUG_ATTEMPTS};
-use crate::comments::body::{Body, StoredKey};
+use crate::comments::body::Body;
+use crate::comments::keyed::StoredKey;
 use crate::comments::{slug, validate, KeyedComment, NewComment, Votes};
 use crate::error::Invalid;
 use crate::{Error, Result};
