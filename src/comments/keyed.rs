@@ -40,7 +40,7 @@ impl KeyedComment {
 
     /// `Ok` when `stored` (the key and digest stored with a comment) is this comment's;
     /// otherwise [`crate::Error::Conflict`].
-    pub(super) fn check(&self, stored: &StoredKey) -> Result<()> {
+    fn check(&self, stored: &StoredKey) -> Result<()> {
         let conflict = |reason| crate::Error::Conflict {
             what: crate::error::Entity::Comment,
             id: self.key.clone(),
